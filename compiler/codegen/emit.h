@@ -1,0 +1,42 @@
+// emit.h — what an op's emitter (OpDef::emit, ir/ops.cpp) sees while the
+// code generator walks a section: the node, the writer, and how to name the
+// memory of each tensor (a C pointer expression and its row stride).
+//
+// LLM section functions have the signature
+//   static void ck_<section>(ck_model *m, int layer, int T, int pos0)
+// and emitters for LLM ops may use those four names.
+#pragma once
+
+#include <string>
+
+#include "codegen/cwriter.h"
+#include "ir/graph.h"
+
+namespace ckc {
+
+class EmitCtx {
+public:
+    EmitCtx(CWriter &w, const Graph &g, const Node &n) : w(w), g(g), n(n) {}
+    virtual ~EmitCtx() = default;
+
+    CWriter &w;
+    const Graph &g;
+    const Node &n;
+
+    virtual std::string ptr(const std::string &tensor) const = 0;    // C pointer expression
+    virtual std::string ld(const std::string &tensor) const = 0;     // row stride in elements
+    virtual std::string name(const std::string &tensor) const = 0;   // the C local naming it
+    virtual std::string rope_table(const Node &rope) = 0;            // C prefix of the cos/sin tables
+
+    // conveniences over the current node
+    std::string in(size_t i) const { return ptr(n.inputs.at(i)); }
+    std::string ld_in(size_t i) const { return ld(n.inputs.at(i)); }
+    std::string out() const { return ptr(n.output); }
+    std::string ld_out() const { return ld(n.output); }
+    // leading (row) count of a tensor: "T" for token tensors, else a number
+    std::string rows(const std::string &tensor) const;
+    const Tensor &tin(size_t i) const { return g.tensor(n.inputs.at(i)); }
+    const Tensor &tout() const { return g.tensor(n.output); }
+};
+
+}  // namespace ckc

@@ -1,0 +1,28 @@
+// llm_codegen.h — Program + Plan -> model.c (templates/llm_model.c.in) and
+// the list of runtime sources it needs (model.c.kernels).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "planner/planner.h"
+
+namespace ckc {
+
+struct CodegenOptions {
+    std::string command_line;              // recorded in the frontmatter
+    std::vector<std::string> passes;       // the passes that ran
+    std::string runtime_dir;               // absolute path of runtime/
+    std::string output_name = "model.c";
+};
+
+struct CodegenResult {
+    std::string source;                    // model.c
+    std::vector<std::string> kernels;      // absolute paths of runtime .c files
+};
+
+CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOptions &o,
+                             const std::string &template_text);
+
+}  // namespace ckc

@@ -1,0 +1,189 @@
+#include "frontend/hf/config.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "support/error.h"
+#include "support/util.h"
+
+namespace ckc {
+
+using nlohmann::json;
+
+ConfigReader ConfigReader::load(const std::string &path)
+{
+    std::string text = read_file(path);
+    json j;
+    try {
+        j = json::parse(text);
+    } catch (const json::parse_error &e) {
+        // e.byte is 1-based; turn it into line:column for the user
+        size_t line = 1, col = 1;
+        for (size_t i = 0; i + 1 < e.byte && i < text.size(); i++) {
+            if (text[i] == '\n') {
+                line++;
+                col = 1;
+            } else {
+                col++;
+            }
+        }
+        std::string what = e.what();
+        auto pos = what.find("syntax error");
+        input_error(fmt::format("{}:{}:{}: not valid JSON: {}", path, line, col,
+                                pos == std::string::npos ? what : what.substr(pos)));
+    }
+    if (!j.is_object()) input_error(path + ": expected a JSON object at the top level");
+    return ConfigReader(std::move(j), path);
+}
+
+void ConfigReader::fail(const std::string &key, const std::string &msg) const
+{
+    input_error(fmt::format("{}: key \"{}{}\": {}", path_, prefix_, key, msg));
+}
+
+bool ConfigReader::has(const std::string &key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+
+const json &ConfigReader::require(const std::string &key) const
+{
+    if (!j_.contains(key)) fail(key, "is required but missing");
+    if (j_.at(key).is_null()) fail(key, "is required but null");
+    return j_.at(key);
+}
+
+static std::string show(const json &v)
+{
+    std::string s = v.dump();
+    return s.size() > 40 ? s.substr(0, 37) + "..." : s;
+}
+
+int64_t ConfigReader::non_negative_int(const std::string &key, std::optional<int64_t> dflt) const
+{
+    if (!has(key) && dflt) return *dflt;
+    const json &v = require(key);
+    if (v.is_boolean() || !v.is_number()) fail(key, "must be an integer, got " + show(v));
+    double d = v.get<double>();
+    if (!v.is_number_integer() && (d != std::floor(d) || !std::isfinite(d))) fail(key, "must be an integer, got " + show(v));
+    if (d < 0) fail(key, "must not be negative, got " + show(v));
+    if (d > 9.0e15) fail(key, "is too large: " + show(v));
+    return static_cast<int64_t>(d);
+}
+
+int64_t ConfigReader::positive_int(const std::string &key, std::optional<int64_t> dflt) const
+{
+    int64_t v = non_negative_int(key, dflt);
+    if (v <= 0) fail(key, "must be a positive integer, got " + std::to_string(v));
+    return v;
+}
+
+double ConfigReader::number(const std::string &key, std::optional<double> dflt) const
+{
+    if (!has(key) && dflt) return *dflt;
+    const json &v = require(key);
+    if (v.is_boolean() || !v.is_number()) fail(key, "must be a number, got " + show(v));
+    double d = v.get<double>();
+    if (!std::isfinite(d)) fail(key, "must be finite, got " + show(v));
+    return d;
+}
+
+double ConfigReader::positive_number(const std::string &key, std::optional<double> dflt) const
+{
+    double d = number(key, dflt);
+    if (!(d > 0)) fail(key, fmt::format("must be positive, got {}", d));
+    return d;
+}
+
+bool ConfigReader::boolean(const std::string &key, std::optional<bool> dflt) const
+{
+    if (!has(key) && dflt) return *dflt;
+    const json &v = require(key);
+    if (!v.is_boolean()) fail(key, "must be true or false, got " + show(v));
+    return v.get<bool>();
+}
+
+std::string ConfigReader::string(const std::string &key, std::optional<std::string> dflt) const
+{
+    if (!has(key) && dflt) return *dflt;
+    const json &v = require(key);
+    if (!v.is_string()) fail(key, "must be a string, got " + show(v));
+    return v.get<std::string>();
+}
+
+std::optional<ConfigReader> ConfigReader::object(const std::string &key) const
+{
+    if (!has(key)) return std::nullopt;
+    const json &v = j_.at(key);
+    if (!v.is_object()) fail(key, "must be an object or null, got " + show(v));
+    ConfigReader r(v, path_);
+    r.prefix_ = prefix_ + key + ".";
+    return r;
+}
+
+int64_t read_head_dim(const ConfigReader &r, int64_t hidden, int64_t heads)
+{
+    if (r.has("head_dim")) return r.positive_int("head_dim");
+    if (hidden % heads != 0)
+        r.fail("num_attention_heads",
+               fmt::format("{} does not divide hidden_size {} (and there is no head_dim key)", heads, hidden));
+    return hidden / heads;
+}
+
+void check_gqa(const ConfigReader &r, int64_t heads, int64_t kv_heads)
+{
+    if (heads % kv_heads != 0)
+        r.fail("num_key_value_heads", fmt::format("{} does not divide num_attention_heads {}", kv_heads, heads));
+}
+
+RopeConfig read_rope(const ConfigReader &r, int64_t head_dim)
+{
+    RopeConfig rope;
+    rope.rot_dim = head_dim;
+    // transformers >= 4.5x: "rope_parameters": {"rope_type", "rope_theta", ...}
+    std::optional<ConfigReader> s = r.object("rope_parameters");
+    if (s) {
+        rope.theta = s->positive_number("rope_theta", r.positive_number("rope_theta", 10000.0));
+    } else {
+        rope.theta = r.positive_number("rope_theta", 10000.0);
+        s = r.object("rope_scaling");
+    }
+    if (!s) return rope;
+    std::string type = s->has("rope_type") ? s->string("rope_type") : s->string("type", "default");
+    if (type == "default") return rope;
+    if (type == "linear") {
+        rope.type = type;
+        rope.factor = s->positive_number("factor");
+    } else if (type == "llama3") {
+        rope.type = type;
+        rope.factor = s->positive_number("factor");
+        rope.low_freq_factor = s->positive_number("low_freq_factor");
+        rope.high_freq_factor = s->positive_number("high_freq_factor");
+        rope.original_max_position_embeddings = s->positive_number("original_max_position_embeddings");
+        if (rope.high_freq_factor <= rope.low_freq_factor)
+            s->fail("high_freq_factor", fmt::format("must be greater than low_freq_factor ({} <= {})",
+                                                    rope.high_freq_factor, rope.low_freq_factor));
+    } else {
+        s->fail(s->has("rope_type") ? "rope_type" : "type",
+                "\"" + type + "\" is not supported; supported: default, linear, llama3");
+    }
+    return rope;
+}
+
+std::string read_activation(const ConfigReader &r, const std::string &key, const std::string &dflt,
+                            const std::vector<std::string> &allowed)
+{
+    std::string act = r.string(key, dflt);
+    for (const auto &a : allowed)
+        if (a == act) return act;
+    r.fail(key, "\"" + act + "\" is not supported for this model type; supported: " + join(allowed, ", "));
+}
+
+std::string LlmConfig::summary() const
+{
+    std::string rope_s = rope.type == "default" ? fmt::format("rope theta {}", rope.theta)
+                                                : fmt::format("rope {} x{} theta {}", rope.type, rope.factor, rope.theta);
+    return fmt::format("{}: {} layers, hidden {}, heads {} (kv {}), head_dim {}, ffn {}, vocab {}, context {}, {}{}",
+                       model_type, n_layers, hidden_size, n_heads, n_kv_heads, head_dim, intermediate_size,
+                       vocab_size, context_length, rope_s, tie_word_embeddings ? ", tied embeddings" : "");
+}
+
+}  // namespace ckc

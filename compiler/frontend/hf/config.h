@@ -1,0 +1,79 @@
+// config.h — reading a Hugging Face config.json.
+//
+// ConfigReader gives typed access with the Hugging Face class defaults and
+// errors that name the file and the key. LlmConfig is the family-neutral
+// description every family file fills in and every block builder reads.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ckc {
+
+class ConfigReader {
+public:
+    ConfigReader(nlohmann::json j, std::string path) : j_(std::move(j)), path_(std::move(path)) {}
+    static ConfigReader load(const std::string &path);  // parse errors give line and column
+
+    const std::string &path() const { return path_; }
+    const nlohmann::json &raw() const { return j_; }
+    // present and not null (HF treats null as "use the default")
+    bool has(const std::string &key) const;
+
+    int64_t positive_int(const std::string &key, std::optional<int64_t> dflt = std::nullopt) const;
+    int64_t non_negative_int(const std::string &key, std::optional<int64_t> dflt = std::nullopt) const;
+    double number(const std::string &key, std::optional<double> dflt = std::nullopt) const;
+    double positive_number(const std::string &key, std::optional<double> dflt = std::nullopt) const;
+    bool boolean(const std::string &key, std::optional<bool> dflt = std::nullopt) const;
+    std::string string(const std::string &key, std::optional<std::string> dflt = std::nullopt) const;
+    // A nested object as its own reader ("rope_scaling.factor" in errors); nullopt if absent or null.
+    std::optional<ConfigReader> object(const std::string &key) const;
+
+    [[noreturn]] void fail(const std::string &key, const std::string &msg) const;
+
+private:
+    const nlohmann::json &require(const std::string &key) const;
+    nlohmann::json j_;
+    std::string path_;
+    std::string prefix_;  // "rope_scaling." for nested readers
+};
+
+struct RopeConfig {
+    std::string type = "default";  // default | linear | llama3
+    double theta = 10000.0;
+    double factor = 1.0;
+    double low_freq_factor = 1.0, high_freq_factor = 4.0;
+    double original_max_position_embeddings = 8192.0;
+    int64_t rot_dim = 0;  // rotated dims per head (head_dim unless partial rotary)
+};
+
+struct LlmConfig {
+    std::string model_type;
+    int64_t vocab_size = 0, hidden_size = 0, intermediate_size = 0, n_layers = 0;
+    int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0, context_length = 0;
+    double norm_eps = 1e-6;
+    bool tie_word_embeddings = false, attention_bias = false, mlp_bias = false;
+    std::string hidden_act = "silu";
+    RopeConfig rope;
+
+    std::string summary() const;
+};
+
+// Shared readers for keys most families have.
+// head_dim: the key if present, else hidden_size / num_attention_heads, which
+// must divide evenly (error names num_attention_heads).
+int64_t read_head_dim(const ConfigReader &r, int64_t hidden, int64_t heads);
+// rope_theta + rope_scaling (null, "default", "linear", "llama3"); newer
+// transformers' "rope_parameters" object is accepted too.
+RopeConfig read_rope(const ConfigReader &r, int64_t head_dim);
+// num_key_value_heads must divide num_attention_heads.
+void check_gqa(const ConfigReader &r, int64_t heads, int64_t kv_heads);
+// hidden_act must be one of `allowed`.
+std::string read_activation(const ConfigReader &r, const std::string &key, const std::string &dflt,
+                            const std::vector<std::string> &allowed);
+
+}  // namespace ckc

@@ -1,0 +1,154 @@
+// graph.h — the one IR of ckc.
+//
+// Graph: node-centric, single-output nodes, tensors connected by name.
+// Inputs and weights are tensors with no producer. Nodes are kept in a valid
+// execution (topological) order; mutation goes through methods that keep the
+// producer/consumer index current, and passes stay outside this class.
+//
+// Program: three graphs run in sequence, the seeds' header / block / footer.
+// The block is one decoder layer, run n_layers times; its weights are named
+// with a "{L}" layer placeholder, so the generated code does not grow with
+// depth. The residual stream (the "carry") flows header -> block x L ->
+// footer through one buffer outside the activation arena.
+//
+// Shapes may contain the symbolic token count T (kTokens): every LLM
+// activation is [T, ...], so the planner can work in bytes per token and the
+// plan holds for any prompt length.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ir/ops.h"
+
+namespace ckc {
+
+using Shape = std::vector<int64_t>;
+constexpr int64_t kTokens = -1;  // the symbolic dimension T (tokens in this call)
+
+enum class DType { F32, F16, BF16, I32, I64, Bool };
+const char *dtype_name(DType t);
+int64_t dtype_size(DType t);
+
+// Where a tensor's memory lives.
+enum class Storage {
+    Activation,  // planned into the activation arena
+    Weight,      // read-only, loaded from the checkpoint by name
+    Input,       // read-only, provided by the caller (token ids)
+    Carry,       // the residual stream buffer shared by header, block and footer
+    Output,      // a caller-visible result buffer (logits)
+};
+const char *storage_name(Storage s);
+
+// The checkpoint tensors a weight is made of; several parts are concatenated
+// along dim 0 (fused QKV, gate|up). Names use "{L}" for the layer index.
+struct WeightSource {
+    std::vector<std::string> parts;
+    std::vector<Shape> part_shapes;
+};
+
+struct Tensor {
+    std::string name;
+    Shape shape;
+    DType dtype = DType::F32;
+    Storage storage = Storage::Activation;
+    WeightSource source;  // Storage::Weight only
+};
+
+using Attr = std::variant<int64_t, double, std::string>;
+
+struct Node {
+    std::string name;  // unique in the graph
+    Op op;
+    std::vector<std::string> inputs;
+    std::string output;
+    std::map<std::string, Attr> attrs;
+    std::string origin;  // the source module (HF module path, exported node)
+
+    bool has(const std::string &key) const { return attrs.count(key) != 0; }
+    int64_t i(const std::string &key) const;
+    double f(const std::string &key) const;
+    const std::string &s(const std::string &key) const;
+    int64_t i(const std::string &key, int64_t dflt) const { return has(key) ? i(key) : dflt; }
+    double f(const std::string &key, double dflt) const { return has(key) ? f(key) : dflt; }
+};
+
+class Graph {
+public:
+    // ---- construction
+    Tensor &add_tensor(Tensor t);  // throws if the name exists
+    // Appends a node; its inputs must exist. Infers and registers the output
+    // tensor (shape from the op's shape rule) unless it already exists.
+    Node &add_node(Node n, Storage out_storage = Storage::Activation);
+    void mark_output(const std::string &tensor);  // keeps it alive past the last node
+
+    // ---- queries
+    bool has_tensor(const std::string &name) const { return tensors_.count(name) != 0; }
+    const Tensor &tensor(const std::string &name) const;
+    Tensor &tensor(const std::string &name);
+    const std::map<std::string, Tensor> &tensors() const { return tensors_; }
+    const std::vector<Node> &nodes() const { return nodes_; }
+    const std::vector<std::string> &outputs() const { return outputs_; }
+    bool is_output(const std::string &tensor) const;
+    const Node *producer(const std::string &tensor) const;  // nullptr for inputs/weights
+    std::vector<const Node *> consumers(const std::string &tensor) const;
+    const Node *node(const std::string &name) const;
+    int node_index(const std::string &name) const;  // -1 if absent
+
+    // ---- mutation (passes)
+    void replace_uses(const std::string &old_tensor, const std::string &new_tensor);
+    void set_input(const std::string &node, size_t index, const std::string &tensor);
+    // Inserts before the node `before` (or appends when empty).
+    Node &insert_node(Node n, const std::string &before, Storage out_storage = Storage::Activation);
+    void remove_node(const std::string &name);
+    void remove_tensor(const std::string &name);  // must have no producer/consumers
+    // Tensors that are neither produced nor consumed nor outputs (dead weights).
+    std::vector<std::string> unused_tensors() const;
+    std::string unique_name(const std::string &base) const;
+
+    // Re-derives shapes of all node outputs and checks every invariant:
+    // inputs exist, single producer, order is topological, op arity and
+    // shape rules hold. Throws Error(Internal) naming the node.
+    void verify(const std::string &where) const;
+
+private:
+    void reindex() const;
+    std::vector<Node> nodes_;
+    std::map<std::string, Tensor> tensors_;
+    std::vector<std::string> outputs_;
+    // cached index, rebuilt lazily after mutation
+    mutable bool dirty_ = true;
+    mutable std::map<std::string, int> producer_;
+    mutable std::map<std::string, std::vector<int>> consumers_;
+    mutable std::map<std::string, int> by_name_;
+};
+
+// A model description shared by all front ends.
+struct ModelInfo {
+    std::string family;        // "llama", ...
+    std::string source_path;   // the config.json compiled
+    uint64_t source_hash = 0;  // fnv1a64 of its bytes
+    int64_t vocab_size = 0, hidden_size = 0, n_layers = 0, context_length = 0;
+    std::string summary;       // one human line (heads, dims...)
+};
+
+struct Program {
+    ModelInfo info;
+    Graph header, block, footer;
+    std::string carry;  // name of the residual-stream tensor, e.g. "x"
+    Shape carry_shape;
+
+    Graph &section(int i) { return i == 0 ? header : i == 1 ? block : footer; }
+    const Graph &section(int i) const { return i == 0 ? header : i == 1 ? block : footer; }
+    static const char *section_name(int i) { return i == 0 ? "header" : i == 1 ? "block" : "footer"; }
+};
+
+std::string shape_str(const Shape &s);          // "[T, 64]"
+int64_t shape_numel_fixed(const Shape &s);      // product of the non-T dims
+bool shape_has_tokens(const Shape &s);
+
+}  // namespace ckc

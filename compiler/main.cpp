@@ -1,0 +1,262 @@
+// main.cpp — the ckc command line.
+//
+//   ckc compile INPUT -o model.c     compile to one C file + model.c.kernels
+//   ckc inspect INPUT                the header/block/footer IR (--json, --plan, --weights)
+//   ckc random-weights CONFIG -o DIR a deterministic random checkpoint for testing
+//
+// Exit codes: 0 ok, 1 invalid input, 2 usage, 3 I/O, 4 internal error.
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "codegen/llm_codegen.h"
+#include "frontend/hf/families.h"
+#include "ir/printer.h"
+#include "passes/pass.h"
+#include "planner/planner.h"
+#include "support/error.h"
+#include "support/util.h"
+#include "support/version.h"
+#include "weights/random_weights.h"
+
+using namespace ckc;
+
+namespace {
+
+// The ckc checkout holding runtime/ and templates/: $CKC_HOME, else the
+// directory above the executable (build/ckc), else where it was built from.
+std::string find_home()
+{
+    auto valid = [](const std::string &d) {
+        return is_directory(d + "/runtime/include") && is_file(d + "/templates/llm_model.c.in");
+    };
+    if (const char *env = std::getenv("CKC_HOME")) {
+        if (valid(env)) return absolute_path(env);
+        io_error(std::string("CKC_HOME=") + env + " does not contain runtime/ and templates/");
+    }
+    char buf[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n > 0) {
+        buf[n] = '\0';
+        std::string exe(buf);
+        std::string dir = exe.substr(0, exe.rfind('/'));
+        std::string parent = dir.substr(0, dir.rfind('/'));
+        if (valid(parent)) return absolute_path(parent);
+    }
+#ifdef CKC_SOURCE_DIR
+    if (valid(CKC_SOURCE_DIR)) return CKC_SOURCE_DIR;
+#endif
+    io_error("cannot find the ckc runtime/ and templates/ folders; set CKC_HOME to the ckc checkout");
+}
+
+struct CommonOptions {
+    std::string input;
+    int64_t max_context = 0;
+    std::vector<std::string> disable;
+    std::string dump_after;
+    std::string order = "memory";
+    std::string placement = "first-fit";
+    bool no_inplace = false;
+};
+
+void add_common(CLI::App *cmd, CommonOptions &o)
+{
+    cmd->add_option("INPUT", o.input, "a Hugging Face config.json")->required();
+    cmd->add_option("--max-context", o.max_context,
+                    "cap the context length (positions, KV-cache capacity); default: max_position_embeddings")
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--disable-pass", o.disable, "skip a pass (repeatable); see `ckc --list-passes`");
+    cmd->add_option("--dump-after", o.dump_after, "print the IR to stderr after this pass");
+    cmd->add_option("--order", o.order, "planner execution order: memory (memory-aware) or fifo")
+        ->check(CLI::IsMember({"memory", "fifo"}));
+    cmd->add_option("--placement", o.placement, "planner placement: first-fit or naive (no reuse)")
+        ->check(CLI::IsMember({"first-fit", "naive"}));
+    cmd->add_flag("--no-inplace", o.no_inplace, "planner: never let an output reuse a dying input's memory");
+}
+
+struct Built {
+    Program program;
+    Plan plan;
+    std::vector<std::string> passes;
+};
+
+Built build(const CommonOptions &o)
+{
+    Built b;
+    HfOptions hf;
+    hf.max_context = o.max_context;
+    b.program = build_from_hf_config(o.input, hf);
+    PipelineOptions po;
+    po.disabled = {o.disable.begin(), o.disable.end()};
+    po.dump_after = o.dump_after;
+    po.dump = &std::cerr;
+    b.passes = run_pipeline(b.program, po);
+    PlanOptions plo;
+    plo.order = o.order == "fifo" ? OrderPolicy::Fifo : OrderPolicy::MemoryAware;
+    plo.placement = o.placement == "naive" ? PlacementPolicy::Naive : PlacementPolicy::FirstFit;
+    plo.inplace = !o.no_inplace;
+    b.plan = plan_program(b.program, plo);
+    return b;
+}
+
+nlohmann::json plan_json(const Plan &plan)
+{
+    nlohmann::json j;
+    j["arena_bytes_per_token"] = plan.arena_per_token;
+    j["arena_bytes_fixed"] = plan.arena_fixed;
+    for (int s = 0; s < 3; s++) {
+        const SectionPlan &sp = plan.sections[s];
+        nlohmann::json allocs = nlohmann::json::array(), regions = nlohmann::json::object();
+        for (const auto &[name, a] : sp.alloc)
+            allocs.push_back({{"root", a.root}, {"offset", a.offset}, {"size", a.size}, {"per_token", a.per_token},
+                              {"birth", a.birth}, {"death", a.death}});
+        for (const auto &[t, r] : sp.region) regions[t] = {{"root", r.root}, {"col", r.col}};
+        j[Program::section_name(s)] = {{"order", sp.order},
+                                       {"allocations", allocs},
+                                       {"regions", regions},
+                                       {"arena_per_token", sp.per_token.arena},
+                                       {"naive_per_token", sp.per_token.naive},
+                                       {"lower_bound_per_token", sp.per_token.lower_bound},
+                                       {"arena_fixed", sp.fixed.arena}};
+    }
+    return j;
+}
+
+std::string command_line(int argc, char **argv)
+{
+    std::vector<std::string> parts;
+    for (int i = 0; i < argc; i++) {
+        std::string a = argv[i];
+        if (i == 0) a = "ckc";
+        if (a.find_first_of(" \t'\"$") != std::string::npos) a = "'" + replace_all(a, "'", "'\\''") + "'";
+        parts.push_back(a);
+    }
+    return join(parts, " ");
+}
+
+}  // namespace
+
+int main(int argc, char **argv)
+{
+    CLI::App app{"ckc " CKC_VERSION " — compile a model to one standalone C file.\n"
+                 "Exit codes: 0 ok, 1 invalid input, 2 usage, 3 I/O, 4 internal error."};
+    app.require_subcommand(0, 1);
+    bool list_passes = false, version = false;
+    app.add_flag("--list-passes", list_passes, "list the optimization passes, in pipeline order");
+    app.add_flag("--version", version, "print the version");
+
+    CommonOptions co;
+    std::string output;
+    bool report = false;
+    CLI::App *compile = app.add_subcommand("compile", "compile INPUT to a C file (writes OUTPUT and OUTPUT.kernels)");
+    add_common(compile, co);
+    compile->add_option("-o,--output", output, "the C file to write, e.g. out/model.c")->required();
+    compile->add_flag("--report", report, "print the memory plan (arena vs naive sum vs max-live lower bound)");
+    compile->footer("Then, from the ckc repository root:\n"
+                    "  cc -O3 -fPIC -shared -I runtime/include OUTPUT $(cat OUTPUT.kernels) -lopenblas -lm -fopenmp "
+                    "-o libmodel.so");
+
+    CommonOptions io;
+    bool as_json = false, with_plan = false, weights = false;
+    CLI::App *inspect = app.add_subcommand("inspect", "print the header/block/footer IR after the passes");
+    add_common(inspect, io);
+    inspect->add_flag("--json", as_json, "write the machine-readable map (IR + plan) as JSON");
+    inspect->add_flag("--plan", with_plan, "also print the memory plan");
+    inspect->add_flag("--weights", weights, "list the checkpoint tensors the model reads (name and shape)");
+
+    std::string rw_config, rw_out, rw_dtype = "f32";
+    uint64_t rw_seed = 0, rw_shard = 0;
+    double rw_std = 0.02;
+    CLI::App *rw = app.add_subcommand("random-weights", "write a deterministic random checkpoint for CONFIG");
+    rw->add_option("CONFIG", rw_config, "a Hugging Face config.json")->required();
+    rw->add_option("-o,--output", rw_out, "folder to write model.safetensors (and config.json) into")->required();
+    rw->add_option("--seed", rw_seed, "random seed (default 0)");
+    rw->add_option("--dtype", rw_dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
+    rw->add_option("--std", rw_std, "standard deviation of matrix entries (default 0.02)");
+    rw->add_option("--shard-size", rw_shard, "split into shards of at most this many bytes + an index.json");
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError &e) {
+        int rc = app.exit(e);
+        return rc == 0 ? 0 : static_cast<int>(ErrorKind::Usage);
+    }
+
+    try {
+        if (version) {
+            std::cout << "ckc " CKC_VERSION "\n";
+            return 0;
+        }
+        if (list_passes) {
+            for (const auto &p : default_pipeline()) std::cout << fmt::format("{:<24} {}\n", p.name, p.doc);
+            return 0;
+        }
+        if (*compile) {
+            std::string home = find_home();
+            Built b = build(co);
+            CodegenOptions cg;
+            cg.command_line = command_line(argc, argv);
+            cg.passes = b.passes;
+            cg.runtime_dir = home + "/runtime";
+            cg.output_name = output.substr(output.rfind('/') == std::string::npos ? 0 : output.rfind('/') + 1);
+            std::string tmpl = read_file(home + "/templates/llm_model.c.in");
+            CodegenResult r = generate_llm_c(b.program, b.plan, cg, tmpl);
+            AtomicFiles files;
+            files.add(output, r.source);
+            files.add(output + ".kernels", join(r.kernels, "\n") + "\n");
+            files.commit();
+            if (report) print_plan_report(b.program, b.plan, b.program.info.context_length, std::cout);
+            std::cerr << fmt::format("ckc: wrote {} and {}.kernels ({})\n", output, output, b.program.info.summary);
+            return 0;
+        }
+        if (*inspect) {
+            Built b = build(io);
+            if (as_json) {
+                nlohmann::json j = program_to_json(b.program);
+                j["passes"] = b.passes;
+                j["plan"] = plan_json(b.plan);
+                std::cout << j.dump(2) << "\n";
+            } else if (weights) {
+                for (const auto &[name, shape] : required_tensors(b.program))
+                    std::cout << name << " " << shape_str(shape) << "\n";
+            } else {
+                std::cout << "; passes: " << (b.passes.empty() ? "(none)" : join(b.passes, ", ")) << "\n";
+                print_program(b.program, std::cout);
+                if (with_plan) print_plan_report(b.program, b.plan, b.program.info.context_length, std::cout);
+            }
+            return 0;
+        }
+        if (*rw) {
+            Program p = build_from_hf_config(rw_config);
+            RandomWeightOptions o;
+            o.seed = rw_seed;
+            o.std = rw_std;
+            o.shard_bytes = rw_shard;
+            o.dtype = rw_dtype == "bf16" ? DType::BF16 : rw_dtype == "f16" ? DType::F16 : DType::F32;
+            std::cerr << fmt::format("ckc: generating {} random weights (seed {})...\n", rw_dtype, rw_seed);
+            auto tensors = random_tensors(p, o);
+            write_checkpoint(rw_out, tensors, o.shard_bytes);
+            if (absolute_path(rw_config) != absolute_path(rw_out + "/config.json")) {
+                AtomicFiles cfg;
+                cfg.add(rw_out + "/config.json", read_file(rw_config));
+                cfg.commit();
+            }
+            std::cerr << fmt::format("ckc: wrote {} tensors to {}\n", tensors.size(), rw_out);
+            return 0;
+        }
+        std::cout << app.help();
+        return static_cast<int>(ErrorKind::Usage);
+    } catch (const Error &e) {
+        std::cerr << "ckc: error: " << e.what() << "\n";
+        return e.exit_code();
+    } catch (const std::exception &e) {
+        std::cerr << "ckc: internal error: " << e.what() << "\n";
+        return static_cast<int>(ErrorKind::Internal);
+    }
+}

@@ -1,0 +1,91 @@
+// fuse_matmul_add — fold an ADD into the GEMM that produces one of its operands.
+//
+//   ADD(MATMUL(x, W), b[N])            -> MATMUL_ADD(x, W, b)        bias
+//   ADD(MATMUL(x, W), r[T,N])          -> MATMUL_ADD(x, W, r)        residual
+//   ADD(MATMUL_ADD(x, W, b[N]), r)     -> MATMUL_ADD(x, W, r, b)     bias + residual
+//
+// The kernel pre-fills the output with the addend and runs sgemm with
+// beta = 1; when the planner lets the output take over the dying residual's
+// memory (in place), the addend costs nothing at all. This is the seeds'
+// MATMUL_ADD trick and how the residual add is folded into o_proj/down_proj.
+//
+// Left alone: a GEMM output read by anything besides the ADD (the sole-
+// consumer rule: the product itself must disappear), or kept as a graph
+// output; an ADD whose operands are both non-GEMMs.
+// The fused node takes over the ADD's output tensor (name and storage), so
+// consumers and section outputs are untouched.
+#include "passes/pass.h"
+
+namespace ckc {
+
+namespace {
+
+bool is_bias_shape(const Graph &g, const std::string &t, int64_t n)
+{
+    return g.tensor(t).shape == Shape{n};
+}
+
+// Tries to fuse `add` using its operand `which` (0 or 1) as the GEMM product.
+bool try_fuse(Graph &g, const Node &add, int which)
+{
+    const std::string &prod = add.inputs[which];
+    const std::string &other = add.inputs[1 - which];
+    const Node *mm = g.producer(prod);
+    if (!mm || (mm->op != Op::MATMUL && mm->op != Op::MATMUL_ADD)) return false;
+    if (g.consumers(prod).size() != 1 || g.is_output(prod) || prod == other) return false;
+    const Shape &out = g.tensor(prod).shape;
+    bool other_full = g.tensor(other).shape == out;
+    bool other_bias = is_bias_shape(g, other, out.back());
+    if (!other_full && !other_bias) return false;
+
+    Node fused;
+    fused.op = Op::MATMUL_ADD;
+    fused.origin = mm->origin;
+    fused.inputs = {mm->inputs[0], mm->inputs[1]};
+    if (mm->op == Op::MATMUL) {
+        fused.inputs.push_back(other);
+    } else {
+        // already carries an addend: only a bias plus a full residual combine
+        bool mm_has_bias = mm->inputs.size() == 3 && is_bias_shape(g, mm->inputs[2], out.back());
+        if (!mm_has_bias || !other_full) return false;
+        fused.inputs.push_back(other);
+        fused.inputs.push_back(mm->inputs[2]);
+    }
+    fused.output = add.output;
+    fused.name = add.name;
+    std::string mm_name = mm->name, add_name = add.name;
+    g.remove_node(add_name);
+    int at = g.node_index(mm_name);
+    // The ADD ran after both operands existed; the fused node must too. Put it
+    // where the later of (GEMM, other operand's producer) was, i.e. just
+    // after the GEMM unless the addend is produced later.
+    g.remove_node(mm_name);
+    const Node *other_prod = g.producer(other);
+    int other_at = other_prod ? g.node_index(other_prod->name) + 1 : 0;
+    int pos = std::max(at, other_at);
+    std::string before = pos < static_cast<int>(g.nodes().size()) ? g.nodes()[pos].name : "";
+    g.insert_node(fused, before, g.tensor(add.output).storage);
+    g.remove_tensor(prod);
+    return true;
+}
+
+}  // namespace
+
+bool fuse_matmul_add(Graph &g)
+{
+    bool changed = false, again = true;
+    while (again) {
+        again = false;
+        for (const Node &n : g.nodes()) {
+            if (n.op != Op::ADD) continue;
+            Node add = n;  // copy: the graph changes under us
+            if (try_fuse(g, add, 1) || try_fuse(g, add, 0)) {
+                changed = again = true;
+                break;
+            }
+        }
+    }
+    return changed;
+}
+
+}  // namespace ckc

@@ -1,0 +1,40 @@
+// pass.h — graph-to-graph rewrites and the default pipeline.
+//
+// A pass is a plain function `bool pass(Graph &)` (true if it changed
+// something), one per file, each opening with a note of what it does and what
+// it leaves alone. The pipeline runs every pass on header, block and footer,
+// in the order of default_pipeline(), and verifies the IR after each one.
+#pragma once
+
+#include <iosfwd>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace ckc {
+
+struct Pass {
+    const char *name;
+    const char *doc;  // one line, shown by `ckc compile --list-passes`
+    bool (*run)(Graph &g);
+};
+
+bool fuse_matmul_add(Graph &g);
+bool fuse_parallel_linears(Graph &g);
+bool eliminate_dead_code(Graph &g);
+
+const std::vector<Pass> &default_pipeline();
+const Pass *find_pass(const std::string &name);
+
+struct PipelineOptions {
+    std::set<std::string> disabled;  // pass names to skip
+    std::string dump_after;          // print the program after this pass ("" = never)
+    std::ostream *dump = nullptr;
+};
+
+// Runs the enabled passes in order; returns the names of the passes that ran.
+std::vector<std::string> run_pipeline(Program &p, const PipelineOptions &opts);
+
+}  // namespace ckc

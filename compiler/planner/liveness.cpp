@@ -1,0 +1,165 @@
+// liveness.cpp — planner step 2: regions (memory roots) and lifetimes.
+//
+// Walking the nodes in execution order, each output gets a Region:
+//   * view op (SLICE)           -> its input's region, shifted by the offset;
+//   * in-place candidate input  -> that input's region, when the input's
+//     memory is writable (arena or carry), the shapes match, the output may be
+//     strided if the input is a column view, and no tensor overlapping that
+//     memory is read after this node (the seeds' memory_root mechanism:
+//     chains like ROPE -> ... follow naturally);
+//   * otherwise                 -> a new root (an arena allocation), except
+//     outputs pinned to the carry / an output buffer, which are written there
+//     directly once nothing else in that buffer is still needed, or copied
+//     there at the end of the section.
+// A root is born when its tensor is produced and dies at the last read of any
+// tensor sharing it (section outputs live to the end).
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "planner/planner.h"
+#include "support/error.h"
+
+namespace ckc {
+
+int64_t tensor_bytes(const Tensor &t) { return shape_numel_fixed(t.shape) * dtype_size(t.dtype); }
+
+std::string source_root(const Tensor &t) { return t.storage == Storage::Carry ? kCarryRoot : t.name; }
+
+namespace {
+
+bool writable_root(const Graph &g, const std::string &root)
+{
+    if (root == kCarryRoot) return true;
+    return g.has_tensor(root) && g.tensor(root).storage == Storage::Activation;
+}
+
+int64_t width(const Graph &g, const std::string &t)
+{
+    const Shape &s = g.tensor(t).shape;
+    return s.empty() ? 1 : s.back();
+}
+
+int64_t root_width(const Graph &g, const std::string &root, const Shape &carry_shape)
+{
+    if (root == kCarryRoot) return carry_shape.empty() ? 1 : carry_shape.back();
+    return width(g, root);
+}
+
+bool readers_take_stride(const Graph &g, const std::string &t)
+{
+    for (const Node *c : g.consumers(t))
+        for (size_t i = 0; i < c->inputs.size(); i++)
+            if (c->inputs[i] == t && !(op_def(c->op).strided & (1u << i))) return false;
+    return true;
+}
+
+}  // namespace
+
+void compute_liveness(const Graph &g, const std::vector<std::string> &order, const PlanOptions &o, SectionPlan &sp)
+{
+    const int n_steps = static_cast<int>(order.size());
+    const int kEnd = n_steps;  // "read after the last node": section outputs
+    sp.order = order;
+    sp.region.clear();
+    sp.alloc.clear();
+    sp.copies.clear();
+    sp.last_use.clear();
+
+    Shape carry_shape;
+    for (const auto &[name, t] : g.tensors())
+        if (t.storage == Storage::Carry) carry_shape = t.shape;
+
+    std::map<std::string, int> step_of;
+    for (int s = 0; s < n_steps; s++) step_of[order[s]] = s;
+    for (const auto &[name, t] : g.tensors()) {
+        int last = -1;
+        if (const Node *p = g.producer(name)) last = step_of.at(p->name);
+        for (const Node *c : g.consumers(name)) last = std::max(last, step_of.at(c->name));
+        if (g.is_output(name) || o.keep_all) last = kEnd;
+        sp.last_use[name] = last;
+        if (!g.producer(name)) sp.region[name] = {source_root(t), 0};
+    }
+
+    // No tensor living in `root` at columns overlapping [c0, c1) is read after step s.
+    auto dead_after = [&](const std::string &root, int64_t c0, int64_t c1, int s) {
+        for (const auto &[t, r] : sp.region) {
+            if (r.root != root) continue;
+            int64_t u0 = r.col, u1 = r.col + width(g, t);
+            if (u1 <= c0 || c1 <= u0) continue;  // disjoint columns
+            if (sp.last_use.at(t) > s) return false;
+        }
+        return true;
+    };
+
+    std::vector<std::string> roots;  // arena allocations, in birth order
+    for (int s = 0; s < n_steps; s++) {
+        const Node &nd = *g.node(order[s]);
+        const OpDef &d = op_def(nd.op);
+        const Tensor &out = g.tensor(nd.output);
+        for (size_t i = 0; i < nd.inputs.size(); i++) {
+            const Region &r = sp.region.at(nd.inputs[i]);
+            bool view = g.tensor(nd.inputs[i]).storage != Storage::Weight &&
+                        width(g, nd.inputs[i]) != root_width(g, r.root, carry_shape);
+            if (view && !(d.strided & (1u << i)))
+                internal_error(fmt::format("planner: node '{}' ({}) reads column view '{}' at input {}, which takes no "
+                                           "row stride", nd.name, op_name(nd.op), nd.inputs[i], i));
+        }
+        if (d.view) {
+            if (auto off = d.view(nd)) {
+                const Region &in = sp.region.at(nd.inputs[0]);
+                sp.region[nd.output] = {in.root, in.col + *off};
+                continue;
+            }
+        }
+        std::string pin;  // an output that must end up in the carry or a caller buffer
+        if (out.storage == Storage::Carry) pin = kCarryRoot;
+        if (out.storage == Storage::Output) pin = out.name;
+
+        bool placed = false;
+        if (o.inplace && !o.keep_all) {
+            for (int idx : d.inplace) {
+                if (idx >= static_cast<int>(nd.inputs.size())) continue;
+                const std::string &x = nd.inputs[idx];
+                const Region &rx = sp.region.at(x);
+                if (!writable_root(g, rx.root) || g.tensor(x).shape != out.shape || g.tensor(x).dtype != out.dtype)
+                    continue;
+                if (!pin.empty() && rx.root != pin) continue;
+                // Taking over a column view makes the output a view too: the op
+                // must write with a row stride and every reader accept one.
+                bool x_is_view = width(g, x) != root_width(g, rx.root, carry_shape);
+                if (x_is_view && !(d.strided & kStridedOut && readers_take_stride(g, nd.output))) continue;
+                if (!dead_after(rx.root, rx.col, rx.col + width(g, x), s)) continue;
+                sp.region[nd.output] = rx;
+                placed = true;
+                break;
+            }
+        }
+        if (placed) continue;
+        // A pinned output goes straight to its buffer unless the carry still
+        // holds something read at or after this step.
+        if (!pin.empty() &&
+            (pin != kCarryRoot || dead_after(kCarryRoot, 0, root_width(g, kCarryRoot, carry_shape), s - 1))) {
+            sp.region[nd.output] = {pin, 0};
+            continue;
+        }
+        sp.region[nd.output] = {nd.output, 0};
+        roots.push_back(nd.output);
+        if (!pin.empty()) sp.copies.push_back({nd.output, pin});
+    }
+
+    for (const auto &t : roots) {
+        const Tensor &tt = g.tensor(t);
+        Allocation a;
+        a.root = t;
+        a.per_token = shape_has_tokens(tt.shape);
+        a.size = (tensor_bytes(tt) + o.align - 1) / o.align * o.align;
+        a.birth = step_of.at(g.producer(t)->name);
+        a.death = a.birth;
+        for (const auto &[u, ru] : sp.region)
+            if (ru.root == t) a.death = std::max(a.death, sp.last_use.at(u));
+        sp.alloc[t] = a;
+    }
+}
+
+}  // namespace ckc

@@ -1,0 +1,105 @@
+// planner.cpp — glue for the three planner steps, statistics and the report.
+#include "planner/planner.h"
+
+#include <algorithm>
+#include <ostream>
+
+#include <fmt/format.h>
+
+namespace ckc {
+
+static void compute_stats(const Graph &g, SectionPlan &sp, int64_t align)
+{
+    int n_steps = static_cast<int>(sp.order.size());
+    for (int cls = 0; cls < 2; cls++) {
+        bool per_token = cls == 0;
+        ClassStats &st = per_token ? sp.per_token : sp.fixed;
+        st.naive = 0;
+        for (const Node &n : g.nodes()) {
+            const OpDef &d = op_def(n.op);
+            if (d.view && d.view(n)) continue;
+            const Tensor &t = g.tensor(n.output);
+            bool arena_copy = sp.alloc.count(n.output) && t.storage != Storage::Activation;
+            if ((t.storage == Storage::Activation || arena_copy) && shape_has_tokens(t.shape) == per_token)
+                st.naive += (tensor_bytes(t) + align - 1) / align * align;
+        }
+        st.lower_bound = 0;
+        for (int s = 0; s <= n_steps; s++) {
+            int64_t live = 0;
+            for (const auto &[name, a] : sp.alloc)
+                if (a.per_token == per_token && a.birth <= s && s <= a.death) live += a.size;
+            st.lower_bound = std::max(st.lower_bound, live);
+        }
+    }
+}
+
+SectionPlan plan_section(const Graph &g, const PlanOptions &o)
+{
+    SectionPlan sp;
+    compute_liveness(g, order_nodes(g, o.order), o, sp);
+    place(sp, o);
+    compute_stats(g, sp, o.align);
+    return sp;
+}
+
+Plan plan_program(const Program &p, const PlanOptions &o)
+{
+    Plan plan;
+    plan.options = o;
+    for (int s = 0; s < 3; s++) {
+        plan.sections[s] = plan_section(p.section(s), o);
+        plan.arena_per_token = std::max(plan.arena_per_token, plan.sections[s].per_token.arena);
+        plan.arena_fixed = std::max(plan.arena_fixed, plan.sections[s].fixed.arena);
+    }
+    return plan;
+}
+
+std::string human_bytes(double b)
+{
+    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (b >= 1024.0 && u < 4) {
+        b /= 1024.0;
+        u++;
+    }
+    return u == 0 ? fmt::format("{:.0f} {}", b, units[u]) : fmt::format("{:.1f} {}", b, units[u]);
+}
+
+void print_plan_report(const Program &p, const Plan &plan, int64_t tokens, std::ostream &os)
+{
+    const PlanOptions &o = plan.options;
+    os << fmt::format("memory plan: {} placement, {} order, in-place {}\n",
+                      o.placement == PlacementPolicy::FirstFit ? "first-fit" : "naive",
+                      o.order == OrderPolicy::MemoryAware ? "memory-aware" : "fifo", o.inplace ? "on" : "off");
+    os << fmt::format("  {:<8} {:>14} {:>14} {:>14} {:>6}   (per token; x T at run time)\n", "section", "arena",
+                      "naive sum", "lower bound", "roots");
+    for (int s = 0; s < 3; s++) {
+        const SectionPlan &sp = plan.sections[s];
+        os << fmt::format("  {:<8} {:>14} {:>14} {:>14} {:>6}\n", Program::section_name(s),
+                          human_bytes(sp.per_token.arena), human_bytes(sp.per_token.naive),
+                          human_bytes(sp.per_token.lower_bound), sp.alloc.size());
+        if (sp.fixed.arena || sp.fixed.naive)
+            os << fmt::format("  {:<8} {:>14} {:>14} {:>14}   (fixed)\n", "", human_bytes(sp.fixed.arena),
+                              human_bytes(sp.fixed.naive), human_bytes(sp.fixed.lower_bound));
+    }
+    double T = static_cast<double>(tokens);
+    os << fmt::format("  arena: {}/token + {} fixed = {} at T = {}\n", human_bytes(plan.arena_per_token),
+                      human_bytes(plan.arena_fixed), human_bytes(plan.arena_per_token * T + plan.arena_fixed), tokens);
+    // what lives outside the arena
+    double weights = 0, kv = 0;
+    for (int s = 0; s < 3; s++)
+        for (const auto &[name, t] : p.section(s).tensors())
+            if (t.storage == Storage::Weight) {
+                double b = static_cast<double>(tensor_bytes(t));
+                weights += s == 1 ? b * static_cast<double>(p.info.n_layers) : b;
+            }
+    for (const Node &n : p.block.nodes())
+        if (n.op == Op::KV_STORE)
+            kv += 2.0 * 4.0 * static_cast<double>(n.i("kv_heads") * n.i("head_dim")) * static_cast<double>(p.info.n_layers);
+    double carry = static_cast<double>(shape_numel_fixed(p.carry_shape)) * 4.0;
+    os << fmt::format("  outside: weights {} (f32), KV cache {}/token of capacity, residual stream {}/token, logits {}/token\n",
+                      human_bytes(weights), human_bytes(kv), human_bytes(carry),
+                      human_bytes(static_cast<double>(p.info.vocab_size) * 4.0));
+}
+
+}  // namespace ckc

@@ -1,0 +1,158 @@
+#include "support/util.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include <unistd.h>
+
+#include "support/error.h"
+
+namespace fs = std::filesystem;
+
+namespace ckc {
+
+std::string read_file(const std::string &path)
+{
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) io_error(path + ": is a directory, expected a file");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) io_error(path + ": cannot open for reading");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (in.bad()) io_error(path + ": read failed");
+    return ss.str();
+}
+
+uint64_t fnv1a64(const std::string &bytes)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (unsigned char c : bytes) {
+        h ^= c;
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+std::string hex64(uint64_t v)
+{
+    char buf[19];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+    return buf;
+}
+
+std::string join(const std::vector<std::string> &parts, const std::string &sep)
+{
+    std::string out;
+    for (size_t i = 0; i < parts.size(); i++) {
+        if (i) out += sep;
+        out += parts[i];
+    }
+    return out;
+}
+
+bool starts_with(const std::string &s, const std::string &prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+
+bool ends_with(const std::string &s, const std::string &suffix)
+{
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string replace_all(std::string s, const std::string &from, const std::string &to)
+{
+    if (from.empty()) return s;
+    for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) s.replace(pos, from.size(), to);
+    return s;
+}
+
+std::string c_identifier(const std::string &name)
+{
+    std::string out;
+    for (char c : name) {
+        if (c == '{' || c == '}' || c == ',') continue;
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+        char d = ok ? c : '_';
+        if (d == '_' && !out.empty() && out.back() == '_') continue;
+        out += d;
+    }
+    while (!out.empty() && out.back() == '_') out.pop_back();
+    if (out.empty()) out = "t";
+    if (out[0] >= '0' && out[0] <= '9') out = "_" + out;
+    return out;
+}
+
+std::string merge_names(const std::vector<std::string> &names)
+{
+    if (names.empty()) return "";
+    if (names.size() == 1) return names[0];
+    size_t pre = names[0].size(), suf = names[0].size();
+    for (const auto &n : names) {
+        size_t i = 0;
+        while (i < pre && i < n.size() && n[i] == names[0][i]) i++;
+        pre = i;
+        size_t j = 0;
+        while (j < suf && j < n.size() && n[n.size() - 1 - j] == names[0][names[0].size() - 1 - j]) j++;
+        suf = j;
+    }
+    // never let prefix and suffix overlap inside the shortest name
+    size_t shortest = names[0].size();
+    for (const auto &n : names) shortest = std::min(shortest, n.size());
+    if (pre + suf > shortest) suf = shortest - pre;
+    std::vector<std::string> mids;
+    for (const auto &n : names) mids.push_back(n.substr(pre, n.size() - pre - suf));
+    return names[0].substr(0, pre) + "{" + join(mids, ",") + "}" + names[0].substr(names[0].size() - suf);
+}
+
+AtomicFiles::~AtomicFiles()
+{
+    if (committed_) return;
+    for (const auto &p : pending_) std::remove(p.tmp.c_str());
+}
+
+void AtomicFiles::add(const std::string &path, const std::string &contents)
+{
+    std::error_code ec;
+    fs::path dest(path);
+    if (dest.has_parent_path()) {
+        fs::create_directories(dest.parent_path(), ec);
+        if (ec) io_error(path + ": cannot create directory " + dest.parent_path().string() + ": " + ec.message());
+    }
+    std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    pending_.push_back({path, tmp});
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) io_error(path + ": cannot open for writing");
+    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+    out.close();
+    if (!out) io_error(path + ": write failed (disk full?)");
+}
+
+void AtomicFiles::commit()
+{
+    for (const auto &p : pending_) {
+        if (std::rename(p.tmp.c_str(), p.path.c_str()) != 0) io_error(p.path + ": cannot move the output into place");
+    }
+    committed_ = true;
+}
+
+std::string absolute_path(const std::string &path)
+{
+    std::error_code ec;
+    fs::path p = fs::weakly_canonical(fs::absolute(path), ec);
+    return ec ? fs::absolute(path).string() : p.string();
+}
+
+bool is_directory(const std::string &path)
+{
+    std::error_code ec;
+    return fs::is_directory(path, ec);
+}
+
+bool is_file(const std::string &path)
+{
+    std::error_code ec;
+    return fs::is_regular_file(path, ec);
+}
+
+}  // namespace ckc

@@ -1,0 +1,116 @@
+#include "weights/safetensors_writer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "support/error.h"
+#include "support/util.h"
+
+namespace ckc {
+
+uint16_t f32_to_bf16(float f)
+{
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN stays NaN
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return static_cast<uint16_t>(u >> 16);
+}
+
+uint16_t f32_to_f16(float f)
+{
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000u;
+    int32_t exp = static_cast<int32_t>((u >> 23) & 0xffu) - 127 + 15;
+    uint32_t mant = u & 0x7fffffu;
+    if (((u >> 23) & 0xffu) == 0xffu) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0u));
+    if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
+    if (exp <= 0) {                                               // subnormal or zero
+        if (exp < -10) return static_cast<uint16_t>(sign);
+        mant |= 0x800000u;
+        uint32_t shift = static_cast<uint32_t>(14 - exp);
+        uint32_t half = mant >> shift, rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1u))) half++;
+        return static_cast<uint16_t>(sign | half);
+    }
+    uint32_t half = sign | (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+    uint32_t rem = mant & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) half++;  // may carry into the exponent: correct
+    return static_cast<uint16_t>(half);
+}
+
+const char *safetensors_dtype(DType t)
+{
+    switch (t) {
+    case DType::F32: return "F32";
+    case DType::F16: return "F16";
+    case DType::BF16: return "BF16";
+    case DType::I32: return "I32";
+    case DType::I64: return "I64";
+    case DType::Bool: return "BOOL";
+    }
+    return "?";
+}
+
+std::string safetensors_bytes(const std::vector<StTensor> &tensors)
+{
+    std::vector<const StTensor *> sorted;
+    for (const auto &t : tensors) sorted.push_back(&t);
+    std::sort(sorted.begin(), sorted.end(), [](auto *a, auto *b) { return a->name < b->name; });
+    nlohmann::json header = nlohmann::json::object();
+    uint64_t off = 0;
+    for (const StTensor *t : sorted) {
+        header[t->name] = {{"dtype", safetensors_dtype(t->dtype)}, {"shape", t->shape}, {"data_offsets", {off, off + t->data.size()}}};
+        off += t->data.size();
+    }
+    header["__metadata__"] = {{"format", "pt"}, {"generator", "ckc random-weights"}};
+    std::string h = header.dump();
+    while ((8 + h.size()) % 8) h += ' ';  // align the data to 8 bytes
+    std::string out;
+    out.reserve(8 + h.size() + off);
+    uint64_t n = h.size();
+    for (int i = 0; i < 8; i++) out += static_cast<char>((n >> (8 * i)) & 0xff);
+    out += h;
+    for (const StTensor *t : sorted) out.append(reinterpret_cast<const char *>(t->data.data()), t->data.size());
+    return out;
+}
+
+void write_checkpoint(const std::string &dir, const std::vector<StTensor> &tensors, uint64_t shard_bytes)
+{
+    uint64_t total = 0;
+    for (const auto &t : tensors) total += t.data.size();
+    AtomicFiles files;
+    if (shard_bytes == 0 || total <= shard_bytes) {
+        files.add(dir + "/model.safetensors", safetensors_bytes(tensors));
+        files.commit();
+        return;
+    }
+    std::vector<std::vector<StTensor>> shards(1);
+    uint64_t cur = 0;
+    std::vector<const StTensor *> sorted;
+    for (const auto &t : tensors) sorted.push_back(&t);
+    std::sort(sorted.begin(), sorted.end(), [](auto *a, auto *b) { return a->name < b->name; });
+    for (const StTensor *t : sorted) {
+        if (cur > 0 && cur + t->data.size() > shard_bytes) {
+            shards.emplace_back();
+            cur = 0;
+        }
+        shards.back().push_back(*t);
+        cur += t->data.size();
+    }
+    nlohmann::json map = nlohmann::json::object();
+    for (size_t i = 0; i < shards.size(); i++) {
+        std::string name = fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
+        for (const auto &t : shards[i]) map[t.name] = name;
+        files.add(dir + "/" + name, safetensors_bytes(shards[i]));
+    }
+    nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", map}};
+    files.add(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
+    files.commit();
+}
+
+}  // namespace ckc

@@ -1,0 +1,124 @@
+/*
+ * ck_kernels.h — the compute kernels shipped with ckc (plain C99).
+ *
+ * Conventions, shared by every kernel:
+ *   - the output comes first, then inputs, then sizes;
+ *   - tensors are row-major float32; a 2-D operand is [rows][cols] with a
+ *     leading dimension `ld*` (elements between consecutive rows), so a kernel
+ *     can read or write a column slice of a wider tensor without a copy (the
+ *     fused QKV / gate-up GEMM outputs are consumed this way);
+ *   - no kernel allocates or fails; sizes are checked by the caller.
+ * Dimension letters: T tokens, C model width, K/N GEMM in/out features,
+ * H query heads, KVH key/value heads, D head dim, F FFN width.
+ *
+ * Every optimized kernel has a plain reference twin named `*_ref`, written for
+ * obviousness, used by tests/kernels to check the fast one.
+ */
+#ifndef CK_KERNELS_H
+#define CK_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- threads (threads.c) ------------------------------------------------ */
+/* One OpenMP pool runs everything. While a model call is in progress OpenBLAS
+ * is set to one thread (each OpenMP thread calls it on its own slice), so the
+ * two pools never compete for cores; the caller's OpenBLAS setting is restored
+ * afterwards. */
+typedef struct ck_threads_saved {
+    int blas_threads; /* OpenBLAS thread count before ck_threads_enter */
+    int omp_threads;  /* OpenMP nthreads-var before ck_threads_enter */
+} ck_threads_saved;
+
+int  ck_threads_available(void);                /* cores OpenMP can use */
+void ck_threads_enter(ck_threads_saved *saved, int n_threads);
+void ck_threads_leave(const ck_threads_saved *saved);
+
+/* ---- embedding (embedding.c) -------------------------------------------- */
+/* out[t][:] = table[tokens[t]][:]; tokens are checked by the caller. */
+void ck_embedding(float *out, const float *table, const int32_t *tokens, int T, int C);
+
+/* ---- RMSNorm (rmsnorm.c) ------------------------------------------------ */
+/* out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * (w + w_offset).  out may equal x.
+ * w_offset is 0 for Llama-style norms, 1 for Gemma's x * (1 + w). */
+void ck_rmsnorm(float *out, const float *x, const float *w, int T, int C, float eps, float w_offset);
+void ck_rmsnorm_ref(float *out, const float *x, const float *w, int T, int C, float eps, float w_offset);
+
+/* ---- RoPE (rope.c) ------------------------------------------------------ */
+typedef enum ck_rope_kind {
+    CK_ROPE_DEFAULT = 0, /* inv_freq[i] = theta^(-2i/rot_dim) */
+    CK_ROPE_LINEAR = 1,  /* default / factor */
+    CK_ROPE_LLAMA3 = 2   /* Llama 3.1 wavelength-dependent scaling */
+} ck_rope_kind;
+
+typedef struct ck_rope_params {
+    ck_rope_kind kind;
+    double theta;
+    double factor;           /* LINEAR, LLAMA3 */
+    double low_freq_factor;  /* LLAMA3 */
+    double high_freq_factor; /* LLAMA3 */
+    double original_max_pos; /* LLAMA3: original_max_position_embeddings */
+} ck_rope_params;
+
+/* inv_freq[rot_dim/2], computed as Hugging Face does (float32 results). */
+void ck_rope_inv_freq(float *inv_freq, int rot_dim, const ck_rope_params *p);
+/* cos_t/sin_t[n_pos][rot_dim/2]: angle = (float)pos * inv_freq[i]. */
+void ck_rope_table(float *cos_t, float *sin_t, const float *inv_freq, int rot_dim, int n_pos);
+/* out = rope(x): x[T][ldx] holds n_heads heads of head_dim; the first
+ * rot_dim dims of every head are rotated with the Hugging Face rotate_half
+ * convention (pairs i and i + rot_dim/2) at positions pos0 .. pos0+T-1, the
+ * rest are copied. out may equal x (then it works in place). */
+void ck_rope(float *out, int ldo, const float *x, int ldx, int T, int n_heads, int head_dim, int rot_dim,
+             int pos0, const float *cos_t, const float *sin_t);
+void ck_rope_ref(float *out, int ldo, const float *x, int ldx, int T, int n_heads, int head_dim, int rot_dim,
+                 int pos0, const float *cos_t, const float *sin_t);
+
+/* ---- linear / GEMM (linear.c) ------------------------------------------- */
+/* out[T][N] (row stride ldo) = x[T][K] @ w[N][K]^T  (+ bias[N])  (+ add[T][N])
+ * w is in nn.Linear layout, read with CblasTrans. `add` may alias `out`
+ * (in-place residual: the GEMM accumulates with beta = 1). bias/add may be
+ * NULL. One token uses GEMV. Work is split over output features across the
+ * OpenMP team. */
+void ck_linear(float *out, int ldo, const float *x, int ldx, const float *w,
+               const float *bias, const float *add, int ld_add, int T, int K, int N);
+void ck_linear_ref(float *out, int ldo, const float *x, int ldx, const float *w,
+                   const float *bias, const float *add, int ld_add, int T, int K, int N);
+
+/* ---- KV cache and attention (attention.c) ------------------------------- */
+#define CK_ATTENTION_MAX_HEAD_DIM 512 /* the compiler rejects larger head dims */
+
+/* Copies k/v rows (KVH heads of D, row strides ldk/ldv) for positions
+ * pos0 .. pos0+T-1 into caches laid out [KVH][cap][D]. */
+void ck_kv_store(float *k_cache, float *v_cache, int cap, int pos0,
+                 const float *k, int ldk, const float *v, int ldv, int T, int KVH, int D);
+
+/* Causal grouped-query attention over a [KVH][cap][D] cache.
+ * Query row t (position pos0 + t, row stride ldq) attends to cache positions
+ * j with max(0, p - window + 1) <= j <= p (window <= 0: no window).
+ * scores = q.k * scale; with softcap > 0, scores = softcap * tanh(scores / softcap).
+ * out[T][H*D] (row stride ldo). Online softmax: no scratch memory. */
+void ck_attention(float *out, int ldo, const float *q, int ldq,
+                  const float *k_cache, const float *v_cache, int cap,
+                  int T, int pos0, int H, int KVH, int D, float scale, int window, float softcap);
+void ck_attention_ref(float *out, int ldo, const float *q, int ldq,
+                      const float *k_cache, const float *v_cache, int cap,
+                      int T, int pos0, int H, int KVH, int D, float scale, int window, float softcap);
+
+/* ---- activations and elementwise (elementwise.c) ------------------------ */
+/* out[t][f] = silu(gate[t][f]) * up[t][f]; silu(g) = g / (1 + exp(-g)). */
+void ck_swiglu(float *out, int ldo, const float *gate, int ldg, const float *up, int ldu, int T, int F);
+void ck_swiglu_ref(float *out, int ldo, const float *gate, int ldg, const float *up, int ldu, int T, int F);
+/* out[i] = a[i] + b[i]; out may equal a or b. */
+void ck_add(float *out, const float *a, const float *b, size_t n);
+void ck_add_ref(float *out, const float *a, const float *b, size_t n);
+/* out[t][n] = a[t][n] + bias[n] (a bias broadcast over rows); out may equal a. */
+void ck_add_bias(float *out, const float *a, const float *bias, int T, int N);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CK_KERNELS_H */

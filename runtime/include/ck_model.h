@@ -1,0 +1,73 @@
+/*
+ * ck_model.h — the C ABI of a language model compiled by ckc from a Hugging
+ * Face config.json. Every generated model.c implements exactly this.
+ *
+ *   ck_model *m = ck_model_init("path/to/hf-folder");   // NULL: see ck_last_error()
+ *   ck_model_kv_cache_enable(m, 256);
+ *   ck_model_embed_tokens(m, prompt, n);                 // then
+ *   ck_model_forward(m);                                 // logits for all n positions
+ *   ck_model_decode(m, next_token);                      // one step through the cache
+ *   ck_model_free(m);
+ *
+ * `int` results are 0 on success and a negative CK_E* code on failure, with a
+ * message from ck_last_error() (thread-local; never NULL after a failure).
+ * The handle is not thread-safe: use one handle per thread.
+ */
+#ifndef CK_MODEL_H
+#define CK_MODEL_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    CK_OK = 0,
+    CK_EINVAL = -1, /* NULL handle, bad argument, out-of-range token id */
+    CK_ERANGE = -2, /* exceeds the context length or the KV-cache capacity */
+    CK_ESTATE = -3, /* wrong state, e.g. decode before kv_cache_enable or forward before embed_tokens */
+    CK_EIO = -4,    /* cannot open or map the weights */
+    CK_EFORMAT = -5, /* malformed checkpoint, or a tensor missing / of the wrong shape or dtype */
+    CK_ENOMEM = -6  /* out of memory */
+};
+
+typedef struct ck_model ck_model;
+
+/* weights_path: a Hugging Face folder (model.safetensors or a sharded
+ * model.safetensors.index.json), a .safetensors file, or an *.index.json.
+ * Tensors are mapped, validated (present, shape, dtype F32/F16/BF16) and used
+ * in place when possible. */
+ck_model *ck_model_init(const char *weights_path);
+void ck_model_free(ck_model *m);
+const char *ck_last_error(void);
+
+/* Stores the tokens for the next forward (1 <= n_tokens <= context length). */
+int ck_model_embed_tokens(ck_model *m, const int32_t *tokens, int n_tokens);
+/* Runs the embedded tokens. Without the KV cache they are a fresh sequence
+ * from position 0; with it they are appended to the cache. */
+int ck_model_forward(ck_model *m);
+/* [active_tokens][vocab] row-major logits of every embedded position; valid
+ * until the next call on the handle. */
+const float *ck_model_get_logits(const ck_model *m);
+int ck_model_get_active_tokens(const ck_model *m);
+
+/* KV cache, layout [layer][kv_head][capacity][head_dim]; capacity <= context. */
+int ck_model_kv_cache_enable(ck_model *m, int capacity);
+void ck_model_kv_cache_reset(ck_model *m);
+int ck_model_kv_cache_get_tokens(const ck_model *m);
+/* One token through the cache; logits in row 0, active_tokens becomes 1. */
+int ck_model_decode(ck_model *m, int32_t token);
+
+/* Model facts (the compiled constants; m may be NULL). */
+int ck_model_get_vocab_size(const ck_model *m);
+int ck_model_get_context_length(const ck_model *m);
+int ck_model_get_num_layers(const ck_model *m);
+/* Threads used by forward/decode; n <= 0 means all available cores. */
+int ck_model_set_threads(ck_model *m, int n_threads);
+int ck_model_get_threads(const ck_model *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CK_MODEL_H */

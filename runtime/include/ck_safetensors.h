@@ -1,0 +1,85 @@
+/*
+ * ck_safetensors.h — bounds-checked safetensors checkpoints and the weight
+ * loader used by the generated ck_model_init. Plain C99 + POSIX mmap.
+ *
+ * A checkpoint is a Hugging Face model folder (model.safetensors or
+ * model.safetensors.index.json inside), a single .safetensors file, or a
+ * sharded *.safetensors.index.json. Files are mapped read-only; every offset
+ * and size in a header is validated before anything is read, and each error
+ * names the file and the tensor.
+ */
+#ifndef CK_SAFETENSORS_H
+#define CK_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ck_dtype {
+    CK_DT_F64, CK_DT_F32, CK_DT_F16, CK_DT_BF16,
+    CK_DT_I64, CK_DT_I32, CK_DT_I16, CK_DT_I8, CK_DT_U8, CK_DT_BOOL,
+    CK_DT_F8_E4M3, CK_DT_F8_E5M2
+} ck_dtype;
+
+#define CK_ST_MAX_DIMS 8
+
+typedef struct ck_tensor_info {
+    const char *name;
+    ck_dtype dtype;
+    int ndim;
+    int64_t shape[CK_ST_MAX_DIMS];
+    const void *data;  /* inside the read-only mapping */
+    size_t nbytes;
+    const char *file;  /* the .safetensors file holding it */
+} ck_tensor_info;
+
+typedef struct ck_checkpoint ck_checkpoint;
+
+ck_checkpoint *ck_checkpoint_open(const char *path, char *err, size_t errlen);
+void ck_checkpoint_close(ck_checkpoint *ck);
+int ck_checkpoint_count(const ck_checkpoint *ck);
+const ck_tensor_info *ck_checkpoint_tensor(const ck_checkpoint *ck, int i); /* sorted by name */
+const ck_tensor_info *ck_checkpoint_find(const ck_checkpoint *ck, const char *name);
+
+const char *ck_dtype_name(ck_dtype dt);
+size_t ck_dtype_size(ck_dtype dt);
+float ck_f16_to_f32(uint16_t h);
+float ck_bf16_to_f32(uint16_t b);
+
+/* ---- weight loading ------------------------------------------------------ */
+#define CK_WEIGHT_MAX_PARTS 4
+#define CK_WEIGHT_MAX_DIMS 4
+
+/* One float32 weight the model needs. Its parts (Hugging Face tensor names,
+ * printf templates where %d is the layer index) are concatenated along dim 0,
+ * e.g. q_proj|k_proj|v_proj for the fused QKV GEMM. */
+typedef struct ck_weight_spec {
+    size_t field;   /* offsetof the `const float *` in the weights struct */
+    int n_parts;
+    const char *names[CK_WEIGHT_MAX_PARTS];
+    int ndim;       /* rank of every part */
+    int64_t shape[CK_WEIGHT_MAX_PARTS][CK_WEIGHT_MAX_DIMS]; /* expected shape of each part */
+} ck_weight_spec;
+
+/* Memory the loader had to allocate (dtype conversion, concatenation). */
+typedef struct ck_weight_store {
+    void **owned;
+    int n_owned, cap_owned;
+    size_t bytes_owned;  /* converted or concatenated copies */
+    size_t bytes_mapped; /* used in place from the mapping */
+} ck_weight_store;
+
+/* Validates every part (present, dtype F32/F16/BF16, shape) and sets *dst to
+ * float32 data: the mapping itself when the parts are f32, aligned and (for
+ * several parts) adjacent in the file; otherwise a converted copy. */
+int ck_weights_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int layer, const float **dst,
+                    ck_weight_store *store, char *err, size_t errlen);
+void ck_weight_store_free(ck_weight_store *store);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CK_SAFETENSORS_H */

@@ -1,0 +1,51 @@
+/*
+ * threads.c — one thread pool for the whole model.
+ *
+ * OpenBLAS (Debian's pthread build) keeps its own worker pool and OpenMP keeps
+ * another. On a 2-core machine, an OpenMP team that just finished a kernel
+ * spins for a while (GOMP_SPINCOUNT) while OpenBLAS's workers want the same
+ * cores: measured ~3x slower prefill. So during a model call OpenBLAS runs
+ * single-threaded and ck_linear splits each GEMM/GEMV over the OpenMP team
+ * instead: one pool, no oversubscription. The caller's OpenBLAS and OpenMP
+ * settings are restored on the way out, so a host process (numpy, torch)
+ * sharing the same libopenblas is not affected.
+ */
+#include "ck_kernels.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* From OpenBLAS; declared here so any cblas.h variant works. */
+void openblas_set_num_threads(int num_threads);
+int openblas_get_num_threads(void);
+
+int ck_threads_available(void)
+{
+#ifdef _OPENMP
+    return omp_get_num_procs();
+#else
+    return 1;
+#endif
+}
+
+void ck_threads_enter(ck_threads_saved *saved, int n_threads)
+{
+    saved->blas_threads = openblas_get_num_threads();
+    if (saved->blas_threads != 1) openblas_set_num_threads(1);
+#ifdef _OPENMP
+    saved->omp_threads = omp_get_max_threads();
+    omp_set_num_threads(n_threads > 0 ? n_threads : 1);
+#else
+    (void)n_threads;
+    saved->omp_threads = 1;
+#endif
+}
+
+void ck_threads_leave(const ck_threads_saved *saved)
+{
+    if (saved->blas_threads != 1) openblas_set_num_threads(saved->blas_threads);
+#ifdef _OPENMP
+    omp_set_num_threads(saved->omp_threads);
+#endif
+}

@@ -1,0 +1,152 @@
+"""ctypes wrapper of a compiled language model (the ck_model ABI, runtime/include/ck_model.h).
+
+    m = LlmModel("out/libmodel.so", "path/to/hf-folder")
+    logits = m.forward([1, 2, 3])                # [3, vocab] numpy, fresh sequence
+    ids = m.generate([1, 2, 3], max_new_tokens=16, temperature=0.8, top_k=40, seed=0)
+"""
+import ctypes
+
+import numpy as np
+
+
+class CkError(RuntimeError):
+    """A failed call: `code` is the negative CK_E* value, the message comes from ck_last_error()."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+_SIGNATURES = {
+    "ck_model_init": (ctypes.c_void_p, [ctypes.c_char_p]),
+    "ck_model_free": (None, [ctypes.c_void_p]),
+    "ck_last_error": (ctypes.c_char_p, []),
+    "ck_model_embed_tokens": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32), ctypes.c_int]),
+    "ck_model_forward": (ctypes.c_int, [ctypes.c_void_p]),
+    "ck_model_get_logits": (ctypes.POINTER(ctypes.c_float), [ctypes.c_void_p]),
+    "ck_model_get_active_tokens": (ctypes.c_int, [ctypes.c_void_p]),
+    "ck_model_kv_cache_enable": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int]),
+    "ck_model_kv_cache_reset": (None, [ctypes.c_void_p]),
+    "ck_model_kv_cache_get_tokens": (ctypes.c_int, [ctypes.c_void_p]),
+    "ck_model_decode": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int32]),
+    "ck_model_get_vocab_size": (ctypes.c_int, [ctypes.c_void_p]),
+    "ck_model_get_context_length": (ctypes.c_int, [ctypes.c_void_p]),
+    "ck_model_get_num_layers": (ctypes.c_int, [ctypes.c_void_p]),
+    "ck_model_set_threads": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int]),
+    "ck_model_get_threads": (ctypes.c_int, [ctypes.c_void_p]),
+}
+
+
+def load_library(path):
+    lib = ctypes.CDLL(path)
+    for name, (res, args) in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+    return lib
+
+
+class LlmModel:
+    def __init__(self, lib_path, weights_path, threads=None):
+        self.lib = load_library(lib_path)
+        self.h = self.lib.ck_model_init(str(weights_path).encode())
+        if not self.h:
+            raise CkError(-1, self.lib.ck_last_error().decode())
+        self.vocab_size = self.lib.ck_model_get_vocab_size(self.h)
+        self.context_length = self.lib.ck_model_get_context_length(self.h)
+        self.num_layers = self.lib.ck_model_get_num_layers(self.h)
+        if threads:
+            self.set_threads(threads)
+
+    def close(self):
+        if self.h:
+            self.lib.ck_model_free(self.h)
+            self.h = None
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _check(self, rc):
+        if rc < 0:
+            raise CkError(rc, self.lib.ck_last_error().decode())
+        return rc
+
+    def set_threads(self, n):
+        self._check(self.lib.ck_model_set_threads(self.h, int(n)))
+
+    @property
+    def threads(self):
+        return self._check(self.lib.ck_model_get_threads(self.h))
+
+    def embed(self, tokens):
+        arr = np.ascontiguousarray(tokens, dtype=np.int32)
+        self._check(self.lib.ck_model_embed_tokens(self.h, arr.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), arr.size))
+
+    def logits(self):
+        n = self._check(self.lib.ck_model_get_active_tokens(self.h))
+        ptr = self.lib.ck_model_get_logits(self.h)
+        if not ptr:
+            raise CkError(-3, self.lib.ck_last_error().decode())
+        return np.ctypeslib.as_array(ptr, shape=(n, self.vocab_size)).copy()
+
+    def forward(self, tokens):
+        """Logits [len(tokens), vocab] for every position. Appends to the KV cache when it is enabled."""
+        self.embed(tokens)
+        self._check(self.lib.ck_model_forward(self.h))
+        return self.logits()
+
+    def kv_cache_enable(self, capacity):
+        self._check(self.lib.ck_model_kv_cache_enable(self.h, int(capacity)))
+
+    def kv_cache_reset(self):
+        self.lib.ck_model_kv_cache_reset(self.h)
+
+    @property
+    def kv_cache_tokens(self):
+        return self._check(self.lib.ck_model_kv_cache_get_tokens(self.h))
+
+    def decode(self, token):
+        """One step through the KV cache; returns the logits row [vocab]."""
+        self._check(self.lib.ck_model_decode(self.h, int(token)))
+        return self.logits()[0]
+
+    def generate(self, prompt_tokens, max_new_tokens, temperature=0.0, top_k=None, top_p=None, seed=None):
+        """Prompt ids + up to max_new_tokens sampled ids (greedy when temperature == 0), via the KV cache."""
+        prompt = [int(t) for t in prompt_tokens]
+        if not prompt:
+            raise ValueError("generate: the prompt needs at least one token")
+        steps = min(max_new_tokens, self.context_length - len(prompt))
+        if steps < 0:
+            raise ValueError(f"generate: prompt of {len(prompt)} tokens exceeds the context {self.context_length}")
+        self.kv_cache_enable(min(self.context_length, len(prompt) + max(steps, 1)))
+        rng = np.random.default_rng(seed)
+        row = self.forward(prompt)[-1]
+        out = list(prompt)
+        for i in range(steps):
+            nxt = sample(row, temperature, top_k, top_p, rng)
+            out.append(nxt)
+            if i + 1 < steps:
+                row = self.decode(nxt)
+        return out
+
+
+def sample(logits, temperature=0.0, top_k=None, top_p=None, rng=None):
+    """Greedy when temperature <= 0; otherwise softmax(logits / T) restricted to top-k and the top-p nucleus."""
+    if temperature is None or temperature <= 0:
+        return int(np.argmax(logits))
+    rng = rng or np.random.default_rng()
+    z = np.asarray(logits, dtype=np.float64) / temperature
+    order = np.argsort(-z, kind="stable")
+    if top_k:
+        order = order[:top_k]
+    p = np.exp(z[order] - z[order[0]])
+    p /= p.sum()
+    if top_p is not None and top_p < 1.0:
+        keep = int(np.searchsorted(np.cumsum(p), top_p) + 1)
+        order, p = order[:keep], p[:keep] / p[:keep].sum()
+    return int(order[rng.choice(len(order), p=p)])

@@ -1,0 +1,2 @@
+"""Independent PyTorch implementations of Hugging Face forward passes: the parity
+references of the tests and the eager baselines of the benchmarks."""

@@ -1,0 +1,70 @@
+// helpers.h — shared fixtures of the unit tests.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "frontend/hf/families.h"
+#include "support/error.h"
+
+namespace ckc_test {
+
+// A temporary file removed when the object dies.
+struct TempFile {
+    std::string path;
+    explicit TempFile(const std::string &contents, const std::string &suffix = ".json")
+    {
+        char tmpl[] = "/tmp/ckc_test_XXXXXX";
+        int fd = mkstemp(tmpl);
+        REQUIRE(fd >= 0);
+        close(fd);
+        std::remove(tmpl);
+        path = std::string(tmpl) + suffix;
+        std::ofstream(path, std::ios::binary) << contents;
+    }
+    ~TempFile() { std::remove(path.c_str()); }
+};
+
+// The tiny Llama of models/tiny-llama, with overrides.
+inline nlohmann::json tiny_llama(const nlohmann::json &overrides = nlohmann::json::object())
+{
+    nlohmann::json j = {{"model_type", "llama"},        {"vocab_size", 256},          {"hidden_size", 64},
+                        {"intermediate_size", 172},     {"num_hidden_layers", 2},     {"num_attention_heads", 4},
+                        {"num_key_value_heads", 2},     {"max_position_embeddings", 128}, {"rms_norm_eps", 1e-5}};
+    for (auto &[k, v] : overrides.items()) {
+        if (v.is_string() && v.get<std::string>() == "<delete>")
+            j.erase(k);
+        else
+            j[k] = v;
+    }
+    return j;
+}
+
+inline ckc::Program program_of(const nlohmann::json &config)
+{
+    TempFile f(config.dump());
+    return ckc::build_from_hf_config(f.path);
+}
+
+// The message of the ckc::Error thrown by building `config_text`, checking its kind.
+inline std::string build_error(const std::string &config_text, ckc::ErrorKind kind = ckc::ErrorKind::Input)
+{
+    TempFile f(config_text);
+    try {
+        ckc::build_from_hf_config(f.path);
+    } catch (const ckc::Error &e) {
+        CHECK(static_cast<int>(e.kind()) == static_cast<int>(kind));
+        return e.what();
+    }
+    FAIL("expected an error for: " << config_text);
+    return "";
+}
+
+}  // namespace ckc_test

@@ -1,0 +1,162 @@
+// Config parser: defaults from the Hugging Face classes, and one test per
+// error class, each checking the message names the key.
+#include "helpers.h"
+
+#include "frontend/hf/config.h"
+
+using namespace ckc;
+using namespace ckc_test;
+using Catch::Matchers::Contains;
+
+static LlmConfig parse(const nlohmann::json &j)
+{
+    TempFile f(j.dump());
+    return parse_hf_config(ConfigReader::load(f.path));
+}
+
+TEST_CASE("llama config: values are read", "[config]")
+{
+    LlmConfig c = parse(tiny_llama());
+    CHECK(c.vocab_size == 256);
+    CHECK(c.hidden_size == 64);
+    CHECK(c.intermediate_size == 172);
+    CHECK(c.n_layers == 2);
+    CHECK(c.n_heads == 4);
+    CHECK(c.n_kv_heads == 2);
+    CHECK(c.head_dim == 16);
+    CHECK(c.context_length == 128);
+    CHECK(c.norm_eps == Approx(1e-5));
+    CHECK(c.rope.type == "default");
+    CHECK(c.rope.rot_dim == 16);
+}
+
+TEST_CASE("llama config: missing keys take LlamaConfig's defaults", "[config]")
+{
+    LlmConfig c = parse({{"model_type", "llama"}});
+    CHECK(c.vocab_size == 32000);
+    CHECK(c.hidden_size == 4096);
+    CHECK(c.intermediate_size == 11008);
+    CHECK(c.n_layers == 32);
+    CHECK(c.n_heads == 32);
+    CHECK(c.n_kv_heads == 32);  // num_key_value_heads defaults to num_attention_heads
+    CHECK(c.head_dim == 128);   // hidden_size / num_attention_heads
+    CHECK(c.context_length == 2048);
+    CHECK(c.norm_eps == Approx(1e-6));
+    CHECK(c.rope.theta == Approx(10000.0));
+    CHECK_FALSE(c.tie_word_embeddings);  // LlamaConfig(tie_word_embeddings=False)
+    CHECK_FALSE(c.attention_bias);
+    CHECK_FALSE(c.mlp_bias);
+}
+
+TEST_CASE("llama config: null means default, as in Hugging Face", "[config]")
+{
+    LlmConfig c = parse(tiny_llama({{"num_key_value_heads", nullptr}, {"head_dim", nullptr}, {"rope_scaling", nullptr}}));
+    CHECK(c.n_kv_heads == 4);
+    CHECK(c.head_dim == 16);
+    CHECK(c.rope.type == "default");
+}
+
+TEST_CASE("llama config: explicit head_dim need not divide hidden_size", "[config]")
+{
+    LlmConfig c = parse(tiny_llama({{"hidden_size", 60}, {"head_dim", 32}}));
+    CHECK(c.head_dim == 32);
+}
+
+TEST_CASE("llama config: rope_scaling llama3 and linear", "[config]")
+{
+    LlmConfig c = parse(tiny_llama({{"rope_theta", 500000.0},
+                                    {"rope_scaling",
+                                     {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                                      {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 64}}}}));
+    CHECK(c.rope.type == "llama3");
+    CHECK(c.rope.theta == Approx(500000.0));
+    CHECK(c.rope.factor == Approx(8.0));
+    CHECK(c.rope.original_max_position_embeddings == Approx(64));
+    LlmConfig l = parse(tiny_llama({{"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}}}));
+    CHECK(l.rope.type == "linear");
+    CHECK(l.rope.factor == Approx(2.0));
+}
+
+TEST_CASE("config errors name the file and the key", "[config][errors]")
+{
+    SECTION("not JSON: line and column")
+    {
+        std::string msg = build_error("{\n  \"model_type\": \"llama\",\n  \"hidden_size\": 64,,\n}");
+        CHECK_THAT(msg, Contains(":3:"));
+        CHECK_THAT(msg, Contains("not valid JSON"));
+    }
+    SECTION("top level not an object") { CHECK_THAT(build_error("[1, 2]"), Contains("JSON object")); }
+    SECTION("missing model_type lists the supported ones")
+    {
+        std::string msg = build_error(tiny_llama({{"model_type", "<delete>"}}).dump());
+        CHECK_THAT(msg, Contains("\"model_type\""));
+        CHECK_THAT(msg, Contains("llama"));
+    }
+    SECTION("unsupported model_type lists the supported ones")
+    {
+        std::string msg = build_error(tiny_llama({{"model_type", "bert"}}).dump());
+        CHECK_THAT(msg, Contains("\"bert\" is not supported"));
+        CHECK_THAT(msg, Contains("supported: llama"));
+    }
+    SECTION("non-number")
+    {
+        CHECK_THAT(build_error(tiny_llama({{"hidden_size", "64"}}).dump()), Contains("\"hidden_size\": must be an integer"));
+        CHECK_THAT(build_error(tiny_llama({{"rms_norm_eps", "small"}}).dump()), Contains("\"rms_norm_eps\": must be a number"));
+        CHECK_THAT(build_error(tiny_llama({{"num_hidden_layers", true}}).dump()), Contains("\"num_hidden_layers\""));
+        CHECK_THAT(build_error(tiny_llama({{"vocab_size", 12.5}}).dump()), Contains("\"vocab_size\": must be an integer"));
+    }
+    SECTION("zero and negative sizes")
+    {
+        CHECK_THAT(build_error(tiny_llama({{"num_hidden_layers", 0}}).dump()), Contains("\"num_hidden_layers\": must be a positive integer"));
+        CHECK_THAT(build_error(tiny_llama({{"hidden_size", -64}}).dump()), Contains("\"hidden_size\": must not be negative"));
+        CHECK_THAT(build_error(tiny_llama({{"rms_norm_eps", 0}}).dump()), Contains("\"rms_norm_eps\": must be positive"));
+        CHECK_THAT(build_error(tiny_llama({{"rope_theta", -1.0}}).dump()), Contains("\"rope_theta\""));
+    }
+    SECTION("heads must divide hidden_size when head_dim is absent")
+    {
+        std::string msg = build_error(tiny_llama({{"num_attention_heads", 5}, {"num_key_value_heads", 5}}).dump());
+        CHECK_THAT(msg, Contains("\"num_attention_heads\""));
+        CHECK_THAT(msg, Contains("does not divide hidden_size 64"));
+    }
+    SECTION("kv heads must divide heads")
+    {
+        CHECK_THAT(build_error(tiny_llama({{"num_key_value_heads", 3}}).dump()), Contains("\"num_key_value_heads\""));
+    }
+    SECTION("unsupported rope scaling and incomplete llama3 parameters")
+    {
+        CHECK_THAT(build_error(tiny_llama({{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}}}).dump()),
+                   Contains("\"rope_scaling.rope_type\": \"yarn\" is not supported"));
+        CHECK_THAT(build_error(tiny_llama({{"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}}}}).dump()),
+                   Contains("\"rope_scaling.low_freq_factor\": is required"));
+        CHECK_THAT(build_error(tiny_llama({{"rope_scaling", "llama3"}}).dump()), Contains("\"rope_scaling\": must be an object"));
+    }
+    SECTION("unsupported activation")
+    {
+        CHECK_THAT(build_error(tiny_llama({{"hidden_act", "relu"}}).dump()), Contains("\"hidden_act\": \"relu\" is not supported"));
+    }
+    SECTION("head_dim above the kernel limit")
+    {
+        CHECK_THAT(build_error(tiny_llama({{"head_dim", 1024}}).dump()), Contains("\"head_dim\""));
+    }
+    SECTION("the file name is in the message")
+    {
+        TempFile f(tiny_llama({{"hidden_size", 0}}).dump());
+        try {
+            build_from_hf_config(f.path);
+            FAIL("no error");
+        } catch (const Error &e) {
+            CHECK_THAT(e.what(), Contains(f.path));
+        }
+    }
+}
+
+TEST_CASE("a missing config file is an I/O error", "[config][errors]")
+{
+    try {
+        build_from_hf_config("/nonexistent/config.json");
+        FAIL("no error");
+    } catch (const Error &e) {
+        CHECK(e.kind() == ErrorKind::IO);
+        CHECK_THAT(e.what(), Contains("/nonexistent/config.json"));
+    }
+}

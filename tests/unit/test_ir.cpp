@@ -1,0 +1,119 @@
+// IR builder and Graph invariants.
+#include "helpers.h"
+
+#include "ir/graph.h"
+#include "ir/printer.h"
+
+using namespace ckc;
+using namespace ckc_test;
+using Catch::Matchers::Contains;
+
+static std::vector<std::string> ops_of(const Graph &g)
+{
+    std::vector<std::string> out;
+    for (const Node &n : g.nodes()) out.push_back(op_name(n.op));
+    return out;
+}
+
+TEST_CASE("llama builds header / block / footer with HF weight names", "[ir]")
+{
+    Program p = program_of(tiny_llama());
+    CHECK(ops_of(p.header) == std::vector<std::string>{"EMBEDDING"});
+    CHECK(ops_of(p.block) == std::vector<std::string>{"RMSNORM", "MATMUL", "MATMUL", "MATMUL", "ROPE", "ROPE",
+                                                      "KV_STORE", "KV_ATTENTION", "MATMUL", "ADD", "RMSNORM", "MATMUL",
+                                                      "MATMUL", "SWIGLU", "MATMUL", "ADD"});
+    CHECK(ops_of(p.footer) == std::vector<std::string>{"RMSNORM", "MATMUL"});
+    CHECK(p.carry == "x");
+    CHECK(p.carry_shape == Shape{kTokens, 64});
+
+    const Tensor &wq = p.block.tensor("self_attn.q_proj.weight");
+    CHECK(wq.storage == Storage::Weight);
+    CHECK(wq.shape == Shape{64, 64});
+    CHECK(wq.source.parts == std::vector<std::string>{"model.layers.{L}.self_attn.q_proj.weight"});
+    CHECK(p.block.tensor("self_attn.k_proj.weight").shape == Shape{32, 64});  // GQA: 2 kv heads x 16
+    CHECK(p.block.tensor("kv").shape == Shape{2, 2, kTokens, 16});
+    CHECK(p.block.node("q_rope")->origin == "model.layers.{L}.self_attn.rotary_emb");
+    CHECK(p.block.tensor("x").storage == Storage::Carry);
+    CHECK(p.block.tensor("x_out").storage == Storage::Carry);
+    CHECK(p.footer.tensor("logits").storage == Storage::Output);
+    CHECK(p.footer.tensor("logits").shape == Shape{kTokens, 256});
+    CHECK(p.footer.has_tensor("lm_head.weight"));  // untied by default
+}
+
+TEST_CASE("tied embeddings: the head reads the embedding table", "[ir]")
+{
+    Program p = program_of(tiny_llama({{"tie_word_embeddings", true}}));
+    CHECK_FALSE(p.footer.has_tensor("lm_head.weight"));
+    CHECK(p.footer.tensor("model.embed_tokens.weight").source.parts == std::vector<std::string>{"model.embed_tokens.weight"});
+}
+
+TEST_CASE("biases become ADD nodes with bias weights", "[ir]")
+{
+    Program p = program_of(tiny_llama({{"attention_bias", true}, {"mlp_bias", true}}));
+    int adds = 0;
+    for (const Node &n : p.block.nodes()) adds += n.op == Op::ADD;
+    CHECK(adds == 4 + 3 + 2);  // q,k,v,o + gate,up,down + 2 residuals
+    CHECK(p.block.tensor("self_attn.o_proj.bias").shape == Shape{64});
+}
+
+TEST_CASE("the block's code does not depend on the layer count", "[ir]")
+{
+    Program a = program_of(tiny_llama({{"num_hidden_layers", 2}}));
+    Program b = program_of(tiny_llama({{"num_hidden_layers", 40}}));
+    CHECK(a.block.nodes().size() == b.block.nodes().size());
+    CHECK(b.info.n_layers == 40);
+}
+
+TEST_CASE("Graph verify catches broken IR", "[ir]")
+{
+    Program p = program_of(tiny_llama());
+    Graph g = p.block;
+    REQUIRE_NOTHROW(g.verify("ok"));
+    SECTION("reading an unknown tensor")
+    {
+        g.set_input("attn_in", 0, "nope");
+        CHECK_THROWS_WITH(g.verify("test"), Contains("'nope'"));
+    }
+    SECTION("a shape that disagrees with the op's rule")
+    {
+        g.tensor("attn_in").shape = {kTokens, 32};
+        CHECK_THROWS_WITH(g.verify("test"), Contains("attn_in"));
+    }
+    SECTION("use before definition")
+    {
+        Graph h;
+        Tensor x{"x", {kTokens, 4}, DType::F32, Storage::Carry, {}};
+        h.add_tensor(x);
+        Tensor w{"w", {4}, DType::F32, Storage::Weight, {}};
+        h.add_tensor(w);
+        Node a;
+        a.name = "a";
+        a.op = Op::ADD;
+        a.inputs = {"x", "b"};
+        a.output = "a";
+        Node b;
+        b.name = "b";
+        b.op = Op::RMSNORM;
+        b.inputs = {"x", "w"};
+        b.output = "b";
+        b.attrs["eps"] = 1e-5;
+        h.add_node(b);
+        h.insert_node(a, "b");  // a reads b before it exists
+        CHECK_THROWS_WITH(h.verify("test"), Contains("before it is produced"));
+    }
+}
+
+TEST_CASE("printer: one line per node and a JSON map", "[ir]")
+{
+    Program p = program_of(tiny_llama());
+    std::ostringstream os;
+    print_program(p, os);
+    std::string text = os.str();
+    CHECK_THAT(text, Contains("block  L  KV_ATTENTION q_rope[T, 64], kv[2, 2, T, 16] -> attn[T, 64]"));
+    CHECK_THAT(text, Contains("header -  EMBEDDING    tokens[T]:i32, embed_tokens.weight[256, 64] -> x[T, 64]:carry"));
+    nlohmann::json j = program_to_json(p);
+    CHECK(j["block"]["layers"] == 2);
+    CHECK(j["block"]["nodes"].size() == p.block.nodes().size());
+    CHECK(j["block"]["tensors"]["kv"]["shape"] == nlohmann::json({2, 2, "T", 16}));
+    CHECK(j["footer"]["tensors"]["lm_head.weight"]["source"][0] == "lm_head.weight");
+}

@@ -1,0 +1,238 @@
+// Kernel tests: each optimized kernel against its *_ref twin, over several
+// shapes including odd sizes, strided (column-view) operands and in-place use.
+//
+// How to add a row: write `kernel_case` lambdas below that fill inputs, run
+// the fast kernel and the reference on copies, and call `close()`; add the
+// shapes to its GENERATE list. Tolerances are relative to the data scale.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "ck_kernels.h"
+
+namespace {
+
+std::vector<float> rnd(size_t n, unsigned seed, float scale = 1.0f)
+{
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> d(0.0f, scale);
+    std::vector<float> v(n);
+    for (auto &x : v) x = d(rng);
+    return v;
+}
+
+double max_abs_diff(const std::vector<float> &a, const std::vector<float> &b)
+{
+    REQUIRE(a.size() == b.size());
+    double m = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        REQUIRE(std::isfinite(a[i]));
+        m = std::max(m, static_cast<double>(std::fabs(a[i] - b[i])));
+    }
+    return m;
+}
+
+// max |a - b| / max(1, |b|): for outputs whose magnitude varies widely
+double max_rel_diff(const std::vector<float> &a, const std::vector<float> &b)
+{
+    REQUIRE(a.size() == b.size());
+    double m = 0;
+    for (size_t i = 0; i < a.size(); i++)
+        m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]) / std::max(1.0, std::fabs(static_cast<double>(b[i]))));
+    return m;
+}
+
+// Runs with the OpenMP team / single-threaded OpenBLAS a model call uses.
+struct Threads {
+    ck_threads_saved saved;
+    explicit Threads(int n) { ck_threads_enter(&saved, n); }
+    ~Threads() { ck_threads_leave(&saved); }
+};
+
+}  // namespace
+
+TEST_CASE("ck_rmsnorm matches the reference", "[kernels]")
+{
+    auto [T, C] = GENERATE(std::pair{1, 1}, std::pair{1, 7}, std::pair{3, 64}, std::pair{17, 129}, std::pair{64, 2048});
+    float w_offset = GENERATE(0.0f, 1.0f);
+    Threads th(2);
+    auto x = rnd(static_cast<size_t>(T) * C, 1, 3.0f), w = rnd(C, 2);
+    std::vector<float> a(x.size()), b(x.size());
+    ck_rmsnorm(a.data(), x.data(), w.data(), T, C, 1e-5f, w_offset);
+    ck_rmsnorm_ref(b.data(), x.data(), w.data(), T, C, 1e-5f, w_offset);
+    CHECK(max_abs_diff(a, b) < 1e-5);
+    ck_rmsnorm(x.data(), x.data(), w.data(), T, C, 1e-5f, w_offset);  // in place
+    CHECK(max_abs_diff(x, b) < 1e-5);
+}
+
+TEST_CASE("ck_linear matches the reference (GEMV, GEMM, bias, residual, strides)", "[kernels]")
+{
+    auto [T, K, N] = GENERATE(std::tuple{1, 1, 1}, std::tuple{1, 64, 96}, std::tuple{1, 77, 333}, std::tuple{5, 64, 64},
+                              std::tuple{17, 129, 61}, std::tuple{32, 256, 1000}, std::tuple{3, 512, 2048});
+    int mode = GENERATE(0, 1, 2, 3, 4);  // plain, bias, separate addend, in-place addend, addend + bias
+    int nth = GENERATE(1, 2);
+    Threads th(nth);
+    int ldx = K + 3, ldo = N + 5;  // column views of wider tensors
+    auto x = rnd(static_cast<size_t>(T) * ldx, 3), w = rnd(static_cast<size_t>(N) * K, 4, 0.1f), bias = rnd(N, 5);
+    auto add = rnd(static_cast<size_t>(T) * ldo, 6);
+    std::vector<float> a(static_cast<size_t>(T) * ldo, 7.0f), b(a);
+    const float *bp = (mode == 1 || mode == 4) ? bias.data() : nullptr;
+    if (mode == 3 || mode == 4) {
+        a = add;
+        b = add;
+        ck_linear(a.data(), ldo, x.data(), ldx, w.data(), bp, a.data(), ldo, T, K, N);
+        ck_linear_ref(b.data(), ldo, x.data(), ldx, w.data(), bp, add.data(), ldo, T, K, N);
+    } else {
+        const float *ap = mode == 2 ? add.data() : nullptr;
+        ck_linear(a.data(), ldo, x.data(), ldx, w.data(), bp, ap, ldo, T, K, N);
+        ck_linear_ref(b.data(), ldo, x.data(), ldx, w.data(), bp, ap, ldo, T, K, N);
+    }
+    CHECK(max_abs_diff(a, b) < 1e-4 * std::sqrt(static_cast<double>(K)));
+    for (int t = 0; t < T; t++)  // columns past N are untouched
+        for (int j = N; j < ldo; j++) CHECK(a[static_cast<size_t>(t) * ldo + j] == b[static_cast<size_t>(t) * ldo + j]);
+}
+
+TEST_CASE("ck_rope matches the reference (in place, out of place, partial rotary)", "[kernels]")
+{
+    auto [T, H, D, rot] = GENERATE(std::tuple{1, 1, 2, 2}, std::tuple{4, 3, 16, 16}, std::tuple{9, 4, 64, 32},
+                                   std::tuple{5, 2, 80, 80}, std::tuple{3, 2, 128, 64});
+    int pos0 = GENERATE(0, 11);
+    int n_pos = pos0 + T;
+    std::vector<float> inv(rot / 2), cs(static_cast<size_t>(n_pos) * (rot / 2)), sn(cs.size());
+    ck_rope_params p = {CK_ROPE_DEFAULT, 10000.0, 1.0, 1.0, 4.0, 8192.0};
+    ck_rope_inv_freq(inv.data(), rot, &p);
+    ck_rope_table(cs.data(), sn.data(), inv.data(), rot, n_pos);
+    int ld = H * D + 6;
+    auto x = rnd(static_cast<size_t>(T) * ld, 8);
+    std::vector<float> a(x.size(), 0.0f), b(x.size(), 0.0f), c = x;
+    ck_rope(a.data(), ld, x.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data());
+    ck_rope_ref(b.data(), ld, x.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data());
+    CHECK(max_abs_diff(a, b) < 1e-6);
+    ck_rope(c.data(), ld, c.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data());
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < H * D; i++) CHECK(c[static_cast<size_t>(t) * ld + i] == Approx(b[static_cast<size_t>(t) * ld + i]).margin(1e-6));
+}
+
+TEST_CASE("ck_rope_inv_freq: default, linear and llama3 scaling", "[kernels]")
+{
+    std::vector<float> d(32), l(32), l3(32);
+    ck_rope_params pd = {CK_ROPE_DEFAULT, 500000.0, 1.0, 1.0, 4.0, 8192.0};
+    ck_rope_params pl = {CK_ROPE_LINEAR, 500000.0, 4.0, 1.0, 4.0, 8192.0};
+    ck_rope_params p3 = {CK_ROPE_LLAMA3, 500000.0, 8.0, 1.0, 4.0, 8192.0};
+    ck_rope_inv_freq(d.data(), 64, &pd);
+    ck_rope_inv_freq(l.data(), 64, &pl);
+    ck_rope_inv_freq(l3.data(), 64, &p3);
+    for (int i = 0; i < 32; i++) {
+        CHECK(d[i] == Approx(std::pow(500000.0, -2.0 * i / 64)).epsilon(1e-6));
+        CHECK(l[i] == Approx(d[i] / 4).epsilon(1e-6));
+        double wavelen = 2 * M_PI / d[i];
+        if (wavelen < 8192.0 / 4) CHECK(l3[i] == d[i]);                          // high frequencies untouched
+        if (wavelen > 8192.0) CHECK(l3[i] == Approx(d[i] / 8).epsilon(1e-6));   // low frequencies / factor
+        CHECK(l3[i] <= d[i]);
+    }
+}
+
+TEST_CASE("ck_attention matches the reference (GQA, cache offset, window, softcap)", "[kernels]")
+{
+    auto [T, pos0, H, KVH, D] = GENERATE(std::tuple{1, 0, 1, 1, 1}, std::tuple{1, 37, 4, 2, 16},
+                                         std::tuple{7, 0, 4, 4, 32}, std::tuple{13, 5, 6, 2, 64},
+                                         std::tuple{40, 0, 2, 1, 128}, std::tuple{3, 100, 8, 8, 80});
+    int window = GENERATE(0, 4);
+    float softcap = GENERATE(0.0f, 5.0f);
+    int nth = GENERATE(1, 2);
+    Threads th(nth);
+    int cap = pos0 + T + 3, ldq = H * D + 2, ldo = H * D + 1;
+    auto q = rnd(static_cast<size_t>(T) * ldq, 9);
+    auto kc = rnd(static_cast<size_t>(KVH) * cap * D, 10), vc = rnd(static_cast<size_t>(KVH) * cap * D, 11);
+    std::vector<float> a(static_cast<size_t>(T) * ldo, 0.0f), b(a);
+    float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    ck_attention(a.data(), ldo, q.data(), ldq, kc.data(), vc.data(), cap, T, pos0, H, KVH, D, scale, window, softcap);
+    ck_attention_ref(b.data(), ldo, q.data(), ldq, kc.data(), vc.data(), cap, T, pos0, H, KVH, D, scale, window, softcap);
+    CHECK(max_abs_diff(a, b) < 2e-6);
+}
+
+TEST_CASE("ck_attention: a single visible key returns its value", "[kernels]")
+{
+    // position 0 sees only key 0, so the output is exactly v[0]
+    int H = 2, KVH = 1, D = 4, cap = 8;
+    std::vector<float> q(H * D, 1.0f), kc(KVH * cap * D, 0.5f), vc(KVH * cap * D);
+    for (size_t i = 0; i < vc.size(); i++) vc[i] = static_cast<float>(i);
+    std::vector<float> out(H * D);
+    ck_attention(out.data(), H * D, q.data(), H * D, kc.data(), vc.data(), cap, 1, 0, H, KVH, D, 0.5f, 0, 0.0f);
+    for (int h = 0; h < H; h++)
+        for (int d = 0; d < D; d++) CHECK(out[h * D + d] == static_cast<float>(d));
+}
+
+TEST_CASE("ck_kv_store writes the [KVH][cap][D] layout", "[kernels]")
+{
+    int T = 3, KVH = 2, D = 4, cap = 10, pos0 = 5, ld = KVH * D + 3;
+    auto k = rnd(static_cast<size_t>(T) * ld, 12), v = rnd(static_cast<size_t>(T) * ld, 13);
+    std::vector<float> kc(static_cast<size_t>(KVH) * cap * D, -1.0f), vc(kc);
+    ck_kv_store(kc.data(), vc.data(), cap, pos0, k.data(), ld, v.data(), ld, T, KVH, D);
+    for (int h = 0; h < KVH; h++)
+        for (int t = 0; t < T; t++)
+            for (int d = 0; d < D; d++) {
+                CHECK(kc[(static_cast<size_t>(h) * cap + pos0 + t) * D + d] == k[static_cast<size_t>(t) * ld + h * D + d]);
+                CHECK(vc[(static_cast<size_t>(h) * cap + pos0 + t) * D + d] == v[static_cast<size_t>(t) * ld + h * D + d]);
+            }
+    CHECK(kc[0] == -1.0f);  // untouched positions stay
+}
+
+TEST_CASE("ck_swiglu matches the reference (strided halves, in place)", "[kernels]")
+{
+    auto [T, F] = GENERATE(std::pair{1, 1}, std::pair{3, 17}, std::pair{16, 2048}, std::pair{7, 5632});
+    Threads th(2);
+    int ld = 2 * F;  // gate | up halves of one fused GEMM output
+    auto gu = rnd(static_cast<size_t>(T) * ld, 14, 4.0f);
+    std::vector<float> a(static_cast<size_t>(T) * F), b(a);
+    ck_swiglu(a.data(), F, gu.data(), ld, gu.data() + F, ld, T, F);
+    ck_swiglu_ref(b.data(), F, gu.data(), ld, gu.data() + F, ld, T, F);
+    CHECK(max_rel_diff(a, b) < 1e-6);
+    ck_swiglu(gu.data(), ld, gu.data(), ld, gu.data() + F, ld, T, F);  // in place over the gate half
+    for (int t = 0; t < T; t++)
+        for (int f = 0; f < F; f++) CHECK(gu[static_cast<size_t>(t) * ld + f] == a[static_cast<size_t>(t) * F + f]);
+}
+
+TEST_CASE("ck_add and ck_add_bias", "[kernels]")
+{
+    size_t n = GENERATE(1, 7, 100000);
+    Threads th(2);
+    auto a = rnd(n, 15), b = rnd(n, 16);
+    std::vector<float> x(n), y(n);
+    ck_add(x.data(), a.data(), b.data(), n);
+    ck_add_ref(y.data(), a.data(), b.data(), n);
+    CHECK(max_abs_diff(x, y) == 0.0);
+    int T = 3, N = 5;
+    auto m = rnd(T * N, 17), bias = rnd(N, 18);
+    std::vector<float> o(T * N);
+    ck_add_bias(o.data(), m.data(), bias.data(), T, N);
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < N; j++) CHECK(o[t * N + j] == m[t * N + j] + bias[j]);
+}
+
+TEST_CASE("ck_embedding gathers rows", "[kernels]")
+{
+    int V = 10, C = 3;
+    std::vector<float> table(V * C);
+    for (size_t i = 0; i < table.size(); i++) table[i] = static_cast<float>(i);
+    int32_t tokens[] = {9, 0, 4};
+    std::vector<float> out(3 * C);
+    ck_embedding(out.data(), table.data(), tokens, 3, C);
+    CHECK(out == std::vector<float>{27, 28, 29, 0, 1, 2, 12, 13, 14});
+}
+
+extern "C" int openblas_get_num_threads(void);
+extern "C" void openblas_set_num_threads(int);
+
+TEST_CASE("threads: enter sets OpenBLAS to one thread and leave restores it", "[kernels]")
+{
+    openblas_set_num_threads(2);
+    {
+        Threads th(2);
+        CHECK(openblas_get_num_threads() == 1);
+    }
+    CHECK(openblas_get_num_threads() == 2);
+    CHECK(ck_threads_available() >= 1);
+}

@@ -1,0 +1,190 @@
+// Passes: graph in -> expected graph out, including the cases each pass must leave alone.
+#include "helpers.h"
+
+#include "passes/pass.h"
+#include "support/util.h"
+
+using namespace ckc;
+using namespace ckc_test;
+
+namespace {
+
+// A tiny hand-made graph builder for pass tests.
+struct G {
+    Graph g;
+    void act(const std::string &n, Shape s, Storage st = Storage::Activation) { g.add_tensor({n, s, DType::F32, st, {}}); }
+    void weight(const std::string &n, Shape s)
+    {
+        Tensor t{n, s, DType::F32, Storage::Weight, {}};
+        t.source.parts = {"model.layers.{L}." + n};
+        t.source.part_shapes = {s};
+        g.add_tensor(t);
+    }
+    void node(Op op, std::vector<std::string> in, const std::string &out, std::map<std::string, Attr> attrs = {},
+              Storage st = Storage::Activation)
+    {
+        Node n;
+        n.name = out;
+        n.op = op;
+        n.inputs = std::move(in);
+        n.output = out;
+        n.attrs = std::move(attrs);
+        g.add_node(n, st);
+    }
+};
+
+std::vector<std::string> sig(const Graph &g)
+{
+    std::vector<std::string> out;
+    for (const Node &n : g.nodes()) out.push_back(std::string(op_name(n.op)) + "(" + join(n.inputs, ",") + ")->" + n.output);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("fuse_matmul_add: bias, residual, bias + residual", "[passes]")
+{
+    G t;
+    t.act("x", {kTokens, 8}, Storage::Carry);
+    t.weight("w", {8, 8});
+    t.weight("b", {8});
+    t.node(Op::MATMUL, {"x", "w"}, "mm");
+    t.node(Op::ADD, {"mm", "b"}, "y");    // bias
+    t.node(Op::MATMUL, {"y", "w"}, "mm2");
+    t.node(Op::ADD, {"mm2", "b"}, "z");   // bias ...
+    t.node(Op::ADD, {"y", "z"}, "out");   // ... then residual
+    t.g.mark_output("out");
+    CHECK(fuse_matmul_add(t.g));
+    t.g.verify("test");
+    CHECK(sig(t.g) == std::vector<std::string>{"MATMUL_ADD(x,w,b)->y", "MATMUL_ADD(y,w,y,b)->out"});
+    CHECK_FALSE(t.g.has_tensor("mm"));
+    CHECK_FALSE(fuse_matmul_add(t.g));  // idempotent
+}
+
+TEST_CASE("fuse_matmul_add: a second consumer blocks the fusion", "[passes]")
+{
+    G t;
+    t.act("x", {kTokens, 8}, Storage::Carry);
+    t.weight("w", {8, 8});
+    t.node(Op::MATMUL, {"x", "w"}, "mm");
+    t.node(Op::ADD, {"mm", "x"}, "y");
+    t.node(Op::ADD, {"mm", "y"}, "z");  // mm read twice: it must survive
+    t.g.mark_output("z");
+    auto before = sig(t.g);
+    CHECK_FALSE(fuse_matmul_add(t.g));
+    CHECK(sig(t.g) == before);
+}
+
+TEST_CASE("fuse_matmul_add: the residual may be produced after the GEMM", "[passes]")
+{
+    G t;
+    t.act("x", {kTokens, 8}, Storage::Carry);
+    t.weight("w", {8, 8});
+    t.weight("nw", {8});
+    t.node(Op::MATMUL, {"x", "w"}, "mm");
+    t.node(Op::RMSNORM, {"x", "nw"}, "r", {{"eps", 1e-5}});
+    t.node(Op::ADD, {"r", "mm"}, "y");
+    t.g.mark_output("y");
+    CHECK(fuse_matmul_add(t.g));
+    t.g.verify("test");  // the fused GEMM now runs after r
+    CHECK(sig(t.g) == std::vector<std::string>{"RMSNORM(x,nw)->r", "MATMUL_ADD(x,w,r)->y"});
+}
+
+TEST_CASE("fuse_parallel_linears: QKV and gate|up of the tiny Llama", "[passes]")
+{
+    Program p = program_of(tiny_llama());
+    CHECK(fuse_parallel_linears(p.block));
+    p.block.verify("test");
+    const Graph &g = p.block;
+    const Node *qkv = g.producer("q")->op == Op::SLICE ? g.producer(g.producer("q")->inputs[0]) : nullptr;
+    REQUIRE(qkv);
+    CHECK(qkv->op == Op::MATMUL);
+    const Tensor &w = g.tensor(qkv->inputs[1]);
+    CHECK(w.name == "self_attn.{q,k,v}_proj.weight");
+    CHECK(w.shape == Shape{128, 64});
+    CHECK(w.source.parts == std::vector<std::string>{"model.layers.{L}.self_attn.q_proj.weight",
+                                                     "model.layers.{L}.self_attn.k_proj.weight",
+                                                     "model.layers.{L}.self_attn.v_proj.weight"});
+    CHECK(g.producer("k")->i("start") == 64);
+    CHECK(g.producer("v")->i("start") == 96);
+    CHECK(g.producer("v")->i("length") == 32);
+    const Node *gu = g.producer(g.producer("gate")->inputs[0]);
+    CHECK(g.tensor(gu->inputs[1]).shape == Shape{344, 64});
+    CHECK(g.producer("up")->i("start") == 172);
+    int matmuls = 0;
+    for (const Node &n : g.nodes()) matmuls += n.op == Op::MATMUL;
+    CHECK(matmuls == 4);  // qkv, o, gate|up, down
+    CHECK_FALSE(g.has_tensor("self_attn.q_proj.weight"));
+}
+
+TEST_CASE("fuse_parallel_linears: biased projections concatenate their biases", "[passes]")
+{
+    Program p = program_of(tiny_llama({{"attention_bias", true}}));
+    fuse_matmul_add(p.block);
+    CHECK(fuse_parallel_linears(p.block));
+    p.block.verify("test");
+    const Node *qkv = p.block.producer(p.block.producer("q")->inputs[0]);
+    CHECK(qkv->op == Op::MATMUL_ADD);
+    CHECK(p.block.tensor(qkv->inputs[2]).shape == Shape{128});
+    CHECK(p.block.tensor(qkv->inputs[2]).source.parts.size() == 3);
+}
+
+TEST_CASE("fuse_parallel_linears: leaves alone readers that need contiguous rows", "[passes]")
+{
+    // With fuse_matmul_add off, every projection feeds a bias ADD, which takes no row stride.
+    Program p = program_of(tiny_llama({{"attention_bias", true}, {"mlp_bias", true}}));
+    auto before = sig(p.block);
+    fuse_parallel_linears(p.block);
+    int matmuls = 0;
+    for (const Node &n : p.block.nodes()) matmuls += n.op == Op::MATMUL;
+    CHECK(matmuls == 7);  // nothing fused: every projection still has its own GEMM
+    CHECK(p.block.has_tensor("self_attn.q_proj.weight"));
+}
+
+TEST_CASE("fuse_parallel_linears: GEMMs of different inputs do not group", "[passes]")
+{
+    G t;
+    t.act("x", {kTokens, 8}, Storage::Carry);
+    t.weight("w1", {4, 8});
+    t.weight("w2", {4, 8});
+    t.weight("nw", {8});
+    t.node(Op::RMSNORM, {"x", "nw"}, "y", {{"eps", 1e-5}});
+    t.node(Op::MATMUL, {"x", "w1"}, "a");
+    t.node(Op::MATMUL, {"y", "w2"}, "b");
+    t.node(Op::SWIGLU, {"a", "b"}, "out");
+    t.g.mark_output("out");
+    CHECK_FALSE(fuse_parallel_linears(t.g));
+}
+
+TEST_CASE("dce removes dead chains and weights, keeps side effects and outputs", "[passes]")
+{
+    G t;
+    t.act("x", {kTokens, 32}, Storage::Carry);
+    t.weight("w", {8, 32});
+    t.weight("dead_w", {8, 32});
+    t.node(Op::MATMUL, {"x", "w"}, "k");
+    t.node(Op::MATMUL, {"x", "w"}, "v");
+    t.node(Op::KV_STORE, {"k", "v"}, "kv", {{"kv_heads", 2}, {"head_dim", 4}});  // unread, but writes the cache
+    t.node(Op::MATMUL, {"x", "dead_w"}, "dead1");
+    t.node(Op::SWIGLU, {"dead1", "dead1"}, "dead2");
+    t.node(Op::ADD, {"x", "x"}, "x_out", {}, Storage::Carry);
+    t.g.mark_output("x_out");
+    CHECK(eliminate_dead_code(t.g));
+    t.g.verify("test");
+    CHECK(sig(t.g) == std::vector<std::string>{"MATMUL(x,w)->k", "MATMUL(x,w)->v", "KV_STORE(k,v)->kv", "ADD(x,x)->x_out"});
+    CHECK_FALSE(t.g.has_tensor("dead_w"));
+    CHECK_FALSE(t.g.has_tensor("dead2"));
+}
+
+TEST_CASE("pipeline: every pass runs, can be disabled, and rejects unknown names", "[passes]")
+{
+    Program p = program_of(tiny_llama());
+    PipelineOptions o;
+    o.disabled = {"fuse_parallel_linears"};
+    auto ran = run_pipeline(p, o);
+    CHECK(ran == std::vector<std::string>{"fuse_matmul_add", "dce"});
+    CHECK(p.block.has_tensor("self_attn.q_proj.weight"));
+    PipelineOptions bad;
+    bad.disabled = {"fuse_everything"};
+    CHECK_THROWS_AS(run_pipeline(p, bad), Error);
+}

@@ -1,0 +1,258 @@
+// The runtime's JSON reader, safetensors checkpoints and weight loader:
+// every malformed input is a clear error naming the file and the tensor.
+#include "helpers.h"
+
+#include <cstring>
+
+#include "ck_json.h"
+#include "ck_safetensors.h"
+#include "weights/safetensors_writer.h"
+
+using namespace ckc;
+using namespace ckc_test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+StTensor f32_tensor(const std::string &name, std::vector<int64_t> shape, float start = 0.0f)
+{
+    StTensor t;
+    t.name = name;
+    t.shape = shape;
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    t.data.resize(static_cast<size_t>(n) * 4);
+    for (int64_t i = 0; i < n; i++) {
+        float f = start + static_cast<float>(i);
+        std::memcpy(t.data.data() + i * 4, &f, 4);
+    }
+    return t;
+}
+
+std::string open_error(const std::string &path)
+{
+    char err[512] = "";
+    ck_checkpoint *ck = ck_checkpoint_open(path.c_str(), err, sizeof err);
+    if (ck) {
+        ck_checkpoint_close(ck);
+        FAIL("expected an error opening " << path);
+    }
+    return err;
+}
+
+std::string with_header(const std::string &header_json, const std::string &data)
+{
+    std::string out;
+    uint64_t n = header_json.size();
+    for (int i = 0; i < 8; i++) out += static_cast<char>((n >> (8 * i)) & 0xff);
+    return out + header_json + data;
+}
+
+}  // namespace
+
+TEST_CASE("json: values, escapes, errors with offsets", "[io]")
+{
+    char err[200];
+    std::string text = R"({"a": [1, -2.5e3, true, null], "s": "x\n\u00e9\ud83d\ude00", "o": {}})";
+    ck_json_doc *doc = ck_json_parse(text.data(), text.size(), err, sizeof err);
+    REQUIRE(doc);
+    const ck_json *root = ck_json_root(doc);
+    const ck_json *a = ck_json_get(root, "a");
+    REQUIRE(a);
+    CHECK(a->count == 4);
+    CHECK(a->child->number == 1);
+    CHECK(a->child->next->number == -2500);
+    CHECK(a->child->next->next->type == CK_JSON_BOOL);
+    CHECK(a->child->next->next->boolean == 1);
+    CHECK(std::string(ck_json_get(root, "s")->string) == "x\n\xc3\xa9\xf0\x9f\x98\x80");
+    CHECK(ck_json_get(root, "missing") == nullptr);
+    ck_json_free(doc);
+    for (const char *bad : {"{", "{\"a\" 1}", "[1,]", "\"abc", "01", "{\"a\":1} x", "\"\\q\""}) {
+        CHECK(ck_json_parse(bad, std::strlen(bad), err, sizeof err) == nullptr);
+        CHECK_THAT(std::string(err), Contains("JSON error at byte"));
+    }
+    std::string deep(100, '[');
+    CHECK(ck_json_parse(deep.data(), deep.size(), err, sizeof err) == nullptr);
+    CHECK_THAT(std::string(err), Contains("nesting"));
+}
+
+TEST_CASE("safetensors: a valid file opens and finds tensors", "[io]")
+{
+    TempFile f(safetensors_bytes({f32_tensor("b", {2, 3}), f32_tensor("a", {4})}), ".safetensors");
+    char err[512];
+    ck_checkpoint *ck = ck_checkpoint_open(f.path.c_str(), err, sizeof err);
+    REQUIRE(ck);
+    CHECK(ck_checkpoint_count(ck) == 2);
+    const ck_tensor_info *b = ck_checkpoint_find(ck, "b");
+    REQUIRE(b);
+    CHECK(b->dtype == CK_DT_F32);
+    CHECK(b->ndim == 2);
+    CHECK(b->shape[1] == 3);
+    CHECK(b->nbytes == 24);
+    CHECK(static_cast<const float *>(b->data)[5] == 5.0f);
+    CHECK(ck_checkpoint_find(ck, "c") == nullptr);
+    ck_checkpoint_close(ck);
+}
+
+TEST_CASE("safetensors: malformed files are clear errors", "[io][errors]")
+{
+    std::string good = safetensors_bytes({f32_tensor("w", {2, 3})});
+    SECTION("empty and truncated")
+    {
+        TempFile f("abc", ".safetensors");
+        CHECK_THAT(open_error(f.path), Contains("truncated"));
+        TempFile g(good.substr(0, good.size() - 4), ".safetensors");
+        CHECK_THAT(open_error(g.path), Contains("tensor 'w'"));
+        CHECK_THAT(open_error(g.path), Contains("past the end"));
+    }
+    SECTION("header length beyond the file, and overflowing")
+    {
+        std::string s = good;
+        s[0] = '\xff';
+        s[1] = '\xff';
+        TempFile f(s, ".safetensors");
+        CHECK_THAT(open_error(f.path), Contains("exceeds the file size"));
+        std::string o = good;
+        for (int i = 0; i < 8; i++) o[i] = '\xff';  // 2^64 - 1: must not wrap around
+        TempFile g(o, ".safetensors");
+        CHECK_THAT(open_error(g.path), Contains("exceeds the file size"));
+    }
+    SECTION("bad JSON header")
+    {
+        TempFile f(with_header("{not json", ""), ".safetensors");
+        CHECK_THAT(open_error(f.path), Contains("bad header"));
+        TempFile g(with_header("[1,2]", ""), ".safetensors");
+        CHECK_THAT(open_error(g.path), Contains("JSON object"));
+    }
+    SECTION("offset past the end")
+    {
+        TempFile f(with_header(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8000]}})", std::string(8, '\0')), ".safetensors");
+        std::string e = open_error(f.path);
+        CHECK_THAT(e, Contains("tensor 'w'"));
+        CHECK_THAT(e, Contains("past the end"));
+    }
+    SECTION("shape that disagrees with the byte count")
+    {
+        TempFile f(with_header(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0')), ".safetensors");
+        CHECK_THAT(open_error(f.path), Contains("needs 12 bytes"));
+    }
+    SECTION("unknown dtype, bad shape entries, missing fields")
+    {
+        TempFile a(with_header(R"({"w":{"dtype":"Q4","shape":[2],"data_offsets":[0,8]}})", std::string(8, '\0')), ".safetensors");
+        CHECK_THAT(open_error(a.path), Contains("unknown dtype \"Q4\""));
+        TempFile b(with_header(R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", std::string(8, '\0')), ".safetensors");
+        CHECK_THAT(open_error(b.path), Contains("non-negative integers"));
+        TempFile c(with_header(R"({"w":{"dtype":"F32","shape":[2]}})", std::string(8, '\0')), ".safetensors");
+        CHECK_THAT(open_error(c.path), Contains("data_offsets"));
+    }
+    SECTION("a folder without weights, and a missing path")
+    {
+        CHECK_THAT(open_error("/tmp"), Contains("no model.safetensors"));
+        CHECK_THAT(open_error("/nonexistent/x.safetensors"), Contains("/nonexistent/x.safetensors"));
+    }
+}
+
+TEST_CASE("safetensors: sharded checkpoints load as one", "[io]")
+{
+    char dir[] = "/tmp/ckc_shards_XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    std::vector<StTensor> ts = {f32_tensor("a", {100}), f32_tensor("b", {100}, 1000), f32_tensor("c", {100}, 2000)};
+    write_checkpoint(dir, ts, 500);  // 400 bytes each: one per shard
+    char err[512];
+    ck_checkpoint *ck = ck_checkpoint_open(dir, err, sizeof err);
+    REQUIRE(ck);
+    CHECK(ck_checkpoint_count(ck) == 3);
+    CHECK(static_cast<const float *>(ck_checkpoint_find(ck, "c")->data)[1] == 2001.0f);
+    CHECK(std::string(ck_checkpoint_find(ck, "c")->file).find("model-00003-of-00003") != std::string::npos);
+    ck_checkpoint_close(ck);
+    // an index naming a tensor its shard does not hold
+    std::string idx = std::string(dir) + "/model.safetensors.index.json";
+    std::ofstream(idx) << R"({"weight_map": {"a": "model-00001-of-00003.safetensors", "zz": "model-00001-of-00003.safetensors"}})";
+    CHECK_THAT(open_error(idx), Contains("'zz'"));
+    std::ofstream(idx) << R"({"weight_map": {"a": "model-00009-of-00009.safetensors"}})";
+    CHECK_THAT(open_error(idx), Contains("model-00009-of-00009.safetensors"));
+    std::system((std::string("rm -rf ") + dir).c_str());
+}
+
+TEST_CASE("weights: load, convert, concatenate, and name what is wrong", "[io]")
+{
+    StTensor h;  // f16 [1, 2, -0.5, 65504]
+    h.name = "h";
+    h.shape = {4};
+    h.dtype = DType::F16;
+    for (float f : {1.0f, 2.0f, -0.5f, 65504.0f}) {
+        uint16_t v = f32_to_f16(f);
+        h.data.push_back(static_cast<uint8_t>(v & 0xff));
+        h.data.push_back(static_cast<uint8_t>(v >> 8));
+    }
+    StTensor b = h;  // bf16
+    b.name = "b";
+    b.dtype = DType::BF16;
+    b.data.clear();
+    for (float f : {1.0f, 2.0f, -0.5f, 3.0f}) {
+        uint16_t v = f32_to_bf16(f);
+        b.data.push_back(static_cast<uint8_t>(v & 0xff));
+        b.data.push_back(static_cast<uint8_t>(v >> 8));
+    }
+    StTensor i64;
+    i64.name = "ids";
+    i64.shape = {2};
+    i64.dtype = DType::I64;
+    i64.data.resize(16);
+    // layers.0.{p,q} sort adjacently in the file: concatenation can use them in place
+    TempFile f(safetensors_bytes({f32_tensor("layers.0.p", {2, 3}), f32_tensor("layers.0.q", {1, 3}, 6), h, b, i64}),
+               ".safetensors");
+    char err[512];
+    ck_checkpoint *ck = ck_checkpoint_open(f.path.c_str(), err, sizeof err);
+    REQUIRE(ck);
+    ck_weight_store store = {};
+    const float *w = nullptr;
+
+    ck_weight_spec cat = {0, 2, {"layers.%d.p", "layers.%d.q"}, 2, {{2, 3}, {1, 3}}};
+    REQUIRE(ck_weights_load(ck, &cat, 0, &w, &store, err, sizeof err) == 0);
+    for (int i = 0; i < 9; i++) CHECK(w[i] == static_cast<float>(i));
+    CHECK(store.bytes_owned == 0);  // adjacent f32 parts: used in place
+    CHECK(store.bytes_mapped == 36);
+
+    ck_weight_spec rev = {0, 2, {"layers.%d.q", "layers.%d.p"}, 2, {{1, 3}, {2, 3}}};
+    REQUIRE(ck_weights_load(ck, &rev, 0, &w, &store, err, sizeof err) == 0);
+    CHECK(w[0] == 6.0f);
+    CHECK(w[3] == 0.0f);
+    CHECK(store.bytes_owned == 36);  // not in file order: copied
+
+    ck_weight_spec half = {0, 1, {"h"}, 1, {{4}}};
+    REQUIRE(ck_weights_load(ck, &half, -1, &w, &store, err, sizeof err) == 0);
+    CHECK(w[0] == 1.0f);
+    CHECK(w[2] == -0.5f);
+    CHECK(w[3] == 65504.0f);
+    ck_weight_spec bf = {0, 1, {"b"}, 1, {{4}}};
+    REQUIRE(ck_weights_load(ck, &bf, -1, &w, &store, err, sizeof err) == 0);
+    CHECK(w[3] == 3.0f);
+
+    ck_weight_spec missing = {0, 1, {"layers.%d.r"}, 1, {{3}}};
+    CHECK(ck_weights_load(ck, &missing, 7, &w, &store, err, sizeof err) != 0);
+    CHECK_THAT(std::string(err), Contains("missing tensor 'layers.7.r'"));
+    ck_weight_spec shape = {0, 1, {"layers.%d.p"}, 2, {{3, 2}}};
+    CHECK(ck_weights_load(ck, &shape, 0, &w, &store, err, sizeof err) != 0);
+    CHECK_THAT(std::string(err), Contains("'layers.0.p'"));
+    CHECK_THAT(std::string(err), Contains("has shape [2, 3], but the model expects [3, 2]"));
+    ck_weight_spec dtype = {0, 1, {"ids"}, 1, {{2}}};
+    CHECK(ck_weights_load(ck, &dtype, -1, &w, &store, err, sizeof err) != 0);
+    CHECK_THAT(std::string(err), Contains("'ids'"));
+    CHECK_THAT(std::string(err), Contains("I64"));
+
+    ck_weight_store_free(&store);
+    ck_checkpoint_close(ck);
+}
+
+TEST_CASE("f16 / bf16 conversions round to nearest even", "[io]")
+{
+    CHECK(f32_to_bf16(1.0f) == 0x3f80);
+    CHECK(ck_bf16_to_f32(f32_to_bf16(3.14159f)) == Approx(3.14159f).epsilon(1e-2));
+    CHECK(f32_to_f16(1.0f) == 0x3c00);
+    CHECK(f32_to_f16(65504.0f) == 0x7bff);
+    CHECK(f32_to_f16(1e6f) == 0x7c00);           // overflow to inf
+    CHECK(ck_f16_to_f32(f32_to_f16(5.96e-8f)) == Approx(5.96e-8f).epsilon(1e-2));  // smallest subnormal
+    for (float f : {0.1f, -2.5f, 1000.25f, 6.1e-5f})
+        CHECK(ck_f16_to_f32(f32_to_f16(f)) == Approx(f).epsilon(1e-3));
+}
