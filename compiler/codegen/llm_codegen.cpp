@@ -354,7 +354,7 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
 
     std::map<std::string, std::string> slots;
     std::string sections;
-    std::set<std::string> kernel_files = {"kernels/threads.c", "io/safetensors.c", "io/json.c"};
+    std::set<std::string> kernel_files = {"kernels/threads.c", "kernels/cpu.c", "io/safetensors.c", "io/json.c"};
     for (int s : {0, 1, 2}) {
         SectionState st{p, s, p.section(s), plan.sections[s], wt, rt, {}, upper(Program::section_name(s))};
         sections += section_fn(st) + (s < 2 ? "\n" : "");

@@ -38,6 +38,10 @@ int  ck_threads_available(void);                /* cores OpenMP can use */
 void ck_threads_enter(ck_threads_saved *saved, int n_threads);
 void ck_threads_leave(const ck_threads_saved *saved);
 
+/* ---- CPU features (cpu.c) -------------------------------------------------- */
+int ck_cpu_avx2(void);                 /* 1 when the AVX2 + FMA kernel bodies run */
+void ck_cpu_force_portable(int on);    /* tests: use the SSE2 / scalar bodies */
+
 /* ---- embedding (embedding.c) -------------------------------------------- */
 /* out[t][:] = table[tokens[t]][:]; tokens are checked by the caller. */
 void ck_embedding(float *out, const float *table, const int32_t *tokens, int T, int C);

@@ -54,6 +54,7 @@ int ck_model_get_active_tokens(const ck_model *m);
 
 /* KV cache, layout [layer][kv_head][capacity][head_dim]; capacity <= context. */
 int ck_model_kv_cache_enable(ck_model *m, int capacity);
+void ck_model_kv_cache_disable(ck_model *m); /* frees it; forward starts from position 0 again */
 void ck_model_kv_cache_reset(ck_model *m);
 int ck_model_kv_cache_get_tokens(const ck_model *m);
 /* One token through the cache; logits in row 0, active_tokens becomes 1. */

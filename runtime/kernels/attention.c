@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "ck_kernels.h"
+#include "ck_simd.h"
 
 #define CK_ATT_BLOCK 32
 #define CK_ATT_MAX_D CK_ATTENTION_MAX_HEAD_DIM
@@ -29,18 +30,6 @@ void ck_kv_store(float *k_cache, float *v_cache, int cap, int pos0,
             memcpy(k_cache + dst, k + (size_t)t * ldk + (size_t)h * D, (size_t)D * sizeof(float));
             memcpy(v_cache + dst, v + (size_t)t * ldv + (size_t)h * D, (size_t)D * sizeof(float));
         }
-}
-
-static float dot(const float *a, const float *b, int n)
-{
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    float s;
-    int i = 0, k;
-    for (; i + 8 <= n; i += 8)
-        for (k = 0; k < 8; k++) acc[k] += a[i + k] * b[i + k];
-    s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    for (; i < n; i++) s += a[i] * b[i];
-    return s;
 }
 
 static int first_key(int p, int window)
@@ -58,28 +47,28 @@ static void attend_one(float *o, const float *q, const float *K, const float *V,
     for (j = j0; j <= j1; j += CK_ATT_BLOCK) {
         float s[CK_ATT_BLOCK];
         int nb = j1 + 1 - j < CK_ATT_BLOCK ? j1 + 1 - j : CK_ATT_BLOCK;
-        float bm = -INFINITY, m_new, corr;
+        float bm = -INFINITY, m_new;
+        ck_vdots(s, q, K + (size_t)j * D, nb, D);
         for (b = 0; b < nb; b++) {
-            float sc = dot(q, K + (size_t)(j + b) * D, D) * scale;
+            float sc = s[b] * scale;
             if (softcap > 0.0f) sc = softcap * tanhf(sc / softcap);
             s[b] = sc;
             if (sc > bm) bm = sc;
         }
         m_new = bm > m ? bm : m;
-        corr = expf(m - m_new); /* m = -inf on the first block: corr = 0 */
-        if (corr != 1.0f) {
+        if (m > -INFINITY && m_new != m) { /* the max grew: rescale what is accumulated */
+            float corr = expf(m - m_new);
             l *= corr;
-            for (d = 0; d < D; d++) acc[d] *= corr;
+            ck_vscale(acc, corr, D);
         }
-        for (b = 0; b < nb; b++) {
-            float p = expf(s[b] - m_new);
-            const float *v = V + (size_t)(j + b) * D;
-            l += p;
-            for (d = 0; d < D; d++) acc[d] += p * v[d];
-        }
+        for (b = 0; b < nb; b++) s[b] -= m_new;
+        ck_vexp(s, s, nb);
+        for (b = 0; b < nb; b++) l += s[b];
+        ck_vmacc(acc, s, V + (size_t)j * D, nb, D);
         m = m_new;
     }
-    for (d = 0; d < D; d++) o[d] = acc[d] / l;
+    ck_vscale(acc, 1.0f / l, D);
+    memcpy(o, acc, (size_t)D * sizeof(float));
 }
 
 void ck_attention(float *out, int ldo, const float *q, int ldq,

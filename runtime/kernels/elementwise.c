@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "ck_kernels.h"
+#include "ck_simd.h"
 
 void ck_swiglu(float *out, int ldo, const float *gate, int ldg, const float *up, int ldu, int T, int F)
 {
@@ -14,8 +15,14 @@ void ck_swiglu(float *out, int ldo, const float *gate, int ldg, const float *up,
     for (t = 0; t < T; t++) {
         const float *g = gate + (size_t)t * ldg, *u = up + (size_t)t * ldu;
         float *o = out + (size_t)t * ldo;
-        int f;
-        for (f = 0; f < F; f++) o[f] = g[f] / (1.0f + expf(-g[f])) * u[f];
+        float e[256];
+        int f0, f, n;
+        for (f0 = 0; f0 < F; f0 += n) { /* silu(g) = g / (1 + exp(-g)), exp vectorized */
+            n = F - f0 < 256 ? F - f0 : 256;
+            for (f = 0; f < n; f++) e[f] = -g[f0 + f];
+            ck_vexp(e, e, n);
+            for (f = 0; f < n; f++) o[f0 + f] = g[f0 + f] / (1.0f + e[f]) * u[f0 + f];
+        }
     }
 }
 

@@ -61,10 +61,16 @@ void ck_linear(float *out, int ldo, const float *x, int ldx, const float *w,
 #pragma omp parallel num_threads(team)
         {
             int nt = omp_get_num_threads(), id = omp_get_thread_num();
-            /* column ranges rounded to 16 floats (one 64-byte line) */
+            /* one contiguous column range per thread, rounded to 16 floats (a
+             * 64-byte line); a GEMM range is done in pieces of <= 1024 columns,
+             * which keeps OpenBLAS's packed B panel cache-resident (measured
+             * 138 -> 152 GFLOP/s at T=128, N=4096; GEMV does not care) */
             int per = ((N + nt - 1) / nt + 15) / 16 * 16;
             int n0 = id * per, n1 = n0 + per > N ? N : n0 + per;
-            if (n0 < N) linear_cols(out, ldo, x, ldx, w, bias, add, ld_add, T, K, n0, n1 - n0);
+            int pieces = T == 1 ? 1 : (n1 - n0 + 1023) / 1024;          /* equal pieces: no thin remainder */
+            int piece = pieces > 0 ? ((n1 - n0 + pieces - 1) / pieces + 15) / 16 * 16 : 0, c;
+            for (c = n0; c < n1; c += piece)
+                linear_cols(out, ldo, x, ldx, w, bias, add, ld_add, T, K, c, n1 - c < piece ? n1 - c : piece);
         }
         return;
     }

@@ -26,6 +26,7 @@ _SIGNATURES = {
     "ck_model_get_logits": (ctypes.POINTER(ctypes.c_float), [ctypes.c_void_p]),
     "ck_model_get_active_tokens": (ctypes.c_int, [ctypes.c_void_p]),
     "ck_model_kv_cache_enable": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int]),
+    "ck_model_kv_cache_disable": (None, [ctypes.c_void_p]),
     "ck_model_kv_cache_reset": (None, [ctypes.c_void_p]),
     "ck_model_kv_cache_get_tokens": (ctypes.c_int, [ctypes.c_void_p]),
     "ck_model_decode": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int32]),
@@ -102,6 +103,10 @@ class LlmModel:
 
     def kv_cache_enable(self, capacity):
         self._check(self.lib.ck_model_kv_cache_enable(self.h, int(capacity)))
+
+    def kv_cache_disable(self):
+        """Frees the cache: forward() treats its tokens as a fresh sequence again."""
+        self.lib.ck_model_kv_cache_disable(self.h)
 
     def kv_cache_reset(self):
         self.lib.ck_model_kv_cache_reset(self.h)

@@ -51,6 +51,12 @@ struct Threads {
     ~Threads() { ck_threads_leave(&saved); }
 };
 
+// Forces the portable (SSE2 / scalar) vector bodies for its lifetime.
+struct Portable {
+    explicit Portable(bool on) { ck_cpu_force_portable(on ? 1 : 0); }
+    ~Portable() { ck_cpu_force_portable(0); }
+};
+
 }  // namespace
 
 TEST_CASE("ck_rmsnorm matches the reference", "[kernels]")
@@ -142,6 +148,8 @@ TEST_CASE("ck_attention matches the reference (GQA, cache offset, window, softca
     int window = GENERATE(0, 4);
     float softcap = GENERATE(0.0f, 5.0f);
     int nth = GENERATE(1, 2);
+    bool portable = GENERATE(false, true);  // AVX2 + FMA bodies, then the SSE2 / scalar ones
+    Portable simd(portable);
     Threads th(nth);
     int cap = pos0 + T + 3, ldq = H * D + 2, ldo = H * D + 1;
     auto q = rnd(static_cast<size_t>(T) * ldq, 9);
@@ -183,6 +191,8 @@ TEST_CASE("ck_kv_store writes the [KVH][cap][D] layout", "[kernels]")
 TEST_CASE("ck_swiglu matches the reference (strided halves, in place)", "[kernels]")
 {
     auto [T, F] = GENERATE(std::pair{1, 1}, std::pair{3, 17}, std::pair{16, 2048}, std::pair{7, 5632});
+    bool portable = GENERATE(false, true);
+    Portable simd(portable);
     Threads th(2);
     int ld = 2 * F;  // gate | up halves of one fused GEMM output
     auto gu = rnd(static_cast<size_t>(T) * ld, 14, 4.0f);
@@ -210,6 +220,22 @@ TEST_CASE("ck_add and ck_add_bias", "[kernels]")
     ck_add_bias(o.data(), m.data(), bias.data(), T, N);
     for (int t = 0; t < T; t++)
         for (int j = 0; j < N; j++) CHECK(o[t * N + j] == m[t * N + j] + bias[j]);
+}
+
+TEST_CASE("vector exp: accurate over the whole float range, both bodies", "[kernels]")
+{
+    bool portable = GENERATE(false, true);
+    Portable simd(portable);
+    // softmax of scores spanning exp's range: a saturated row still sums to 1
+    int H = 1, D = 8, n = 40, cap = 40;
+    std::vector<float> q(D, 0.0f), kc(static_cast<size_t>(cap) * D, 0.0f), vc(static_cast<size_t>(cap) * D, 1.0f);
+    q[0] = 1.0f;
+    for (int j = 0; j < n; j++) kc[static_cast<size_t>(j) * D] = -90.0f + 4.5f * j;  // scores -90 .. 85.5
+    std::vector<float> out(D), ref(D);
+    ck_attention(out.data(), D, q.data(), D, kc.data(), vc.data(), cap, 1, n - 1, H, H, D, 1.0f, 0, 0.0f);
+    ck_attention_ref(ref.data(), D, q.data(), D, kc.data(), vc.data(), cap, 1, n - 1, H, H, D, 1.0f, 0, 0.0f);
+    for (int d = 0; d < D; d++) CHECK(out[d] == Approx(1.0f).epsilon(1e-6));
+    CHECK(ck_cpu_avx2() == (portable ? 0 : ck_cpu_avx2()));
 }
 
 TEST_CASE("ck_embedding gathers rows", "[kernels]")

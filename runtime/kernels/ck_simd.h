@@ -1,0 +1,218 @@
+/*
+ * ck_simd.h — the few vector primitives the hot kernels share (internal to
+ * runtime/kernels; static inline, so each kernel file gets its own copy).
+ *
+ *   ck_vexp(y, x, n)          y[i] = exp(x[i])             (Cephes polynomial, < 1e-7 relative)
+ *   ck_vdots(s, q, K, nb, D)  s[b] = q . K[b]  for nb rows of K[nb][D]
+ *   ck_vmacc(acc, p, V, nb, D) acc += sum_b p[b] * V[b]   for nb rows of V[nb][D]
+ *   ck_vscale(y, a, n)        y[i] *= a
+ * Each call does a block of work, so the run-time dispatch is paid once per
+ * block, not per element (a per-row call made attention slower, measured).
+ *
+ * Why intrinsics: the generated model is built with a plain `cc -O3` (no
+ * -march, no -ffast-math), so the compiler keeps float clamps as branches and
+ * will not vectorize exp, nor reassociate a dot product. Each primitive has
+ * an AVX2+FMA body, picked at run time when the CPU has it, an SSE2 body
+ * (always there on x86-64), and a scalar body for other architectures. The
+ * bodies differ only in the last bits of rounding.
+ */
+#ifndef CK_SIMD_H
+#define CK_SIMD_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "ck_kernels.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CK_X86 1
+#include <immintrin.h>
+#define CK_AVX2 __attribute__((target("avx2,fma")))
+#define ck_has_avx2 ck_cpu_avx2 /* cpu.c: detected once, forcible by tests */
+#endif
+
+/* exp(x) = 2^n * p(r), n = round(x / ln2), r = x - n ln2 in [-ln2/2, ln2/2] */
+#define CK_EXP_LO (-87.0f)
+#define CK_EXP_HI 88.0f
+#define CK_LOG2E 1.44269504088896341f
+#define CK_LN2_HI 0.693359375f
+#define CK_LN2_LO (-2.12194440e-4f)
+#define CK_EXP_P0 1.9875691500E-4f
+#define CK_EXP_P1 1.3981999507E-3f
+#define CK_EXP_P2 8.3334519073E-3f
+#define CK_EXP_P3 4.1665795894E-2f
+#define CK_EXP_P4 1.6666665459E-1f
+#define CK_EXP_P5 5.0000001201E-1f
+
+static inline float ck_exp1(float v)
+{
+    float fn, r, p, s;
+    int32_t e;
+    if (v < CK_EXP_LO) v = CK_EXP_LO;
+    if (v > CK_EXP_HI) v = CK_EXP_HI;
+    fn = (v * CK_LOG2E + 12582912.0f) - 12582912.0f; /* round to nearest */
+    r = v - fn * CK_LN2_HI;
+    r = r - fn * CK_LN2_LO;
+    p = ((((CK_EXP_P0 * r + CK_EXP_P1) * r + CK_EXP_P2) * r + CK_EXP_P3) * r + CK_EXP_P4) * r + CK_EXP_P5;
+    p = p * r * r + r + 1.0f;
+    e = ((int32_t)fn + 127) << 23;
+    memcpy(&s, &e, sizeof s);
+    return p * s;
+}
+
+#ifdef CK_X86
+CK_AVX2 static inline __m256 ck_exp8(__m256 v)
+{
+    __m256 fn, r, p;
+    __m256i e;
+    v = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(CK_EXP_LO)), _mm256_set1_ps(CK_EXP_HI));
+    fn = _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(CK_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm256_fnmadd_ps(fn, _mm256_set1_ps(CK_LN2_HI), v);
+    r = _mm256_fnmadd_ps(fn, _mm256_set1_ps(CK_LN2_LO), r);
+    p = _mm256_set1_ps(CK_EXP_P0);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CK_EXP_P1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CK_EXP_P2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CK_EXP_P3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CK_EXP_P4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CK_EXP_P5));
+    p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fn), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+static inline __m128 ck_exp4(__m128 v)
+{
+    __m128 fn, r, p;
+    __m128i e;
+    const __m128 magic = _mm_set1_ps(12582912.0f);
+    v = _mm_min_ps(_mm_max_ps(v, _mm_set1_ps(CK_EXP_LO)), _mm_set1_ps(CK_EXP_HI));
+    fn = _mm_sub_ps(_mm_add_ps(_mm_mul_ps(v, _mm_set1_ps(CK_LOG2E)), magic), magic);
+    r = _mm_sub_ps(v, _mm_mul_ps(fn, _mm_set1_ps(CK_LN2_HI)));
+    r = _mm_sub_ps(r, _mm_mul_ps(fn, _mm_set1_ps(CK_LN2_LO)));
+    p = _mm_set1_ps(CK_EXP_P0);
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(CK_EXP_P1));
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(CK_EXP_P2));
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(CK_EXP_P3));
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(CK_EXP_P4));
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(CK_EXP_P5));
+    p = _mm_add_ps(_mm_add_ps(_mm_mul_ps(_mm_mul_ps(p, r), r), r), _mm_set1_ps(1.0f));
+    e = _mm_slli_epi32(_mm_add_epi32(_mm_cvtps_epi32(fn), _mm_set1_epi32(127)), 23);
+    return _mm_mul_ps(p, _mm_castsi128_ps(e));
+}
+
+CK_AVX2 static inline void ck_vexp_avx2(float *y, const float *x, int n)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, ck_exp8(_mm256_loadu_ps(x + i)));
+    for (; i < n; i++) y[i] = ck_exp1(x[i]);
+}
+
+CK_AVX2 static inline float ck_hsum8(__m256 v)
+{
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+    return _mm_cvtss_f32(h);
+}
+
+CK_AVX2 static inline void ck_vdots_avx2(float *s, const float *q, const float *K, int nb, int D)
+{
+    int b, i;
+    for (b = 0; b < nb; b++) {
+        const float *k = K + (size_t)b * D;
+        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+        float t;
+        for (i = 0; i + 16 <= D; i += 16) {
+            s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), s0);
+            s1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(k + i + 8), s1);
+        }
+        for (; i + 8 <= D; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), s0);
+        t = ck_hsum8(_mm256_add_ps(s0, s1));
+        for (; i < D; i++) t += q[i] * k[i];
+        s[b] = t;
+    }
+}
+
+CK_AVX2 static inline void ck_vmacc_avx2(float *acc, const float *p, const float *V, int nb, int D)
+{
+    int b, i = 0;
+    /* 32 columns at a time: four independent FMA chains hide the FMA latency */
+    for (; i + 32 <= D; i += 32) {
+        __m256 a0 = _mm256_loadu_ps(acc + i), a1 = _mm256_loadu_ps(acc + i + 8);
+        __m256 a2 = _mm256_loadu_ps(acc + i + 16), a3 = _mm256_loadu_ps(acc + i + 24);
+        for (b = 0; b < nb; b++) {
+            const float *v = V + (size_t)b * D + i;
+            __m256 pb = _mm256_set1_ps(p[b]);
+            a0 = _mm256_fmadd_ps(pb, _mm256_loadu_ps(v), a0);
+            a1 = _mm256_fmadd_ps(pb, _mm256_loadu_ps(v + 8), a1);
+            a2 = _mm256_fmadd_ps(pb, _mm256_loadu_ps(v + 16), a2);
+            a3 = _mm256_fmadd_ps(pb, _mm256_loadu_ps(v + 24), a3);
+        }
+        _mm256_storeu_ps(acc + i, a0);
+        _mm256_storeu_ps(acc + i + 8, a1);
+        _mm256_storeu_ps(acc + i + 16, a2);
+        _mm256_storeu_ps(acc + i + 24, a3);
+    }
+    for (; i + 8 <= D; i += 8) {
+        __m256 a = _mm256_loadu_ps(acc + i);
+        for (b = 0; b < nb; b++) a = _mm256_fmadd_ps(_mm256_set1_ps(p[b]), _mm256_loadu_ps(V + (size_t)b * D + i), a);
+        _mm256_storeu_ps(acc + i, a);
+    }
+    for (; i < D; i++)
+        for (b = 0; b < nb; b++) acc[i] += p[b] * V[(size_t)b * D + i];
+}
+#endif /* CK_X86 */
+
+static inline void ck_vexp(float *y, const float *x, int n)
+{
+    int i = 0;
+#ifdef CK_X86
+    if (ck_has_avx2()) {
+        ck_vexp_avx2(y, x, n);
+        return;
+    }
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, ck_exp4(_mm_loadu_ps(x + i)));
+#endif
+    for (; i < n; i++) y[i] = ck_exp1(x[i]);
+}
+
+static inline void ck_vdots(float *s, const float *q, const float *K, int nb, int D)
+{
+    int b, i, k;
+#ifdef CK_X86
+    if (ck_has_avx2()) {
+        ck_vdots_avx2(s, q, K, nb, D);
+        return;
+    }
+#endif
+    for (b = 0; b < nb; b++) {
+        const float *kr = K + (size_t)b * D;
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, t; /* 8 partial sums: vectorizes without reassociation */
+        for (i = 0; i + 8 <= D; i += 8)
+            for (k = 0; k < 8; k++) acc[k] += q[i + k] * kr[i + k];
+        t = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+        for (; i < D; i++) t += q[i] * kr[i];
+        s[b] = t;
+    }
+}
+
+static inline void ck_vmacc(float *acc, const float *p, const float *V, int nb, int D)
+{
+    int b, i;
+#ifdef CK_X86
+    if (ck_has_avx2()) {
+        ck_vmacc_avx2(acc, p, V, nb, D);
+        return;
+    }
+#endif
+    for (b = 0; b < nb; b++)
+        for (i = 0; i < D; i++) acc[i] += p[b] * V[(size_t)b * D + i];
+}
+
+static inline void ck_vscale(float *y, float a, int n)
+{
+    int i;
+    for (i = 0; i < n; i++) y[i] *= a;
+}
+
+#endif /* CK_SIMD_H */

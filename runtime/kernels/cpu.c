@@ -1,0 +1,25 @@
+/*
+ * cpu.c — which vector body the kernels use (see ck_simd.h). Detected once;
+ * tests can force the portable bodies so both paths are checked on an AVX2
+ * machine.
+ */
+#include "ck_kernels.h"
+
+static int ck_cpu_level = -1; /* -1 unknown, 0 portable (SSE2 / scalar), 1 AVX2 + FMA */
+
+int ck_cpu_avx2(void)
+{
+    if (ck_cpu_level < 0) {
+#if defined(__x86_64__) && defined(__GNUC__)
+        ck_cpu_level = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+        ck_cpu_level = 0;
+#endif
+    }
+    return ck_cpu_level;
+}
+
+void ck_cpu_force_portable(int on)
+{
+    ck_cpu_level = on ? 0 : -1;
+}

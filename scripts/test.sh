@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs every test: installs dependencies, builds, runs the whole suite under
+# ctest (unit, kernel and runtime tests + Python parity against PyTorch), then
+# the compiler and runtime tests again under AddressSanitizer +
+# UndefinedBehaviorSanitizer (including a generated model run end to end).
+# Exits non-zero when any test fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=$(nproc)
+
+scripts/install_deps.sh
+
+echo "== build (Release) and run all tests"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$JOBS"
+(cd build && ctest --output-on-failure -j"$JOBS")
+
+echo "== build with -DCKC_SANITIZE=ON and run the compiler and runtime tests"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCKC_SANITIZE=ON -DCKC_PYTHON_TESTS=OFF >/dev/null
+cmake --build build-asan -j"$JOBS"
+(cd build-asan && ctest --output-on-failure -j"$JOBS")
+echo "== all tests passed"

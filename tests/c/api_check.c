@@ -1,0 +1,74 @@
+/*
+ * api_check.c — drives a generated model through its ABI, including every
+ * misuse the ABI promises to survive (NULL handles, bad token ids, a full KV
+ * cache, decode before the cache is on). Linked against the tiny Llama's
+ * model.c and run under ASan + UBSan by tests/scripts/sanitized_model.sh.
+ *   api_check WEIGHTS    exits 0 when every check holds
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ck_model.h"
+
+static int failures;
+#define CHECK(cond)                                                                   \
+    do {                                                                              \
+        if (!(cond)) {                                                                \
+            fprintf(stderr, "api_check:%d: CHECK(%s) failed; last error: %s\n", __LINE__, #cond, \
+                    ck_last_error());                                                 \
+            failures++;                                                               \
+        }                                                                             \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    int32_t toks[3] = {1, 2, 3}, bad[2] = {5, 100000}, many[200];
+    ck_model *m;
+    int i;
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s WEIGHTS\n", argv[0]);
+        return 2;
+    }
+    for (i = 0; i < 200; i++) many[i] = 1;
+
+    CHECK(ck_model_init(NULL) == NULL && strstr(ck_last_error(), "NULL"));
+    CHECK(ck_model_init("/nonexistent") == NULL);
+    CHECK(ck_model_forward(NULL) == CK_EINVAL);
+    CHECK(ck_model_embed_tokens(NULL, toks, 3) == CK_EINVAL);
+    CHECK(ck_model_decode(NULL, 1) == CK_EINVAL);
+    CHECK(ck_model_get_logits(NULL) == NULL);
+    ck_model_kv_cache_reset(NULL);
+    ck_model_free(NULL);
+
+    m = ck_model_init(argv[1]);
+    CHECK(m != NULL);
+    if (!m) return 1;
+    CHECK(ck_model_get_logits(m) == NULL);
+    CHECK(ck_model_forward(m) == CK_ESTATE);
+    CHECK(ck_model_embed_tokens(m, bad, 2) == CK_EINVAL);
+    CHECK(ck_model_embed_tokens(m, many, 200) == CK_ERANGE);
+    CHECK(ck_model_decode(m, 1) == CK_ESTATE);
+    CHECK(ck_model_embed_tokens(m, toks, 3) == CK_OK && ck_model_forward(m) == CK_OK);
+    CHECK(ck_model_get_active_tokens(m) == 3);
+    CHECK(ck_model_embed_tokens(m, many, 128) == CK_OK && ck_model_forward(m) == CK_OK); /* full context */
+    CHECK(ck_model_kv_cache_enable(m, 0) == CK_ERANGE);
+    CHECK(ck_model_kv_cache_enable(m, 5) == CK_OK);
+    CHECK(ck_model_embed_tokens(m, toks, 3) == CK_OK && ck_model_forward(m) == CK_OK);
+    CHECK(ck_model_decode(m, 4) == CK_OK && ck_model_decode(m, 5) == CK_OK);
+    CHECK(ck_model_decode(m, 6) == CK_ERANGE);
+    CHECK(ck_model_embed_tokens(m, toks, 3) == CK_OK && ck_model_forward(m) == CK_ERANGE);
+    ck_model_kv_cache_reset(m);
+    CHECK(ck_model_kv_cache_get_tokens(m) == 0);
+    CHECK(ck_model_decode(m, 6) == CK_OK && ck_model_get_active_tokens(m) == 1);
+    ck_model_kv_cache_disable(m);
+    ck_model_kv_cache_disable(NULL);
+    CHECK(ck_model_decode(m, 6) == CK_ESTATE);
+    CHECK(ck_model_kv_cache_enable(m, 64) == CK_OK); /* re-enable: reallocates */
+    for (i = 0; i < 64; i++) CHECK(ck_model_decode(m, i % 7) == CK_OK);
+    CHECK(ck_model_set_threads(m, 1) == CK_OK && ck_model_get_threads(m) == 1);
+    CHECK(ck_model_set_threads(m, 0) == CK_OK && ck_model_get_threads(m) >= 1);
+    ck_model_free(m);
+    if (failures) fprintf(stderr, "api_check: %d failures\n", failures);
+    else printf("api_check: all checks passed\n");
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,83 @@
+"""Shared fixtures: compile a config with ckc, build it with the documented cc
+line, write deterministic random weights, and load both the compiled library
+and the independent PyTorch reference.
+
+Run with Debian's interpreter (numpy + torch): /usr/bin/python3 -m pytest tests/python
+"""
+import hashlib
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+import ckc  # noqa: E402
+from ckc import safetensors as st  # noqa: E402
+from ckc.reference.llama import LlamaReference  # noqa: E402
+
+TINY = {"model_type": "llama", "vocab_size": 256, "hidden_size": 64, "intermediate_size": 172,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "max_position_embeddings": 128, "rms_norm_eps": 1e-5, "tie_word_embeddings": False}
+
+
+def tiny(**overrides):
+    c = dict(TINY)
+    c.update(overrides)
+    return c
+
+
+@pytest.fixture(scope="session")
+def workdir(tmp_path_factory):
+    # one folder per pytest process: ctest runs the test files in parallel
+    return str(tmp_path_factory.mktemp("ckc"))
+
+
+class Built:
+    """A compiled model: its folder, config, library and weights."""
+
+    def __init__(self, folder, config, so, weights):
+        self.folder, self.config, self.so, self.weights = folder, config, so, weights
+
+    def model(self, weights=None, threads=None):
+        return ckc.LlmModel(self.so, weights or self.weights, threads=threads)
+
+    def reference(self, weights=None):
+        return LlamaReference(self.config, st.load(weights or self.weights))
+
+
+@pytest.fixture(scope="session")
+def build(workdir):
+    """build(config_dict, args=(), seed=0, std=0.15) -> Built, cached per session. std 0.15 keeps random
+    models far from degenerate (greedy generation varies), so parity checks mean something."""
+    cache = {}
+
+    def _build(config, args=(), seed=0, std=0.15, dtype="f32"):
+        key = hashlib.sha1(json.dumps([config, list(args), seed, std, dtype], sort_keys=True).encode()).hexdigest()[:12]
+        if key in cache:
+            return cache[key]
+        folder = os.path.join(workdir, "m-" + key)
+        os.makedirs(folder, exist_ok=True)
+        cfg_path = os.path.join(folder, "config.json")
+        with open(cfg_path, "w") as f:
+            json.dump(config, f, indent=1)
+        c_path = ckc.compile_model(cfg_path, folder, args=args)
+        so = ckc.build_library(c_path)
+        weights = os.path.join(folder, "weights")
+        ckc.build.run([ckc.ckc_binary(), "random-weights", cfg_path, "-o", weights, "--seed", str(seed),
+                       "--std", str(std), "--dtype", dtype])
+        cache[key] = Built(folder, config, so, weights)
+        return cache[key]
+
+    return _build
+
+
+def max_diff(a, b):
+    return float(np.max(np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64))))
+
+
+def prompt(n, vocab, seed=0):
+    return [int(t) for t in np.random.default_rng(seed).integers(0, vocab, n)]

@@ -1,0 +1,32 @@
+#!/bin/sh
+# A generated model built with AddressSanitizer + UndefinedBehaviorSanitizer:
+# generation through main(), the ABI's error paths (tests/c/api_check.c), and
+# a corrupt checkpoint. Any sanitizer report fails the test.
+#   sanitized_model.sh CKC_BINARY WORKDIR      (run from the repository root)
+set -eu
+CKC=$1
+OUT=$2
+CFG=models/tiny-llama/config.json
+SAN="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+export ASAN_OPTIONS=exitcode=99:detect_leaks=1
+export UBSAN_OPTIONS=print_stacktrace=1
+rm -rf "$OUT"
+mkdir -p "$OUT/bad"
+"$CKC" compile "$CFG" -o "$OUT/model.c"
+"$CKC" random-weights "$CFG" -o "$OUT/weights" --std 0.15 2>/dev/null
+KERNELS=$(cat "$OUT/model.c.kernels")
+
+cc $SAN -DCK_MODEL_MAIN -I runtime/include "$OUT/model.c" $KERNELS -lopenblas -lm -fopenmp -o "$OUT/model"
+"$OUT/model" "$OUT/weights" -n 40 -t 2 1 2 3 > "$OUT/generated.txt"
+echo "generated: $(cat "$OUT/generated.txt")"
+
+cc $SAN -I runtime/include tests/c/api_check.c "$OUT/model.c" $KERNELS -lopenblas -lm -fopenmp -o "$OUT/api_check"
+"$OUT/api_check" "$OUT/weights"
+
+head -c 3000 "$OUT/weights/model.safetensors" > "$OUT/bad/model.safetensors"
+rc=0
+"$OUT/model" "$OUT/bad" 1 2 2> "$OUT/bad.txt" || rc=$?
+if [ "$rc" -ne 1 ] || grep -q -e "Sanitizer" -e "runtime error" "$OUT/bad.txt"; then
+    echo "corrupt checkpoint: expected a clean exit 1, got $rc:"; cat "$OUT/bad.txt"; exit 1
+fi
+echo "corrupt checkpoint: $(cat "$OUT/bad.txt")"
