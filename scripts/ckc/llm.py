@@ -48,6 +48,7 @@ def load_library(path):
 
 class LlmModel:
     def __init__(self, lib_path, weights_path, threads=None):
+        self.h = None  # so close() is safe if loading fails
         self.lib = load_library(lib_path)
         self.h = self.lib.ck_model_init(str(weights_path).encode())
         if not self.h:
