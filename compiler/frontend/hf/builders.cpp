@@ -10,28 +10,25 @@ namespace ckc {
 
 std::string SectionBuilder::weight(const std::string &name, const Shape &shape)
 {
-    if (g.has_tensor(name)) return name;
-    Tensor t;
-    t.name = name;
-    t.shape = shape;
-    t.storage = Storage::Weight;
-    t.source.parts = {prefix + name};
-    t.source.part_shapes = {shape};
-    g.add_tensor(t);
-    return name;
+    return add_weight(name, prefix + name, shape);
 }
 
 std::string SectionBuilder::weight_full(const std::string &full_name, const Shape &shape)
 {
-    if (g.has_tensor(full_name)) return full_name;
+    return add_weight(full_name, full_name, shape);
+}
+
+std::string SectionBuilder::add_weight(const std::string &tensor, const std::string &source, const Shape &shape)
+{
+    if (g.has_tensor(tensor)) return tensor;
     Tensor t;
-    t.name = full_name;
+    t.name = tensor;
     t.shape = shape;
     t.storage = Storage::Weight;
-    t.source.parts = {full_name};
+    t.source.parts = {source};
     t.source.part_shapes = {shape};
     g.add_tensor(t);
-    return full_name;
+    return tensor;
 }
 
 std::string SectionBuilder::tokens()

@@ -42,6 +42,9 @@ public:
 
     Graph &g;
     std::string prefix;
+
+private:
+    std::string add_weight(const std::string &tensor, const std::string &source, const Shape &shape);
 };
 
 struct AttentionSpec {
