@@ -8,7 +8,7 @@ FFN 2048, vocab 32000, tied) with deterministic random weights, 2 threads:
 
 Contenders, each in its own worker process (so each has its own OpenMP setup):
   ckc            the compiled library, 2 threads
-  torch          PyTorch eager (scripts/ckc/reference/llama.py), torch.set_num_threads(2): the defaults
+  torch          PyTorch eager (scripts/ckc/reference/decoders.py), torch.set_num_threads(2): the defaults
   torch-tuned    PyTorch eager, 1 intra-op thread + 2 OpenBLAS threads + OMP_WAIT_POLICY=passive:
                  the fastest PyTorch setup found on a 2-core machine, where the default OpenMP pool
                  spinning next to OpenBLAS's pool costs ~3x
@@ -59,14 +59,14 @@ def worker(kind, so, weights, config, threads, n_prefill, n_decode, logits_path)
 
         import torch
         from ckc import safetensors as st
-        from ckc.reference.llama import LlamaReference
+        from ckc.reference.decoders import DecoderReference
 
         if kind == "torch-tuned":
             torch.set_num_threads(1)
             ctypes.CDLL("libopenblas.so.0").openblas_set_num_threads(threads)
         else:
             torch.set_num_threads(threads)
-        ref = LlamaReference(cfg, st.load(weights))
+        ref = DecoderReference(cfg, st.load(weights))
 
         def prefill():
             return ref.forward(toks[:n_prefill]).numpy()

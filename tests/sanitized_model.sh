@@ -1,7 +1,8 @@
 #!/bin/sh
-# A generated model built with AddressSanitizer + UndefinedBehaviorSanitizer:
-# generation through main(), the ABI's error paths (tests/c/api_check.c), and
-# a corrupt checkpoint. Any sanitizer report fails the test.
+# Generated models built with AddressSanitizer + UndefinedBehaviorSanitizer:
+# generation through main() for several families, the ABI's error paths
+# (tests/c/api_check.c), and a corrupt checkpoint. Any sanitizer report fails
+# the test.
 #   sanitized_model.sh CKC_BINARY WORKDIR      (run from the repository root)
 set -eu
 CKC=$1
@@ -22,6 +23,16 @@ echo "generated: $(cat "$OUT/generated.txt")"
 
 cc $SAN -I runtime/include tests/c/api_check.c "$OUT/model.c" $KERNELS -lopenblas -lm -fopenmp -o "$OUT/api_check"
 "$OUT/api_check" "$OUT/weights"
+
+# the other families' paths: Conv1D transposes, learned positions, per-layer
+# tables, soft-capping, LayerNorm, GELU, parallel blocks
+for fam in gpt2 gemma2 phi qwen2; do
+    "$CKC" compile models/tiny-$fam/config.json -o "$OUT/$fam/model.c"
+    "$CKC" random-weights models/tiny-$fam/config.json -o "$OUT/$fam/weights" --std 0.15 2>/dev/null
+    cc $SAN -DCK_MODEL_MAIN -I runtime/include "$OUT/$fam/model.c" $(cat "$OUT/$fam/model.c.kernels") -lopenblas -lm \
+       -fopenmp -o "$OUT/$fam/model"
+    echo "$fam: $("$OUT/$fam/model" "$OUT/$fam/weights" -n 20 -t 2 1 2 3 2>/dev/null)"
+done
 
 head -c 3000 "$OUT/weights/model.safetensors" > "$OUT/bad/model.safetensors"
 rc=0

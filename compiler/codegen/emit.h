@@ -27,6 +27,9 @@ public:
     virtual std::string ld(const std::string &tensor) const = 0;     // row stride in elements
     virtual std::string name(const std::string &tensor) const = 0;   // the C local naming it
     virtual std::string rope_table(const Node &rope) = 0;            // C prefix of the cos/sin tables
+    // A numeric attribute of the current node as a C expression: a literal, or
+    // CK_LAYER_<NAME>[layer] when it is a per-layer table ("@name").
+    virtual std::string param(const std::string &key, double dflt, bool is_int) const = 0;
 
     // conveniences over the current node
     std::string in(size_t i) const { return ptr(n.inputs.at(i)); }

@@ -106,8 +106,8 @@ std::string spec_row(const std::string &strct, const WeightField &f)
         for (int64_t d : t.source.part_shapes[i]) dims.push_back(std::to_string(d));
         shapes.push_back("{" + join(dims, ", ") + "}");
     }
-    return fmt::format("    {{offsetof({}, {}), {}, {{{}}}, {}, {{{}}}}},", strct, f.field, t.source.parts.size(),
-                       join(names, ", "), t.source.part_shapes[0].size(), join(shapes, ", "));
+    return fmt::format("    {{offsetof({}, {}), {}, {{{}}}, {}, {{{}}}, {}}},", strct, f.field, t.source.parts.size(),
+                       join(names, ", "), t.source.part_shapes[0].size(), join(shapes, ", "), t.source.transposed ? 1 : 0);
 }
 
 std::string weights_slot(const WeightTable &wt)
@@ -115,7 +115,8 @@ std::string weights_slot(const WeightTable &wt)
     CWriter w;
     auto field_line = [&](const WeightField &f) {
         std::string decl = fmt::format("const float *{};", f.field);
-        w.line(fmt::format("{:<40} /* {} {} */", decl, shape_str(f.t->shape), comment_safe(merge_names(f.t->source.parts))));
+        w.line(fmt::format("{:<40} /* {} {}{} */", decl, shape_str(f.t->shape), comment_safe(merge_names(f.t->source.parts)),
+                           f.t->source.transposed ? " (stored [in, out], loaded transposed)" : ""));
     };
     w.comment("one decoder layer; {L} in a name is the layer index");
     w.open("typedef struct ck_layer_weights");
@@ -127,7 +128,7 @@ std::string weights_slot(const WeightTable &wt)
     w.line("ck_layer_weights layers[CK_N_LAYERS];");
     w.close("} ck_weights;");
     w.line();
-    w.comment("load tables: field, parts (concatenated along dim 0), names, rank, shape of each part");
+    w.comment("load tables: field, parts (concatenated along dim 0), names, rank, file shape of each part, transpose");
     w.open("static const ck_weight_spec CK_GLOBAL_WEIGHTS[] =");
     for (const auto &f : wt.global) w.line(spec_row("ck_weights", f).substr(4));
     w.close("};");
@@ -212,6 +213,17 @@ public:
         return it->second;
     }
     std::string rope_table(const Node &rope) override { return st_.rt.prefix(rope); }
+    std::string param(const std::string &key, double dflt, bool is_int) const override
+    {
+        std::string table = n.table(key);
+        if (!table.empty()) {
+            if (!st_.p.layer_tables.count(table) || st_.sec != 1)
+                internal_error("codegen: node '" + n.name + "' uses unknown per-layer table '" + table + "'");
+            return "CK_LAYER_" + upper(c_identifier(table)) + "[layer]";
+        }
+        double v = n.f(key, dflt);
+        return is_int ? std::to_string(static_cast<int64_t>(v)) : c_float(v);
+    }
 
 private:
     SectionState &st_;
@@ -246,12 +258,16 @@ std::string section_fn(SectionState &st)
             expr = "m->logits";
             note = "result";
         } else {
-            std::string base = st.local.at(r.root);
+            // the root's local; an output buffer may be reached before its own local
+            std::string base = st.local.count(r.root) ? st.local.at(r.root)
+                               : g.tensor(r.root).storage == Storage::Output ? std::string("m->logits")
+                                                                           : st.local.at(r.root);
             bool view = tt.shape.back() != st.root_width(r.root);
             expr = r.col ? fmt::format("{} + {}", base, r.col) : base;
             note = view ? fmt::format("columns {}..{} of {} (row stride {})", r.col, r.col + tt.shape.back() - 1, base,
                                       st.root_width(r.root))
-                        : fmt::format("in place: {}'s memory", base);
+                   : g.tensor(r.root).storage == Storage::Output ? "written in the result buffer"
+                                                                 : fmt::format("in place: {}'s memory", base);
         }
         st.local[t] = name;
         decls.push_back({fmt::format("{}{} = {};", type, name, expr), fmt::format("{} {}", shape, note)});
@@ -428,6 +444,14 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
                          p.info.context_length));
     cfg.line(fmt::format("#define CK_KV_HEADS {:<10} /* key/value heads (KV cache) */", kv->i("kv_heads")));
     cfg.line(fmt::format("#define CK_HEAD_DIM {:<10} /* per head (KV cache) */", kv->i("head_dim")));
+    cfg.line(fmt::format("#define CK_OPTIONAL_PREFIX \"{}\" /* checkpoint names may lack it (base-model files) */",
+                         p.info.optional_prefix));
+    for (const auto &[name, table] : p.layer_tables) {
+        std::vector<std::string> vals;
+        for (double v : table.values) vals.push_back(table.is_int ? std::to_string(static_cast<int64_t>(v)) : c_float(v));
+        cfg.line(fmt::format("static const {} CK_LAYER_{}[CK_N_LAYERS] = {{{}}}; /* {} per layer */",
+                             table.is_int ? "int" : "float", upper(c_identifier(name)), join(vals, ", "), name));
+    }
 
     slots["FRONTMATTER"] = fm.str();
     slots["CONFIG"] = cfg.str();

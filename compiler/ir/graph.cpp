@@ -75,7 +75,7 @@ int64_t Node::i(const std::string &key) const
     if (it == attrs.end()) internal_error(fmt::format("node '{}' ({}) has no attribute '{}'", name, op_name(op), key));
     if (auto p = std::get_if<int64_t>(&it->second)) return *p;
     if (auto p = std::get_if<double>(&it->second)) return static_cast<int64_t>(*p);
-    internal_error(fmt::format("node '{}': attribute '{}' is not a number", name, key));
+    internal_error(fmt::format("node '{}': attribute '{}' is not a number (a per-layer table?)", name, key));
 }
 
 double Node::f(const std::string &key) const
@@ -85,6 +85,14 @@ double Node::f(const std::string &key) const
     if (auto p = std::get_if<double>(&it->second)) return *p;
     if (auto p = std::get_if<int64_t>(&it->second)) return static_cast<double>(*p);
     internal_error(fmt::format("node '{}': attribute '{}' is not a number", name, key));
+}
+
+std::string Node::table(const std::string &key) const
+{
+    auto it = attrs.find(key);
+    if (it == attrs.end()) return "";
+    auto p = std::get_if<std::string>(&it->second);
+    return p && !p->empty() && (*p)[0] == '@' ? p->substr(1) : "";
 }
 
 const std::string &Node::s(const std::string &key) const

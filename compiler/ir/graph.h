@@ -46,9 +46,12 @@ const char *storage_name(Storage s);
 
 // The checkpoint tensors a weight is made of; several parts are concatenated
 // along dim 0 (fused QKV, gate|up). Names use "{L}" for the layer index.
+// `transposed`: the single part is stored [in, out] in the file (GPT-2's
+// Conv1D) and is transposed at load; part_shapes are as in the file.
 struct WeightSource {
     std::vector<std::string> parts;
     std::vector<Shape> part_shapes;
+    bool transposed = false;
 };
 
 struct Tensor {
@@ -59,6 +62,9 @@ struct Tensor {
     WeightSource source;  // Storage::Weight only
 };
 
+// A node attribute. A string "@name" names a per-layer table of the Program
+// (Program::layer_tables): the value differs by layer (Gemma-2's alternating
+// sliding window), and the generated code indexes the table with `layer`.
 using Attr = std::variant<int64_t, double, std::string>;
 
 struct Node {
@@ -75,6 +81,8 @@ struct Node {
     const std::string &s(const std::string &key) const;
     int64_t i(const std::string &key, int64_t dflt) const { return has(key) ? i(key) : dflt; }
     double f(const std::string &key, double dflt) const { return has(key) ? f(key) : dflt; }
+    // "@name" when the attribute is a per-layer table, else "".
+    std::string table(const std::string &key) const;
 };
 
 class Graph {
@@ -130,10 +138,17 @@ private:
 // A model description shared by all front ends.
 struct ModelInfo {
     std::string family;        // "llama", ...
+    std::string optional_prefix;  // checkpoint names may lack it ("model.", "transformer.")
     std::string source_path;   // the config.json compiled
     uint64_t source_hash = 0;  // fnv1a64 of its bytes
     int64_t vocab_size = 0, hidden_size = 0, n_layers = 0, context_length = 0;
     std::string summary;       // one human line (heads, dims...)
+};
+
+// Values of one attribute across layers (index = layer).
+struct LayerTable {
+    bool is_int = true;
+    std::vector<double> values;
 };
 
 struct Program {
@@ -141,6 +156,7 @@ struct Program {
     Graph header, block, footer;
     std::string carry;  // name of the residual-stream tensor, e.g. "x"
     Shape carry_shape;
+    std::map<std::string, LayerTable> layer_tables;  // referenced by block attrs "@name"
 
     Graph &section(int i) { return i == 0 ? header : i == 1 ? block : footer; }
     const Graph &section(int i) const { return i == 0 ? header : i == 1 ? block : footer; }

@@ -49,6 +49,19 @@ void embedding_emit(EmitCtx &c)
                          c.tin(1).shape[1]));
 }
 
+// ---- POS_EMBED --------------------------------------------------------------
+Shape pos_embed_shape(const Node &n, const std::vector<const Tensor *> &in)
+{
+    expect_2d(n, *in[0]);
+    expect(in[1]->shape.size() == 2 && in[1]->shape[1] == in[0]->shape[1], n, "table must be [positions, dim]: " + shapes(in));
+    return in[0]->shape;
+}
+void pos_embed_emit(EmitCtx &c)
+{
+    c.w.line(fmt::format("ck_pos_embed({}, {}, {}, {}, {}, pos0);", c.out(), c.in(0), c.in(1), c.rows(c.n.output),
+                         last(c.tin(0).shape)));
+}
+
 // ---- RMSNORM ----------------------------------------------------------------
 Shape rmsnorm_shape(const Node &n, const std::vector<const Tensor *> &in)
 {
@@ -61,6 +74,49 @@ void rmsnorm_emit(EmitCtx &c)
 {
     c.w.line(fmt::format("ck_rmsnorm({}, {}, {}, {}, {}, {}, {});", c.out(), c.in(0), c.in(1), c.rows(c.n.output),
                          last(c.tin(0).shape), c_float(c.n.f("eps")), c_float(c.n.f("w_offset", 0.0))));
+}
+
+// ---- LAYERNORM --------------------------------------------------------------
+Shape layernorm_shape(const Node &n, const std::vector<const Tensor *> &in)
+{
+    expect_2d(n, *in[0]);
+    Shape c{last(in[0]->shape)};
+    expect(in[1]->shape == c && in[2]->shape == c, n, "weight and bias must be [dim]: " + shapes(in));
+    expect(n.has("eps"), n, "needs attr eps");
+    return in[0]->shape;
+}
+void layernorm_emit(EmitCtx &c)
+{
+    c.w.line(fmt::format("ck_layernorm({}, {}, {}, {}, {}, {}, {});", c.out(), c.in(0), c.in(1), c.in(2),
+                         c.rows(c.n.output), last(c.tin(0).shape), c_float(c.n.f("eps"))));
+}
+
+// ---- elementwise on a whole tensor: SCALE, SOFTCAP, GELU ----------------------
+Shape same_shape(const Node &n, const std::vector<const Tensor *> &in)
+{
+    expect_2d(n, *in[0]);
+    return in[0]->shape;
+}
+std::string numel(EmitCtx &c) { return fmt::format("(size_t){} * {}", c.rows(c.n.output), last(c.tout().shape)); }
+void scale_emit(EmitCtx &c)
+{
+    c.w.line(fmt::format("ck_scale({}, {}, {}, {});", c.out(), c.in(0), numel(c), c_float(c.n.f("scale"))));
+}
+void softcap_emit(EmitCtx &c)
+{
+    c.w.line(fmt::format("ck_softcap({}, {}, {}, {});", c.out(), c.in(0), numel(c), c_float(c.n.f("cap"))));
+}
+std::string act_enum(const Node &n)
+{
+    const std::string &a = n.s("act");
+    if (a == "silu") return "CK_ACT_SILU";
+    if (a == "gelu_tanh") return "CK_ACT_GELU_TANH";
+    if (a == "gelu") return "CK_ACT_GELU";
+    internal_error("node '" + n.name + "': unknown act '" + a + "'");
+}
+void gelu_emit(EmitCtx &c)
+{
+    c.w.line(fmt::format("ck_gelu({}, {}, {}, {});", c.out(), c.in(0), numel(c), act_enum(c.n)));
 }
 
 // ---- MATMUL / MATMUL_ADD ----------------------------------------------------
@@ -179,41 +235,46 @@ void kv_attention_emit(EmitCtx &c)
     std::string kv = c.name(c.n.inputs[1]);
     c.w.line(fmt::format("ck_attention({}, {}, {}, {}, {}_k, {}_v, {}_cap, T, m->kv_enabled ? pos0 : 0, {}, {}, {}, {}, {}, {});",
                          c.out(), c.ld_out(), c.in(0), c.ld_in(0), kv, kv, kv, c.n.i("heads"), c.n.i("kv_heads"),
-                         c.n.i("head_dim"), c_float(c.n.f("scale")), c.n.i("window", 0),
-                         c_float(c.n.f("softcap", 0.0))));
+                         c.n.i("head_dim"), c.param("scale", 0.0, false), c.param("window", 0, true),
+                         c.param("softcap", 0.0, false)));
 }
 
-// ---- SWIGLU -----------------------------------------------------------------
-Shape swiglu_shape(const Node &n, const std::vector<const Tensor *> &in)
+// ---- GLU --------------------------------------------------------------------
+Shape glu_shape(const Node &n, const std::vector<const Tensor *> &in)
 {
     expect_2d(n, *in[0]);
     expect(in[0]->shape == in[1]->shape, n, "gate and up must match: " + shapes(in));
+    act_enum(n);
     return in[0]->shape;
 }
-void swiglu_emit(EmitCtx &c)
+void glu_emit(EmitCtx &c)
 {
-    c.w.line(fmt::format("ck_swiglu({}, {}, {}, {}, {}, {}, {}, {});", c.out(), c.ld_out(), c.in(0), c.ld_in(0),
-                         c.in(1), c.ld_in(1), c.rows(c.n.output), last(c.tin(0).shape)));
+    c.w.line(fmt::format("ck_glu({}, {}, {}, {}, {}, {}, {}, {}, {});", c.out(), c.ld_out(), c.in(0), c.ld_in(0),
+                         c.in(1), c.ld_in(1), c.rows(c.n.output), last(c.tin(0).shape), act_enum(c.n)));
 }
 
 constexpr uint32_t in0 = 1, in1 = 2, in2 = 4;
 
 const OpDef DEFS[] = {
-    // name,         in,   shape rule,          view,       in-place, strided,               side, emitter,            kernels
-    {"EMBEDDING",    2, 2, embedding_shape,     nullptr,    {},       0,                     false, embedding_emit,    {"kernels/embedding.c"}},
-    {"RMSNORM",      2, 2, rmsnorm_shape,       nullptr,    {0},      0,                     false, rmsnorm_emit,      {"kernels/rmsnorm.c"}},
-    {"MATMUL",       2, 2, matmul_shape,        nullptr,    {},       in0 | kStridedOut,     false, matmul_emit,       {"kernels/linear.c"}},
-    {"MATMUL_ADD",   3, 4, matmul_shape,        nullptr,    {2},      in0 | in2 | kStridedOut, false, matmul_emit,     {"kernels/linear.c"}},
-    {"ADD",          2, 2, add_shape,           nullptr,    {0, 1},   0,                     false, add_emit,          {"kernels/elementwise.c"}},
-    {"SLICE",        1, 1, slice_shape,         slice_view, {},       in0 | kStridedOut,     false, no_emit,           {}},
-    {"ROPE",         1, 1, rope_shape,          nullptr,    {0},      in0 | kStridedOut,     false, rope_emit,         {"kernels/rope.c"}},
-    {"KV_STORE",     2, 2, kv_store_shape,      nullptr,    {},       in0 | in1,             true,  kv_store_emit,     {"kernels/attention.c"}},
-    {"KV_ATTENTION", 2, 2, kv_attention_shape,  nullptr,    {},       in0 | kStridedOut,     false, kv_attention_emit, {"kernels/attention.c"}},
-    {"SWIGLU",       2, 2, swiglu_shape,        nullptr,    {0, 1},   in0 | in1 | kStridedOut, false, swiglu_emit,     {"kernels/elementwise.c"}},
+    // name,         in,   shape rule,          view,       in-place, strided,                 side,  emitter,           kernels
+    {"EMBEDDING",    2, 2, embedding_shape,     nullptr,    {},       0,                       false, embedding_emit,    {"kernels/embedding.c"}},
+    {"POS_EMBED",    2, 2, pos_embed_shape,     nullptr,    {0},      0,                       false, pos_embed_emit,    {"kernels/embedding.c"}},
+    {"RMSNORM",      2, 2, rmsnorm_shape,       nullptr,    {0},      0,                       false, rmsnorm_emit,      {"kernels/norm.c"}},
+    {"LAYERNORM",    3, 3, layernorm_shape,     nullptr,    {0},      0,                       false, layernorm_emit,    {"kernels/norm.c"}},
+    {"MATMUL",       2, 2, matmul_shape,        nullptr,    {},       in0 | kStridedOut,       false, matmul_emit,       {"kernels/linear.c"}},
+    {"MATMUL_ADD",   3, 4, matmul_shape,        nullptr,    {2},      in0 | in2 | kStridedOut, false, matmul_emit,       {"kernels/linear.c"}},
+    {"ADD",          2, 2, add_shape,           nullptr,    {0, 1},   0,                       false, add_emit,          {"kernels/elementwise.c"}},
+    {"SCALE",        1, 1, same_shape,          nullptr,    {0},      0,                       false, scale_emit,        {"kernels/elementwise.c"}},
+    {"SOFTCAP",      1, 1, same_shape,          nullptr,    {0},      0,                       false, softcap_emit,      {"kernels/elementwise.c"}},
+    {"SLICE",        1, 1, slice_shape,         slice_view, {},       in0 | kStridedOut,       false, no_emit,           {}},
+    {"ROPE",         1, 1, rope_shape,          nullptr,    {0},      in0 | kStridedOut,       false, rope_emit,         {"kernels/rope.c"}},
+    {"KV_STORE",     2, 2, kv_store_shape,      nullptr,    {},       in0 | in1,               true,  kv_store_emit,     {"kernels/attention.c"}},
+    {"KV_ATTENTION", 2, 2, kv_attention_shape,  nullptr,    {},       in0 | kStridedOut,       false, kv_attention_emit, {"kernels/attention.c"}},
+    {"GELU",         1, 1, same_shape,          nullptr,    {0},      0,                       false, gelu_emit,         {"kernels/elementwise.c"}},
+    {"GLU",          2, 2, glu_shape,           nullptr,    {0, 1},   in0 | in1 | kStridedOut, false, glu_emit,          {"kernels/elementwise.c"}},
 };
 
-static_assert(sizeof(DEFS) / sizeof(DEFS[0]) == static_cast<size_t>(Op::SWIGLU) + 1,
-              "one OpDef per CK_OPS entry, in the same order");
+static_assert(sizeof(DEFS) / sizeof(DEFS[0]) == kNumOps, "one OpDef per CK_OPS entry, in the same order");
 
 }  // namespace
 

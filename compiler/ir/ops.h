@@ -17,15 +17,20 @@ namespace ckc {
 
 #define CK_OPS(X)                                                                             \
     X(EMBEDDING)    /* (tokens[T] i32, table[V,C]) -> [T,C]  row gather                   */ \
+    X(POS_EMBED)    /* (x[T,C], table[P,C]) -> [T,C]  x + table[pos0 + t] (learned)       */ \
     X(RMSNORM)      /* (x[T,C], w[C]) -> [T,C]  attrs eps, w_offset                       */ \
+    X(LAYERNORM)    /* (x[T,C], w[C], b[C]) -> [T,C]  attr eps                            */ \
     X(MATMUL)       /* (x[T,K], w[N,K]) -> [T,N]  y = x @ w^T  (nn.Linear layout)         */ \
     X(MATMUL_ADD)   /* (x, w, c[N] or c[T,N] [, bias[N]]) -> [T,N]  y = x @ w^T + c (+b) */ \
     X(ADD)          /* (a[T,N], b[T,N] or b[N]) -> [T,N]                                  */ \
+    X(SCALE)        /* (x) -> x * scale                                                   */ \
+    X(SOFTCAP)      /* (x) -> cap * tanh(x / cap)                                         */ \
     X(SLICE)        /* (x[T,W]) -> [T,len]  columns start..start+len: a strided view     */ \
     X(ROPE)         /* (x[T,H*D]) -> [T,H*D]  rotary embedding at positions pos0..       */ \
     X(KV_STORE)     /* (k[T,KVH*D], v[T,KVH*D]) -> kv[2,KVH,T,D]  append to the KV store  */ \
     X(KV_ATTENTION) /* (q[T,H*D], kv) -> [T,H*D]  causal GQA over the KV store            */ \
-    X(SWIGLU)       /* (gate[T,F], up[T,F]) -> [T,F]  silu(gate) * up                     */
+    X(GELU)         /* (x) -> gelu(x)  attr approximate: "tanh" or "none"                 */ \
+    X(GLU)          /* (gate[T,F], up[T,F]) -> [T,F]  act(gate) * up, attr act            */
 
 enum class Op {
 #define CK_OP_ENUM(name) name,
@@ -37,6 +42,10 @@ struct Node;
 struct Tensor;
 class EmitCtx;
 using Shape = std::vector<int64_t>;
+
+#define CK_OP_COUNT(name) +1
+constexpr size_t kNumOps = 0 CK_OPS(CK_OP_COUNT);
+#undef CK_OP_COUNT
 
 constexpr uint32_t kStridedOut = 1u << 31;  // OpDef::strided bit for the output
 

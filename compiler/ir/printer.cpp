@@ -30,6 +30,11 @@ void print_program(const Program &p, std::ostream &os)
 {
     os << "; " << p.info.summary << "\n";
     os << "; carry " << p.carry << shape_str(p.carry_shape) << " (the residual stream, outside the arena)\n";
+    for (const auto &[name, t] : p.layer_tables) {
+        std::vector<std::string> vals;
+        for (double v : t.values) vals.push_back(fmt::format("{}", v));
+        os << "; per-layer @" << name << " = [" << join(vals, ", ") << "]\n";
+    }
     for (int s = 0; s < 3; s++) {
         const Graph &g = p.section(s);
         const char *sec = Program::section_name(s);
@@ -105,6 +110,9 @@ nlohmann::json program_to_json(const Program &p)
     j["block"] = graph_json(p.block);
     j["block"]["layers"] = p.info.n_layers;
     j["footer"] = graph_json(p.footer);
+    nlohmann::json tables = nlohmann::json::object();
+    for (const auto &[name, t] : p.layer_tables) tables[name] = t.values;
+    j["layer_tables"] = tables;
     return j;
 }
 

@@ -11,7 +11,8 @@
 // The slices are column views (no copy): the rewrite only fires when every
 // reader of every product accepts a row-strided input (OpDef::strided).
 //
-// Left alone: GEMMs whose B is not a weight, a mix of biased and unbiased
+// Left alone: GEMMs whose B is not a weight or is stored transposed (Conv1D),
+// a mix of biased and unbiased
 // GEMMs, GEMMs with a full-size addend (a residual), products that are graph
 // outputs, and groups of one.
 #include <map>
@@ -78,8 +79,8 @@ bool fuse_group(Graph &g, const std::vector<std::string> &node_names)
         origins.push_back(n.origin);
     }
     if (weights.size() + biases.size() > 2 * 4) return false;  // runtime loader: at most 4 parts
-    for (const auto &w : weights)
-        if (g.tensor(w).source.parts.size() != 1) return false;
+    for (const auto &w : weights)  // the loader concatenates plain parts; transposed ones load alone
+        if (g.tensor(w).source.parts.size() != 1 || g.tensor(w).source.transposed) return false;
 
     Tensor w = concat_weight(g, weights);
     g.add_tensor(w);

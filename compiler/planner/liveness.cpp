@@ -31,7 +31,8 @@ namespace {
 bool writable_root(const Graph &g, const std::string &root)
 {
     if (root == kCarryRoot) return true;
-    return g.has_tensor(root) && g.tensor(root).storage == Storage::Activation;
+    return g.has_tensor(root) &&
+           (g.tensor(root).storage == Storage::Activation || g.tensor(root).storage == Storage::Output);
 }
 
 int64_t width(const Graph &g, const std::string &t)
@@ -92,6 +93,36 @@ void compute_liveness(const Graph &g, const std::vector<std::string> &order, con
         return true;
     };
 
+    // Pin preferences flow backwards through in-place producers: when a pinned
+    // output (carry, logits) is made in place from an input that nothing else
+    // reads, that input prefers the pinned buffer too, so e.g. the GEMM before
+    // Gemma-2's final SOFTCAP writes the logits buffer directly instead of a
+    // [T, vocab] arena slot. A preference is taken only when the buffer holds
+    // nothing still needed; otherwise the tensor is planned as usual.
+    std::map<std::string, std::string> preferred;
+    if (o.inplace && !o.keep_all) {
+        for (int s = n_steps - 1; s >= 0; s--) {
+            const Node &nd = *g.node(order[s]);
+            const Tensor &out = g.tensor(nd.output);
+            std::string pin = out.storage == Storage::Carry    ? std::string(kCarryRoot)
+                              : out.storage == Storage::Output ? out.name
+                              : preferred.count(out.name)       ? preferred.at(out.name)
+                                                                : "";
+            if (pin.empty()) continue;
+            for (int idx : op_def(nd.op).inplace) {
+                if (idx >= static_cast<int>(nd.inputs.size())) continue;
+                const std::string &x = nd.inputs[idx];
+                const Tensor &tx = g.tensor(x);
+                const Node *px = g.producer(x);
+                if (tx.storage != Storage::Activation || !px || (op_def(px->op).view && op_def(px->op).view(*px)) ||
+                    tx.shape != out.shape || g.consumers(x).size() != 1 || g.is_output(x))
+                    continue;
+                preferred[x] = pin;
+                break;
+            }
+        }
+    }
+
     std::vector<std::string> roots;  // arena allocations, in birth order
     for (int s = 0; s < n_steps; s++) {
         const Node &nd = *g.node(order[s]);
@@ -136,12 +167,15 @@ void compute_liveness(const Graph &g, const std::vector<std::string> &order, con
             }
         }
         if (placed) continue;
-        // A pinned output goes straight to its buffer unless the carry still
-        // holds something read at or after this step.
-        if (!pin.empty() &&
-            (pin != kCarryRoot || dead_after(kCarryRoot, 0, root_width(g, kCarryRoot, carry_shape), s - 1))) {
-            sp.region[nd.output] = {pin, 0};
-            continue;
+        // A pinned output goes straight to its buffer unless the buffer still
+        // holds something read at or after this step; so does a preferred one.
+        std::string target = !pin.empty() ? pin : preferred.count(nd.output) ? preferred.at(nd.output) : "";
+        if (!target.empty()) {
+            int64_t w = target == kCarryRoot ? root_width(g, kCarryRoot, carry_shape) : width(g, target);
+            if (dead_after(target, 0, w, s - 1)) {
+                sp.region[nd.output] = {target, 0};
+                continue;
+            }
         }
         sp.region[nd.output] = {nd.output, 0};
         roots.push_back(nd.output);

@@ -41,6 +41,7 @@ enum class Role { Matrix, Norm, Bias };
 Role role_of(const std::string &name, const Shape &shape)
 {
     if (shape.size() >= 2) return Role::Matrix;
+    if (ends_with(name, ".bias")) return Role::Bias;
     if (name.find("norm") != std::string::npos || name.find("ln_") != std::string::npos) return Role::Norm;
     return Role::Bias;
 }

@@ -45,12 +45,17 @@ void ck_cpu_force_portable(int on);    /* tests: use the SSE2 / scalar bodies */
 /* ---- embedding (embedding.c) -------------------------------------------- */
 /* out[t][:] = table[tokens[t]][:]; tokens are checked by the caller. */
 void ck_embedding(float *out, const float *table, const int32_t *tokens, int T, int C);
+/* out[t][:] = x[t][:] + table[pos0 + t][:]  (learned positions, GPT-2). out may equal x. */
+void ck_pos_embed(float *out, const float *x, const float *table, int T, int C, int pos0);
 
-/* ---- RMSNorm (rmsnorm.c) ------------------------------------------------ */
+/* ---- normalization (norm.c) ----------------------------------------------- */
 /* out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * (w + w_offset).  out may equal x.
  * w_offset is 0 for Llama-style norms, 1 for Gemma's x * (1 + w). */
 void ck_rmsnorm(float *out, const float *x, const float *w, int T, int C, float eps, float w_offset);
 void ck_rmsnorm_ref(float *out, const float *x, const float *w, int T, int C, float eps, float w_offset);
+/* out[t] = (x[t] - mean) / sqrt(var + eps) * w + b  (biased variance, nn.LayerNorm). out may equal x. */
+void ck_layernorm(float *out, const float *x, const float *w, const float *b, int T, int C, float eps);
+void ck_layernorm_ref(float *out, const float *x, const float *w, const float *b, int T, int C, float eps);
 
 /* ---- RoPE (rope.c) ------------------------------------------------------ */
 typedef enum ck_rope_kind {
@@ -113,14 +118,28 @@ void ck_attention_ref(float *out, int ldo, const float *q, int ldq,
                       int T, int pos0, int H, int KVH, int D, float scale, int window, float softcap);
 
 /* ---- activations and elementwise (elementwise.c) ------------------------ */
-/* out[t][f] = silu(gate[t][f]) * up[t][f]; silu(g) = g / (1 + exp(-g)). */
-void ck_swiglu(float *out, int ldo, const float *gate, int ldg, const float *up, int ldu, int T, int F);
-void ck_swiglu_ref(float *out, int ldo, const float *gate, int ldg, const float *up, int ldu, int T, int F);
+typedef enum ck_act {
+    CK_ACT_SILU = 0,      /* x * sigmoid(x) */
+    CK_ACT_GELU_TANH = 1, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): gelu_new, gelu_pytorch_tanh */
+    CK_ACT_GELU = 2       /* 0.5 x (1 + erf(x / sqrt 2)) */
+} ck_act;
+
+/* out[t][f] = act(gate[t][f]) * up[t][f]: SwiGLU (silu), GeGLU (gelu). out may equal gate. */
+void ck_glu(float *out, int ldo, const float *gate, int ldg, const float *up, int ldu, int T, int F, ck_act act);
+void ck_glu_ref(float *out, int ldo, const float *gate, int ldg, const float *up, int ldu, int T, int F, ck_act act);
+/* out[i] = act(x[i]) for a GELU act; out may equal x. */
+void ck_gelu(float *out, const float *x, size_t n, ck_act act);
+void ck_gelu_ref(float *out, const float *x, size_t n, ck_act act);
 /* out[i] = a[i] + b[i]; out may equal a or b. */
 void ck_add(float *out, const float *a, const float *b, size_t n);
 void ck_add_ref(float *out, const float *a, const float *b, size_t n);
 /* out[t][n] = a[t][n] + bias[n] (a bias broadcast over rows); out may equal a. */
 void ck_add_bias(float *out, const float *a, const float *bias, int T, int N);
+/* out[i] = x[i] * s (Gemma's embedding normalizer); out may equal x. */
+void ck_scale(float *out, const float *x, size_t n, float s);
+/* out[i] = cap * tanh(x[i] / cap) (Gemma-2 logit soft-capping); out may equal x. */
+void ck_softcap(float *out, const float *x, size_t n, float cap);
+void ck_softcap_ref(float *out, const float *x, size_t n, float cap);
 
 #ifdef __cplusplus
 }

@@ -43,6 +43,10 @@ void ck_checkpoint_close(ck_checkpoint *ck);
 int ck_checkpoint_count(const ck_checkpoint *ck);
 const ck_tensor_info *ck_checkpoint_tensor(const ck_checkpoint *ck, int i); /* sorted by name */
 const ck_tensor_info *ck_checkpoint_find(const ck_checkpoint *ck, const char *name);
+/* Weight lookups by a name starting with `prefix` fall back to the name
+ * without it: a GPT2LMHeadModel names "transformer.h.0...", a bare GPT2Model
+ * "h.0..."; LlamaForCausalLM "model.layers.0...", LlamaModel "layers.0...". */
+void ck_checkpoint_set_optional_prefix(ck_checkpoint *ck, const char *prefix);
 
 const char *ck_dtype_name(ck_dtype dt);
 size_t ck_dtype_size(ck_dtype dt);
@@ -55,13 +59,16 @@ float ck_bf16_to_f32(uint16_t b);
 
 /* One float32 weight the model needs. Its parts (Hugging Face tensor names,
  * printf templates where %d is the layer index) are concatenated along dim 0,
- * e.g. q_proj|k_proj|v_proj for the fused QKV GEMM. */
+ * e.g. q_proj|k_proj|v_proj for the fused QKV GEMM. With `transpose`, the one
+ * 2-D part is stored [in][out] in the file (GPT-2's Conv1D) and is loaded as
+ * [out][in], the nn.Linear layout every GEMM here reads. */
 typedef struct ck_weight_spec {
     size_t field;   /* offsetof the `const float *` in the weights struct */
     int n_parts;
     const char *names[CK_WEIGHT_MAX_PARTS];
     int ndim;       /* rank of every part */
-    int64_t shape[CK_WEIGHT_MAX_PARTS][CK_WEIGHT_MAX_DIMS]; /* expected shape of each part */
+    int64_t shape[CK_WEIGHT_MAX_PARTS][CK_WEIGHT_MAX_DIMS]; /* expected shape of each part, as in the file */
+    int transpose;  /* 1: a single [in][out] part, loaded transposed */
 } ck_weight_spec;
 
 /* Memory the loader had to allocate (dtype conversion, concatenation). */

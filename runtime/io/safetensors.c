@@ -37,6 +37,7 @@ struct ck_checkpoint {
     ck_tensor_info *tensors; /* sorted by name */
     int n_tensors, cap_tensors;
     char **names;            /* owned copies of the tensor names */
+    char *optional_prefix;   /* see ck_checkpoint_set_optional_prefix */
 };
 
 static const struct {
@@ -454,6 +455,7 @@ void ck_checkpoint_close(ck_checkpoint *ck)
         free(ck->files[i].path);
     }
     for (i = 0; i < ck->n_tensors; i++) free(ck->names[i]);
+    free(ck->optional_prefix);
     free(ck->files);
     free(ck->tensors);
     free(ck->names);
@@ -476,7 +478,24 @@ const ck_tensor_info *ck_checkpoint_find(const ck_checkpoint *ck, const char *na
     return (const ck_tensor_info *)bsearch(&key, ck->tensors, (size_t)ck->n_tensors, sizeof key, cmp_tensor);
 }
 
+void ck_checkpoint_set_optional_prefix(ck_checkpoint *ck, const char *prefix)
+{
+    if (!ck) return;
+    free(ck->optional_prefix);
+    ck->optional_prefix = prefix && *prefix ? dupstr(prefix) : NULL;
+}
+
 /* ---- weight loading ------------------------------------------------------ */
+
+/* The tensor `name`, else the same name without the optional prefix. */
+static const ck_tensor_info *find_weight(const ck_checkpoint *ck, const char *name)
+{
+    const ck_tensor_info *t = ck_checkpoint_find(ck, name);
+    size_t n;
+    if (t || !ck->optional_prefix) return t;
+    n = strlen(ck->optional_prefix);
+    return strncmp(name, ck->optional_prefix, n) == 0 ? ck_checkpoint_find(ck, name + n) : NULL;
+}
 
 static void shape_str(char *buf, size_t n, const int64_t *shape, int ndim)
 {
@@ -515,7 +534,7 @@ int ck_weights_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int lay
         int d, same;
         const ck_tensor_info *t;
         snprintf(names[i], sizeof names[i], spec->names[i], layer);
-        t = part[i] = ck_checkpoint_find(ck, names[i]);
+        t = part[i] = find_weight(ck, names[i]);
         if (!t) {
             seterr(err, errlen, "missing tensor '%s' (the checkpoint has %d tensors; HINT: check that the "
                    "weights match the config the model was compiled from)", names[i], ck_checkpoint_count(ck));
@@ -541,7 +560,11 @@ int ck_weights_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int lay
         if (t->dtype != CK_DT_F32 || ((uintptr_t)t->data % sizeof(float)) != 0) in_place = 0;
         if (i > 0 && (const char *)part[i - 1]->data + part[i - 1]->nbytes != (const char *)t->data) in_place = 0;
     }
-    if (in_place) {
+    if (spec->transpose && (spec->n_parts != 1 || spec->ndim != 2)) {
+        seterr(err, errlen, "'%s': only a single 2-D tensor can be loaded transposed", names[0]);
+        return -1;
+    }
+    if (in_place && !spec->transpose) {
         *dst = (const float *)part[0]->data;
         store->bytes_mapped += total * sizeof(float);
         return 0;
@@ -565,6 +588,18 @@ int ck_weights_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int lay
             }
         }
         w += numel[i];
+    }
+    if (spec->transpose) { /* [in][out] -> [out][in], through a second buffer */
+        size_t rows = (size_t)spec->shape[0][0], cols = (size_t)spec->shape[0][1], r, c;
+        float *t = (float *)malloc(total * sizeof(float) + 1);
+        if (!t) {
+            seterr(err, errlen, "out of memory transposing '%s'", names[0]);
+            return -1; /* buf is owned by the store */
+        }
+        for (r = 0; r < rows; r++)
+            for (c = 0; c < cols; c++) t[c * rows + r] = buf[r * cols + c];
+        memcpy(buf, t, total * sizeof(float));
+        free(t);
     }
     *dst = buf;
     return 0;

@@ -1,39 +1,107 @@
 /*
  * elementwise.c — activations and elementwise ops (memory-bound loops).
- * SwiGLU reads gate and up through row strides so it can consume the two
- * halves of the fused gate|up GEMM output in place.
+ * Gated units (SwiGLU, GeGLU) read gate and up through row strides so they
+ * consume the two halves of a fused gate|up GEMM output in place. exp and
+ * tanh go through the vectorized exp of ck_simd.h (tanh u = 1 - 2/(e^2u + 1)).
  */
 #include <math.h>
 
 #include "ck_kernels.h"
 #include "ck_simd.h"
 
-void ck_swiglu(float *out, int ldo, const float *gate, int ldg, const float *up, int ldu, int T, int F)
+/* act(v) for n values, vectorized: e is scratch of n floats */
+static void activate(float *y, const float *v, float *e, int n, ck_act act)
+{
+    int k;
+    if (act == CK_ACT_SILU) { /* v / (1 + exp(-v)) */
+        for (k = 0; k < n; k++) e[k] = -v[k];
+        ck_vexp(e, e, n);
+        for (k = 0; k < n; k++) y[k] = v[k] / (1.0f + e[k]);
+    } else if (act == CK_ACT_GELU_TANH) { /* 0.5 v (1 + tanh(u)), tanh(u) = 1 - 2 / (exp(2u) + 1) */
+        for (k = 0; k < n; k++) e[k] = 2.0f * 0.7978845608028654f * (v[k] + 0.044715f * v[k] * v[k] * v[k]);
+        ck_vexp(e, e, n);
+        for (k = 0; k < n; k++) y[k] = 0.5f * v[k] * (2.0f - 2.0f / (e[k] + 1.0f));
+    } else { /* exact GELU: 0.5 v (1 + erf(v / sqrt 2)) */
+        for (k = 0; k < n; k++) y[k] = 0.5f * v[k] * (1.0f + erff(v[k] * 0.7071067811865476f));
+    }
+}
+
+static double activate_ref(double v, ck_act act)
+{
+    if (act == CK_ACT_SILU) return v / (1.0 + exp(-v));
+    if (act == CK_ACT_GELU_TANH) return 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+    return 0.5 * v * (1.0 + erf(v * 0.7071067811865476));
+}
+
+#define CK_CHUNK 256
+
+void ck_glu(float *out, int ldo, const float *gate, int ldg, const float *up, int ldu, int T, int F, ck_act act)
 {
     int t;
 #pragma omp parallel for schedule(static) if ((long)T * F >= 32768)
     for (t = 0; t < T; t++) {
         const float *g = gate + (size_t)t * ldg, *u = up + (size_t)t * ldu;
         float *o = out + (size_t)t * ldo;
-        float e[256];
+        float a[CK_CHUNK], e[CK_CHUNK];
         int f0, f, n;
-        for (f0 = 0; f0 < F; f0 += n) { /* silu(g) = g / (1 + exp(-g)), exp vectorized */
-            n = F - f0 < 256 ? F - f0 : 256;
-            for (f = 0; f < n; f++) e[f] = -g[f0 + f];
-            ck_vexp(e, e, n);
-            for (f = 0; f < n; f++) o[f0 + f] = g[f0 + f] / (1.0f + e[f]) * u[f0 + f];
+        for (f0 = 0; f0 < F; f0 += n) {
+            n = F - f0 < CK_CHUNK ? F - f0 : CK_CHUNK;
+            activate(a, g + f0, e, n, act);
+            for (f = 0; f < n; f++) o[f0 + f] = a[f] * u[f0 + f];
         }
     }
 }
 
-void ck_swiglu_ref(float *out, int ldo, const float *gate, int ldg, const float *up, int ldu, int T, int F)
+void ck_glu_ref(float *out, int ldo, const float *gate, int ldg, const float *up, int ldu, int T, int F, ck_act act)
 {
     int t, f;
     for (t = 0; t < T; t++)
-        for (f = 0; f < F; f++) {
-            double g = gate[(size_t)t * ldg + f];
-            out[(size_t)t * ldo + f] = (float)(g / (1.0 + exp(-g)) * up[(size_t)t * ldu + f]);
-        }
+        for (f = 0; f < F; f++)
+            out[(size_t)t * ldo + f] =
+                (float)(activate_ref(gate[(size_t)t * ldg + f], act) * up[(size_t)t * ldu + f]);
+}
+
+void ck_gelu(float *out, const float *x, size_t n, ck_act act)
+{
+    long c;
+#pragma omp parallel for schedule(static) if (n >= 65536)
+    for (c = 0; c < (long)((n + CK_CHUNK - 1) / CK_CHUNK); c++) {
+        float e[CK_CHUNK];
+        size_t i0 = (size_t)c * CK_CHUNK;
+        int m = n - i0 < CK_CHUNK ? (int)(n - i0) : CK_CHUNK;
+        activate(out + i0, x + i0, e, m, act);
+    }
+}
+
+void ck_gelu_ref(float *out, const float *x, size_t n, ck_act act)
+{
+    size_t i;
+    for (i = 0; i < n; i++) out[i] = (float)activate_ref(x[i], act);
+}
+
+void ck_scale(float *out, const float *x, size_t n, float s)
+{
+    size_t i;
+    for (i = 0; i < n; i++) out[i] = x[i] * s;
+}
+
+void ck_softcap(float *out, const float *x, size_t n, float cap)
+{
+    /* cap * tanh(x / cap), tanh(u) = 1 - 2 / (exp(2u) + 1), vectorized exp */
+    size_t i0, k;
+    float e[CK_CHUNK];
+    for (i0 = 0; i0 < n; i0 += CK_CHUNK) {
+        int m = n - i0 < CK_CHUNK ? (int)(n - i0) : CK_CHUNK;
+        for (k = 0; k < (size_t)m; k++) e[k] = 2.0f * x[i0 + k] / cap;
+        ck_vexp(e, e, m);
+        for (k = 0; k < (size_t)m; k++) out[i0 + k] = cap * (1.0f - 2.0f / (e[k] + 1.0f));
+    }
+}
+
+void ck_softcap_ref(float *out, const float *x, size_t n, float cap)
+{
+    size_t i;
+    for (i = 0; i < n; i++) out[i] = (float)(cap * tanh((double)x[i] / cap));
 }
 
 void ck_add(float *out, const float *a, const float *b, size_t n)

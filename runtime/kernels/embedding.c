@@ -1,4 +1,4 @@
-/* embedding.c — token embedding lookup: a row gather, memory-bound. */
+/* embedding.c — token and learned position embeddings: row gathers, memory-bound. */
 #include <string.h>
 
 #include "ck_kernels.h"
@@ -8,4 +8,14 @@ void ck_embedding(float *out, const float *table, const int32_t *tokens, int T, 
     int t;
     for (t = 0; t < T; t++)
         memcpy(out + (size_t)t * C, table + (size_t)tokens[t] * C, (size_t)C * sizeof(float));
+}
+
+void ck_pos_embed(float *out, const float *x, const float *table, int T, int C, int pos0)
+{
+    int t, i;
+    for (t = 0; t < T; t++) {
+        const float *p = table + (size_t)(pos0 + t) * C, *xr = x + (size_t)t * C;
+        float *o = out + (size_t)t * C;
+        for (i = 0; i < C; i++) o[i] = xr[i] + p[i];
+    }
 }

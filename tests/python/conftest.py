@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import ckc  # noqa: E402
 from ckc import safetensors as st  # noqa: E402
-from ckc.reference.llama import LlamaReference  # noqa: E402
+from ckc.reference.decoders import DecoderReference  # noqa: E402
 
 TINY = {"model_type": "llama", "vocab_size": 256, "hidden_size": 64, "intermediate_size": 172,
         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -46,7 +46,7 @@ class Built:
         return ckc.LlmModel(self.so, weights or self.weights, threads=threads)
 
     def reference(self, weights=None):
-        return LlamaReference(self.config, st.load(weights or self.weights))
+        return DecoderReference(self.config, st.load(weights or self.weights))
 
 
 @pytest.fixture(scope="session")

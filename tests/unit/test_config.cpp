@@ -160,3 +160,100 @@ TEST_CASE("a missing config file is an I/O error", "[config][errors]")
         CHECK_THAT(e.what(), Contains("/nonexistent/config.json"));
     }
 }
+
+// ---- the other families: class defaults and the keys that differ ------------------
+
+static Program program_from(const nlohmann::json &j) { return program_of(j); }
+
+TEST_CASE("families: every supported model_type is listed in errors", "[config][families]")
+{
+    std::string msg = build_error(tiny_llama({{"model_type", "falcon"}}).dump());
+    for (const char *t : {"llama", "mistral", "qwen2", "gpt2", "phi3", "gemma", "phi", "gemma2"})
+        CHECK_THAT(msg, Contains(t));
+}
+
+TEST_CASE("families: Hugging Face class defaults", "[config][families]")
+{
+    SECTION("mistral: 8 KV heads, window 4096 unless null")
+    {
+        LlmConfig c = parse({{"model_type", "mistral"}});
+        CHECK(c.n_kv_heads == 8);
+        CHECK(c.intermediate_size == 14336);
+        CHECK(c.context_length == 131072);
+        Program p = program_from(tiny_llama({{"model_type", "mistral"}}));
+        CHECK(p.block.node("attn")->i("window") == 4096);
+        Program q = program_from(tiny_llama({{"model_type", "mistral"}, {"sliding_window", nullptr}}));
+        CHECK(q.block.node("attn")->i("window") == 0);
+    }
+    SECTION("qwen2: big vocab; biases on q/k/v but not o_proj; windows per layer")
+    {
+        CHECK(parse({{"model_type", "qwen2"}}).vocab_size == 151936);
+        Program p = program_from(tiny_llama({{"model_type", "qwen2"}}));
+        CHECK(p.block.has_tensor("self_attn.q_proj.bias"));
+        CHECK_FALSE(p.block.has_tensor("self_attn.o_proj.bias"));
+        CHECK(p.block.node("attn")->i("window") == 0);  // use_sliding_window defaults to false
+        Program w = program_from(tiny_llama({{"model_type", "qwen2"}, {"num_hidden_layers", 3}, {"use_sliding_window", true},
+                                             {"sliding_window", 7}, {"max_window_layers", 1}}));
+        CHECK(w.block.node("attn")->table("window") == "window");
+        CHECK(w.layer_tables.at("window").values == std::vector<double>{0, 7, 7});
+    }
+    SECTION("gemma: head_dim 256, tied, tanh GELU even when hidden_act says gelu")
+    {
+        LlmConfig c = parse({{"model_type", "gemma"}, {"hidden_act", "gelu"}});
+        CHECK(c.head_dim == 256);
+        CHECK(c.tie_word_embeddings);
+        CHECK(c.hidden_act == "gelu_tanh");
+        CHECK(parse({{"model_type", "gemma"}, {"hidden_activation", "gelu"}}).hidden_act == "gelu");
+    }
+    SECTION("gemma2: query_pre_attn_scalar scale, softcaps, alternating windows")
+    {
+        Program p = program_from(tiny_llama({{"model_type", "gemma2"}, {"head_dim", 16}, {"num_hidden_layers", 4},
+                                             {"query_pre_attn_scalar", 64}, {"sliding_window", 9}}));
+        const Node *a = p.block.node("attn");
+        CHECK(a->f("scale") == Approx(0.125));
+        CHECK(a->f("softcap") == Approx(50.0));
+        CHECK(p.layer_tables.at("window").values == std::vector<double>{9, 0, 9, 0});
+        CHECK(p.footer.node("logits")->op == Op::SOFTCAP);
+        CHECK(p.footer.node("logits")->f("cap") == Approx(30.0));
+    }
+    SECTION("gpt2: its own keys; n_inner null means 4 * n_embd; tied by default")
+    {
+        LlmConfig c = parse({{"model_type", "gpt2"}, {"n_embd", 64}, {"n_head", 4}, {"n_inner", nullptr}});
+        CHECK(c.intermediate_size == 256);
+        CHECK(c.head_dim == 16);
+        CHECK(c.tie_word_embeddings);
+        CHECK(c.context_length == 1024);
+        CHECK(parse({{"model_type", "gpt2"}}).vocab_size == 50257);
+        CHECK_THAT(build_error(nlohmann::json({{"model_type", "gpt2"}, {"n_embd", 64}, {"n_head", 5}}).dump()),
+                   Contains("\"n_head\""));
+    }
+    SECTION("phi: partial rotary 0.5 by default, LayerNorm eps key")
+    {
+        LlmConfig c = parse({{"model_type", "phi"}, {"hidden_size", 64}, {"num_attention_heads", 4}, {"layer_norm_eps", 1e-4}});
+        CHECK(c.rope.rot_dim == 8);
+        CHECK(c.norm_eps == Approx(1e-4));
+        CHECK_THAT(build_error(tiny_llama({{"model_type", "phi"}, {"qk_layernorm", true}}).dump()), Contains("\"qk_layernorm\""));
+        CHECK_THAT(build_error(tiny_llama({{"model_type", "phi"}, {"partial_rotary_factor", 0.1}}).dump()),
+                   Contains("\"partial_rotary_factor\""));
+    }
+    SECTION("phi3: vocab 32064, no window unless given, longrope refused")
+    {
+        CHECK(parse({{"model_type", "phi3"}}).vocab_size == 32064);
+        CHECK(program_from(tiny_llama({{"model_type", "phi3"}})).block.node("attn")->i("window") == 0);
+        CHECK_THAT(build_error(tiny_llama({{"model_type", "phi3"},
+                                           {"rope_scaling", {{"type", "longrope"}, {"short_factor", {1.0}}}}}).dump()),
+                   Contains("\"longrope\" is not supported"));
+    }
+}
+
+TEST_CASE("families: GPT-2 Conv1D weights are loaded transposed", "[config][families]")
+{
+    Program p = program_from({{"model_type", "gpt2"}, {"vocab_size", 256}, {"n_embd", 64}, {"n_layer", 2}, {"n_head", 4},
+                              {"n_positions", 32}});
+    const Tensor &w = p.block.tensor("mlp.c_fc.weight");
+    CHECK(w.shape == Shape{256, 64});                  // nn.Linear layout for the GEMM
+    CHECK(w.source.part_shapes[0] == Shape{64, 256});  // as GPT-2 stores it
+    CHECK(w.source.transposed);
+    CHECK(w.source.parts[0] == "transformer.h.{L}.mlp.c_fc.weight");
+    CHECK(p.info.optional_prefix == "transformer.");
+}

@@ -21,7 +21,7 @@ TEST_CASE("llama builds header / block / footer with HF weight names", "[ir]")
     CHECK(ops_of(p.header) == std::vector<std::string>{"EMBEDDING"});
     CHECK(ops_of(p.block) == std::vector<std::string>{"RMSNORM", "MATMUL", "MATMUL", "MATMUL", "ROPE", "ROPE",
                                                       "KV_STORE", "KV_ATTENTION", "MATMUL", "ADD", "RMSNORM", "MATMUL",
-                                                      "MATMUL", "SWIGLU", "MATMUL", "ADD"});
+                                                      "MATMUL", "GLU", "MATMUL", "ADD"});
     CHECK(ops_of(p.footer) == std::vector<std::string>{"RMSNORM", "MATMUL"});
     CHECK(p.carry == "x");
     CHECK(p.carry_shape == Shape{kTokens, 64});

@@ -188,21 +188,66 @@ TEST_CASE("ck_kv_store writes the [KVH][cap][D] layout", "[kernels]")
     CHECK(kc[0] == -1.0f);  // untouched positions stay
 }
 
-TEST_CASE("ck_swiglu matches the reference (strided halves, in place)", "[kernels]")
+TEST_CASE("ck_glu matches the reference (SwiGLU, GeGLU, strided halves, in place)", "[kernels]")
 {
     auto [T, F] = GENERATE(std::pair{1, 1}, std::pair{3, 17}, std::pair{16, 2048}, std::pair{7, 5632});
+    ck_act act = GENERATE(CK_ACT_SILU, CK_ACT_GELU_TANH, CK_ACT_GELU);
     bool portable = GENERATE(false, true);
     Portable simd(portable);
     Threads th(2);
     int ld = 2 * F;  // gate | up halves of one fused GEMM output
     auto gu = rnd(static_cast<size_t>(T) * ld, 14, 4.0f);
     std::vector<float> a(static_cast<size_t>(T) * F), b(a);
-    ck_swiglu(a.data(), F, gu.data(), ld, gu.data() + F, ld, T, F);
-    ck_swiglu_ref(b.data(), F, gu.data(), ld, gu.data() + F, ld, T, F);
-    CHECK(max_rel_diff(a, b) < 1e-6);
-    ck_swiglu(gu.data(), ld, gu.data(), ld, gu.data() + F, ld, T, F);  // in place over the gate half
+    ck_glu(a.data(), F, gu.data(), ld, gu.data() + F, ld, T, F, act);
+    ck_glu_ref(b.data(), F, gu.data(), ld, gu.data() + F, ld, T, F, act);
+    CHECK(max_rel_diff(a, b) < 1e-5);  // act error ~2e-7 times |up| up to ~16
+    ck_glu(gu.data(), ld, gu.data(), ld, gu.data() + F, ld, T, F, act);  // in place over the gate half
     for (int t = 0; t < T; t++)
         for (int f = 0; f < F; f++) CHECK(gu[static_cast<size_t>(t) * ld + f] == a[static_cast<size_t>(t) * F + f]);
+}
+
+TEST_CASE("ck_gelu and ck_softcap match the reference", "[kernels]")
+{
+    size_t n = GENERATE(1, 255, 257, 100000);
+    bool portable = GENERATE(false, true);
+    Portable simd(portable);
+    Threads th(2);
+    auto x = rnd(n, 19, 8.0f);
+    for (ck_act act : {CK_ACT_GELU_TANH, CK_ACT_GELU}) {
+        std::vector<float> a(n), b(n);
+        ck_gelu(a.data(), x.data(), n, act);
+        ck_gelu_ref(b.data(), x.data(), n, act);
+        CHECK(max_rel_diff(a, b) < 2e-6);
+    }
+    std::vector<float> c(n), d(n);
+    ck_softcap(c.data(), x.data(), n, 5.0f);
+    ck_softcap_ref(d.data(), x.data(), n, 5.0f);
+    CHECK(max_rel_diff(c, d) < 1e-6);
+    for (float v : c) CHECK(std::fabs(v) <= 5.0f);
+}
+
+TEST_CASE("ck_layernorm matches the reference", "[kernels]")
+{
+    auto [T, C] = GENERATE(std::pair{1, 1}, std::pair{1, 7}, std::pair{3, 64}, std::pair{17, 129}, std::pair{32, 2560});
+    Threads th(2);
+    auto x = rnd(static_cast<size_t>(T) * C, 20, 3.0f), w = rnd(C, 21), bias = rnd(C, 22);
+    for (size_t i = 0; i < x.size(); i++) x[i] += 5.0f;  // a large mean: variance must not cancel
+    std::vector<float> a(x.size()), b(x.size());
+    ck_layernorm(a.data(), x.data(), w.data(), bias.data(), T, C, 1e-5f);
+    ck_layernorm_ref(b.data(), x.data(), w.data(), bias.data(), T, C, 1e-5f);
+    CHECK(max_abs_diff(a, b) < 2e-5);
+}
+
+TEST_CASE("ck_pos_embed and ck_scale", "[kernels]")
+{
+    int T = 3, C = 4, pos0 = 2;
+    std::vector<float> x(T * C, 1.0f), table(8 * C), out(T * C);
+    for (size_t i = 0; i < table.size(); i++) table[i] = static_cast<float>(i);
+    ck_pos_embed(out.data(), x.data(), table.data(), T, C, pos0);
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < C; c++) CHECK(out[t * C + c] == 1.0f + table[(pos0 + t) * C + c]);
+    ck_scale(out.data(), out.data(), out.size(), 0.5f);
+    CHECK(out[0] == 0.5f * (1.0f + table[pos0 * C]));
 }
 
 TEST_CASE("ck_add and ck_add_bias", "[kernels]")

@@ -151,7 +151,7 @@ TEST_CASE("fuse_parallel_linears: GEMMs of different inputs do not group", "[pas
     t.node(Op::RMSNORM, {"x", "nw"}, "y", {{"eps", 1e-5}});
     t.node(Op::MATMUL, {"x", "w1"}, "a");
     t.node(Op::MATMUL, {"y", "w2"}, "b");
-    t.node(Op::SWIGLU, {"a", "b"}, "out");
+    t.node(Op::GLU, {"a", "b"}, "out", {{"act", std::string("silu")}});
     t.g.mark_output("out");
     CHECK_FALSE(fuse_parallel_linears(t.g));
 }
@@ -166,7 +166,7 @@ TEST_CASE("dce removes dead chains and weights, keeps side effects and outputs",
     t.node(Op::MATMUL, {"x", "w"}, "v");
     t.node(Op::KV_STORE, {"k", "v"}, "kv", {{"kv_heads", 2}, {"head_dim", 4}});  // unread, but writes the cache
     t.node(Op::MATMUL, {"x", "dead_w"}, "dead1");
-    t.node(Op::SWIGLU, {"dead1", "dead1"}, "dead2");
+    t.node(Op::GLU, {"dead1", "dead1"}, "dead2", {{"act", std::string("silu")}});
     t.node(Op::ADD, {"x", "x"}, "x_out", {}, Storage::Carry);
     t.g.mark_output("x_out");
     CHECK(eliminate_dead_code(t.g));

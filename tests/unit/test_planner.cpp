@@ -102,7 +102,7 @@ void check_plan(const Graph &g, const SectionPlan &sp, const PlanOptions &o)
 }
 
 // A random graph of LLM ops over [T, w] tensors: ADD and RMSNORM need
-// contiguous inputs; SWIGLU and MATMUL (input 0) also take column views.
+// contiguous inputs; GLU and MATMUL (input 0) also take column views.
 Graph random_dag(std::mt19937 &rng, int n_nodes)
 {
     Graph g;
@@ -124,8 +124,9 @@ Graph random_dag(std::mt19937 &rng, int n_nodes)
             std::vector<std::string> same;
             for (const auto &t : kind == 0 ? contiguous : pool)
                 if (width(t) == width(a)) same.push_back(t);
-            n.op = kind == 0 ? Op::ADD : Op::SWIGLU;
+            n.op = kind == 0 ? Op::ADD : Op::GLU;
             n.inputs = {a, pick(same)};
+            if (kind == 2) n.attrs["act"] = std::string("silu");
         } else if (kind == 1) {
             n.op = Op::RMSNORM;
             n.inputs = {a, weight("nw" + std::to_string(width(a)), {width(a)})};
@@ -203,4 +204,25 @@ TEST_CASE("planner: keep_all keeps every activation to the end", "[planner]")
     SectionPlan sp = plan_section(p.block, o);
     for (const auto &[n, a] : sp.alloc) CHECK(a.death == static_cast<int>(sp.order.size()));
     CHECK(sp.per_token.arena == sp.per_token.lower_bound);
+}
+
+TEST_CASE("planner: pinned outputs pull their in-place producers into the pinned buffer", "[planner]")
+{
+    // Gemma-2: logits = SOFTCAP(MATMUL(...)); header: x = SCALE(EMBEDDING(...)).
+    Program p = program_of(tiny_llama({{"model_type", "gemma2"}, {"head_dim", 16}}));
+    run_pipeline(p, {});
+    SectionPlan foot = plan_section(p.footer, PlanOptions{});
+    CHECK(foot.region.at("logits_mm").root == "logits");  // the head GEMM writes the logits buffer
+    CHECK(foot.region.at("logits").root == "logits");     // and SOFTCAP works there in place
+    CHECK(foot.alloc.empty());
+    CHECK(foot.copies.empty());
+    SectionPlan head = plan_section(p.header, PlanOptions{});
+    CHECK(head.region.at("tok_embed").root == kCarryRoot);
+    CHECK(head.alloc.empty());
+    for (int s = 0; s < 3; s++) check_plan(p.section(s), plan_section(p.section(s), PlanOptions{}), PlanOptions{});
+    // a preference never costs a copy: without in-place the plan stays valid
+    PlanOptions no;
+    no.inplace = false;
+    SectionPlan plain = plan_section(p.footer, no);
+    check_plan(p.footer, plain, no);
 }

@@ -8,17 +8,20 @@
 
 namespace ckc {
 
+// ---- SectionBuilder ----------------------------------------------------------
+
 std::string SectionBuilder::weight(const std::string &name, const Shape &shape)
 {
-    return add_weight(name, prefix + name, shape);
+    return add_weight(name, prefix + name, shape, false);
 }
 
 std::string SectionBuilder::weight_full(const std::string &full_name, const Shape &shape)
 {
-    return add_weight(full_name, full_name, shape);
+    return add_weight(full_name, full_name, shape, false);
 }
 
-std::string SectionBuilder::add_weight(const std::string &tensor, const std::string &source, const Shape &shape)
+std::string SectionBuilder::add_weight(const std::string &tensor, const std::string &source, const Shape &shape,
+                                       bool transposed)
 {
     if (g.has_tensor(tensor)) return tensor;
     Tensor t;
@@ -26,7 +29,8 @@ std::string SectionBuilder::add_weight(const std::string &tensor, const std::str
     t.shape = shape;
     t.storage = Storage::Weight;
     t.source.parts = {source};
-    t.source.part_shapes = {shape};
+    t.source.part_shapes = {transposed ? Shape{shape[1], shape[0]} : shape};
+    t.source.transposed = transposed;
     g.add_tensor(t);
     return tensor;
 }
@@ -69,17 +73,23 @@ std::string SectionBuilder::op(Op op, const std::vector<std::string> &inputs, co
     return n.output;
 }
 
-std::string SectionBuilder::rms_norm(const std::string &x, const std::string &module, double eps, const std::string &out)
+std::string SectionBuilder::norm(const std::string &x, const std::string &module, const NormSpec &spec,
+                                 const std::string &out, Storage out_storage)
 {
     int64_t dim = g.tensor(x).shape.back();
     std::string w = weight(module + ".weight", {dim});
-    return op(Op::RMSNORM, {x, w}, out, {{"eps", eps}}, module);
+    if (spec.kind == NormKind::Layer) {
+        std::string b = weight(module + ".bias", {dim});
+        return op(Op::LAYERNORM, {x, w, b}, out, {{"eps", spec.eps}}, module, out_storage);
+    }
+    double offset = spec.kind == NormKind::RmsPlusOne ? 1.0 : 0.0;
+    return op(Op::RMSNORM, {x, w}, out, {{"eps", spec.eps}, {"w_offset", offset}}, module, out_storage);
 }
 
 std::string SectionBuilder::linear(const std::string &x, const std::string &module, int64_t in, int64_t out_features,
-                                   bool bias, const std::string &out)
+                                   bool bias, const std::string &out, bool conv1d)
 {
-    std::string w = weight(module + ".weight", {out_features, in});
+    std::string w = add_weight(module + ".weight", prefix + module + ".weight", {out_features, in}, conv1d);
     std::string y = op(Op::MATMUL, {x, w}, bias ? out + "_mm" : out, {}, module);
     if (!bias) return y;
     std::string b = weight(module + ".bias", {out_features});
@@ -92,44 +102,98 @@ std::string SectionBuilder::add(const std::string &a, const std::string &b, cons
     return op(Op::ADD, {a, b}, out, {}, module, out_storage);
 }
 
-std::string build_attention(SectionBuilder &b, const std::string &x, const LlmConfig &c, const AttentionSpec &spec)
+std::vector<std::string> SectionBuilder::split(const std::string &x, const std::vector<int64_t> &widths,
+                                               const std::vector<std::string> &names, const std::string &module)
 {
-    const std::string &m = spec.module;
-    int64_t C = c.hidden_size, H = c.n_heads, KVH = c.n_kv_heads, D = c.head_dim;
-    std::string q = b.linear(x, m + ".q_proj", C, H * D, spec.qkv_bias, "q");
-    std::string k = b.linear(x, m + ".k_proj", C, KVH * D, spec.qkv_bias, "k");
-    std::string v = b.linear(x, m + ".v_proj", C, KVH * D, spec.qkv_bias, "v");
-    std::map<std::string, Attr> rope{{"head_dim", D},
-                                     {"rot_dim", c.rope.rot_dim},
-                                     {"rope_type", c.rope.type},
-                                     {"theta", c.rope.theta},
-                                     {"factor", c.rope.factor},
-                                     {"low_freq_factor", c.rope.low_freq_factor},
-                                     {"high_freq_factor", c.rope.high_freq_factor},
-                                     {"original_max_position_embeddings", c.rope.original_max_position_embeddings}};
-    auto rope_q = rope, rope_k = rope;
-    rope_q["heads"] = H;
-    rope_k["heads"] = KVH;
-    std::string qr = b.op(Op::ROPE, {q}, "q_rope", rope_q, m + ".rotary_emb");
-    std::string kr = b.op(Op::ROPE, {k}, "k_rope", rope_k, m + ".rotary_emb");
-    std::string kv = b.op(Op::KV_STORE, {kr, v}, "kv", {{"kv_heads", KVH}, {"head_dim", D}}, m);
-    double scale = spec.scale > 0 ? spec.scale : 1.0 / std::sqrt(static_cast<double>(D));
-    std::string att = b.op(Op::KV_ATTENTION, {qr, kv}, "attn",
-                           {{"heads", H}, {"kv_heads", KVH}, {"head_dim", D}, {"scale", scale},
-                            {"window", spec.window}, {"softcap", spec.softcap}},
-                           m);
-    return b.linear(att, m + ".o_proj", H * D, C, spec.o_bias, "attn_out");
+    std::vector<std::string> out;
+    int64_t start = 0;
+    for (size_t i = 0; i < widths.size(); i++) {
+        out.push_back(op(Op::SLICE, {x}, names[i], {{"start", start}, {"length", widths[i]}}, module));
+        start += widths[i];
+    }
+    return out;
 }
 
-std::string build_swiglu_mlp(SectionBuilder &b, const std::string &x, const LlmConfig &c, const std::string &module,
-                             bool bias)
+// ---- attention and MLP -----------------------------------------------------------
+
+std::string build_attention(SectionBuilder &b, const std::string &x, const LlmConfig &c, const AttentionSpec &s)
 {
-    int64_t C = c.hidden_size, F = c.intermediate_size;
-    std::string gate = b.linear(x, module + ".gate_proj", C, F, bias, "gate");
-    std::string up = b.linear(x, module + ".up_proj", C, F, bias, "up");
-    std::string act = b.op(Op::SWIGLU, {gate, up}, "ffn_act", {}, module + ".act_fn");
-    return b.linear(act, module + ".down_proj", F, C, bias, "ffn_out");
+    const std::string &m = s.module;
+    int64_t C = c.hidden_size, H = c.n_heads, KVH = c.n_kv_heads, D = c.head_dim;
+    std::string q, k, v;
+    if (s.qkv == AttentionSpec::Qkv::Fused) {
+        std::string qkv = b.linear(x, m + "." + s.fused, C, (H + 2 * KVH) * D, s.qkv_bias, "qkv", s.conv1d);
+        auto parts = b.split(qkv, {H * D, KVH * D, KVH * D}, {"q", "k", "v"}, m + "." + s.fused);
+        q = parts[0];
+        k = parts[1];
+        v = parts[2];
+    } else {
+        q = b.linear(x, m + "." + s.q, C, H * D, s.qkv_bias, "q", s.conv1d);
+        k = b.linear(x, m + "." + s.k, C, KVH * D, s.qkv_bias, "k", s.conv1d);
+        v = b.linear(x, m + "." + s.v, C, KVH * D, s.qkv_bias, "v", s.conv1d);
+    }
+    if (s.rope) {
+        std::map<std::string, Attr> rope{{"head_dim", D},
+                                         {"rot_dim", c.rope.rot_dim},
+                                         {"rope_type", c.rope.type},
+                                         {"theta", c.rope.theta},
+                                         {"factor", c.rope.factor},
+                                         {"low_freq_factor", c.rope.low_freq_factor},
+                                         {"high_freq_factor", c.rope.high_freq_factor},
+                                         {"original_max_position_embeddings", c.rope.original_max_position_embeddings}};
+        auto rope_q = rope, rope_k = rope;
+        rope_q["heads"] = H;
+        rope_k["heads"] = KVH;
+        q = b.op(Op::ROPE, {q}, "q_rope", rope_q, m + ".rotary_emb");
+        k = b.op(Op::ROPE, {k}, "k_rope", rope_k, m + ".rotary_emb");
+    }
+    std::string kv = b.op(Op::KV_STORE, {k, v}, "kv", {{"kv_heads", KVH}, {"head_dim", D}}, m);
+    Attr scale = s.scale;
+    if (auto d = std::get_if<double>(&scale); d && *d == 0.0) scale = 1.0 / std::sqrt(static_cast<double>(D));
+    std::string att = b.op(Op::KV_ATTENTION, {q, kv}, "attn",
+                           {{"heads", H}, {"kv_heads", KVH}, {"head_dim", D}, {"scale", scale},
+                            {"window", s.window}, {"softcap", s.softcap}},
+                           m);
+    return b.linear(att, m + "." + s.o, H * D, C, s.o_bias, "attn_out", s.conv1d);
 }
+
+std::string build_mlp(SectionBuilder &b, const std::string &x, const LlmConfig &c, const MlpSpec &s)
+{
+    const std::string &m = s.module;
+    int64_t C = c.hidden_size, F = c.intermediate_size;
+    if (!s.gated) {
+        std::string h = b.linear(x, m + "." + s.fc1, C, F, s.bias, "fc1", s.conv1d);
+        std::string a = b.op(Op::GELU, {h}, "ffn_act", {{"act", s.act}}, m + ".act");
+        return b.linear(a, m + "." + s.fc2, F, C, s.bias, "ffn_out", s.conv1d);
+    }
+    std::string gate, up;
+    if (s.fused_gate_up) {
+        std::string gu = b.linear(x, m + "." + s.gate_up, C, 2 * F, s.bias, "gate_up", s.conv1d);
+        auto parts = b.split(gu, {F, F}, {"gate", "up"}, m + "." + s.gate_up);
+        gate = parts[0];
+        up = parts[1];
+    } else {
+        gate = b.linear(x, m + "." + s.gate, C, F, s.bias, "gate", s.conv1d);
+        up = b.linear(x, m + "." + s.up, C, F, s.bias, "up", s.conv1d);
+    }
+    std::string act = b.op(Op::GLU, {gate, up}, "ffn_act", {{"act", s.act}}, m + ".act_fn");
+    return b.linear(act, m + "." + s.down, F, C, s.bias, "ffn_out", s.conv1d);
+}
+
+void build_pre_norm_block(Program &p, const LlmConfig &c, const std::string &layer_prefix, const PreNormBlock &spec)
+{
+    SectionBuilder b(p.block, layer_prefix);
+    std::string x = b.carry(p.carry, p.carry_shape);
+    std::string n1 = b.norm(x, spec.attn_norm, spec.norm, "attn_in");
+    std::string a = build_attention(b, n1, c, spec.attn);
+    std::string h = b.add(x, a, "h", "");
+    std::string n2 = b.norm(h, spec.mlp_norm, spec.norm, "ffn_in");
+    std::string f = build_mlp(b, n2, c, spec.mlp);
+    b.add(h, f, "x_out", "", Storage::Carry);
+    p.block.mark_output("x_out");
+}
+
+// ---- program, header, footer ---------------------------------------------------------
 
 Program start_program(const LlmConfig &c)
 {
@@ -145,28 +209,60 @@ Program start_program(const LlmConfig &c)
     return p;
 }
 
-void build_embedding_header(Program &p, const LlmConfig &c, const std::string &prefix, const std::string &table)
+void build_header(Program &p, const LlmConfig &c, const HeaderSpec &spec)
 {
-    SectionBuilder h(p.header, prefix);
+    SectionBuilder h(p.header, spec.prefix);
     std::string tok = h.tokens();
-    std::string w = h.weight(table, {c.vocab_size, c.hidden_size});
-    std::string module = table.substr(0, table.rfind('.'));
-    h.op(Op::EMBEDDING, {tok, w}, p.carry, {}, module, Storage::Carry);
+    std::string w = h.weight(spec.table, {c.vocab_size, c.hidden_size});
+    std::string module = spec.table.substr(0, spec.table.rfind('.'));
+    bool more = spec.scale > 0 || !spec.positions.empty();
+    std::string x = h.op(Op::EMBEDDING, {tok, w}, more ? "tok_embed" : p.carry, {}, module,
+                         more ? Storage::Activation : Storage::Carry);
+    if (spec.scale > 0) {
+        bool last = spec.positions.empty();
+        x = h.op(Op::SCALE, {x}, last ? p.carry : "scaled", {{"scale", spec.scale}}, module,
+                 last ? Storage::Carry : Storage::Activation);
+    }
+    if (!spec.positions.empty()) {
+        std::string pw = h.weight(spec.positions, {spec.n_positions, c.hidden_size});
+        h.op(Op::POS_EMBED, {x, pw}, p.carry, {}, spec.positions.substr(0, spec.positions.rfind('.')), Storage::Carry);
+    }
     p.header.mark_output(p.carry);
 }
 
-void build_rmsnorm_lm_head_footer(Program &p, const LlmConfig &c, const std::string &prefix,
-                                  const std::string &norm_module, const std::string &embed_full_name)
+void build_footer(Program &p, const LlmConfig &c, const FooterSpec &spec)
 {
-    SectionBuilder f(p.footer, prefix);
+    SectionBuilder f(p.footer, spec.prefix);
     std::string x = f.carry(p.carry, p.carry_shape);
-    std::string xn = f.rms_norm(x, norm_module, c.norm_eps, "x_final");
-    // A tied head reads the embedding table itself; otherwise lm_head.weight (no prefix).
+    std::string xn = f.norm(x, spec.norm_module, spec.norm, "x_final");
+    // A tied head reads the embedding table itself; otherwise the head module (no prefix).
     SectionBuilder head(p.footer, "");
-    std::string w = c.tie_word_embeddings ? head.weight_full(embed_full_name, {c.vocab_size, c.hidden_size})
-                                          : head.weight("lm_head.weight", {c.vocab_size, c.hidden_size});
-    head.op(Op::MATMUL, {xn, w}, "logits", {}, "lm_head", Storage::Output);
+    std::string w = c.tie_word_embeddings ? head.weight_full(spec.embed_full_name, {c.vocab_size, c.hidden_size})
+                                          : head.weight(spec.head + ".weight", {c.vocab_size, c.hidden_size});
+    bool more = spec.head_bias || spec.final_softcap > 0;
+    std::string y = head.op(Op::MATMUL, {xn, w}, more ? "logits_mm" : "logits", {}, spec.head,
+                            more ? Storage::Activation : Storage::Output);
+    if (spec.head_bias) {
+        std::string b = head.weight(spec.head + ".bias", {c.vocab_size});
+        bool last = spec.final_softcap <= 0;
+        y = head.op(Op::ADD, {y, b}, last ? "logits" : "logits_biased", {}, spec.head,
+                    last ? Storage::Output : Storage::Activation);
+    }
+    if (spec.final_softcap > 0)
+        head.op(Op::SOFTCAP, {y}, "logits", {{"cap", spec.final_softcap}}, "final_logit_softcapping", Storage::Output);
     p.footer.mark_output("logits");
+}
+
+Attr per_layer(Program &p, const std::string &name, const std::vector<double> &values, bool is_int)
+{
+    bool same = true;
+    for (double v : values) same = same && v == values.front();
+    if (same && !values.empty()) {
+        if (is_int) return static_cast<int64_t>(values.front());
+        return values.front();
+    }
+    p.layer_tables[name] = LayerTable{is_int, values};
+    return "@" + name;
 }
 
 }  // namespace ckc

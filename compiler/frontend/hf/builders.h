@@ -2,20 +2,33 @@
 //
 // A family file (frontend/hf/<family>.cpp) reads its config keys into an
 // LlmConfig and builds header / block / footer from these builders, in the
-// order the Hugging Face modeling code runs them. Builders emit primitive
-// ops (MATMUL, ADD, ...); fusions are the passes' job. Every node records the
-// Hugging Face module it comes from ("model.layers.{L}.self_attn.q_proj"),
-// and every weight its checkpoint name, so generated code and errors can
-// point at them.
+// order the Hugging Face modeling code runs them; the specs below name the
+// family's modules and switch its variations (norm kind, fused projections,
+// Conv1D weights, RoPE, window, soft-capping, gated or plain MLP). Builders
+// emit primitive ops (MATMUL, ADD, ...); fusions are the passes' job. Every
+// node records the Hugging Face module it comes from
+// ("model.layers.{L}.self_attn.q_proj") and every weight its checkpoint name.
 #pragma once
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "frontend/hf/config.h"
 #include "ir/graph.h"
 
 namespace ckc {
+
+enum class NormKind {
+    Rms,         // x * rsqrt(mean(x^2) + eps) * w          (Llama)
+    RmsPlusOne,  // ... * (1 + w)                            (Gemma)
+    Layer,       // (x - mean) * rsqrt(var + eps) * w + b    (GPT-2, Phi)
+};
+
+struct NormSpec {
+    NormKind kind = NormKind::Rms;
+    double eps = 1e-6;
+};
 
 class SectionBuilder {
 public:
@@ -33,42 +46,92 @@ public:
                    const std::map<std::string, Attr> &attrs, const std::string &module,
                    Storage out_storage = Storage::Activation);
 
-    std::string rms_norm(const std::string &x, const std::string &module, double eps, const std::string &out);
-    // y = x @ W^T (+ b) for module `module` (weights module.weight / module.bias).
+    std::string norm(const std::string &x, const std::string &module, const NormSpec &spec, const std::string &out,
+                     Storage out_storage = Storage::Activation);
+    // y = x @ W^T (+ b) for `module` (weights module.weight / module.bias).
+    // conv1d: the checkpoint stores W as [in, out] (GPT-2); it is loaded transposed.
     std::string linear(const std::string &x, const std::string &module, int64_t in, int64_t out_features, bool bias,
-                       const std::string &out);
+                       const std::string &out, bool conv1d = false);
     std::string add(const std::string &a, const std::string &b, const std::string &out, const std::string &module,
                     Storage out_storage = Storage::Activation);
+    // Column views of a fused projection: sizes in order, names in order.
+    std::vector<std::string> split(const std::string &x, const std::vector<int64_t> &widths,
+                                   const std::vector<std::string> &names, const std::string &module);
 
     Graph &g;
     std::string prefix;
 
 private:
-    std::string add_weight(const std::string &tensor, const std::string &source, const Shape &shape);
+    std::string add_weight(const std::string &tensor, const std::string &source, const Shape &shape, bool transposed);
 };
 
 struct AttentionSpec {
     std::string module = "self_attn";
+    enum class Qkv { Separate, Fused } qkv = Qkv::Separate;
+    std::string q = "q_proj", k = "k_proj", v = "v_proj";  // Separate
+    std::string fused = "qkv_proj";                         // Fused: rows q | k | v
+    std::string o = "o_proj";
     bool qkv_bias = false, o_bias = false;
-    int64_t window = 0;    // sliding window (0: none)
-    double softcap = 0.0;  // attention logit soft-capping (0: none)
-    double scale = 0.0;    // 0: head_dim^-0.5
+    bool conv1d = false;    // GPT-2: c_attn / c_proj stored [in, out]
+    bool rope = true;       // rotary embedding on q and k (rot_dim from the config)
+    Attr window = int64_t(0);  // sliding window, 0 = none; "@table" per layer
+    Attr scale = 0.0;          // 0 = head_dim^-0.5; "@table" per layer
+    double softcap = 0.0;      // attention logit soft-capping, 0 = none
 };
 
 // q/k/v projections, RoPE on q and k, KV store, causal GQA attention, o_proj.
 // Returns the o_proj output (before the residual add).
 std::string build_attention(SectionBuilder &b, const std::string &x, const LlmConfig &c, const AttentionSpec &spec);
 
-// down(silu(gate(x)) * up(x)). Returns the down_proj output.
-std::string build_swiglu_mlp(SectionBuilder &b, const std::string &x, const LlmConfig &c, const std::string &module,
-                             bool bias);
+struct MlpSpec {
+    std::string module = "mlp";
+    bool gated = true;            // down(act(gate(x)) * up(x)); else fc2(act(fc1(x)))
+    std::string act = "silu";     // silu | gelu_tanh | gelu
+    bool fused_gate_up = false;   // one gate_up projection, rows gate | up (Phi-3)
+    std::string gate = "gate_proj", up = "up_proj", gate_up = "gate_up_proj", down = "down_proj";
+    std::string fc1 = "fc1", fc2 = "fc2";
+    bool bias = false;
+    bool conv1d = false;
+};
+
+// Returns the MLP output (before the residual add).
+std::string build_mlp(SectionBuilder &b, const std::string &x, const LlmConfig &c, const MlpSpec &spec);
+
+// The pre-norm decoder layer of Llama, Mistral, Qwen2, Phi-3, Gemma, GPT-2:
+//   h = x + attn(norm1(x));  out = h + mlp(norm2(h))
+struct PreNormBlock {
+    std::string attn_norm = "input_layernorm", mlp_norm = "post_attention_layernorm";
+    NormSpec norm;
+    AttentionSpec attn;
+    MlpSpec mlp;
+};
+void build_pre_norm_block(Program &p, const LlmConfig &c, const std::string &layer_prefix, const PreNormBlock &spec);
 
 // A Program with info and the residual-stream carry "x" [T, hidden] set up.
 Program start_program(const LlmConfig &c);
-// header: tokens -> embedding -> x (carry)
-void build_embedding_header(Program &p, const LlmConfig &c, const std::string &prefix, const std::string &table);
-// footer: x (carry) -> final RMSNorm -> LM head -> logits (output).
-void build_rmsnorm_lm_head_footer(Program &p, const LlmConfig &c, const std::string &prefix,
-                                  const std::string &norm_module, const std::string &embed_full_name);
+
+struct HeaderSpec {
+    std::string prefix = "model.";
+    std::string table = "embed_tokens.weight";
+    double scale = 0.0;             // > 0: multiply embeddings (Gemma: sqrt(hidden))
+    std::string positions;          // learned position table (GPT-2 "wpe.weight"), "" = none
+    int64_t n_positions = 0;
+};
+void build_header(Program &p, const LlmConfig &c, const HeaderSpec &spec);
+
+struct FooterSpec {
+    std::string prefix = "model.";
+    std::string norm_module = "norm";
+    NormSpec norm;
+    std::string embed_full_name = "model.embed_tokens.weight";  // what a tied head reads
+    std::string head = "lm_head";    // untied head module (no prefix)
+    bool head_bias = false;
+    double final_softcap = 0.0;      // Gemma-2: cap * tanh(logits / cap)
+};
+void build_footer(Program &p, const LlmConfig &c, const FooterSpec &spec);
+
+// `values` as one attribute: a literal when every layer agrees, else a
+// per-layer table registered in the Program and referenced as "@name".
+Attr per_layer(Program &p, const std::string &name, const std::vector<double> &values, bool is_int);
 
 }  // namespace ckc

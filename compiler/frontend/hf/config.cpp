@@ -44,6 +44,21 @@ void ConfigReader::fail(const std::string &key, const std::string &msg) const
 
 bool ConfigReader::has(const std::string &key) const { return j_.contains(key) && !j_.at(key).is_null(); }
 
+bool ConfigReader::is_null(const std::string &key) const { return j_.contains(key) && j_.at(key).is_null(); }
+
+std::optional<std::vector<std::string>> ConfigReader::string_list(const std::string &key) const
+{
+    if (!has(key)) return std::nullopt;
+    const json &v = j_.at(key);
+    if (!v.is_array()) fail(key, "must be a list of strings, got " + v.dump().substr(0, 40));
+    std::vector<std::string> out;
+    for (const auto &e : v) {
+        if (!e.is_string()) fail(key, "must be a list of strings, got an element " + e.dump());
+        out.push_back(e.get<std::string>());
+    }
+    return out;
+}
+
 const json &ConfigReader::require(const std::string &key) const
 {
     if (!j_.contains(key)) fail(key, "is required but missing");
@@ -134,18 +149,24 @@ void check_gqa(const ConfigReader &r, int64_t heads, int64_t kv_heads)
         r.fail("num_key_value_heads", fmt::format("{} does not divide num_attention_heads {}", kv_heads, heads));
 }
 
-RopeConfig read_rope(const ConfigReader &r, int64_t head_dim)
+RopeConfig read_rope(const ConfigReader &r, int64_t head_dim, double partial_default)
 {
     RopeConfig rope;
-    rope.rot_dim = head_dim;
-    // transformers >= 4.5x: "rope_parameters": {"rope_type", "rope_theta", ...}
+    // transformers >= 4.5x: "rope_parameters": {"rope_type", "rope_theta", "partial_rotary_factor", ...}
     std::optional<ConfigReader> s = r.object("rope_parameters");
+    double partial = r.number("partial_rotary_factor", partial_default);
     if (s) {
         rope.theta = s->positive_number("rope_theta", r.positive_number("rope_theta", 10000.0));
+        partial = s->number("partial_rotary_factor", partial);
     } else {
         rope.theta = r.positive_number("rope_theta", 10000.0);
         s = r.object("rope_scaling");
     }
+    if (!(partial > 0 && partial <= 1)) r.fail("partial_rotary_factor", fmt::format("must be in (0, 1], got {}", partial));
+    rope.rot_dim = static_cast<int64_t>(static_cast<double>(head_dim) * partial);
+    if (rope.rot_dim < 2 || rope.rot_dim % 2)
+        r.fail("partial_rotary_factor",
+               fmt::format("gives {} rotary dims of head_dim {}; they must be even", rope.rot_dim, head_dim));
     if (!s) return rope;
     std::string type = s->has("rope_type") ? s->string("rope_type") : s->string("type", "default");
     if (type == "default") return rope;
@@ -168,19 +189,51 @@ RopeConfig read_rope(const ConfigReader &r, int64_t head_dim)
     return rope;
 }
 
-std::string read_activation(const ConfigReader &r, const std::string &key, const std::string &dflt,
-                            const std::vector<std::string> &allowed)
+std::string activation_from_hf(const ConfigReader &r, const std::string &key, const std::string &act)
 {
-    std::string act = r.string(key, dflt);
-    for (const auto &a : allowed)
-        if (a == act) return act;
-    r.fail(key, "\"" + act + "\" is not supported for this model type; supported: " + join(allowed, ", "));
+    if (act == "silu" || act == "swish") return "silu";
+    if (act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu_fast") return "gelu_tanh";
+    if (act == "gelu") return "gelu";
+    r.fail(key, "\"" + act + "\" is not supported; supported: silu, swish, gelu, gelu_new, gelu_pytorch_tanh, gelu_fast");
+}
+
+std::string read_activation(const ConfigReader &r, const std::string &key, const std::string &dflt)
+{
+    return activation_from_hf(r, key, r.string(key, dflt));
+}
+
+int64_t read_window(const ConfigReader &r, const std::string &key, int64_t dflt)
+{
+    if (r.is_null(key)) return 0;
+    return r.non_negative_int(key, dflt);
+}
+
+LlmConfig read_llama_like(const ConfigReader &r, const std::string &model_type, const FamilyDefaults &d)
+{
+    LlmConfig c;
+    c.model_type = model_type;
+    c.vocab_size = r.positive_int("vocab_size", d.vocab_size);
+    c.hidden_size = r.positive_int("hidden_size", d.hidden_size);
+    c.intermediate_size = r.positive_int("intermediate_size", d.intermediate_size);
+    c.n_layers = r.positive_int("num_hidden_layers", d.n_layers);
+    c.n_heads = r.positive_int("num_attention_heads", d.n_heads);
+    c.n_kv_heads = r.positive_int("num_key_value_heads", d.n_kv_heads > 0 ? d.n_kv_heads : c.n_heads);
+    check_gqa(r, c.n_heads, c.n_kv_heads);
+    c.head_dim = r.has("head_dim") || d.head_dim <= 0 ? read_head_dim(r, c.hidden_size, c.n_heads) : d.head_dim;
+    c.context_length = r.positive_int("max_position_embeddings", d.context_length);
+    c.norm_eps = r.positive_number(d.eps_key, d.norm_eps);
+    c.tie_word_embeddings = r.boolean("tie_word_embeddings", d.tie_word_embeddings);
+    c.hidden_act = read_activation(r, "hidden_act", d.hidden_act);
+    c.rope = read_rope(r, c.head_dim, d.partial_rotary_factor);
+    return c;
 }
 
 std::string LlmConfig::summary() const
 {
     std::string rope_s = rope.type == "default" ? fmt::format("rope theta {}", rope.theta)
                                                 : fmt::format("rope {} x{} theta {}", rope.type, rope.factor, rope.theta);
+    if (rope.rot_dim && rope.rot_dim != head_dim) rope_s += fmt::format(" on {} of {} dims", rope.rot_dim, head_dim);
+    if (!rope.rot_dim) rope_s = "learned positions";
     return fmt::format("{}: {} layers, hidden {}, heads {} (kv {}), head_dim {}, ffn {}, vocab {}, context {}, {}{}",
                        model_type, n_layers, hidden_size, n_heads, n_kv_heads, head_dim, intermediate_size,
                        vocab_size, context_length, rope_s, tie_word_embeddings ? ", tied embeddings" : "");

@@ -23,6 +23,8 @@ public:
     const nlohmann::json &raw() const { return j_; }
     // present and not null (HF treats null as "use the default")
     bool has(const std::string &key) const;
+    // present with the value null (where null means "off", e.g. sliding_window)
+    bool is_null(const std::string &key) const;
 
     int64_t positive_int(const std::string &key, std::optional<int64_t> dflt = std::nullopt) const;
     int64_t non_negative_int(const std::string &key, std::optional<int64_t> dflt = std::nullopt) const;
@@ -32,6 +34,8 @@ public:
     std::string string(const std::string &key, std::optional<std::string> dflt = std::nullopt) const;
     // A nested object as its own reader ("rope_scaling.factor" in errors); nullopt if absent or null.
     std::optional<ConfigReader> object(const std::string &key) const;
+    // A list of strings (layer_types); nullopt if absent or null.
+    std::optional<std::vector<std::string>> string_list(const std::string &key) const;
 
     [[noreturn]] void fail(const std::string &key, const std::string &msg) const;
 
@@ -63,17 +67,38 @@ struct LlmConfig {
     std::string summary() const;
 };
 
-// Shared readers for keys most families have.
+// The class defaults of a Llama-like family (LlamaConfig, MistralConfig, ...):
+// the keys vocab_size, hidden_size, intermediate_size, num_hidden_layers,
+// num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings,
+// <eps_key>, tie_word_embeddings, rope_theta / rope_scaling, hidden_act.
+struct FamilyDefaults {
+    int64_t vocab_size = 32000, hidden_size = 4096, intermediate_size = 11008, n_layers = 32, n_heads = 32;
+    int64_t n_kv_heads = 0;     // <= 0: num_attention_heads
+    int64_t head_dim = 0;       // <= 0: hidden_size / num_attention_heads
+    int64_t context_length = 2048;
+    double norm_eps = 1e-6;
+    const char *eps_key = "rms_norm_eps";
+    bool tie_word_embeddings = false;
+    const char *hidden_act = "silu";
+    double partial_rotary_factor = 1.0;
+};
+LlmConfig read_llama_like(const ConfigReader &r, const std::string &model_type, const FamilyDefaults &d);
+
 // head_dim: the key if present, else hidden_size / num_attention_heads, which
 // must divide evenly (error names num_attention_heads).
 int64_t read_head_dim(const ConfigReader &r, int64_t hidden, int64_t heads);
 // rope_theta + rope_scaling (null, "default", "linear", "llama3"); newer
-// transformers' "rope_parameters" object is accepted too.
-RopeConfig read_rope(const ConfigReader &r, int64_t head_dim);
+// transformers' "rope_parameters" object is accepted too. rot_dim is
+// head_dim * partial_rotary_factor (the key, else `partial_default`).
+RopeConfig read_rope(const ConfigReader &r, int64_t head_dim, double partial_default = 1.0);
 // num_key_value_heads must divide num_attention_heads.
 void check_gqa(const ConfigReader &r, int64_t heads, int64_t kv_heads);
-// hidden_act must be one of `allowed`.
-std::string read_activation(const ConfigReader &r, const std::string &key, const std::string &dflt,
-                            const std::vector<std::string> &allowed);
+// A Hugging Face activation name (ACT2FN) as a kernel activation:
+// silu/swish -> "silu"; gelu_new, gelu_pytorch_tanh, gelu_fast -> "gelu_tanh"; gelu -> "gelu".
+// Anything else is an error naming `key`.
+std::string read_activation(const ConfigReader &r, const std::string &key, const std::string &dflt);
+std::string activation_from_hf(const ConfigReader &r, const std::string &key, const std::string &hf_name);
+// A sliding window: the key's value; null (or absent when dflt is 0) -> 0 (none).
+int64_t read_window(const ConfigReader &r, const std::string &key, int64_t dflt);
 
 }  // namespace ckc

@@ -10,7 +10,14 @@ namespace ckc {
 const std::vector<Family> &families()
 {
     static const std::vector<Family> list = {
-        {"llama", parse_llama, build_llama},
+        {"llama", parse_llama, build_llama},       // Llama 2/3, TinyLlama, SmolLM
+        {"mistral", parse_mistral, build_mistral}, // + sliding window
+        {"qwen2", parse_qwen2, build_qwen2},       // + q/k/v biases, per-layer windows
+        {"gpt2", parse_gpt2, build_gpt2},          // LayerNorm, learned positions, Conv1D, gelu_new
+        {"phi3", parse_phi3, build_phi3},          // fused qkv_proj and gate_up_proj
+        {"gemma", parse_gemma, build_gemma},       // scaled embeddings, (1 + w) RMSNorm, GeGLU
+        {"phi", parse_phi, build_phi},             // Phi-2: parallel attention + MLP, partial RoPE
+        {"gemma2", parse_gemma2, build_gemma2},    // + sandwich norms, soft-capping, alternating windows
     };
     return list;
 }
@@ -44,7 +51,7 @@ Program build_from_hf_config(const std::string &config_path, const HfOptions &op
         r.fail("head_dim", fmt::format("{} is larger than the attention kernel supports (512)", c.head_dim));
     if (opts.max_context > 0 && opts.max_context < c.context_length) c.context_length = opts.max_context;
     if (c.context_length > (int64_t(1) << 30)) r.fail("max_position_embeddings", "is unreasonably large");
-    Program p = fam.build(c);
+    Program p = fam.build(r, c);
     p.info.source_path = config_path;
     p.info.source_hash = fnv1a64(read_file(config_path));
     for (int s = 0; s < 3; s++) p.section(s).verify(std::string("front end, ") + Program::section_name(s));

@@ -1,9 +1,11 @@
 // families.h — the decoder families ckc compiles from a Hugging Face
 // config.json, and the entry point of the HF front end.
 //
-// Adding a family: write frontend/hf/<family>.cpp with parse_<family> and
-// build_<family> (from the shared builders), declare them here, add one line
-// to FAMILIES in families.cpp, a config under models/, and a parity-test row.
+// Adding a family: write frontend/hf/<family>.cpp with parse_<family> (its
+// config class defaults, via read_llama_like where the keys match) and
+// build_<family> (header / block / footer from the shared builders), declare
+// them here, add one line to families() in families.cpp, a tiny config under
+// models/, and a parity-test row in tests/python/test_families.py.
 #pragma once
 
 #include <string>
@@ -16,8 +18,8 @@ namespace ckc {
 
 struct Family {
     const char *model_type;
-    LlmConfig (*parse)(const ConfigReader &r);
-    Program (*build)(const LlmConfig &c);
+    LlmConfig (*parse)(const ConfigReader &r);                      // the common numbers, with HF defaults
+    Program (*build)(const ConfigReader &r, const LlmConfig &c);    // + family-specific keys
 };
 
 const std::vector<Family> &families();
@@ -31,7 +33,17 @@ struct HfOptions {
 Program build_from_hf_config(const std::string &config_path, const HfOptions &opts = {});
 LlmConfig parse_hf_config(const ConfigReader &r);
 
-LlmConfig parse_llama(const ConfigReader &r);
-Program build_llama(const LlmConfig &c);
+#define CK_FAMILY(name)                              \
+    LlmConfig parse_##name(const ConfigReader &r); \
+    Program build_##name(const ConfigReader &r, const LlmConfig &c);
+CK_FAMILY(llama)
+CK_FAMILY(mistral)
+CK_FAMILY(qwen2)
+CK_FAMILY(gpt2)
+CK_FAMILY(phi3)
+CK_FAMILY(gemma)
+CK_FAMILY(phi)
+CK_FAMILY(gemma2)
+#undef CK_FAMILY
 
 }  // namespace ckc

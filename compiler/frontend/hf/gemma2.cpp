@@ -1,0 +1,93 @@
+// gemma2.cpp — model_type "gemma2": Gemma with
+//   * sandwich norms: h = x + post_attention_layernorm(attn(input_layernorm(x)))
+//                     out = h + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(h)));
+//   * attention scale query_pre_attn_scalar^-1/2 (not head_dim's), logit
+//     soft-capping cap * tanh(s / cap) with attn_logit_softcapping before the mask;
+//   * a sliding window on alternating layers (even ones, or per layer_types);
+//   * final logits soft-capped by final_logit_softcapping.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "frontend/hf/builders.h"
+#include "frontend/hf/families.h"
+
+namespace ckc {
+
+LlmConfig parse_gemma2(const ConfigReader &r)
+{
+    FamilyDefaults d;  // Gemma2Config
+    d.vocab_size = 256000;
+    d.hidden_size = 2304;
+    d.intermediate_size = 9216;
+    d.n_layers = 26;
+    d.n_heads = 8;
+    d.n_kv_heads = 4;
+    d.head_dim = 256;
+    d.context_length = 8192;
+    d.norm_eps = 1e-6;
+    d.tie_word_embeddings = true;
+    d.hidden_act = "gelu_pytorch_tanh";
+    LlmConfig c = read_llama_like(r, "gemma2", d);
+    c.hidden_act = read_activation(r, "hidden_activation", "gelu_pytorch_tanh");
+    c.attention_bias = r.boolean("attention_bias", false);
+    return c;
+}
+
+static double optional_cap(const ConfigReader &r, const std::string &key, double dflt)
+{
+    return r.is_null(key) ? 0.0 : r.positive_number(key, dflt);
+}
+
+Program build_gemma2(const ConfigReader &r, const LlmConfig &c)
+{
+    Program p = start_program(c);
+    p.info.optional_prefix = "model.";
+    int64_t window = read_window(r, "sliding_window", 4096);
+    std::vector<std::string> types;
+    if (auto given = r.string_list("layer_types")) {
+        types = *given;
+        if (static_cast<int64_t>(types.size()) != c.n_layers)
+            r.fail("layer_types", fmt::format("has {} entries for {} layers", types.size(), c.n_layers));
+    } else {
+        for (int64_t i = 0; i < c.n_layers; i++) types.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");
+    }
+    std::vector<double> windows;
+    for (const auto &t : types) {
+        if (t != "sliding_attention" && t != "full_attention")
+            r.fail("layer_types", "\"" + t + "\" is not sliding_attention or full_attention");
+        windows.push_back(t == "sliding_attention" ? static_cast<double>(window) : 0.0);
+    }
+    double query_scalar = r.positive_number("query_pre_attn_scalar", 256);
+    double attn_cap = optional_cap(r, "attn_logit_softcapping", 50.0);
+    double final_cap = optional_cap(r, "final_logit_softcapping", 30.0);
+    p.info.summary += fmt::format(", sliding window {} on alternate layers, softcaps {}/{}", window, attn_cap, final_cap);
+
+    HeaderSpec h;
+    h.scale = std::sqrt(static_cast<double>(c.hidden_size));
+    build_header(p, c, h);
+
+    NormSpec norm{NormKind::RmsPlusOne, c.norm_eps};
+    SectionBuilder b(p.block, "model.layers.{L}.");
+    std::string x = b.carry(p.carry, p.carry_shape);
+    AttentionSpec attn;
+    attn.qkv_bias = attn.o_bias = c.attention_bias;
+    attn.scale = 1.0 / std::sqrt(query_scalar);
+    attn.softcap = attn_cap;
+    attn.window = per_layer(p, "window", windows, true);
+    std::string a = build_attention(b, b.norm(x, "input_layernorm", norm, "attn_in"), c, attn);
+    std::string h1 = b.add(x, b.norm(a, "post_attention_layernorm", norm, "attn_normed"), "h", "");
+    MlpSpec mlp;
+    mlp.act = c.hidden_act;
+    std::string f = build_mlp(b, b.norm(h1, "pre_feedforward_layernorm", norm, "ffn_in"), c, mlp);
+    b.add(h1, b.norm(f, "post_feedforward_layernorm", norm, "ffn_normed"), "x_out", "", Storage::Carry);
+    p.block.mark_output("x_out");
+
+    FooterSpec foot;
+    foot.norm = norm;
+    foot.final_softcap = final_cap;
+    build_footer(p, c, foot);
+    return p;
+}
+
+}  // namespace ckc
