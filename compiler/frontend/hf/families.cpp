@@ -7,18 +7,28 @@
 
 namespace ckc {
 
+// The registry: model_type and what makes the family special. One line each.
+#define CK_FAMILIES(X)                                                                \
+    X(llama)   /* Llama 2/3, TinyLlama, SmolLM                                     */ \
+    X(mistral) /* + sliding window                                                 */ \
+    X(qwen2)   /* + q/k/v biases, per-layer windows                                */ \
+    X(gpt2)    /* LayerNorm, learned positions, Conv1D, gelu_new                   */ \
+    X(phi3)    /* fused qkv_proj and gate_up_proj                                  */ \
+    X(gemma)   /* scaled embeddings, (1 + w) RMSNorm, GeGLU                        */ \
+    X(phi)     /* Phi-2: parallel attention + MLP, partial RoPE                    */ \
+    X(gemma2)  /* + sandwich norms, soft-capping, alternating windows              */
+
+#define CK_FAMILY_DECLARE(name)                    \
+    LlmConfig parse_##name(const ConfigReader &r); \
+    Program build_##name(const ConfigReader &r, const LlmConfig &c);
+CK_FAMILIES(CK_FAMILY_DECLARE)
+#undef CK_FAMILY_DECLARE
+
 const std::vector<Family> &families()
 {
-    static const std::vector<Family> list = {
-        {"llama", parse_llama, build_llama},       // Llama 2/3, TinyLlama, SmolLM
-        {"mistral", parse_mistral, build_mistral}, // + sliding window
-        {"qwen2", parse_qwen2, build_qwen2},       // + q/k/v biases, per-layer windows
-        {"gpt2", parse_gpt2, build_gpt2},          // LayerNorm, learned positions, Conv1D, gelu_new
-        {"phi3", parse_phi3, build_phi3},          // fused qkv_proj and gate_up_proj
-        {"gemma", parse_gemma, build_gemma},       // scaled embeddings, (1 + w) RMSNorm, GeGLU
-        {"phi", parse_phi, build_phi},             // Phi-2: parallel attention + MLP, partial RoPE
-        {"gemma2", parse_gemma2, build_gemma2},    // + sandwich norms, soft-capping, alternating windows
-    };
+#define CK_FAMILY_ENTRY(name) {#name, parse_##name, build_##name},
+    static const std::vector<Family> list = {CK_FAMILIES(CK_FAMILY_ENTRY)};
+#undef CK_FAMILY_ENTRY
     return list;
 }
 

@@ -1,11 +1,11 @@
 // families.h — the decoder families ckc compiles from a Hugging Face
 // config.json, and the entry point of the HF front end.
 //
-// Adding a family: write frontend/hf/<family>.cpp with parse_<family> (its
-// config class defaults, via read_llama_like where the keys match) and
-// build_<family> (header / block / footer from the shared builders), declare
-// them here, add one line to families() in families.cpp, a tiny config under
-// models/, and a parity-test row in tests/python/test_families.py.
+// Adding a family: write frontend/hf/<family>.cpp defining parse_<family>
+// (its config class defaults, via read_llama_like where the keys match) and
+// build_<family> (header / block / footer from the shared builders); add one
+// line to CK_FAMILIES in families.cpp, a tiny config under models/, and a
+// parity-test row in tests/python/test_families.py. Nothing else.
 #pragma once
 
 #include <string>
@@ -32,18 +32,5 @@ struct HfOptions {
 // config.json -> Program. Errors name the file and the key.
 Program build_from_hf_config(const std::string &config_path, const HfOptions &opts = {});
 LlmConfig parse_hf_config(const ConfigReader &r);
-
-#define CK_FAMILY(name)                              \
-    LlmConfig parse_##name(const ConfigReader &r); \
-    Program build_##name(const ConfigReader &r, const LlmConfig &c);
-CK_FAMILY(llama)
-CK_FAMILY(mistral)
-CK_FAMILY(qwen2)
-CK_FAMILY(gpt2)
-CK_FAMILY(phi3)
-CK_FAMILY(gemma)
-CK_FAMILY(phi)
-CK_FAMILY(gemma2)
-#undef CK_FAMILY
 
 }  // namespace ckc
