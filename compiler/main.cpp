@@ -116,8 +116,9 @@ nlohmann::json plan_json(const Plan &plan)
         for (const auto &[name, a] : sp.alloc)
             allocs.push_back({{"root", a.root}, {"offset", a.offset}, {"size", a.size}, {"per_token", a.per_token},
                               {"birth", a.birth}, {"death", a.death}});
-        for (const auto &[t, r] : sp.region) regions[t] = {{"root", r.root}, {"col", r.col}};
+        for (const auto &[t, r] : sp.region) regions[t] = {{"root", r.root}, {"offset", r.offset}, {"strided", r.strided}};
         j[Program::section_name(s)] = {{"order", sp.order},
+                                       {"views", sp.views},
                                        {"allocations", allocs},
                                        {"regions", regions},
                                        {"arena_per_token", sp.per_token.arena},

@@ -3,8 +3,10 @@
 // memory of each tensor (a C pointer expression and its row stride).
 //
 // LLM section functions have the signature
-//   static void ck_<section>(ck_model *m, int layer, int T, int pos0)
-// and emitters for LLM ops may use those four names.
+//   static int ck_<section>(ck_model *m, int layer, int T, int pos0)
+// and emitters for LLM ops may use those four names. Graph section functions
+// are  static int ckg_<section>(ck_graph *g, int layer).  Both may
+// `return ck_fail(CK_E..., "...")` on a run-time error.
 #pragma once
 
 #include <string>
@@ -23,13 +25,15 @@ public:
     const Graph &g;
     const Node &n;
 
-    virtual std::string ptr(const std::string &tensor) const = 0;    // C pointer expression
+    virtual std::string ptr(const std::string &tensor) const = 0;    // typed C pointer expression
     virtual std::string ld(const std::string &tensor) const = 0;     // row stride in elements
     virtual std::string name(const std::string &tensor) const = 0;   // the C local naming it
     virtual std::string rope_table(const Node &rope) = 0;            // C prefix of the cos/sin tables
     // A numeric attribute of the current node as a C expression: a literal, or
     // CK_LAYER_<NAME>[layer] when it is a per-layer table ("@name").
     virtual std::string param(const std::string &key, double dflt, bool is_int) const = 0;
+    virtual std::string scratch() const = 0;  // the node's scratch buffer (float *)
+    virtual bool aliased() const = 0;         // the planner made the output a view: no kernel to run
 
     // conveniences over the current node
     std::string in(size_t i) const { return ptr(n.inputs.at(i)); }
@@ -38,8 +42,13 @@ public:
     std::string ld_out() const { return ld(n.output); }
     // leading (row) count of a tensor: "T" for token tensors, else a number
     std::string rows(const std::string &tensor) const;
+    // element count as a C expression: "(size_t)T * 64" or "4096"
+    std::string numel(const std::string &tensor) const;
     const Tensor &tin(size_t i) const { return g.tensor(n.inputs.at(i)); }
     const Tensor &tout() const { return g.tensor(n.output); }
 };
+
+// "{2, 4, 16}" for a static int64_t array initializer.
+std::string c_shape(const Shape &s);
 
 }  // namespace ckc

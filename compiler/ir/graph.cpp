@@ -35,6 +35,13 @@ int64_t dtype_size(DType t)
     return 0;
 }
 
+DType dtype_from_name(const std::string &name)
+{
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64, DType::Bool})
+        if (name == dtype_name(t)) return t;
+    internal_error("unknown dtype '" + name + "'");
+}
+
 const char *storage_name(Storage s)
 {
     switch (s) {
@@ -87,6 +94,21 @@ double Node::f(const std::string &key) const
     internal_error(fmt::format("node '{}': attribute '{}' is not a number", name, key));
 }
 
+int64_t ConstData::numel() const
+{
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+}
+
+const std::vector<int64_t> &Node::ints(const std::string &key) const
+{
+    auto it = attrs.find(key);
+    if (it == attrs.end()) internal_error(fmt::format("node '{}' ({}) has no attribute '{}'", name, op_name(op), key));
+    if (auto p = std::get_if<std::vector<int64_t>>(&it->second)) return *p;
+    internal_error(fmt::format("node '{}': attribute '{}' is not a list of integers", name, key));
+}
+
 std::string Node::table(const std::string &key) const
 {
     auto it = attrs.find(key);
@@ -113,7 +135,7 @@ Tensor &Graph::add_tensor(Tensor t)
     return tensors_.emplace(name, std::move(t)).first->second;
 }
 
-static Shape infer_shape(const Graph &g, const Node &n)
+static Shape infer_shape(const Graph &g, const Node &n, DType *dtype = nullptr)
 {
     const OpDef &d = op_def(n.op);
     int k = static_cast<int>(n.inputs.size());
@@ -125,7 +147,9 @@ static Shape infer_shape(const Graph &g, const Node &n)
         if (!g.has_tensor(name)) internal_error(fmt::format("node '{}' reads unknown tensor '{}'", n.name, name));
         in.push_back(&g.tensor(name));
     }
-    return d.shape(n, in);
+    Shape s = d.shape(n, in);
+    if (dtype) *dtype = d.dtype ? d.dtype(n, in) : DType::F32;
+    return s;
 }
 
 Node &Graph::add_node(Node n, Storage out_storage) { return insert_node(std::move(n), "", out_storage); }
@@ -134,19 +158,20 @@ Node &Graph::insert_node(Node n, const std::string &before, Storage out_storage)
 {
     if (n.name.empty()) n.name = unique_name(std::string("n_") + op_name(n.op));
     if (node(n.name)) internal_error(fmt::format("node '{}' defined twice", n.name));
-    Shape s = infer_shape(*this, n);
+    DType dt = DType::F32;
+    Shape s = infer_shape(*this, n, &dt);
     if (!has_tensor(n.output)) {
         Tensor t;
         t.name = n.output;
         t.shape = s;
-        t.dtype = DType::F32;
+        t.dtype = dt;
         t.storage = out_storage;
         add_tensor(t);
     } else {
         const Tensor &t = tensor(n.output);
-        if (t.shape != s)
-            internal_error(fmt::format("node '{}' produces {} but tensor '{}' is {}", n.name, shape_str(s), t.name,
-                                       shape_str(t.shape)));
+        if (t.shape != s || t.dtype != dt)
+            internal_error(fmt::format("node '{}' produces {}:{} but tensor '{}' is {}:{}", n.name, shape_str(s),
+                                       dtype_name(dt), t.name, shape_str(t.shape), dtype_name(t.dtype)));
         if (producer(n.output)) internal_error(fmt::format("tensor '{}' already has a producer", n.output));
     }
     int at = before.empty() ? static_cast<int>(nodes_.size()) : node_index(before);
@@ -292,11 +317,13 @@ void Graph::verify(const std::string &where) const
             if (!available.count(in))
                 internal_error(fmt::format("{}: node '{}' reads '{}' before it is produced (or it does not exist)",
                                            where, n.name, in));
-        Shape s = infer_shape(*this, n);
+        DType dt = DType::F32;
+        Shape s = infer_shape(*this, n, &dt);
         const Tensor &out = tensor(n.output);
-        if (out.shape != s)
-            internal_error(fmt::format("{}: node '{}' ({}) produces {} but '{}' is declared {}", where, n.name,
-                                       op_name(n.op), shape_str(s), n.output, shape_str(out.shape)));
+        if (out.shape != s || out.dtype != dt)
+            internal_error(fmt::format("{}: node '{}' ({}) produces {}:{} but '{}' is declared {}:{}", where, n.name,
+                                       op_name(n.op), shape_str(s), dtype_name(dt), n.output, shape_str(out.shape),
+                                       dtype_name(out.dtype)));
         if (out.storage == Storage::Weight || out.storage == Storage::Input)
             internal_error(fmt::format("{}: node '{}' writes read-only tensor '{}'", where, n.name, n.output));
         if (!available.insert(n.output).second)

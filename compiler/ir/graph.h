@@ -33,6 +33,7 @@ constexpr int64_t kTokens = -1;  // the symbolic dimension T (tokens in this cal
 enum class DType { F32, F16, BF16, I32, I64, Bool };
 const char *dtype_name(DType t);
 int64_t dtype_size(DType t);
+DType dtype_from_name(const std::string &name);  // "f32", "i64", "bool", ...; throws naming it
 
 // Where a tensor's memory lives.
 enum class Storage {
@@ -65,7 +66,16 @@ struct Tensor {
 // A node attribute. A string "@name" names a per-layer table of the Program
 // (Program::layer_tables): the value differs by layer (Gemma-2's alternating
 // sliding window), and the generated code indexes the table with `layer`.
-using Attr = std::variant<int64_t, double, std::string>;
+using Attr = std::variant<int64_t, double, std::string, std::vector<int64_t>>;
+
+// A constant's value for compile-time work (constant folding, pre-transposed
+// weights): every dtype held as double (exact for f32, bool and |i| < 2^53).
+struct ConstData {
+    DType dtype = DType::F32;
+    Shape shape;
+    std::vector<double> v;
+    int64_t numel() const;
+};
 
 struct Node {
     std::string name;  // unique in the graph
@@ -79,6 +89,7 @@ struct Node {
     int64_t i(const std::string &key) const;
     double f(const std::string &key) const;
     const std::string &s(const std::string &key) const;
+    const std::vector<int64_t> &ints(const std::string &key) const;
     int64_t i(const std::string &key, int64_t dflt) const { return has(key) ? i(key) : dflt; }
     double f(const std::string &key, double dflt) const { return has(key) ? f(key) : dflt; }
     // "@name" when the attribute is a per-layer table, else "".
@@ -137,6 +148,7 @@ private:
 
 // A model description shared by all front ends.
 struct ModelInfo {
+    std::string kind = "llm";     // "llm" (HF config) or "graph" (exported graph.json)
     std::string family;        // "llama", ...
     std::string optional_prefix;  // checkpoint names may lack it ("model.", "transformer.")
     std::string source_path;   // the config.json compiled
@@ -157,6 +169,11 @@ struct Program {
     std::string carry;  // name of the residual-stream tensor, e.g. "x"
     Shape carry_shape;
     std::map<std::string, LayerTable> layer_tables;  // referenced by block attrs "@name"
+    // Graph programs: the values of constant tensors, by tensor source name
+    // (the exported weights, and what constant folding produced).
+    std::map<std::string, ConstData> constants;
+    // Graph programs: caller inputs and outputs in export order.
+    std::vector<std::string> inputs, outputs;
 
     Graph &section(int i) { return i == 0 ? header : i == 1 ? block : footer; }
     const Graph &section(int i) const { return i == 0 ? header : i == 1 ? block : footer; }

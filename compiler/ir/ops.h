@@ -1,11 +1,13 @@
 // ops.h — the op registry: every op is declared once, in CK_OPS below, and
 // one OpDef entry (ir/ops.cpp) carries everything the pipeline needs about
-// it: arity, shape rule, memory behaviour (view / in-place / row strides /
-// side effects), the C emitter and the runtime kernel files it calls.
+// it: arity, shape and dtype rules, memory behaviour (view / in-place / row
+// strides / side effects / scratch), the reference evaluator used by constant
+// folding, the C emitter and the runtime kernel files it calls.
 //
-// How to add an op: add it to CK_OPS, write its OpDef entry in ir/ops.cpp,
-// write the kernel (with a *_ref twin) in runtime/kernels/, and add a row to
-// tests/unit/test_kernels.cpp. Nothing else should need to change.
+// How to add an op: add it to CK_OPS, write its OpDef entry in ir/ops.cpp
+// (an evaluator in ir/eval.cpp if it should fold), write the kernel (with a
+// *_ref twin) in runtime/kernels/, and add a row to tests/unit/test_kernels.cpp.
+// Nothing else should need to change.
 #pragma once
 
 #include <cstdint>
@@ -15,22 +17,55 @@
 
 namespace ckc {
 
-#define CK_OPS(X)                                                                             \
-    X(EMBEDDING)    /* (tokens[T] i32, table[V,C]) -> [T,C]  row gather                   */ \
-    X(POS_EMBED)    /* (x[T,C], table[P,C]) -> [T,C]  x + table[pos0 + t] (learned)       */ \
-    X(RMSNORM)      /* (x[T,C], w[C]) -> [T,C]  attrs eps, w_offset                       */ \
-    X(LAYERNORM)    /* (x[T,C], w[C], b[C]) -> [T,C]  attr eps                            */ \
-    X(MATMUL)       /* (x[T,K], w[N,K]) -> [T,N]  y = x @ w^T  (nn.Linear layout)         */ \
-    X(MATMUL_ADD)   /* (x, w, c[N] or c[T,N] [, bias[N]]) -> [T,N]  y = x @ w^T + c (+b) */ \
-    X(ADD)          /* (a[T,N], b[T,N] or b[N]) -> [T,N]                                  */ \
-    X(SCALE)        /* (x) -> x * scale                                                   */ \
-    X(SOFTCAP)      /* (x) -> cap * tanh(x / cap)                                         */ \
-    X(SLICE)        /* (x[T,W]) -> [T,len]  columns start..start+len: a strided view     */ \
-    X(ROPE)         /* (x[T,H*D]) -> [T,H*D]  rotary embedding at positions pos0..       */ \
-    X(KV_STORE)     /* (k[T,KVH*D], v[T,KVH*D]) -> kv[2,KVH,T,D]  append to the KV store  */ \
-    X(KV_ATTENTION) /* (q[T,H*D], kv) -> [T,H*D]  causal GQA over the KV store            */ \
-    X(GELU)         /* (x) -> gelu(x)  attr approximate: "tanh" or "none"                 */ \
-    X(GLU)          /* (gate[T,F], up[T,F]) -> [T,F]  act(gate) * up, attr act            */
+#define CK_OPS(X)                                                                                 \
+    /* ---- language-model ops ------------------------------------------------------------ */ \
+    X(EMBEDDING)     /* (ids[..] i32/i64, table[V,C]) -> [..,C]  row gather                   */ \
+    X(POS_EMBED)     /* (x[T,C], table[P,C]) -> [T,C]  x + table[pos0 + t] (learned)          */ \
+    X(RMSNORM)       /* (x[..,C], w[C]) -> [..,C]  attrs eps, w_offset                        */ \
+    X(LAYERNORM)     /* (x[..,C], w[C], b[C]) -> [..,C]  attr eps                             */ \
+    X(MATMUL)        /* (a[..,M,K], b[..,K,N] or [..,N,K]) -> [..,M,N]  attrs transpose_b, alpha */ \
+    X(MATMUL_ADD)    /* (a, b, c[N] or c[..,M,N] [, bias[N]]) -> alpha a@b + c (+ bias)       */ \
+    X(ADD)           /* (a, b) or (a) + scalar, numpy broadcasting                              */ \
+    X(SCALE)         /* (x) -> x * scale                                                      */ \
+    X(SOFTCAP)       /* (x) -> cap * tanh(x / cap)                                            */ \
+    X(SLICE)         /* (x) -> x[.., start : start + length*step : step, ..] along axis       */ \
+    X(ROPE)          /* (x[T,H*D]) -> [T,H*D]  rotary embedding at positions pos0..           */ \
+    X(KV_STORE)      /* (k[T,KVH*D], v[T,KVH*D]) -> kv[2,KVH,T,D]  append to the KV store     */ \
+    X(KV_ATTENTION)  /* (q[T,H*D], kv) -> [T,H*D]  causal GQA over the KV store               */ \
+    X(GELU)          /* (x) -> gelu(x)  attr act: gelu_tanh | gelu                            */ \
+    X(GLU)           /* (gate, up) -> act(gate) * up  attr act: silu | gelu_tanh | gelu        */ \
+    /* ---- graph ops (exported PyTorch graphs) ------------------------------------------ */ \
+    X(SUB)           /* (a, b) or (a) - scalar (attr reverse: scalar - a)                     */ \
+    X(MUL)           /* (a, b) or (a) * scalar                                                */ \
+    X(DIV)           /* (a, b) or (a) / scalar (attr reverse: scalar / a)                     */ \
+    X(POW)           /* (x) -> x ^ exponent                                                   */ \
+    X(RELU)          /* (x) -> max(x, 0)                                                      */ \
+    X(SILU)          /* (x) -> x * sigmoid(x)                                                 */ \
+    X(TANH)          /* (x) -> tanh(x)                                                        */ \
+    X(EXP)           /* (x) -> exp(x)                                                         */ \
+    X(RSQRT)         /* (x) -> 1 / sqrt(x)                                                    */ \
+    X(NEG)           /* (x) -> -x                                                             */ \
+    X(SOFTMAX)       /* (x) -> softmax along axis                                             */ \
+    X(REDUCE_SUM)    /* (x) -> sum along axis (attr keepdim)                                  */ \
+    X(REDUCE_MEAN)   /* (x) -> mean along axis                                                */ \
+    X(REDUCE_MAX)    /* (x) -> max along axis                                                 */ \
+    X(RESHAPE)       /* (x) -> x viewed as attr shape (an alias of contiguous memory)         */ \
+    X(TRANSPOSE)     /* (x) -> x with axes dim0 and dim1 swapped                              */ \
+    X(PERMUTE)       /* (x) -> x with axes reordered by perm                                  */ \
+    X(EXPAND)        /* (x) -> x broadcast to attr shape                                      */ \
+    X(CAT)           /* (x0, x1, ...) -> concatenation along axis                             */ \
+    X(COPY)          /* (x) -> a contiguous copy of x                                          */ \
+    X(MASKED_FILL)   /* (x, mask bool) -> mask ? value : x, broadcasting                      */ \
+    X(CAUSAL_MASK)   /* (x[..,S,S]) -> x with -inf above the diagonal                         */ \
+    X(ATTENTION)     /* (q[..,S,D], k[..,S,D], v[..,S,D]) -> softmax(q k^T scale [causal]) v    */ \
+    X(BIAS_RELU)     /* (x[..,N], bias[N]) -> relu(x + bias)                                  */ \
+    /* ---- fold-only ops: evaluated at compile time, never run ------------------------- */ \
+    X(ARANGE)        /* () -> start, start+step, ... < end  (attr dtype)                      */ \
+    X(FULL)          /* () -> attr shape filled with value (attr dtype)                       */ \
+    X(CMP)           /* (a, b) or (a) vs scalar -> bool  attr fn: eq ne lt le gt ge           */ \
+    X(CAST)          /* (x) -> x converted to attr dtype                                      */ \
+    X(WHERE)         /* (cond, a, b) -> cond ? a : b                                          */ \
+    X(TRIL)          /* (x) -> x with zeros above diagonal + attr diagonal                    */
 
 enum class Op {
 #define CK_OP_ENUM(name) name,
@@ -38,32 +73,52 @@ enum class Op {
 #undef CK_OP_ENUM
 };
 
-struct Node;
-struct Tensor;
-class EmitCtx;
-using Shape = std::vector<int64_t>;
-
 #define CK_OP_COUNT(name) +1
 constexpr size_t kNumOps = 0 CK_OPS(CK_OP_COUNT);
 #undef CK_OP_COUNT
 
+struct Node;
+struct Tensor;
+struct ConstData;
+class EmitCtx;
+enum class DType;
+using Shape = std::vector<int64_t>;
+
 constexpr uint32_t kStridedOut = 1u << 31;  // OpDef::strided bit for the output
 
+// How an op's output may alias input 0: `offset` elements into it, either
+// contiguous (a RESHAPE, a SLICE of leading rows) or, when `strided`, as the
+// columns offset.. of a 2-D row-major input (the fused QKV outputs).
+struct ViewOf {
+    int64_t offset = 0;
+    bool strided = false;
+};
+
+using Inputs = std::vector<const Tensor *>;
+
 struct OpDef {
-    const char *name;
-    int min_inputs, max_inputs;
+    const char *name = nullptr;
+    int min_inputs = 1, max_inputs = 1;
     // Output shape from the input tensors; throws Error(Internal) naming the node.
-    Shape (*shape)(const Node &n, const std::vector<const Tensor *> &in);
-    // If set and returning a value, the output is a view into input 0 starting
-    // at that element offset along the last dim: no memory, no kernel.
-    std::optional<int64_t> (*view)(const Node &n);
+    Shape (*shape)(const Node &n, const Inputs &in) = nullptr;
+    // Output dtype (nullptr: float32).
+    DType (*dtype)(const Node &n, const Inputs &in) = nullptr;
+    // If the output can alias input 0, how. The planner decides whether it
+    // does (a strided view needs readers that take a row stride).
+    std::optional<ViewOf> (*view)(const Node &n, const Inputs &in) = nullptr;
     // Inputs whose memory the output may reuse when that input dies here.
     std::vector<int> inplace;
     // Bit i: input i may be a column view (the kernel takes a row stride);
     // kStridedOut: the output may be written with a row stride.
-    uint32_t strided;
-    bool side_effects;  // dead-code elimination must keep it
-    void (*emit)(EmitCtx &c);
+    uint32_t strided = 0;
+    bool side_effects = false;  // dead-code elimination must keep it
+    // Compile-time evaluation from constant inputs (constant folding);
+    // nullptr when the op is not folded.
+    bool (*eval)(const Node &n, const std::vector<const ConstData *> &in, ConstData &out) = nullptr;
+    bool fold_only = false;  // has no kernel: must be folded away before codegen
+    // Scratch bytes the kernel needs while it runs (planned into the arena).
+    int64_t (*scratch)(const Node &n, const Inputs &in) = nullptr;
+    void (*emit)(EmitCtx &c) = nullptr;
     std::vector<const char *> kernels;  // runtime sources it calls, relative to runtime/
 };
 

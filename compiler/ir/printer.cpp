@@ -3,6 +3,7 @@
 #include <ostream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "codegen/cwriter.h"
 #include "support/util.h"
@@ -14,6 +15,7 @@ std::string attr_str(const Attr &a)
 {
     if (auto p = std::get_if<int64_t>(&a)) return std::to_string(*p);
     if (auto p = std::get_if<double>(&a)) return fmt::format("{}", *p);
+    if (auto p = std::get_if<std::vector<int64_t>>(&a)) return "[" + fmt::format("{}", fmt::join(*p, ", ")) + "]";
     return "\"" + std::get<std::string>(a) + "\"";
 }
 
@@ -72,6 +74,7 @@ static nlohmann::json attr_json(const Attr &a)
 {
     if (auto p = std::get_if<int64_t>(&a)) return *p;
     if (auto p = std::get_if<double>(&a)) return *p;
+    if (auto p = std::get_if<std::vector<int64_t>>(&a)) return *p;
     return std::get<std::string>(a);
 }
 

@@ -41,6 +41,7 @@ bool try_fuse(Graph &g, const Node &add, int which)
     Node fused;
     fused.op = Op::MATMUL_ADD;
     fused.origin = mm->origin;
+    fused.attrs = mm->attrs;  // transpose_b, alpha
     fused.inputs = {mm->inputs[0], mm->inputs[1]};
     if (mm->op == Op::MATMUL) {
         fused.inputs.push_back(other);

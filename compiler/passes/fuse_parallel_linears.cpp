@@ -32,6 +32,8 @@ bool is_weight(const Graph &g, const std::string &t)
 // The kind of GEMM this node is, for grouping: 0 = not fusable, 1 = plain, 2 = with a weight bias.
 int gemm_kind(const Graph &g, const Node &n)
 {
+    // weights in nn.Linear layout ([N, K], transpose_b): their rows concatenate
+    if (n.i("transpose_b", 0) == 0 || g.tensor(n.inputs[1]).shape.size() != 2) return 0;
     if (n.op == Op::MATMUL) return is_weight(g, n.inputs[1]) ? 1 : 0;
     if (n.op == Op::MATMUL_ADD && n.inputs.size() == 3 && is_weight(g, n.inputs[1]) && is_weight(g, n.inputs[2]) &&
         g.tensor(n.inputs[2]).shape.size() == 1)
@@ -71,6 +73,8 @@ bool fuse_group(Graph &g, const std::vector<std::string> &node_names)
 {
     std::vector<Node> group;
     for (const auto &n : node_names) group.push_back(*g.node(n));
+    for (const Node &n : group)  // one GEMM: the same layout and scale for all
+        if (n.attrs != group[0].attrs) return false;
     std::vector<std::string> weights, biases, outputs, origins;
     for (const Node &n : group) {
         weights.push_back(n.inputs[1]);
@@ -86,6 +90,7 @@ bool fuse_group(Graph &g, const std::vector<std::string> &node_names)
     g.add_tensor(w);
     Node fused;
     fused.op = biases.empty() ? Op::MATMUL : Op::MATMUL_ADD;
+    fused.attrs = group[0].attrs;
     fused.inputs = {group[0].inputs[0], w.name};
     if (!biases.empty()) {
         Tensor b = concat_weight(g, biases);

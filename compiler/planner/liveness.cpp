@@ -1,18 +1,23 @@
 // liveness.cpp — planner step 2: regions (memory roots) and lifetimes.
 //
 // Walking the nodes in execution order, each output gets a Region:
-//   * view op (SLICE)           -> its input's region, shifted by the offset;
-//   * in-place candidate input  -> that input's region, when the input's
-//     memory is writable (arena or carry), the shapes match, the output may be
-//     strided if the input is a column view, and no tensor overlapping that
-//     memory is read after this node (the seeds' memory_root mechanism:
+//   * a view (RESHAPE, a SLICE of leading rows: contiguous; a SLICE of the
+//     columns of a 2-D tensor: strided) -> its input's region, shifted, when
+//     that is possible: a strided view needs a contiguous 2-D input and
+//     readers that take a row stride; a contiguous view needs a contiguous
+//     input; a pinned output cannot be a view. Otherwise the op runs its copy
+//     kernel like any other;
+//   * an in-place candidate input -> that input's region, when its memory is
+//     writable (arena, carry, an output buffer), the shapes match, the output
+//     may be strided if the input is a column view, and no tensor overlapping
+//     that memory is read after this node (the seeds' memory_root mechanism:
 //     chains like ROPE -> ... follow naturally);
-//   * otherwise                 -> a new root (an arena allocation), except
-//     outputs pinned to the carry / an output buffer, which are written there
-//     directly once nothing else in that buffer is still needed, or copied
-//     there at the end of the section.
+//   * otherwise -> a new root (an arena allocation), except outputs pinned to
+//     the carry / an output buffer, which are written there directly once
+//     nothing else in that buffer is still needed, or copied there at the end.
 // A root is born when its tensor is produced and dies at the last read of any
-// tensor sharing it (section outputs live to the end).
+// tensor sharing it (section outputs live to the end). Ops that need scratch
+// get a "<node>#scratch" allocation alive for their one step.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -26,6 +31,15 @@ int64_t tensor_bytes(const Tensor &t) { return shape_numel_fixed(t.shape) * dtyp
 
 std::string source_root(const Tensor &t) { return t.storage == Storage::Carry ? kCarryRoot : t.name; }
 
+std::optional<ViewOf> potential_view(const Graph &g, const Node &n)
+{
+    const OpDef &d = op_def(n.op);
+    if (!d.view) return std::nullopt;
+    Inputs in;
+    for (const auto &i : n.inputs) in.push_back(&g.tensor(i));
+    return d.view(n, in);
+}
+
 namespace {
 
 bool writable_root(const Graph &g, const std::string &root)
@@ -35,24 +49,25 @@ bool writable_root(const Graph &g, const std::string &root)
            (g.tensor(root).storage == Storage::Activation || g.tensor(root).storage == Storage::Output);
 }
 
-int64_t width(const Graph &g, const std::string &t)
-{
-    const Shape &s = g.tensor(t).shape;
-    return s.empty() ? 1 : s.back();
-}
-
-int64_t root_width(const Graph &g, const std::string &root, const Shape &carry_shape)
-{
-    if (root == kCarryRoot) return carry_shape.empty() ? 1 : carry_shape.back();
-    return width(g, root);
-}
-
 bool readers_take_stride(const Graph &g, const std::string &t)
 {
     for (const Node *c : g.consumers(t))
         for (size_t i = 0; i < c->inputs.size(); i++)
             if (c->inputs[i] == t && !(op_def(c->op).strided & (1u << i))) return false;
     return true;
+}
+
+// The memory a tensor occupies inside its root: columns [lo, hi) of every row
+// when strided, else the flat elements [lo, hi).
+struct Span {
+    bool strided;
+    int64_t lo, hi;
+};
+
+bool overlap(const Span &a, const Span &b)
+{
+    if (a.strided != b.strided) return true;  // rows vs flat ranges: assume they meet
+    return a.lo < b.hi && b.lo < a.hi;
 }
 
 }  // namespace
@@ -66,10 +81,22 @@ void compute_liveness(const Graph &g, const std::vector<std::string> &order, con
     sp.alloc.clear();
     sp.copies.clear();
     sp.last_use.clear();
+    sp.views.clear();
+    sp.scratch.clear();
 
     Shape carry_shape;
     for (const auto &[name, t] : g.tensors())
         if (t.storage == Storage::Carry) carry_shape = t.shape;
+
+    auto root_shape = [&](const std::string &root) -> const Shape & {
+        return root == kCarryRoot ? carry_shape : g.tensor(root).shape;
+    };
+    auto span = [&](const std::string &t) {
+        const Region &r = sp.region.at(t);
+        const Shape &s = g.tensor(t).shape;
+        if (r.strided) return Span{true, r.offset, r.offset + (s.empty() ? 1 : s.back())};
+        return Span{false, r.offset, r.offset + shape_numel_fixed(s)};
+    };
 
     std::map<std::string, int> step_of;
     for (int s = 0; s < n_steps; s++) step_of[order[s]] = s;
@@ -79,19 +106,19 @@ void compute_liveness(const Graph &g, const std::vector<std::string> &order, con
         for (const Node *c : g.consumers(name)) last = std::max(last, step_of.at(c->name));
         if (g.is_output(name) || o.keep_all) last = kEnd;
         sp.last_use[name] = last;
-        if (!g.producer(name)) sp.region[name] = {source_root(t), 0};
+        if (!g.producer(name)) sp.region[name] = {source_root(t), 0, false};
     }
 
-    // No tensor living in `root` at columns overlapping [c0, c1) is read after step s.
-    auto dead_after = [&](const std::string &root, int64_t c0, int64_t c1, int s) {
+    // No tensor living in `root` over memory overlapping `sp_` is read after step s.
+    auto dead_after = [&](const std::string &root, const Span &sp_, int s) {
         for (const auto &[t, r] : sp.region) {
             if (r.root != root) continue;
-            int64_t u0 = r.col, u1 = r.col + width(g, t);
-            if (u1 <= c0 || c1 <= u0) continue;  // disjoint columns
+            if (!overlap(span(t), sp_)) continue;
             if (sp.last_use.at(t) > s) return false;
         }
         return true;
     };
+    auto whole = [&](const std::string &root) { return Span{false, 0, shape_numel_fixed(root_shape(root))}; };
 
     // Pin preferences flow backwards through in-place producers: when a pinned
     // output (carry, logits) is made in place from an input that nothing else
@@ -114,8 +141,8 @@ void compute_liveness(const Graph &g, const std::vector<std::string> &order, con
                 const std::string &x = nd.inputs[idx];
                 const Tensor &tx = g.tensor(x);
                 const Node *px = g.producer(x);
-                if (tx.storage != Storage::Activation || !px || (op_def(px->op).view && op_def(px->op).view(*px)) ||
-                    tx.shape != out.shape || g.consumers(x).size() != 1 || g.is_output(x))
+                if (tx.storage != Storage::Activation || !px || potential_view(g, *px) || tx.shape != out.shape ||
+                    tx.dtype != out.dtype || g.consumers(x).size() != 1 || g.is_output(x))
                     continue;
                 preferred[x] = pin;
                 break;
@@ -128,24 +155,29 @@ void compute_liveness(const Graph &g, const std::vector<std::string> &order, con
         const Node &nd = *g.node(order[s]);
         const OpDef &d = op_def(nd.op);
         const Tensor &out = g.tensor(nd.output);
-        for (size_t i = 0; i < nd.inputs.size(); i++) {
-            const Region &r = sp.region.at(nd.inputs[i]);
-            bool view = g.tensor(nd.inputs[i]).storage != Storage::Weight &&
-                        width(g, nd.inputs[i]) != root_width(g, r.root, carry_shape);
-            if (view && !(d.strided & (1u << i)))
+        for (size_t i = 0; i < nd.inputs.size(); i++)
+            if (sp.region.at(nd.inputs[i]).strided && !(d.strided & (1u << i)))
                 internal_error(fmt::format("planner: node '{}' ({}) reads column view '{}' at input {}, which takes no "
                                            "row stride", nd.name, op_name(nd.op), nd.inputs[i], i));
-        }
-        if (d.view) {
-            if (auto off = d.view(nd)) {
-                const Region &in = sp.region.at(nd.inputs[0]);
-                sp.region[nd.output] = {in.root, in.col + *off};
-                continue;
-            }
-        }
         std::string pin;  // an output that must end up in the carry or a caller buffer
         if (out.storage == Storage::Carry) pin = kCarryRoot;
         if (out.storage == Storage::Output) pin = out.name;
+
+        if (auto v = potential_view(g, nd); v && pin.empty()) {
+            const Region &ri = sp.region.at(nd.inputs[0]);
+            const Shape &rs = root_shape(ri.root);
+            bool ok;
+            if (v->strided)  // columns of a 2-D tensor that is a whole root or a column view itself
+                ok = rs.size() == 2 && (ri.strided || (ri.offset == 0 && g.tensor(nd.inputs[0]).shape == rs)) &&
+                     readers_take_stride(g, nd.output) && !g.is_output(nd.output);
+            else
+                ok = !ri.strided;
+            if (ok) {
+                sp.region[nd.output] = {ri.root, ri.offset + v->offset, v->strided || ri.strided};
+                sp.views.insert(nd.name);
+                continue;
+            }
+        }
 
         bool placed = false;
         if (o.inplace && !o.keep_all) {
@@ -158,28 +190,39 @@ void compute_liveness(const Graph &g, const std::vector<std::string> &order, con
                 if (!pin.empty() && rx.root != pin) continue;
                 // Taking over a column view makes the output a view too: the op
                 // must write with a row stride and every reader accept one.
-                bool x_is_view = width(g, x) != root_width(g, rx.root, carry_shape);
-                if (x_is_view && !(d.strided & kStridedOut && readers_take_stride(g, nd.output))) continue;
-                if (!dead_after(rx.root, rx.col, rx.col + width(g, x), s)) continue;
+                if (rx.strided && !(d.strided & kStridedOut && readers_take_stride(g, nd.output))) continue;
+                if (!dead_after(rx.root, span(x), s)) continue;
                 sp.region[nd.output] = rx;
                 placed = true;
                 break;
             }
         }
-        if (placed) continue;
-        // A pinned output goes straight to its buffer unless the buffer still
-        // holds something read at or after this step; so does a preferred one.
-        std::string target = !pin.empty() ? pin : preferred.count(nd.output) ? preferred.at(nd.output) : "";
-        if (!target.empty()) {
-            int64_t w = target == kCarryRoot ? root_width(g, kCarryRoot, carry_shape) : width(g, target);
-            if (dead_after(target, 0, w, s - 1)) {
-                sp.region[nd.output] = {target, 0};
-                continue;
+        if (!placed) {
+            // A pinned output goes straight to its buffer unless the buffer still
+            // holds something read at or after this step; so does a preferred one.
+            std::string target = !pin.empty() ? pin : preferred.count(nd.output) ? preferred.at(nd.output) : "";
+            if (!target.empty() && dead_after(target, whole(target), s - 1)) {
+                sp.region[nd.output] = {target, 0, false};
+            } else {
+                sp.region[nd.output] = {nd.output, 0, false};
+                roots.push_back(nd.output);
+                if (!pin.empty()) sp.copies.push_back({nd.output, pin});
             }
         }
-        sp.region[nd.output] = {nd.output, 0};
-        roots.push_back(nd.output);
-        if (!pin.empty()) sp.copies.push_back({nd.output, pin});
+        if (d.scratch) {
+            Inputs in;
+            for (const auto &i : nd.inputs) in.push_back(&g.tensor(i));
+            int64_t bytes = d.scratch(nd, in);
+            if (bytes > 0) {
+                Allocation a;
+                a.root = nd.name + "#scratch";
+                a.per_token = false;
+                a.size = (bytes + o.align - 1) / o.align * o.align;
+                a.birth = a.death = s;
+                sp.alloc[a.root] = a;
+                sp.scratch[nd.name] = a.root;
+            }
+        }
     }
 
     for (const auto &t : roots) {

@@ -33,7 +33,7 @@ std::string view_root(const Graph &g, std::string t)
 {
     for (;;) {
         const Node *p = g.producer(t);
-        if (!p || !op_def(p->op).view || !op_def(p->op).view(*p)) return t;
+        if (!p || !potential_view(g, *p)) return t;
         t = p->inputs[0];
     }
 }
@@ -90,7 +90,7 @@ std::vector<std::string> order_nodes(const Graph &g, OrderPolicy policy)
             for (int idx : d.inplace)
                 if (view_root(g, nd.inputs[idx]) == r) frees_inplace_input = true;
         }
-        bool is_view = d.view && d.view(nd);
+        bool is_view = potential_view(g, nd).has_value();
         if (!is_view && !frees_inplace_input) alloc = nominal_bytes(g.tensor(nd.output));
         for (const Node *c : g.consumers(nd.output))
             for (int idx : op_def(c->op).inplace)

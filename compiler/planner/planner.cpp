@@ -16,8 +16,7 @@ static void compute_stats(const Graph &g, SectionPlan &sp, int64_t align)
         ClassStats &st = per_token ? sp.per_token : sp.fixed;
         st.naive = 0;
         for (const Node &n : g.nodes()) {
-            const OpDef &d = op_def(n.op);
-            if (d.view && d.view(n)) continue;
+            if (sp.views.count(n.name)) continue;
             const Tensor &t = g.tensor(n.output);
             bool arena_copy = sp.alloc.count(n.output) && t.storage != Storage::Activation;
             if ((t.storage == Storage::Activation || arena_copy) && shape_has_tokens(t.shape) == per_token)

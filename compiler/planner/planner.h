@@ -26,10 +26,12 @@
 #include <cstdint>
 #include <iosfwd>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/ops.h"
 
 namespace ckc {
 
@@ -46,11 +48,13 @@ struct PlanOptions {
 
 constexpr const char *kCarryRoot = "@carry";  // the root of every Storage::Carry tensor
 
-// Where a tensor's bytes are: root's memory, starting `col` elements into
-// each row (column views of a wider root share its row stride).
+// Where a tensor's bytes are: root's memory, `offset` elements in. A strided
+// region is a column view of a 2-D root: columns offset.. of every row, with
+// the root's row stride. Otherwise the tensor is contiguous from offset.
 struct Region {
     std::string root;
-    int64_t col = 0;
+    int64_t offset = 0;
+    bool strided = false;
 };
 
 enum class ArenaKind { Activations, Gradients };
@@ -74,7 +78,9 @@ struct ClassStats {
 struct SectionPlan {
     std::vector<std::string> order;             // node names in execution order
     std::map<std::string, Region> region;       // every tensor of the section
-    std::map<std::string, Allocation> alloc;    // arena roots
+    std::map<std::string, Allocation> alloc;    // arena roots, and "<node>#scratch" workspaces
+    std::set<std::string> views;                // nodes whose output aliases their input: no kernel runs
+    std::map<std::string, std::string> scratch; // node -> its scratch allocation
     std::map<std::string, int> last_use;        // step of the last read (n steps = kept to the end)
     std::vector<std::pair<std::string, std::string>> copies;  // {tensor, pinned root}: memcpy at section end
     ClassStats per_token, fixed;
@@ -98,6 +104,8 @@ Plan plan_program(const Program &p, const PlanOptions &o);
 int64_t tensor_bytes(const Tensor &t);
 // The root a source tensor (no producer) lives in: itself, or kCarryRoot.
 std::string source_root(const Tensor &t);
+// How a node's output could alias its input (the op's view rule), before planning.
+std::optional<ViewOf> potential_view(const Graph &g, const Node &n);
 
 // "arena 1.2 KiB/token (naive 3.4 KiB/token, lower bound 1.1 KiB/token)" per section,
 // with totals at `tokens` tokens.

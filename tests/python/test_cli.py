@@ -129,5 +129,5 @@ def test_real_shaped_configs_plan_and_emit(config, tmp_path):
     assert "arena:" in rep
     src = out.read_text()
     assert f"#define CK_DIM {C} " in src
-    assert src.count("static void ck_block(") == 1
+    assert src.count("static int ck_block(") == 1
     sh(f"cc -std=c99 -Wall -Wextra -pedantic -Werror -fsyntax-only -I runtime/include {out}")

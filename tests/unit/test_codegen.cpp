@@ -31,7 +31,7 @@ std::string generate(const nlohmann::json &config, const std::set<std::string> &
 // The body of `static void ck_<name>(...)`.
 std::string function_body(const std::string &src, const std::string &name)
 {
-    size_t at = src.find("static void ck_" + name + "(");
+    size_t at = src.find("static int ck_" + name + "(");
     REQUIRE(at != std::string::npos);
     size_t end = src.find("\n}\n", at);
     return src.substr(at, end - at);
@@ -54,9 +54,9 @@ TEST_CASE("codegen: frontmatter, sections, the layer loop", "[codegen]")
     CHECK(std::regex_search(src, std::regex("source  : .* \\(fnv1a64 [0-9a-f]{16}\\)")));
     CHECK_THAT(src, Contains("passes  : fuse_matmul_add, fuse_parallel_linears, dce"));
     CHECK_THAT(src, Contains("cc -O3 -fPIC -shared -I runtime/include model.c $(cat model.c.kernels) -lopenblas -lm -fopenmp"));
-    CHECK_THAT(src, Contains("static void ck_header(ck_model *m, int layer, int T, int pos0)"));
-    CHECK_THAT(src, Contains("static void ck_footer(ck_model *m, int layer, int T, int pos0)"));
-    CHECK_THAT(src, Contains("for (layer = 0; layer < CK_N_LAYERS; layer++) ck_block(m, layer, T, pos0);"));
+    CHECK_THAT(src, Contains("static int ck_header(ck_model *m, int layer, int T, int pos0)"));
+    CHECK_THAT(src, Contains("static int ck_footer(ck_model *m, int layer, int T, int pos0)"));
+    CHECK_THAT(src, Contains("for (layer = 0; rc == CK_OK && layer < CK_N_LAYERS; layer++) rc = ck_block(m, layer, T, pos0);"));
     CHECK_THAT(src, Contains("#define CK_N_LAYERS 2"));
     CHECK_THAT(src, Contains("#define CK_ACT_PER_TOKEN "));
     CHECK_FALSE(std::regex_search(src, std::regex(R"(\{\{[A-Z_]+\}\})")));  // every template slot filled

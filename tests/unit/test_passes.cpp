@@ -48,9 +48,9 @@ TEST_CASE("fuse_matmul_add: bias, residual, bias + residual", "[passes]")
     t.act("x", {kTokens, 8}, Storage::Carry);
     t.weight("w", {8, 8});
     t.weight("b", {8});
-    t.node(Op::MATMUL, {"x", "w"}, "mm");
+    t.node(Op::MATMUL, {"x", "w"}, "mm", {{"transpose_b", int64_t(1)}});
     t.node(Op::ADD, {"mm", "b"}, "y");    // bias
-    t.node(Op::MATMUL, {"y", "w"}, "mm2");
+    t.node(Op::MATMUL, {"y", "w"}, "mm2", {{"transpose_b", int64_t(1)}});
     t.node(Op::ADD, {"mm2", "b"}, "z");   // bias ...
     t.node(Op::ADD, {"y", "z"}, "out");   // ... then residual
     t.g.mark_output("out");
@@ -66,7 +66,7 @@ TEST_CASE("fuse_matmul_add: a second consumer blocks the fusion", "[passes]")
     G t;
     t.act("x", {kTokens, 8}, Storage::Carry);
     t.weight("w", {8, 8});
-    t.node(Op::MATMUL, {"x", "w"}, "mm");
+    t.node(Op::MATMUL, {"x", "w"}, "mm", {{"transpose_b", int64_t(1)}});
     t.node(Op::ADD, {"mm", "x"}, "y");
     t.node(Op::ADD, {"mm", "y"}, "z");  // mm read twice: it must survive
     t.g.mark_output("z");
@@ -81,7 +81,7 @@ TEST_CASE("fuse_matmul_add: the residual may be produced after the GEMM", "[pass
     t.act("x", {kTokens, 8}, Storage::Carry);
     t.weight("w", {8, 8});
     t.weight("nw", {8});
-    t.node(Op::MATMUL, {"x", "w"}, "mm");
+    t.node(Op::MATMUL, {"x", "w"}, "mm", {{"transpose_b", int64_t(1)}});
     t.node(Op::RMSNORM, {"x", "nw"}, "r", {{"eps", 1e-5}});
     t.node(Op::ADD, {"r", "mm"}, "y");
     t.g.mark_output("y");
@@ -149,8 +149,8 @@ TEST_CASE("fuse_parallel_linears: GEMMs of different inputs do not group", "[pas
     t.weight("w2", {4, 8});
     t.weight("nw", {8});
     t.node(Op::RMSNORM, {"x", "nw"}, "y", {{"eps", 1e-5}});
-    t.node(Op::MATMUL, {"x", "w1"}, "a");
-    t.node(Op::MATMUL, {"y", "w2"}, "b");
+    t.node(Op::MATMUL, {"x", "w1"}, "a", {{"transpose_b", int64_t(1)}});
+    t.node(Op::MATMUL, {"y", "w2"}, "b", {{"transpose_b", int64_t(1)}});
     t.node(Op::GLU, {"a", "b"}, "out", {{"act", std::string("silu")}});
     t.g.mark_output("out");
     CHECK_FALSE(fuse_parallel_linears(t.g));
@@ -162,10 +162,10 @@ TEST_CASE("dce removes dead chains and weights, keeps side effects and outputs",
     t.act("x", {kTokens, 32}, Storage::Carry);
     t.weight("w", {8, 32});
     t.weight("dead_w", {8, 32});
-    t.node(Op::MATMUL, {"x", "w"}, "k");
-    t.node(Op::MATMUL, {"x", "w"}, "v");
+    t.node(Op::MATMUL, {"x", "w"}, "k", {{"transpose_b", int64_t(1)}});
+    t.node(Op::MATMUL, {"x", "w"}, "v", {{"transpose_b", int64_t(1)}});
     t.node(Op::KV_STORE, {"k", "v"}, "kv", {{"kv_heads", 2}, {"head_dim", 4}});  // unread, but writes the cache
-    t.node(Op::MATMUL, {"x", "dead_w"}, "dead1");
+    t.node(Op::MATMUL, {"x", "dead_w"}, "dead1", {{"transpose_b", int64_t(1)}});
     t.node(Op::GLU, {"dead1", "dead1"}, "dead2", {{"act", std::string("silu")}});
     t.node(Op::ADD, {"x", "x"}, "x_out", {}, Storage::Carry);
     t.g.mark_output("x_out");

@@ -90,7 +90,7 @@ std::string SectionBuilder::linear(const std::string &x, const std::string &modu
                                    bool bias, const std::string &out, bool conv1d)
 {
     std::string w = add_weight(module + ".weight", prefix + module + ".weight", {out_features, in}, conv1d);
-    std::string y = op(Op::MATMUL, {x, w}, bias ? out + "_mm" : out, {}, module);
+    std::string y = op(Op::MATMUL, {x, w}, bias ? out + "_mm" : out, {{"transpose_b", int64_t(1)}}, module);
     if (!bias) return y;
     std::string b = weight(module + ".bias", {out_features});
     return op(Op::ADD, {y, b}, out, {}, module);
@@ -240,7 +240,7 @@ void build_footer(Program &p, const LlmConfig &c, const FooterSpec &spec)
     std::string w = c.tie_word_embeddings ? head.weight_full(spec.embed_full_name, {c.vocab_size, c.hidden_size})
                                           : head.weight(spec.head + ".weight", {c.vocab_size, c.hidden_size});
     bool more = spec.head_bias || spec.final_softcap > 0;
-    std::string y = head.op(Op::MATMUL, {xn, w}, more ? "logits_mm" : "logits", {}, spec.head,
+    std::string y = head.op(Op::MATMUL, {xn, w}, more ? "logits_mm" : "logits", {{"transpose_b", int64_t(1)}}, spec.head,
                             more ? Storage::Activation : Storage::Output);
     if (spec.head_bias) {
         std::string b = head.weight(spec.head + ".bias", {c.vocab_size});

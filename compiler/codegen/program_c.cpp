@@ -1,0 +1,361 @@
+// program_c.cpp — shared model.c pieces (see program_c.h).
+#include "codegen/program_c.h"
+
+#include <algorithm>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "codegen/emit.h"
+#include "support/error.h"
+#include "support/util.h"
+
+namespace ckc {
+
+std::string upper(std::string s)
+{
+    for (auto &c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return s;
+}
+
+std::string comment_safe(const std::string &s) { return replace_all(s, "*/", "* /"); }
+
+std::string c_type(DType t)
+{
+    switch (t) {
+    case DType::F32: return "float";
+    case DType::I64: return "int64_t";
+    case DType::I32: return "int32_t";
+    case DType::Bool: return "uint8_t";
+    default: internal_error(std::string("codegen: no C type for ") + dtype_name(t));
+    }
+}
+
+namespace {
+
+std::string source_key(const Tensor &t) { return join(t.source.parts, "|"); }
+
+class NameSet {
+public:
+    explicit NameSet(std::set<std::string> reserved = {}) : used_(std::move(reserved)) {}
+    std::string take(const std::string &want)
+    {
+        std::string base = c_identifier(want), name = base;
+        for (int k = 2; used_.count(name); k++) name = base + "_" + std::to_string(k);
+        used_.insert(name);
+        return name;
+    }
+
+private:
+    std::set<std::string> used_;
+};
+
+std::string spec_row(const std::string &strct, const WeightField &f)
+{
+    const Tensor &t = *f.t;
+    std::vector<std::string> names, shapes;
+    for (size_t i = 0; i < t.source.parts.size(); i++) {
+        names.push_back("\"" + replace_all(replace_all(t.source.parts[i], "%", "%%"), "{L}", "%d") + "\"");
+        std::vector<std::string> dims;
+        for (int64_t d : t.source.part_shapes[i]) dims.push_back(std::to_string(d));
+        if (dims.empty()) dims.push_back("1");
+        shapes.push_back("{" + join(dims, ", ") + "}");
+    }
+    return fmt::format("{{offsetof({}, {}), {}, {{{}}}, {}, {{{}}}, {}}},", strct, f.field, t.source.parts.size(),
+                       join(names, ", "), t.source.part_shapes[0].size(), join(shapes, ", "), t.source.transposed ? 1 : 0);
+}
+
+std::string offset_name(int section, const std::string &root)
+{
+    return "CK_OFF_" + upper(Program::section_name(section)) + "_" + upper(c_identifier(root));
+}
+
+// The per-node emit context of a section.
+struct SectionState {
+    const Program &p;
+    int sec;
+    const Graph &g;
+    const SectionPlan &sp;
+    const WeightTable &wt;
+    Target &target;
+    std::map<std::string, std::string> local;  // tensor -> C local
+
+    const Shape &root_shape(const std::string &root) const
+    {
+        return root == kCarryRoot ? p.carry_shape : g.tensor(root).shape;
+    }
+};
+
+class SectionEmitCtx : public EmitCtx {
+public:
+    SectionEmitCtx(CWriter &w, SectionState &st, const Node &n) : EmitCtx(w, st.g, n), st_(st) {}
+    std::string ptr(const std::string &t) const override
+    {
+        const Tensor &tt = g.tensor(t);
+        if (tt.storage == Storage::Weight) return st_.target.weights(st_.sec) + st_.wt.field(st_.sec, tt);
+        return name(t);
+    }
+    std::string ld(const std::string &t) const override
+    {
+        const Tensor &tt = g.tensor(t);
+        const Region &r = st_.sp.region.at(t);
+        if (tt.storage != Storage::Weight && r.strided) return std::to_string(st_.root_shape(r.root).back());
+        return std::to_string(tt.shape.empty() ? 1 : tt.shape.back());
+    }
+    std::string name(const std::string &t) const override
+    {
+        auto it = st_.local.find(t);
+        if (it == st_.local.end()) internal_error("codegen: tensor '" + t + "' has no local");
+        return it->second;
+    }
+    std::string rope_table(const Node &rope) override { return st_.target.rope_table(rope); }
+    std::string param(const std::string &key, double dflt, bool is_int) const override
+    {
+        std::string table = n.table(key);
+        if (!table.empty()) {
+            if (!st_.p.layer_tables.count(table) || st_.sec != 1)
+                internal_error("codegen: node '" + n.name + "' uses unknown per-layer table '" + table + "'");
+            return "CK_LAYER_" + upper(c_identifier(table)) + "[layer]";
+        }
+        double v = n.f(key, dflt);
+        return is_int ? std::to_string(static_cast<int64_t>(v)) : c_float(v);
+    }
+    std::string scratch() const override
+    {
+        auto it = st_.sp.scratch.find(n.name);
+        if (it == st_.sp.scratch.end()) internal_error("codegen: node '" + n.name + "' has no scratch");
+        return "(float *)(" + st_.target.arena(offset_name(st_.sec, it->second), false) + ")";
+    }
+    bool aliased() const override { return st_.sp.views.count(n.name) != 0; }
+
+private:
+    SectionState &st_;
+};
+
+}  // namespace
+
+void WeightTable::collect(const Program &p)
+{
+    NameSet gnames, lnames;
+    for (int s : {0, 2, 1})
+        for (const Node &n : p.section(s).nodes())
+            for (const auto &name : n.inputs) {
+                const Tensor &t = p.section(s).tensor(name);
+                if (t.storage != Storage::Weight) continue;
+                std::string key = source_key(t);
+                auto &by_key = s == 1 ? layer_by_key : global_by_key;
+                if (by_key.count(key)) continue;
+                std::string want = s == 1 ? name : merge_names(t.source.parts);
+                if (starts_with(want, "model.")) want = want.substr(6);
+                std::string field = (s == 1 ? lnames : gnames).take(want);
+                by_key[key] = field;
+                (s == 1 ? layer : global).push_back({field, &t});
+            }
+}
+
+std::string WeightTable::field(int section, const Tensor &t) const
+{
+    const auto &by_key = section == 1 ? layer_by_key : global_by_key;
+    auto it = by_key.find(source_key(t));
+    if (it == by_key.end()) internal_error("codegen: weight '" + t.name + "' has no field");
+    return it->second;
+}
+
+std::string weights_c(const WeightTable &wt, const std::string &prefix)
+{
+    CWriter w;
+    auto field_line = [&](const WeightField &f) {
+        std::string decl = fmt::format("const {} *{};", c_type(f.t->dtype == DType::F32 ? DType::F32 : f.t->dtype), f.field);
+        w.line(fmt::format("{:<40} /* {} {}{} */", decl, shape_str(f.t->shape), comment_safe(merge_names(f.t->source.parts)),
+                           f.t->source.transposed ? " (stored [in, out], loaded transposed)" : ""));
+    };
+    w.comment("one decoder layer; {L} in a name is the layer index");
+    w.open(fmt::format("typedef struct {}layer_weights", prefix));
+    for (const auto &f : wt.layer) field_line(f);
+    if (wt.layer.empty()) w.line("char unused; /* no layers */");
+    w.close(fmt::format("}} {}layer_weights;", prefix));
+    w.line();
+    w.open(fmt::format("typedef struct {}weights", prefix));
+    for (const auto &f : wt.global) field_line(f);
+    w.line(fmt::format("{}layer_weights layers[CK_N_LAYERS > 0 ? CK_N_LAYERS : 1];", prefix));
+    w.close(fmt::format("}} {}weights;", prefix));
+    w.line();
+    w.comment("load tables: field, parts (concatenated along dim 0), names, rank, file shape of each part, transpose");
+    w.open("static const ck_weight_spec CK_GLOBAL_WEIGHTS[] =");
+    for (const auto &f : wt.global) w.line(spec_row(prefix + "weights", f));
+    if (wt.global.empty()) w.line("{0, 0, {NULL}, 0, {{0}}, 0} /* none */");
+    w.close("};");
+    w.open("static const ck_weight_spec CK_LAYER_WEIGHTS[] =");
+    for (const auto &f : wt.layer) w.line(spec_row(prefix + "layer_weights", f));
+    if (wt.layer.empty()) w.line("{0, 0, {NULL}, 0, {{0}}, 0} /* none */");
+    w.close("};");
+    w.line(fmt::format("#define CK_N_GLOBAL_WEIGHTS {}", wt.global.size()));
+    w.line(fmt::format("#define CK_N_LAYER_WEIGHTS {}", wt.layer.size()));
+    return w.str();
+}
+
+std::string plan_c(const Program &p, const Plan &plan)
+{
+    CWriter w;
+    w.line(fmt::format("#define CK_ACT_PER_TOKEN {} /* bytes per token: the largest section */", plan.arena_per_token));
+    w.line(fmt::format("#define CK_ACT_FIXED {} /* bytes independent of T */", plan.arena_fixed));
+    for (int s = 0; s < 3; s++) {
+        const SectionPlan &sp = plan.sections[s];
+        if (sp.alloc.empty() && p.section(s).nodes().empty()) continue;
+        w.comment(fmt::format("{}: arena {}/token + {}; naive sum {}/token + {}; max-live lower bound {}/token + {}",
+                              Program::section_name(s), human_bytes(sp.per_token.arena), human_bytes(sp.fixed.arena),
+                              human_bytes(sp.per_token.naive), human_bytes(sp.fixed.naive),
+                              human_bytes(sp.per_token.lower_bound), human_bytes(sp.fixed.lower_bound)));
+        std::vector<const Allocation *> allocs;
+        for (const auto &[n, a] : sp.alloc) allocs.push_back(&a);
+        std::sort(allocs.begin(), allocs.end(), [](auto *a, auto *b) {
+            return a->per_token != b->per_token ? a->per_token > b->per_token : a->offset < b->offset;
+        });
+        for (const Allocation *a : allocs) {
+            bool scratch = p.section(s).has_tensor(a->root) == false;
+            std::string what = scratch ? "scratch of " + a->root.substr(0, a->root.find('#'))
+                                       : a->root + " " + shape_str(p.section(s).tensor(a->root).shape);
+            std::string def = fmt::format("#define {} {}", offset_name(s, a->root), a->offset);
+            w.line(fmt::format("{:<44} /* {} {}, steps {}..{} */", def, comment_safe(what),
+                               a->per_token ? human_bytes(a->size) + "/token" : human_bytes(a->size), a->birth, a->death));
+        }
+    }
+    return w.str();
+}
+
+std::string layer_tables_c(const Program &p)
+{
+    CWriter w;
+    for (const auto &[name, table] : p.layer_tables) {
+        std::vector<std::string> vals;
+        for (double v : table.values) vals.push_back(table.is_int ? std::to_string(static_cast<int64_t>(v)) : c_float(v));
+        w.line(fmt::format("static const {} CK_LAYER_{}[CK_N_LAYERS] = {{{}}}; /* {} per layer */",
+                           table.is_int ? "int" : "float", upper(c_identifier(name)), join(vals, ", "), name));
+    }
+    return w.str();
+}
+
+std::string section_c(const Program &p, int sec, const SectionPlan &sp, const WeightTable &wt, Target &target)
+{
+    const Graph &g = p.section(sec);
+    SectionState st{p, sec, g, sp, wt, target, {}};
+    std::set<std::string> reserved = {"m", "g", "w", "T", "layer", "pos0"};
+    NameSet names(reserved);
+    std::vector<std::pair<std::string, std::string>> decls;  // declaration, comment
+    auto root_expr = [&](const std::string &root, const std::string &type) -> std::string {
+        if (root == kCarryRoot) return target.carry();
+        const Tensor &r = g.tensor(root);
+        if (r.storage == Storage::Input) return target.input(r);
+        if (r.storage == Storage::Output) return target.output(r);
+        if (st.local.count(root)) return st.local.at(root);
+        const Allocation &a = sp.alloc.at(root);
+        return fmt::format("({} *)({})", type, target.arena(offset_name(sec, root), a.per_token));
+    };
+    auto declare = [&](const std::string &t) {
+        if (st.local.count(t) || g.tensor(t).storage == Storage::Weight) return;
+        const Tensor &tt = g.tensor(t);
+        const Region &r = sp.region.at(t);
+        bool input = tt.storage == Storage::Input || (r.root != kCarryRoot && g.has_tensor(r.root) &&
+                                                      g.tensor(r.root).storage == Storage::Input);
+        std::string type = c_type(tt.dtype), name = names.take(t), expr, note;
+        std::string ctype = (input ? "const " : "") + type + " *";
+        std::string shape = shape_str(tt.shape) + (tt.dtype != DType::F32 ? std::string(" ") + dtype_name(tt.dtype) : "");
+        if (r.root == t) {
+            expr = root_expr(t, type);
+            note = tt.storage == Storage::Input    ? "caller input"
+                   : tt.storage == Storage::Output ? "caller output"
+                                                   : "arena";
+        } else {
+            std::string base = root_expr(r.root, type);
+            expr = r.offset ? fmt::format("{} + {}", base, r.offset) : base;
+            if (r.strided)
+                note = fmt::format("columns {}..{} of {} (row stride {})", r.offset, r.offset + tt.shape.back() - 1,
+                                   base, st.root_shape(r.root).back());
+            else if (r.root == kCarryRoot)
+                note = "the residual stream";
+            else if (g.tensor(r.root).storage == Storage::Output)
+                note = "written in the result buffer";
+            else if (r.offset)
+                note = fmt::format("a view of {} at element {}", base, r.offset);
+            else
+                note = fmt::format("in place: {}'s memory", base);
+        }
+        st.local[t] = name;
+        decls.push_back({fmt::format("{}{} = {};", ctype, name, expr), fmt::format("{} {}", shape, note)});
+    };
+    for (const auto &nn : sp.order) {
+        const Node &n = *g.node(nn);
+        for (const auto &in : n.inputs) declare(in);
+        declare(n.output);
+    }
+
+    CWriter body;
+    body.indent();
+    for (const auto &nn : sp.order) {
+        const Node &n = *g.node(nn);
+        const OpDef &d = op_def(n.op);
+        if (sp.views.count(n.name)) continue;  // a view is just its pointer local
+        if (d.fold_only)
+            throw Error(ErrorKind::Input,
+                        fmt::format("node '{}' ({}{}) could not be computed at compile time: {} only runs on constants, "
+                                    "and one of its inputs is not constant",
+                                    n.name, op_name(n.op), n.origin.empty() ? "" : ", from " + n.origin, op_name(n.op)));
+        body.comment(comment_safe(n.origin.empty() ? n.name : n.origin));
+        SectionEmitCtx ctx(body, st, n);
+        d.emit(ctx);
+    }
+    for (const auto &[t, pin] : sp.copies) {
+        std::string dst = pin == kCarryRoot ? target.carry() : target.output(g.tensor(pin));
+        body.line(fmt::format("memcpy({}, {}, {} * sizeof(float)); /* {} -> {} */", dst, st.local.at(t),
+                              shape_has_tokens(g.tensor(t).shape)
+                                  ? fmt::format("(size_t)T * {}", shape_numel_fixed(g.tensor(t).shape))
+                                  : std::to_string(shape_numel_fixed(g.tensor(t).shape)),
+                              t, pin == kCarryRoot ? "residual stream" : pin));
+    }
+    body.line("return CK_OK;");
+
+    CWriter w;
+    const char *name = Program::section_name(sec);
+    std::string what = sec == 0 ? "runs once before the layers"
+                     : sec == 1 ? "one layer, run for layer = 0 .. CK_N_LAYERS-1"
+                                : "runs once after the layers";
+    w.line(fmt::format("/* ---- {}: {} ", name, what) +
+           std::string(std::max<int>(0, 70 - static_cast<int>(what.size()) - static_cast<int>(std::string(name).size())), '-'));
+    std::string arena = sp.per_token.arena || sp.per_token.naive
+                            ? fmt::format("{}/token (without a planner: {}/token)", human_bytes(sp.per_token.arena),
+                                          human_bytes(sp.per_token.naive))
+                            : fmt::format("{} (without a planner: {})", human_bytes(sp.fixed.arena), human_bytes(sp.fixed.naive));
+    w.line(" * arena " + arena + " */");
+    w.line(target.signature(sec));
+    w.line("{");
+    w.indent();
+    if (sec == 1 && body.str().find("w->") != std::string::npos) w.line(target.block_preamble());
+    size_t width = 0;
+    for (const auto &[decl, note] : decls) width = std::max(width, decl.size());
+    for (const auto &[decl, note] : decls) w.line(fmt::format("{:<{}} /* {} */", decl, width, comment_safe(note)));
+    std::string text = body.str();
+    std::vector<std::string> unused;
+    for (const auto &param : target.maybe_unused()) {
+        std::regex word("\\b" + param + "\\b");
+        if (!std::regex_search(text, word) && !(param == "layer" && sec == 1)) unused.push_back(param);
+    }
+    if (!unused.empty()) {
+        std::string casts;
+        for (const auto &u : unused) casts += "(void)" + u + "; ";
+        casts.pop_back();
+        w.line(casts);
+    }
+    w.line();
+    return w.str() + text + "}\n";
+}
+
+std::set<std::string> kernel_files(const Program &p, const std::set<std::string> &always)
+{
+    std::set<std::string> files = always;
+    for (int s = 0; s < 3; s++)
+        for (const Node &n : p.section(s).nodes())
+            for (const char *k : op_def(n.op).kernels) files.insert(k);
+    return files;
+}
+
+}  // namespace ckc

@@ -1,0 +1,64 @@
+// program_c.h — the parts of a generated model.c every front end shares:
+// the weight structs and load tables, the activation plan, and one C function
+// per section (pointer locals for every tensor, then one kernel call per node
+// under a comment naming its source). What differs between a language model
+// (ck_model) and an exported graph (ck_graph) — the handle, the function
+// signature, where inputs, outputs and the carry live — is a Target.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "codegen/cwriter.h"
+#include "ir/graph.h"
+#include "planner/planner.h"
+
+namespace ckc {
+
+class Target {
+public:
+    virtual ~Target() = default;
+    virtual std::string signature(int section) const = 0;           // "static int ck_block(ck_model *m, int layer, ...)"
+    virtual std::vector<std::string> maybe_unused() const = 0;      // parameters to (void) when unused
+    virtual std::string arena(const std::string &offset, bool per_token) const = 0;  // a byte pointer expression
+    virtual std::string carry() const = 0;                           // the residual stream buffer
+    virtual std::string input(const Tensor &t) const = 0;            // a caller input
+    virtual std::string output(const Tensor &t) const = 0;           // a caller output buffer
+    virtual std::string weights(int section) const = 0;              // "w->" in the block, "m->w." elsewhere
+    virtual std::string block_preamble() const = 0;                  // first line of the block function
+    virtual std::string rope_table(const Node &rope) = 0;            // C prefix of a RoPE table
+};
+
+std::string c_type(DType t);  // float, int64_t, int32_t, uint8_t
+
+struct WeightField {
+    std::string field;
+    const Tensor *t;
+};
+
+// The weights a Program reads, as struct fields: global (header, footer) and
+// per layer (block), one field per distinct checkpoint source.
+struct WeightTable {
+    std::vector<WeightField> global, layer;
+    std::map<std::string, std::string> global_by_key, layer_by_key;
+    void collect(const Program &p);
+    std::string field(int section, const Tensor &t) const;
+};
+
+// typedefs of the weight structs + CK_GLOBAL_WEIGHTS / CK_LAYER_WEIGHTS tables.
+std::string weights_c(const WeightTable &wt, const std::string &prefix);
+// CK_ACT_PER_TOKEN, CK_ACT_FIXED and one #define per arena allocation.
+std::string plan_c(const Program &p, const Plan &plan);
+// static const CK_LAYER_<NAME>[] tables of per-layer attributes.
+std::string layer_tables_c(const Program &p);
+// One C function per section.
+std::string section_c(const Program &p, int section, const SectionPlan &sp, const WeightTable &wt, Target &target);
+// The runtime sources a Program needs (relative to runtime/).
+std::set<std::string> kernel_files(const Program &p, const std::set<std::string> &always);
+
+std::string comment_safe(const std::string &s);
+std::string upper(std::string s);
+
+}  // namespace ckc
