@@ -141,6 +141,103 @@ void ck_scale(float *out, const float *x, size_t n, float s);
 void ck_softcap(float *out, const float *x, size_t n, float cap);
 void ck_softcap_ref(float *out, const float *x, size_t n, float cap);
 
+/* ---- exported-graph kernels ------------------------------------------------
+ * Shapes are int64_t arrays of `rank` entries; broadcasting operands are
+ * given right-aligned to the output rank (missing leading dims as 1). */
+#define CK_MAX_RANK 8
+
+/* ---- unary (elementwise.c) ---- */
+typedef enum ck_unop {
+    CK_UN_RELU, CK_UN_SILU, CK_UN_TANH, CK_UN_EXP, CK_UN_RSQRT, CK_UN_NEG, CK_UN_POW
+} ck_unop;
+/* out[i] = op(x[i]) (POW: x^param); out may equal x. */
+void ck_unary(float *out, const float *x, size_t n, ck_unop op, float param);
+void ck_unary_ref(float *out, const float *x, size_t n, ck_unop op, float param);
+/* out = relu(x + bias) over rows of n; out may equal x. */
+void ck_bias_relu(float *out, const float *x, const float *bias, size_t rows, int n);
+
+/* ---- broadcasting binary ops and selects (binary.c) ---- */
+typedef enum ck_binop { CK_BIN_ADD, CK_BIN_SUB, CK_BIN_MUL, CK_BIN_DIV } ck_binop;
+/* out = a op b with numpy broadcasting (odometer), fast paths for equal
+ * shapes, a scalar operand and a row broadcast. out may equal a or b when
+ * it has their shape. */
+void ck_binary(float *out, const int64_t *out_shape, int rank, const float *a, const int64_t *a_shape,
+               const float *b, const int64_t *b_shape, ck_binop op);
+void ck_binary_ref(float *out, const int64_t *out_shape, int rank, const float *a, const int64_t *a_shape,
+                   const float *b, const int64_t *b_shape, ck_binop op);
+/* out[i] = a[i] op s, or s op a[i] when reverse. */
+void ck_binary_scalar(float *out, const float *a, size_t n, float s, ck_binop op, int reverse);
+/* out = mask ? value : x, mask (bytes) broadcast to x's shape. out may equal x. */
+void ck_masked_fill(float *out, const int64_t *shape, int rank, const float *x, const uint8_t *mask,
+                    const int64_t *mask_shape, float value);
+
+/* ---- softmax and reductions (reduce.c), over the middle of [outer][n][inner] ---- */
+void ck_softmax(float *out, const float *x, int64_t outer, int64_t n, int64_t inner);
+void ck_softmax_ref(float *out, const float *x, int64_t outer, int64_t n, int64_t inner);
+typedef enum ck_redop { CK_RED_SUM, CK_RED_MEAN, CK_RED_MAX } ck_redop;
+void ck_reduce(float *out, const float *x, int64_t outer, int64_t n, int64_t inner, ck_redop op);
+void ck_reduce_ref(float *out, const float *x, int64_t outer, int64_t n, int64_t inner, ck_redop op);
+/* x [batch][S][S]: -inf above the diagonal. out may equal x. */
+void ck_causal_mask(float *out, const float *x, int64_t batch, int64_t S);
+
+/* ---- layout (layout.c): element size `elem` bytes, any dtype ---- */
+/* out = x with axes permuted: out axis i is x axis perm[i]. */
+void ck_permute(void *out, const void *x, int rank, const int64_t *shape, const int *perm, size_t elem);
+void ck_permute_ref(void *out, const void *x, int rank, const int64_t *shape, const int *perm, size_t elem);
+/* x [outer][n][inner] -> out [outer][len][inner], rows start, start+step, ... */
+void ck_slice_copy(void *out, const void *x, int64_t outer, int64_t n, int64_t inner, int64_t start, int64_t len,
+                   int64_t step, size_t elem);
+/* x [outer][n_in][inner] into out [outer][n_out][inner] at rows offset.. (one CAT input) */
+void ck_cat_part(void *out, const void *x, int64_t outer, int64_t n_out, int64_t n_in, int64_t offset, int64_t inner,
+                 size_t elem);
+/* out (out_shape) = x broadcast (x_shape right-aligned, rank entries) */
+void ck_expand(void *out, const int64_t *out_shape, int rank, const void *x, const int64_t *x_shape, size_t elem);
+/* out[rows][cols] = a row-strided x[rows][ldx] */
+void ck_copy_rows(float *out, const float *x, int64_t ldx, int64_t rows, int64_t cols);
+
+/* ---- batched GEMM (linear.c) ----
+ * out[b] = alpha * a[b] @ op(B) (+ add[b]) (+ bias), a [batch][M][K];
+ * B is [K][N] (or [N][K] with trans_b), per batch when b_batched, else one
+ * matrix shared by every batch (then the batch is folded into M). add is the
+ * full [batch][M][N] addend (may equal out) or NULL; bias is [N] or NULL. */
+void ck_matmul(float *out, const float *a, const float *b, const float *add, const float *bias, int64_t batch,
+               int64_t M, int64_t N, int64_t K, int b_batched, int trans_b, float alpha);
+void ck_matmul_ref(float *out, const float *a, const float *b, const float *add, const float *bias, int64_t batch,
+                   int64_t M, int64_t N, int64_t K, int b_batched, int trans_b, float alpha);
+
+/* ---- attention over whole sequences (attention.c) ----
+ * q [BH][Sq][D], k and v [BH][Sk][D], out [BH][Sq][D], all contiguous.
+ * causal: query i sees keys j <= i + (Sk - Sq). Two implementations behind
+ * one op, equal within float rounding: standard (scores materialized, S x S
+ * per slot) and flash (tiled online softmax, 32 x 32 tiles). Scratch comes
+ * from the planner; at most CK_ATTENTION_SLOTS (b, h) slices run at once. */
+#define CK_ATTENTION_SLOTS 16
+#define CK_FLASH_TILE 32
+static inline size_t ck_attention_slots(int64_t BH) { return (size_t)(BH < CK_ATTENTION_SLOTS ? BH : CK_ATTENTION_SLOTS); }
+static inline size_t ck_attention_std_scratch(int64_t BH, int64_t Sq, int64_t Sk, int64_t D)
+{
+    (void)D;
+    return ck_attention_slots(BH) * (size_t)Sq * (size_t)Sk * sizeof(float);
+}
+static inline size_t ck_attention_flash_scratch(int64_t BH, int64_t Sq, int64_t Sk, int64_t D)
+{
+    (void)Sq;
+    (void)Sk;
+    return ck_attention_slots(BH) * (size_t)(CK_FLASH_TILE * CK_FLASH_TILE + CK_FLASH_TILE * D + 2 * CK_FLASH_TILE) *
+           sizeof(float);
+}
+void ck_attention_std(float *out, const float *q, const float *k, const float *v, int64_t BH, int64_t Sq, int64_t Sk,
+                      int64_t D, float scale, int causal, float *scratch);
+void ck_attention_flash(float *out, const float *q, const float *k, const float *v, int64_t BH, int64_t Sq, int64_t Sk,
+                        int64_t D, float scale, int causal, float *scratch);
+void ck_attention_seq_ref(float *out, const float *q, const float *k, const float *v, int64_t BH, int64_t Sq,
+                          int64_t Sk, int64_t D, float scale, int causal);
+
+/* ---- int64 ids (embedding.c) ---- */
+/* out[i][:] = table[ids[i]][:]; returns -1, or the index of the first id
+ * outside [0, vocab) (then nothing is written). */
+int64_t ck_embedding_i64(float *out, const float *table, const int64_t *ids, int64_t n, int C, int64_t vocab);
+
 #ifdef __cplusplus
 }
 #endif

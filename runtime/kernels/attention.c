@@ -119,3 +119,146 @@ void ck_attention_ref(float *out, int ldo, const float *q, int ldq,
         }
     free(s);
 }
+
+/* ---- whole-sequence attention for exported graphs --------------------------
+ * q [BH][Sq][D], k, v [BH][Sk][D]. Query i sees keys j <= i + (Sk - Sq) when
+ * causal. Scratch comes from the planner; `ck_attention_slots(BH)` slots,
+ * and no more than that many threads run at once. */
+
+#ifdef _OPENMP
+#include <omp.h>
+#define CK_THREAD_ID() omp_get_thread_num()
+#define CK_MAX_THREADS() (omp_in_parallel() ? 1 : omp_get_max_threads())
+#else
+#define CK_THREAD_ID() 0
+#define CK_MAX_THREADS() 1
+#endif
+#include <cblas.h>
+
+static int64_t last_key(int64_t i, int64_t Sq, int64_t Sk, int causal) /* exclusive */
+{
+    int64_t e = i + 1 + (Sk - Sq);
+    return causal ? (e < Sk ? e : Sk) : Sk;
+}
+
+/* Standard: scores of a block of query rows materialized in the slot
+ * ([Sq][Sk]), two GEMMs around a row softmax. Slices run `slots` at a time;
+ * each slice's rows are split into blocks so that the team stays busy even
+ * for one slice. A causal row block stops its GEMMs at its last key. */
+void ck_attention_std(float *out, const float *q, const float *k, const float *v, int64_t BH, int64_t Sq, int64_t Sk,
+                      int64_t D, float scale, int causal, float *scratch)
+{
+    int64_t slots = (int64_t)ck_attention_slots(BH), g0;
+    int team = CK_MAX_THREADS();
+    if ((double)BH * Sq * Sk * D < 32768.0) team = 1;
+    for (g0 = 0; g0 < BH; g0 += slots) {
+        int64_t gn = BH - g0 < slots ? BH - g0 : slots;
+        int64_t blocks = gn >= team ? 1 : (team + gn - 1) / gn, rb, tasks, t;
+        if (blocks > Sq) blocks = Sq;
+        rb = (Sq + blocks - 1) / blocks;
+        tasks = gn * blocks;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(team) if (team > 1)
+        for (t = 0; t < tasks; t++) {
+            int64_t s = t / blocks, bh = g0 + s, r0 = (t % blocks) * rb, r1 = r0 + rb < Sq ? r0 + rb : Sq, i;
+            int64_t kmax = last_key(r1 - 1, Sq, Sk, causal);
+            const float *Q = q + (bh * Sq + r0) * D, *K = k + bh * Sk * D, *V = v + bh * Sk * D;
+            float *S = scratch + (s * Sq + r0) * Sk;
+            if (r0 >= r1) continue;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), (int)kmax, (int)D, scale, Q, (int)D, K,
+                        (int)D, 0.0f, S, (int)Sk);
+            for (i = r0; i < r1; i++) {
+                float *row = S + (i - r0) * Sk;
+                int64_t e = last_key(i, Sq, Sk, causal);
+                ck_vsoftmax(row, row, (int)e);
+                if (e < kmax) memset(row + e, 0, (size_t)(kmax - e) * sizeof(float));
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(r1 - r0), (int)D, (int)kmax, 1.0f, S, (int)Sk, V,
+                        (int)D, 0.0f, out + (bh * Sq + r0) * D, (int)D);
+        }
+    }
+}
+
+/* Flash: per (slice, 32-query tile) task, keys in 32-row tiles with the
+ * online-softmax recurrence; the slot holds the tile's scores [32][32],
+ * accumulators [32][D], running max and sum [32] — O(tile) memory at any S. */
+void ck_attention_flash(float *out, const float *q, const float *k, const float *v, int64_t BH, int64_t Sq, int64_t Sk,
+                        int64_t D, float scale, int causal, float *scratch)
+{
+    const int64_t TL = CK_FLASH_TILE, per_slot = TL * TL + TL * D + 2 * TL;
+    int64_t tiles = (Sq + TL - 1) / TL, tasks = BH * tiles, t;
+    int team = CK_MAX_THREADS();
+    if (team > (int)ck_attention_slots(BH)) team = (int)ck_attention_slots(BH);
+    if ((double)BH * Sq * Sk * D < 32768.0) team = 1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(team) if (team > 1)
+    for (t = 0; t < tasks; t++) {
+        float *S = scratch + (int64_t)CK_THREAD_ID() * per_slot, *acc = S + TL * TL, *m = acc + TL * D, *l = m + TL;
+        int64_t bh = t / tiles, i0 = (t % tiles) * TL, ni = Sq - i0 < TL ? Sq - i0 : TL, i, j0, b;
+        int64_t kend = last_key(i0 + ni - 1, Sq, Sk, causal);
+        const float *Q = q + (bh * Sq + i0) * D, *K = k + bh * Sk * D, *V = v + bh * Sk * D;
+        for (i = 0; i < ni; i++) {
+            m[i] = -INFINITY;
+            l[i] = 0.0f;
+        }
+        memset(acc, 0, (size_t)(ni * D) * sizeof(float));
+        for (j0 = 0; j0 < kend; j0 += TL) {
+            int64_t nj = kend - j0 < TL ? kend - j0 : TL;
+            for (i = 0; i < ni; i++) {
+                float *s = S + i * TL, bm = -INFINITY, m_new;
+                int64_t e = last_key(i0 + i, Sq, Sk, causal) - j0; /* keys of this row in the tile */
+                if (e > nj) e = nj;
+                if (e <= 0) continue;
+                ck_vdots(s, Q + i * D, K + j0 * D, (int)e, (int)D);
+                for (b = 0; b < e; b++) {
+                    s[b] *= scale;
+                    if (s[b] > bm) bm = s[b];
+                }
+                m_new = bm > m[i] ? bm : m[i];
+                if (m[i] > -INFINITY && m_new != m[i]) {
+                    float corr = expf(m[i] - m_new);
+                    l[i] *= corr;
+                    ck_vscale(acc + i * D, corr, (int)D);
+                }
+                for (b = 0; b < e; b++) s[b] -= m_new;
+                ck_vexp(s, s, (int)e);
+                for (b = 0; b < e; b++) l[i] += s[b];
+                ck_vmacc(acc + i * D, s, V + j0 * D, (int)e, (int)D);
+                m[i] = m_new;
+            }
+        }
+        for (i = 0; i < ni; i++) {
+            float *o = out + (bh * Sq + i0 + i) * D;
+            float inv = 1.0f / l[i];
+            for (b = 0; b < D; b++) o[b] = acc[i * D + b] * inv;
+        }
+    }
+}
+
+void ck_attention_seq_ref(float *out, const float *q, const float *k, const float *v, int64_t BH, int64_t Sq,
+                          int64_t Sk, int64_t D, float scale, int causal)
+{
+    double *s = (double *)malloc(sizeof(double) * (size_t)Sk);
+    int64_t bh, i, j, d;
+    if (!s) return;
+    for (bh = 0; bh < BH; bh++)
+        for (i = 0; i < Sq; i++) {
+            const float *qr = q + (bh * Sq + i) * D;
+            int64_t e = last_key(i, Sq, Sk, causal);
+            double mx = -INFINITY, sum = 0.0;
+            for (j = 0; j < e; j++) {
+                double acc = 0.0;
+                for (d = 0; d < D; d++) acc += (double)qr[d] * k[(bh * Sk + j) * D + d];
+                s[j] = acc * scale;
+                if (s[j] > mx) mx = s[j];
+            }
+            for (j = 0; j < e; j++) {
+                s[j] = exp(s[j] - mx);
+                sum += s[j];
+            }
+            for (d = 0; d < D; d++) {
+                double acc = 0.0;
+                for (j = 0; j < e; j++) acc += s[j] * v[(bh * Sk + j) * D + d];
+                out[(bh * Sq + i) * D + d] = (float)(acc / sum);
+            }
+        }
+    free(s);
+}

@@ -19,6 +19,7 @@
 #ifndef CK_SIMD_H
 #define CK_SIMD_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -213,6 +214,25 @@ static inline void ck_vscale(float *y, float a, int n)
 {
     int i;
     for (i = 0; i < n; i++) y[i] *= a;
+}
+
+/* o = softmax(x) over n values (o may equal x). A row that is entirely
+ * -inf (fully masked; torch gives NaN) becomes uniform, to stay finite. */
+static inline void ck_vsoftmax(float *o, const float *x, int n)
+{
+    float mx = -INFINITY, sum = 0.0f, inv;
+    int i;
+    for (i = 0; i < n; i++)
+        if (x[i] > mx) mx = x[i];
+    if (mx == -INFINITY) {
+        for (i = 0; i < n; i++) o[i] = 1.0f / (float)n;
+        return;
+    }
+    for (i = 0; i < n; i++) o[i] = x[i] - mx;
+    ck_vexp(o, o, n);
+    for (i = 0; i < n; i++) sum += o[i];
+    inv = 1.0f / sum;
+    for (i = 0; i < n; i++) o[i] *= inv;
 }
 
 #endif /* CK_SIMD_H */

@@ -128,3 +128,87 @@ void ck_add_bias(float *out, const float *a, const float *bias, int T, int N)
         for (n = 0; n < N; n++) o[n] = ar[n] + bias[n];
     }
 }
+
+/* ---- graph unary ops ------------------------------------------------------ */
+
+static void unary_chunk(float *y, const float *x, float *e, int m, ck_unop op, float param)
+{
+    int k;
+    switch (op) {
+    case CK_UN_RELU:
+        for (k = 0; k < m; k++) y[k] = x[k] > 0.0f ? x[k] : 0.0f;
+        break;
+    case CK_UN_SILU:
+        activate(y, x, e, m, CK_ACT_SILU);
+        break;
+    case CK_UN_TANH: /* 1 - 2 / (exp(2x) + 1) */
+        for (k = 0; k < m; k++) e[k] = 2.0f * x[k];
+        ck_vexp(e, e, m);
+        for (k = 0; k < m; k++) y[k] = 1.0f - 2.0f / (e[k] + 1.0f);
+        break;
+    case CK_UN_EXP:
+        ck_vexp(y, x, m);
+        break;
+    case CK_UN_RSQRT:
+        for (k = 0; k < m; k++) y[k] = 1.0f / sqrtf(x[k]);
+        break;
+    case CK_UN_NEG:
+        for (k = 0; k < m; k++) y[k] = -x[k];
+        break;
+    default: /* CK_UN_POW: the common exponents exactly, the rest through powf */
+        if (param == 2.0f)
+            for (k = 0; k < m; k++) y[k] = x[k] * x[k];
+        else if (param == 3.0f)
+            for (k = 0; k < m; k++) y[k] = x[k] * x[k] * x[k];
+        else if (param == 0.5f)
+            for (k = 0; k < m; k++) y[k] = sqrtf(x[k]);
+        else
+            for (k = 0; k < m; k++) y[k] = powf(x[k], param);
+        break;
+    }
+}
+
+void ck_unary(float *out, const float *x, size_t n, ck_unop op, float param)
+{
+    long c;
+#pragma omp parallel for schedule(static) if (n >= 65536)
+    for (c = 0; c < (long)((n + CK_CHUNK - 1) / CK_CHUNK); c++) {
+        float e[CK_CHUNK];
+        size_t i0 = (size_t)c * CK_CHUNK;
+        int m = n - i0 < CK_CHUNK ? (int)(n - i0) : CK_CHUNK;
+        unary_chunk(out + i0, x + i0, e, m, op, param);
+    }
+}
+
+void ck_unary_ref(float *out, const float *x, size_t n, ck_unop op, float param)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        double v = x[i];
+        switch (op) {
+        case CK_UN_RELU: v = v > 0.0 ? v : 0.0; break;
+        case CK_UN_SILU: v = v / (1.0 + exp(-v)); break;
+        case CK_UN_TANH: v = tanh(v); break;
+        case CK_UN_EXP: v = exp(v); break;
+        case CK_UN_RSQRT: v = 1.0 / sqrt(v); break;
+        case CK_UN_NEG: v = -v; break;
+        default: v = pow(v, (double)param); break;
+        }
+        out[i] = (float)v;
+    }
+}
+
+void ck_bias_relu(float *out, const float *x, const float *bias, size_t rows, int n)
+{
+    long r;
+#pragma omp parallel for schedule(static) if (rows * (size_t)n >= 65536)
+    for (r = 0; r < (long)rows; r++) {
+        const float *xr = x + (size_t)r * n;
+        float *o = out + (size_t)r * n;
+        int j;
+        for (j = 0; j < n; j++) {
+            float v = xr[j] + bias[j];
+            o[j] = v > 0.0f ? v : 0.0f;
+        }
+    }
+}

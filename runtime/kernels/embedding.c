@@ -19,3 +19,12 @@ void ck_pos_embed(float *out, const float *x, const float *table, int T, int C, 
         for (i = 0; i < C; i++) o[i] = xr[i] + p[i];
     }
 }
+
+int64_t ck_embedding_i64(float *out, const float *table, const int64_t *ids, int64_t n, int C, int64_t vocab)
+{
+    int64_t i;
+    for (i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= vocab) return i;
+    for (i = 0; i < n; i++) memcpy(out + (size_t)i * C, table + (size_t)ids[i] * C, (size_t)C * sizeof(float));
+    return -1;
+}

@@ -91,3 +91,90 @@ void ck_linear_ref(float *out, int ldo, const float *x, int ldx, const float *w,
             out[(size_t)t * ldo + n] = (float)acc;
         }
 }
+
+/* ---- batched GEMM for exported graphs -------------------------------------
+ * A shared B (weights, or any 2-D right operand) folds the batch into M and
+ * is one GEMM split over output columns like ck_linear. A batched B (the
+ * q @ k^T of an unfused attention) is split over (batch, column range)
+ * tasks, as many as the team has threads. add / bias are pre-filled into the
+ * output and the GEMM accumulates with beta = 1 (MATMUL_ADD). */
+
+/* rows [0, M) x columns [n0, n0 + nb) of one batch */
+static void matmul_block(float *out, const float *a, const float *b, const float *add, const float *bias,
+                         int64_t M, int64_t N, int64_t K, int trans_b, float alpha, int64_t n0, int64_t nb)
+{
+    float beta = 0.0f;
+    int64_t m, j;
+    const float *bb = trans_b ? b + n0 * K : b + n0;
+    int ldb = trans_b ? (int)K : (int)N;
+    if (nb <= 0) return;
+    if (add || bias) {
+        for (m = 0; m < M; m++) {
+            float *o = out + m * N + n0;
+            if (add && add + m * N + n0 != o) memcpy(o, add + m * N + n0, (size_t)nb * sizeof(float));
+            if (!add) memset(o, 0, (size_t)nb * sizeof(float));
+            if (bias)
+                for (j = 0; j < nb; j++) o[j] += bias[n0 + j];
+        }
+        beta = 1.0f;
+    }
+    if (M == 1)
+        cblas_sgemv(CblasRowMajor, trans_b ? CblasNoTrans : CblasTrans, trans_b ? (int)nb : (int)K,
+                    trans_b ? (int)K : (int)nb, alpha, bb, ldb, a, 1, beta, out + n0, 1);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)nb, (int)K, alpha,
+                    a, (int)K, bb, ldb, beta, out + n0, (int)N);
+}
+
+void ck_matmul(float *out, const float *a, const float *b, const float *add, const float *bias, int64_t batch,
+               int64_t M, int64_t N, int64_t K, int b_batched, int trans_b, float alpha)
+{
+    int team = 1;
+    if (!b_batched) { /* one GEMM: [batch * M, K] @ B */
+        M *= batch;
+        batch = 1;
+    }
+#ifdef _OPENMP
+    team = omp_in_parallel() || (double)batch * M * N * K < 65536.0 ? 1 : omp_get_max_threads();
+#endif
+    if (team == 1) {
+        int64_t i;
+        for (i = 0; i < batch; i++)
+            matmul_block(out + i * M * N, a + i * M * K, b + (b_batched ? i * K * N : 0), add ? add + i * M * N : NULL,
+                         bias, M, N, K, trans_b, alpha, 0, N);
+        return;
+    }
+#ifdef _OPENMP
+    {
+        /* split each batch's columns so that batch * splits covers the team;
+         * ranges are multiples of 16 floats (64-byte lines) */
+        int64_t splits = batch >= team ? 1 : (team + batch - 1) / batch;
+        int64_t per = ((N + splits - 1) / splits + 15) / 16 * 16, tasks = batch * splits, t;
+#pragma omp parallel for schedule(static) num_threads(team)
+        for (t = 0; t < tasks; t++) {
+            int64_t i = t / splits, n0 = (t % splits) * per, n1 = n0 + per > N ? N : n0 + per;
+            matmul_block(out + i * M * N, a + i * M * K, b + (b_batched ? i * K * N : 0),
+                         add ? add + i * M * N : NULL, bias, M, N, K, trans_b, alpha, n0, n1 - n0);
+        }
+    }
+#endif
+}
+
+void ck_matmul_ref(float *out, const float *a, const float *b, const float *add, const float *bias, int64_t batch,
+                   int64_t M, int64_t N, int64_t K, int b_batched, int trans_b, float alpha)
+{
+    int64_t i, m, n, k;
+    for (i = 0; i < batch; i++) {
+        const float *A = a + i * M * K, *B = b + (b_batched ? i * K * N : 0);
+        for (m = 0; m < M; m++)
+            for (n = 0; n < N; n++) {
+                double acc = 0.0;
+                size_t o = (size_t)((i * M + m) * N + n);
+                for (k = 0; k < K; k++) acc += (double)A[m * K + k] * (trans_b ? B[n * K + k] : B[k * N + n]);
+                acc *= alpha;
+                if (add) acc += add[o];
+                if (bias) acc += bias[n];
+                out[o] = (float)acc;
+            }
+    }
+}

@@ -11,53 +11,9 @@
 #include <vector>
 
 #include "ck_kernels.h"
+#include "kernel_helpers.h"
 
-namespace {
-
-std::vector<float> rnd(size_t n, unsigned seed, float scale = 1.0f)
-{
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> d(0.0f, scale);
-    std::vector<float> v(n);
-    for (auto &x : v) x = d(rng);
-    return v;
-}
-
-double max_abs_diff(const std::vector<float> &a, const std::vector<float> &b)
-{
-    REQUIRE(a.size() == b.size());
-    double m = 0;
-    for (size_t i = 0; i < a.size(); i++) {
-        REQUIRE(std::isfinite(a[i]));
-        m = std::max(m, static_cast<double>(std::fabs(a[i] - b[i])));
-    }
-    return m;
-}
-
-// max |a - b| / max(1, |b|): for outputs whose magnitude varies widely
-double max_rel_diff(const std::vector<float> &a, const std::vector<float> &b)
-{
-    REQUIRE(a.size() == b.size());
-    double m = 0;
-    for (size_t i = 0; i < a.size(); i++)
-        m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]) / std::max(1.0, std::fabs(static_cast<double>(b[i]))));
-    return m;
-}
-
-// Runs with the OpenMP team / single-threaded OpenBLAS a model call uses.
-struct Threads {
-    ck_threads_saved saved;
-    explicit Threads(int n) { ck_threads_enter(&saved, n); }
-    ~Threads() { ck_threads_leave(&saved); }
-};
-
-// Forces the portable (SSE2 / scalar) vector bodies for its lifetime.
-struct Portable {
-    explicit Portable(bool on) { ck_cpu_force_portable(on ? 1 : 0); }
-    ~Portable() { ck_cpu_force_portable(0); }
-};
-
-}  // namespace
+using namespace ckc_kernel_test;
 
 TEST_CASE("ck_rmsnorm matches the reference", "[kernels]")
 {

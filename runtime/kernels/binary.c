@@ -1,0 +1,151 @@
+/*
+ * binary.c — elementwise binary ops with numpy broadcasting, and masked fill.
+ *
+ * General case: an odometer over the output's dims with per-operand strides
+ * (0 along broadcast dims), the innermost dim run as a tight loop. Fast
+ * paths for the shapes that dominate real graphs: equal shapes, a scalar
+ * operand, and a row vector broadcast over leading dims (biases).
+ */
+#include "ck_kernels.h"
+
+static float apply(ck_binop op, float a, float b)
+{
+    switch (op) {
+    case CK_BIN_ADD: return a + b;
+    case CK_BIN_SUB: return a - b;
+    case CK_BIN_MUL: return a * b;
+    default: return a / b;
+    }
+}
+
+static size_t numel(const int64_t *s, int rank)
+{
+    size_t n = 1;
+    int i;
+    for (i = 0; i < rank; i++) n *= (size_t)s[i];
+    return n;
+}
+
+/* strides of an operand over the output's dims; 0 along broadcast dims */
+static void bstrides(int64_t *st, const int64_t *shape, const int64_t *out_shape, int rank)
+{
+    int64_t s = 1;
+    int d;
+    for (d = rank - 1; d >= 0; d--) {
+        st[d] = shape[d] == 1 && out_shape[d] != 1 ? 0 : s;
+        s *= shape[d];
+    }
+}
+
+static int same(const int64_t *a, const int64_t *b, int rank)
+{
+    int i;
+    for (i = 0; i < rank; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
+/* b is [1, ..., 1, N] against out [..., N] */
+static int row_vector(const int64_t *b, const int64_t *out, int rank)
+{
+    int i;
+    for (i = 0; i < rank - 1; i++)
+        if (b[i] != 1) return 0;
+    return rank > 0 && b[rank - 1] == out[rank - 1];
+}
+
+void ck_binary(float *out, const int64_t *os, int rank, const float *a, const int64_t *as, const float *b,
+               const int64_t *bs, ck_binop op)
+{
+    size_t n = numel(os, rank), na = numel(as, rank), nb = numel(bs, rank);
+    int64_t sa[CK_MAX_RANK], sb[CK_MAX_RANK], idx[CK_MAX_RANK];
+    size_t i, pos;
+    long k;
+    if (same(as, os, rank) && same(bs, os, rank)) {
+#pragma omp parallel for schedule(static) if (n >= 65536)
+        for (k = 0; k < (long)n; k++) out[k] = apply(op, a[k], b[k]);
+        return;
+    }
+    if (nb == 1 && na == n) {
+        ck_binary_scalar(out, a, n, b[0], op, 0);
+        return;
+    }
+    if (na == 1 && nb == n) {
+        ck_binary_scalar(out, b, n, a[0], op, 1);
+        return;
+    }
+    if (na == n && row_vector(bs, os, rank)) {
+        int64_t N = os[rank - 1], rows = (int64_t)(n / (size_t)N);
+#pragma omp parallel for schedule(static) if (n >= 65536)
+        for (k = 0; k < (long)rows; k++) {
+            int64_t j;
+            for (j = 0; j < N; j++) out[k * N + j] = apply(op, a[k * N + j], b[j]);
+        }
+        return;
+    }
+    /* general: odometer over all but the last dim, the last as a tight loop */
+    bstrides(sa, as, os, rank);
+    bstrides(sb, bs, os, rank);
+    for (i = 0; i < (size_t)rank; i++) idx[i] = 0;
+    for (pos = 0; pos < n; pos += (size_t)os[rank - 1]) {
+        int64_t oa = 0, ob = 0, j, N = os[rank - 1];
+        int d;
+        for (d = 0; d < rank - 1; d++) {
+            oa += idx[d] * sa[d];
+            ob += idx[d] * sb[d];
+        }
+        for (j = 0; j < N; j++) out[pos + (size_t)j] = apply(op, a[oa + j * sa[rank - 1]], b[ob + j * sb[rank - 1]]);
+        for (d = rank - 2; d >= 0; d--) { /* carry */
+            if (++idx[d] < os[d]) break;
+            idx[d] = 0;
+        }
+    }
+}
+
+void ck_binary_ref(float *out, const int64_t *os, int rank, const float *a, const int64_t *as, const float *b,
+                   const int64_t *bs, ck_binop op)
+{
+    size_t n = numel(os, rank), i;
+    for (i = 0; i < n; i++) {
+        size_t rem = i, ia = 0, ib = 0, ma = 1, mb = 1;
+        int d;
+        for (d = rank - 1; d >= 0; d--) {
+            size_t c = rem % (size_t)os[d];
+            rem /= (size_t)os[d];
+            ia += (as[d] == 1 ? 0 : c) * ma;
+            ib += (bs[d] == 1 ? 0 : c) * mb;
+            ma *= (size_t)as[d];
+            mb *= (size_t)bs[d];
+        }
+        out[i] = apply(op, a[ia], b[ib]);
+    }
+}
+
+void ck_binary_scalar(float *out, const float *a, size_t n, float s, ck_binop op, int reverse)
+{
+    long k;
+    if (reverse) {
+#pragma omp parallel for schedule(static) if (n >= 65536)
+        for (k = 0; k < (long)n; k++) out[k] = apply(op, s, a[k]);
+    } else {
+#pragma omp parallel for schedule(static) if (n >= 65536)
+        for (k = 0; k < (long)n; k++) out[k] = apply(op, a[k], s);
+    }
+}
+
+void ck_masked_fill(float *out, const int64_t *shape, int rank, const float *x, const uint8_t *mask,
+                    const int64_t *mask_shape, float value)
+{
+    size_t n = numel(shape, rank), i;
+    int64_t sm[CK_MAX_RANK];
+    bstrides(sm, mask_shape, shape, rank);
+    for (i = 0; i < n; i++) {
+        size_t rem = i, im = 0;
+        int d;
+        for (d = rank - 1; d >= 0; d--) {
+            im += (rem % (size_t)shape[d]) * (size_t)sm[d];
+            rem /= (size_t)shape[d];
+        }
+        out[i] = mask[im] ? value : x[i];
+    }
+}

@@ -1,0 +1,222 @@
+// Kernels of exported graphs against their *_ref twins (or an obvious loop):
+// batched GEMM, whole-sequence attention (standard and flash), broadcast
+// binary ops, unary ops, softmax / reductions, layout moves, int64 gathers.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "ck_kernels.h"
+#include "kernel_helpers.h"
+
+using namespace ckc_kernel_test;
+
+TEST_CASE("ck_matmul matches the reference (shared / batched B, transposed, alpha, addend, bias)", "[kernels]")
+{
+    auto [batch, M, N, K] = GENERATE(std::tuple{1, 1, 1, 1}, std::tuple{1, 1, 96, 64}, std::tuple{3, 1, 40, 17},
+                                     std::tuple{2, 16, 16, 64}, std::tuple{4, 33, 70, 29}, std::tuple{1, 128, 512, 512});
+    int b_batched = GENERATE(0, 1), trans_b = GENERATE(0, 1);
+    int mode = GENERATE(0, 1, 2, 3);  // plain, bias, addend, in-place addend + bias
+    int nth = GENERATE(1, 2);
+    float alpha = mode == 0 ? 0.125f : 1.0f;
+    Threads th(nth);
+    size_t nout = static_cast<size_t>(batch) * M * N;
+    auto a = rnd(static_cast<size_t>(batch) * M * K, 1), b = rnd((b_batched ? batch : 1) * static_cast<size_t>(K) * N, 2, 0.1f);
+    auto bias = rnd(N, 3), add = rnd(nout, 4);
+    std::vector<float> got(nout, 7.0f), want(nout, 5.0f);
+    const float *bp = mode == 1 || mode == 3 ? bias.data() : nullptr;
+    const float *ap = mode >= 2 ? add.data() : nullptr;
+    if (mode == 3) got = add;
+    ck_matmul(got.data(), a.data(), b.data(), mode == 3 ? got.data() : ap, bp, batch, M, N, K, b_batched, trans_b, alpha);
+    ck_matmul_ref(want.data(), a.data(), b.data(), ap, bp, batch, M, N, K, b_batched, trans_b, alpha);
+    CHECK(max_abs_diff(got, want) < 1e-4 * std::sqrt(static_cast<double>(K)));
+}
+
+TEST_CASE("sequence attention: standard and flash equal the reference, causal or not", "[kernels]")
+{
+    auto [BH, Sq, Sk, D] = GENERATE(std::tuple{1, 1, 1, 4}, std::tuple{2, 16, 16, 64}, std::tuple{8, 64, 64, 32},
+                                    std::tuple{3, 5, 37, 16}, std::tuple{1, 100, 100, 8}, std::tuple{20, 33, 33, 24},
+                                    std::tuple{2, 70, 70, 128});
+    int causal = GENERATE(0, 1);
+    int nth = GENERATE(1, 2);
+    Threads th(nth);
+    size_t nq = static_cast<size_t>(BH) * Sq * D, nk = static_cast<size_t>(BH) * Sk * D;
+    auto q = rnd(nq, 1), k = rnd(nk, 2), v = rnd(nk, 3);
+    float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    std::vector<float> want(nq), std_out(nq, 9.0f), flash_out(nq, 9.0f);
+    std::vector<float> s1(ck_attention_std_scratch(BH, Sq, Sk, D) / sizeof(float), NAN);
+    std::vector<float> s2(ck_attention_flash_scratch(BH, Sq, Sk, D) / sizeof(float), NAN);
+    ck_attention_seq_ref(want.data(), q.data(), k.data(), v.data(), BH, Sq, Sk, D, scale, causal);
+    ck_attention_std(std_out.data(), q.data(), k.data(), v.data(), BH, Sq, Sk, D, scale, causal, s1.data());
+    ck_attention_flash(flash_out.data(), q.data(), k.data(), v.data(), BH, Sq, Sk, D, scale, causal, s2.data());
+    CHECK(max_abs_diff(std_out, want) < 2e-5);
+    CHECK(max_abs_diff(flash_out, want) < 2e-5);
+    // the flash scratch stays tiny: O(tile), independent of the sequence
+    CHECK(ck_attention_flash_scratch(BH, 4096, 4096, D) == ck_attention_flash_scratch(BH, 16, 16, D));
+}
+
+TEST_CASE("sequence attention: causal row 0 sees only key 0", "[kernels]")
+{
+    int D = 8, S = 40;
+    auto q = rnd(S * D, 1), k = rnd(S * D, 2), v = rnd(S * D, 3);
+    std::vector<float> out(S * D), sc(ck_attention_std_scratch(1, S, S, D) / sizeof(float));
+    for (int impl = 0; impl < 2; impl++) {
+        std::vector<float> fs(ck_attention_flash_scratch(1, S, S, D) / sizeof(float));
+        if (impl == 0)
+            ck_attention_std(out.data(), q.data(), k.data(), v.data(), 1, S, S, D, 1.0f, 1, sc.data());
+        else
+            ck_attention_flash(out.data(), q.data(), k.data(), v.data(), 1, S, S, D, 1.0f, 1, fs.data());
+        for (int d = 0; d < D; d++) CHECK(out[d] == Approx(v[d]).margin(1e-6));
+    }
+}
+
+TEST_CASE("ck_binary broadcasts like numpy (fast paths and odometer)", "[kernels]")
+{
+    using S = std::vector<int64_t>;
+    auto [o, sa, sb] = GENERATE(std::tuple{S{4, 5}, S{4, 5}, S{4, 5}}, std::tuple{S{4, 5}, S{4, 5}, S{1, 1}},
+                                std::tuple{S{4, 5}, S{1, 1}, S{4, 5}}, std::tuple{S{3, 4, 5}, S{3, 4, 5}, S{1, 1, 5}},
+                                std::tuple{S{3, 4, 5}, S{3, 1, 5}, S{1, 4, 1}}, std::tuple{S{2, 3, 4, 5}, S{2, 1, 4, 1}, S{1, 3, 1, 5}},
+                                std::tuple{S{300, 300}, S{300, 300}, S{300, 1}});
+    int op = GENERATE(0, 1, 2, 3);
+    Threads th(2);
+    auto n = [](const S &s) { return static_cast<size_t>(std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>())); };
+    auto a = rnd(n(sa), 1), b = rnd(n(sb), 2);
+    for (auto &x : b) x += x > 0 ? 0.5f : -0.5f;  // away from 0 for DIV
+    std::vector<float> got(n(o)), want(n(o));
+    int r = static_cast<int>(o.size());
+    ck_binary(got.data(), o.data(), r, a.data(), sa.data(), b.data(), sb.data(), static_cast<ck_binop>(op));
+    ck_binary_ref(want.data(), o.data(), r, a.data(), sa.data(), b.data(), sb.data(), static_cast<ck_binop>(op));
+    CHECK(max_rel_diff(got, want) < 1e-6);
+    // element (last) by hand
+    size_t li = n(o) - 1;
+    float x = a[n(sa) - 1], y = b[n(sb) - 1];
+    float e = op == 0 ? x + y : op == 1 ? x - y : op == 2 ? x * y : x / y;
+    CHECK(got[li] == Approx(e));
+}
+
+TEST_CASE("ck_binary_scalar and ck_masked_fill", "[kernels]")
+{
+    std::vector<float> a = {1, 2, 4}, out(3);
+    ck_binary_scalar(out.data(), a.data(), 3, 8.0f, CK_BIN_DIV, 1);  // 8 / a
+    CHECK(out == std::vector<float>{8, 4, 2});
+    ck_binary_scalar(out.data(), a.data(), 3, 1.0f, CK_BIN_SUB, 0);
+    CHECK(out == std::vector<float>{0, 1, 3});
+    std::vector<float> x = {1, 2, 3, 4, 5, 6};
+    int64_t sx[] = {2, 3}, sm[] = {1, 3};
+    uint8_t mask[] = {0, 1, 0};
+    ck_masked_fill(x.data(), sx, 2, x.data(), mask, sm, -1.0f);
+    CHECK(x == std::vector<float>{1, -1, 3, 4, -1, 6});
+}
+
+TEST_CASE("ck_unary and ck_bias_relu match the reference", "[kernels]")
+{
+    int op = GENERATE(range(0, 7));
+    bool portable = GENERATE(false, true);
+    Portable p(portable);
+    Threads th(2);
+    size_t n = GENERATE(size_t{1}, size_t{13}, size_t{70000});
+    auto x = rnd(n, 1, 2.0f);
+    if (op == CK_UN_RSQRT)
+        for (auto &v : x) v = std::fabs(v) + 0.1f;
+    float param = op == CK_UN_POW ? GENERATE(2.0f, 3.0f, 0.5f, 1.7f) : 0.0f;
+    if (op == CK_UN_POW && (param == 0.5f || param == 1.7f))
+        for (auto &v : x) v = std::fabs(v);
+    std::vector<float> got(n), want(n);
+    ck_unary(got.data(), x.data(), n, static_cast<ck_unop>(op), param);
+    ck_unary_ref(want.data(), x.data(), n, static_cast<ck_unop>(op), param);
+    CHECK(max_rel_diff(got, want) < 2e-6);
+    ck_unary(x.data(), x.data(), n, static_cast<ck_unop>(op), param);  // in place
+    CHECK(max_rel_diff(x, want) < 2e-6);
+
+    std::vector<float> y = {-1, 2, -3, 4}, bias = {0.5f, -3};
+    ck_bias_relu(y.data(), y.data(), bias.data(), 2, 2);
+    CHECK(y == std::vector<float>{0, 0, 0, 1});
+}
+
+TEST_CASE("ck_softmax and ck_reduce match the reference over any axis", "[kernels]")
+{
+    auto [outer, n, inner] = GENERATE(std::tuple{1, 1, 1}, std::tuple{7, 33, 1}, std::tuple{512, 128, 1},
+                                      std::tuple{3, 10, 4}, std::tuple{1, 5, 9});
+    Threads th(2);
+    size_t total = static_cast<size_t>(outer) * n * inner;
+    auto x = rnd(total, 1, 3.0f);
+    std::vector<float> got(total), want(total);
+    ck_softmax(got.data(), x.data(), outer, n, inner);
+    ck_softmax_ref(want.data(), x.data(), outer, n, inner);
+    CHECK(max_abs_diff(got, want) < 1e-6);
+    for (int op = 0; op < 3; op++) {
+        std::vector<float> r1(static_cast<size_t>(outer) * inner), r2(r1.size());
+        ck_reduce(r1.data(), x.data(), outer, n, inner, static_cast<ck_redop>(op));
+        ck_reduce_ref(r2.data(), x.data(), outer, n, inner, static_cast<ck_redop>(op));
+        CHECK(max_rel_diff(r1, r2) < 1e-5);
+    }
+}
+
+TEST_CASE("ck_causal_mask puts -inf above the diagonal", "[kernels]")
+{
+    std::vector<float> x(2 * 3 * 3, 1.0f);
+    ck_causal_mask(x.data(), x.data(), 2, 3);
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 3; j++) CHECK((x[(b * 3 + i) * 3 + j] == -INFINITY) == (j > i));
+}
+
+TEST_CASE("ck_permute matches the reference (row-run and element paths, any elem size)", "[kernels]")
+{
+    using S = std::vector<int64_t>;
+    using P = std::vector<int>;
+    auto [shape, perm] = GENERATE(std::pair{S{5}, P{0}}, std::pair{S{3, 4}, P{1, 0}}, std::pair{S{2, 3, 4, 5}, P{0, 2, 1, 3}},
+                                  std::pair{S{2, 3, 4, 5}, P{0, 2, 3, 1}}, std::pair{S{2, 3, 4, 5}, P{3, 2, 1, 0}},
+                                  std::pair{S{1, 7, 1, 3, 2}, P{4, 0, 3, 1, 2}});
+    int rank = static_cast<int>(shape.size());
+    size_t n = 1;
+    for (auto d : shape) n *= static_cast<size_t>(d);
+    std::vector<float> x(n), got(n), want(n);
+    std::iota(x.begin(), x.end(), 0.0f);
+    ck_permute(got.data(), x.data(), rank, shape.data(), perm.data(), sizeof(float));
+    ck_permute_ref(want.data(), x.data(), rank, shape.data(), perm.data(), sizeof(float));
+    CHECK(got == want);
+    std::vector<int64_t> xi(n), gi(n);
+    std::iota(xi.begin(), xi.end(), 0);
+    ck_permute(gi.data(), xi.data(), rank, shape.data(), perm.data(), sizeof(int64_t));
+    for (size_t i = 0; i < n; i++) CHECK(gi[i] == static_cast<int64_t>(want[i]));
+    if (shape == S{3, 4}) CHECK(want == std::vector<float>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11});
+}
+
+TEST_CASE("slice, cat, expand and row copies move the right elements", "[kernels]")
+{
+    std::vector<float> x(2 * 5 * 2);
+    std::iota(x.begin(), x.end(), 0.0f);
+    std::vector<float> s(2 * 2 * 2);
+    ck_slice_copy(s.data(), x.data(), 2, 5, 2, 1, 2, 2, sizeof(float));  // rows 1, 3 of each outer
+    CHECK(s == std::vector<float>{2, 3, 6, 7, 12, 13, 16, 17});
+
+    std::vector<float> a = {1, 2, 3, 4}, b = {5, 6}, c(6);
+    ck_cat_part(c.data(), a.data(), 2, 3, 2, 0, 1, sizeof(float));
+    ck_cat_part(c.data(), b.data(), 2, 3, 1, 2, 1, sizeof(float));
+    CHECK(c == std::vector<float>{1, 2, 5, 3, 4, 6});
+
+    std::vector<float> e(2 * 3), v = {7, 8, 9};
+    int64_t so[] = {2, 3}, sx[] = {1, 3};
+    ck_expand(e.data(), so, 2, v.data(), sx, sizeof(float));
+    CHECK(e == std::vector<float>{7, 8, 9, 7, 8, 9});
+
+    std::vector<float> r(2 * 2);
+    ck_copy_rows(r.data(), x.data(), 5, 2, 2);
+    CHECK(r == std::vector<float>{0, 1, 5, 6});
+}
+
+TEST_CASE("ck_embedding_i64 gathers rows and rejects out-of-range ids without writing", "[kernels]")
+{
+    std::vector<float> table = {0, 1, 10, 11, 20, 21};
+    int64_t ok[] = {2, 0}, bad[] = {1, 3}, neg[] = {-1};
+    std::vector<float> out(4, -5.0f);
+    CHECK(ck_embedding_i64(out.data(), table.data(), ok, 2, 2, 3) == -1);
+    CHECK(out == std::vector<float>{20, 21, 0, 1});
+    std::vector<float> untouched(4, -5.0f);
+    CHECK(ck_embedding_i64(untouched.data(), table.data(), bad, 2, 2, 3) == 1);
+    CHECK(ck_embedding_i64(untouched.data(), table.data(), neg, 1, 2, 3) == 0);
+    CHECK(untouched == std::vector<float>(4, -5.0f));
+}
