@@ -1,7 +1,12 @@
 // main.cpp — the ckc command line.
 //
 //   ckc compile INPUT -o model.c     compile to one C file + model.c.kernels
+//                                    (+ model.weights.safetensors for a graph)
 //   ckc inspect INPUT                the header/block/footer IR (--json, --plan, --weights)
+//
+// INPUT is a Hugging Face config.json (a decoder LLM) or a graph.json written
+// by scripts/ckc/export.py (an exported PyTorch module), told apart by its
+// "schema" key.
 //   ckc random-weights CONFIG -o DIR a deterministic random checkpoint for testing
 //
 // Exit codes: 0 ok, 1 invalid input, 2 usage, 3 I/O, 4 internal error.
@@ -15,7 +20,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "codegen/graph_codegen.h"
 #include "codegen/llm_codegen.h"
+#include "frontend/graph/graph_json.h"
 #include "frontend/hf/families.h"
 #include "ir/printer.h"
 #include "passes/pass.h"
@@ -63,13 +70,15 @@ struct CommonOptions {
     std::string order = "memory";
     std::string placement = "first-fit";
     bool no_inplace = false;
+    bool no_fold_layers = false;
 };
 
 void add_common(CLI::App *cmd, CommonOptions &o)
 {
-    cmd->add_option("INPUT", o.input, "a Hugging Face config.json")->required();
+    cmd->add_option("INPUT", o.input, "a Hugging Face config.json, or a graph.json from scripts/ckc/export.py")
+        ->required();
     cmd->add_option("--max-context", o.max_context,
-                    "cap the context length (positions, KV-cache capacity); default: max_position_embeddings")
+                    "LLM: cap the context length (positions, KV-cache capacity); default: max_position_embeddings")
         ->check(CLI::PositiveNumber);
     cmd->add_option("--disable-pass", o.disable, "skip a pass (repeatable); see `ckc --list-passes`");
     cmd->add_option("--dump-after", o.dump_after, "print the IR to stderr after this pass");
@@ -78,6 +87,8 @@ void add_common(CLI::App *cmd, CommonOptions &o)
     cmd->add_option("--placement", o.placement, "planner placement: first-fit or naive (no reuse)")
         ->check(CLI::IsMember({"first-fit", "naive"}));
     cmd->add_flag("--no-inplace", o.no_inplace, "planner: never let an output reuse a dying input's memory");
+    cmd->add_flag("--no-fold-layers", o.no_fold_layers,
+                  "graph: keep repeated submodules (layers.N / h.N / blocks.N) unrolled instead of one block run N times");
 }
 
 struct Built {
@@ -89,14 +100,22 @@ struct Built {
 Built build(const CommonOptions &o)
 {
     Built b;
-    HfOptions hf;
-    hf.max_context = o.max_context;
-    b.program = build_from_hf_config(o.input, hf);
+    bool graph = is_graph_json(o.input);
+    if (graph) {
+        if (o.max_context) throw Error(ErrorKind::Usage, "--max-context applies to language models, not to a graph.json");
+        b.program = build_from_graph_json(o.input);
+    } else {
+        if (o.no_fold_layers) throw Error(ErrorKind::Usage, "--no-fold-layers applies to a graph.json");
+        HfOptions hf;
+        hf.max_context = o.max_context;
+        b.program = build_from_hf_config(o.input, hf);
+    }
     PipelineOptions po;
     po.disabled = {o.disable.begin(), o.disable.end()};
     po.dump_after = o.dump_after;
     po.dump = &std::cerr;
     b.passes = run_pipeline(b.program, po);
+    if (graph && !o.no_fold_layers) fold_layers(b.program);
     PlanOptions plo;
     plo.order = o.order == "fifo" ? OrderPolicy::Fifo : OrderPolicy::MemoryAware;
     plo.placement = o.placement == "naive" ? PlacementPolicy::Naive : PlacementPolicy::FirstFit;
@@ -206,11 +225,19 @@ int main(int argc, char **argv)
             cg.passes = b.passes;
             cg.runtime_dir = home + "/runtime";
             cg.output_name = output.substr(output.rfind('/') == std::string::npos ? 0 : output.rfind('/') + 1);
-            std::string tmpl = read_file(home + "/templates/llm_model.c.in");
-            CodegenResult r = generate_llm_c(b.program, b.plan, cg, tmpl);
             AtomicFiles files;
-            files.add(output, r.source);
-            files.add(output + ".kernels", join(r.kernels, "\n") + "\n");
+            if (b.program.info.kind == "graph") {
+                std::string tmpl = read_file(home + "/templates/graph_model.c.in");
+                GraphCodegenResult r = generate_graph_c(b.program, b.plan, cg, tmpl);
+                files.add(output, r.source);
+                files.add(output + ".kernels", join(r.kernels, "\n") + "\n");
+                if (!r.weights.empty()) files.add(graph_weights_path(output), r.weights);
+            } else {
+                std::string tmpl = read_file(home + "/templates/llm_model.c.in");
+                CodegenResult r = generate_llm_c(b.program, b.plan, cg, tmpl);
+                files.add(output, r.source);
+                files.add(output + ".kernels", join(r.kernels, "\n") + "\n");
+            }
             files.commit();
             if (report) print_plan_report(b.program, b.plan, b.program.info.context_length, std::cout);
             std::cerr << fmt::format("ckc: wrote {} and {}.kernels ({})\n", output, output, b.program.info.summary);

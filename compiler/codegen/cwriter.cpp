@@ -36,7 +36,7 @@ void CWriter::banner(const std::string &title)
 
 void CWriter::open(const std::string &head)
 {
-    line(head + " {");
+    line(head.empty() ? "{" : head + " {");  // "": a bare block scoping its locals
     depth_++;
 }
 

@@ -92,7 +92,7 @@ public:
     std::string ptr(const std::string &t) const override
     {
         const Tensor &tt = g.tensor(t);
-        if (tt.storage == Storage::Weight) return st_.target.weights(st_.sec) + st_.wt.field(st_.sec, tt);
+        if (tt.storage == Storage::Weight) return st_.wt.expr(st_.sec, tt, st_.target.weights(st_.sec));
         return name(t);
     }
     std::string ld(const std::string &t) const override
@@ -143,6 +143,16 @@ void WeightTable::collect(const Program &p)
                 const Tensor &t = p.section(s).tensor(name);
                 if (t.storage != Storage::Weight) continue;
                 std::string key = source_key(t);
+                if (t.dtype != DType::F32) {
+                    if (s == 1 && key.find("{L}") != std::string::npos)
+                        input_error("constant '" + name + "' (" + dtype_name(t.dtype) +
+                                    ") differs by layer; only float32 weights can");
+                    if (inline_by_key.count(key)) continue;
+                    std::string field = gnames.take("const_" + name);
+                    inline_by_key[key] = field;
+                    inline_consts.push_back({field, &t});
+                    continue;
+                }
                 auto &by_key = s == 1 ? layer_by_key : global_by_key;
                 if (by_key.count(key)) continue;
                 std::string want = s == 1 ? name : merge_names(t.source.parts);
@@ -151,6 +161,49 @@ void WeightTable::collect(const Program &p)
                 by_key[key] = field;
                 (s == 1 ? layer : global).push_back({field, &t});
             }
+}
+
+std::string WeightTable::expr(int section, const Tensor &t, const std::string &prefix) const
+{
+    if (t.dtype != DType::F32) {
+        auto it = inline_by_key.find(source_key(t));
+        if (it == inline_by_key.end()) internal_error("codegen: constant '" + t.name + "' has no array");
+        return "CK_" + upper(it->second);
+    }
+    return prefix + field(section, t);
+}
+
+std::string inline_constants_c(const WeightTable &wt, const Program &p)
+{
+    CWriter w;
+    for (const auto &f : wt.inline_consts) {
+        const Tensor &t = *f.t;
+        auto it = p.constants.find(t.source.parts[0]);
+        if (it == p.constants.end()) internal_error("codegen: constant '" + t.name + "' has no value");
+        const ConstData &c = it->second;
+        if (c.v.size() > (1u << 22))
+            input_error(fmt::format("constant '{}' ({} {}) is too large to inline in model.c; only float32 constants "
+                                    "go to the weights file",
+                                    t.name, dtype_name(t.dtype), shape_str(t.shape)));
+        w.line(fmt::format("static const {} CK_{}[{}] = {{ /* {} {} */", c_type(t.dtype), upper(f.field),
+                           std::max<size_t>(c.v.size(), 1), shape_str(t.shape), comment_safe(t.name)));
+        w.indent();
+        std::string line;
+        for (size_t i = 0; i < c.v.size(); i++) {
+            std::string v = t.dtype == DType::I64 ? fmt::format("INT64_C({})", static_cast<int64_t>(c.v[i]))
+                                                  : std::to_string(static_cast<int64_t>(c.v[i]));
+            if (line.size() + v.size() > 100) {
+                w.line(line);
+                line.clear();
+            }
+            line += v + ", ";
+        }
+        if (c.v.empty()) line = "0";
+        if (!line.empty()) w.line(line);
+        w.dedent();
+        w.line("};");
+    }
+    return w.str();
 }
 
 std::string WeightTable::field(int section, const Tensor &t) const

@@ -39,16 +39,22 @@ struct WeightField {
 };
 
 // The weights a Program reads, as struct fields: global (header, footer) and
-// per layer (block), one field per distinct checkpoint source.
+// per layer (block), one field per distinct checkpoint source. Constants that
+// are not float32 (an exported graph's int64 ids, bool masks) are not loaded:
+// they become inline arrays (`inline_consts`, C names CK_CONST_<field>).
 struct WeightTable {
-    std::vector<WeightField> global, layer;
-    std::map<std::string, std::string> global_by_key, layer_by_key;
+    std::vector<WeightField> global, layer, inline_consts;
+    std::map<std::string, std::string> global_by_key, layer_by_key, inline_by_key;
     void collect(const Program &p);
+    // the C expression reading weight `t` in `section` (prefix: the target's weights())
+    std::string expr(int section, const Tensor &t, const std::string &prefix) const;
     std::string field(int section, const Tensor &t) const;
 };
 
 // typedefs of the weight structs + CK_GLOBAL_WEIGHTS / CK_LAYER_WEIGHTS tables.
 std::string weights_c(const WeightTable &wt, const std::string &prefix);
+// static const arrays holding the inline constants (values from p.constants).
+std::string inline_constants_c(const WeightTable &wt, const Program &p);
 // CK_ACT_PER_TOKEN, CK_ACT_FIXED and one #define per arena allocation.
 std::string plan_c(const Program &p, const Plan &plan);
 // static const CK_LAYER_<NAME>[] tables of per-layer attributes.

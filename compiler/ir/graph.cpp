@@ -260,6 +260,13 @@ void Graph::replace_uses(const std::string &old_t, const std::string &new_t)
     dirty_ = true;
 }
 
+Node &Graph::edit(const std::string &name)
+{
+    int i = node_index(name);
+    if (i < 0) internal_error(fmt::format("edit: no node '{}'", name));
+    return nodes_[i];
+}
+
 void Graph::set_input(const std::string &node_name, size_t index, const std::string &t)
 {
     int i = node_index(node_name);

@@ -121,6 +121,8 @@ public:
     // ---- mutation (passes)
     void replace_uses(const std::string &old_tensor, const std::string &new_tensor);
     void set_input(const std::string &node, size_t index, const std::string &tensor);
+    // The node to change attributes of (not its inputs / output: use the methods above).
+    Node &edit(const std::string &node);
     // Inserts before the node `before` (or appends when empty).
     Node &insert_node(Node n, const std::string &before, Storage out_storage = Storage::Activation);
     void remove_node(const std::string &name);
@@ -172,8 +174,12 @@ struct Program {
     // Graph programs: the values of constant tensors, by tensor source name
     // (the exported weights, and what constant folding produced).
     std::map<std::string, ConstData> constants;
-    // Graph programs: caller inputs and outputs in export order.
-    std::vector<std::string> inputs, outputs;
+    // Graph programs: the exported weights file constants not yet in
+    // `constants` are read from (weights/constants.h).
+    std::string weights_path;
+    // Graph programs: caller inputs and outputs (tensor names) in export
+    // order, and the outputs' names as the exported module returned them.
+    std::vector<std::string> inputs, outputs, output_names;
 
     Graph &section(int i) { return i == 0 ? header : i == 1 ? block : footer; }
     const Graph &section(int i) const { return i == 0 ? header : i == 1 ? block : footer; }

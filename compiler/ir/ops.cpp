@@ -80,7 +80,6 @@ Shape aligned(const Shape &s, size_t rank)
     return out;
 }
 
-DType f32_dtype(const Node &, const Inputs &) { return DType::F32; }
 DType same_dtype(const Node &, const Inputs &in) { return in.empty() ? DType::F32 : in[0]->dtype; }
 DType attr_dtype(const Node &n, const Inputs &) { return dtype_from_name(n.s("dtype")); }
 DType bool_dtype(const Node &, const Inputs &) { return DType::Bool; }
@@ -262,7 +261,6 @@ void binary_emit(EmitCtx &c)
     c.w.line(fmt::format("ck_binary({}, so, {}, {}, sa, {}, sb, {});", c.out(), r, c.in(0), c.in(1), binop_enum(n.op)));
     c.w.close();
 }
-std::optional<ViewOf> no_view(const Node &, const Inputs &) { return std::nullopt; }
 
 // ---- MATMUL / MATMUL_ADD ----------------------------------------------------------
 struct MM {

@@ -2,7 +2,7 @@
 //
 // Removes nodes whose output nobody reads and that are not section outputs,
 // repeating until nothing changes, then drops tensors (weights included) that
-// are no longer referenced. Nodes whose op has side effects (KV_STORE writes
+// are no longer referenced (caller inputs stay: they are the ABI). Nodes whose op has side effects (KV_STORE writes
 // the cache) are kept even when their output is unread.
 #include "passes/pass.h"
 
@@ -23,6 +23,7 @@ bool eliminate_dead_code(Graph &g)
         }
     }
     for (const auto &t : g.unused_tensors()) {
+        if (g.tensor(t).storage == Storage::Input) continue;  // part of the caller's ABI, read or not
         g.remove_tensor(t);
         changed = true;
     }

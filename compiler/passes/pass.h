@@ -1,9 +1,12 @@
 // pass.h — graph-to-graph rewrites and the default pipeline.
 //
 // A pass is a plain function `bool pass(Graph &)` (true if it changed
-// something), one per file, each opening with a note of what it does and what
-// it leaves alone. The pipeline runs every pass on header, block and footer,
-// in the order of default_pipeline(), and verifies the IR after each one.
+// something), or `bool pass(Graph &, Program &)` when it works with constant
+// values (Program::constants, weights/constants.h); one per file, each
+// opening with a note of what it does and what it leaves alone. The pipeline
+// runs every pass on header, block and footer, in the order of
+// default_pipeline(), and verifies the IR after each one. The same pipeline
+// serves both front ends: a pass finding nothing to do is a no-op.
 #pragma once
 
 #include <iosfwd>
@@ -18,9 +21,15 @@ namespace ckc {
 struct Pass {
     const char *name;
     const char *doc;  // one line, shown by `ckc compile --list-passes`
-    bool (*run)(Graph &g);
+    bool (*run)(Graph &g, Program &p);
 };
 
+bool eliminate_reshapes(Graph &g);
+bool absorb_blas(Graph &g, Program &p);
+bool constant_fold(Graph &g, Program &p);
+bool absorb_causal_mask(Graph &g, Program &p);
+bool fuse_dags(Graph &g);
+bool fuse_patterns(Graph &g);
 bool fuse_matmul_add(Graph &g);
 bool fuse_parallel_linears(Graph &g);
 bool eliminate_dead_code(Graph &g);

@@ -9,11 +9,28 @@ namespace ckc {
 
 const std::vector<Pass> &default_pipeline()
 {
+    // Order matters: reshapes go first so patterns see through them; BLAS
+    // absorption runs before constant folding (folding would materialize the
+    // transposes it absorbs); the causal mask is recognized once folding has
+    // made it a constant; DAG fusion (GELU, hand softmax) before the chain
+    // patterns that consume SOFTMAX; the GEMM + ADD fusion last, for what the
+    // patterns left.
     static const std::vector<Pass> passes = {
-        {"fuse_matmul_add", "fold a bias or residual ADD into the GEMM that feeds it (sgemm beta = 1)", fuse_matmul_add},
+        {"eliminate_reshapes", "drop identity reshapes/expands, collapse reshape chains, run GEMMs on un-flattened batches",
+         [](Graph &g, Program &) { return eliminate_reshapes(g); }},
+        {"absorb_blas", "transposes into transpose_b, constant B pre-transposed, scalar MUL/DIV into alpha", absorb_blas},
+        {"constant_fold", "evaluate nodes whose inputs are all constants (fold-only ops must vanish here)", constant_fold},
+        {"absorb_causal_mask", "a constant causal mask (bool lower-triangular or float -inf) -> CAUSAL_MASK",
+         absorb_causal_mask},
+        {"fuse_dags", "multi-path subgraphs -> one op: tanh-GELU, hand-written softmax",
+         [](Graph &g, Program &) { return fuse_dags(g); }},
+        {"fuse_patterns", "chains with sole consumers -> ATTENTION (causal or not), BIAS_RELU",
+         [](Graph &g, Program &) { return fuse_patterns(g); }},
+        {"fuse_matmul_add", "fold a bias or residual ADD into the GEMM that feeds it (sgemm beta = 1)",
+         [](Graph &g, Program &) { return fuse_matmul_add(g); }},
         {"fuse_parallel_linears", "one GEMM over concatenated weights for projections of the same input (QKV, gate|up)",
-         fuse_parallel_linears},
-        {"dce", "remove nodes and weights nothing reads", eliminate_dead_code},
+         [](Graph &g, Program &) { return fuse_parallel_linears(g); }},
+        {"dce", "remove nodes and weights nothing reads", [](Graph &g, Program &) { return eliminate_dead_code(g); }},
     };
     return passes;
 }
@@ -38,7 +55,7 @@ std::vector<std::string> run_pipeline(Program &prog, const PipelineOptions &opts
     for (const auto &pass : default_pipeline()) {
         if (opts.disabled.count(pass.name)) continue;
         for (int s = 0; s < 3; s++) {
-            pass.run(prog.section(s));
+            pass.run(prog.section(s), prog);
             prog.section(s).verify(std::string("after pass ") + pass.name + ", " + Program::section_name(s));
         }
         ran.push_back(pass.name);

@@ -88,7 +88,8 @@ std::vector<std::string> order_nodes(const Graph &g, OrderPolicy policy)
             if (remaining[r] != k || g.is_output(r)) continue;
             freed += nominal_bytes(g.tensor(r));
             for (int idx : d.inplace)
-                if (view_root(g, nd.inputs[idx]) == r) frees_inplace_input = true;
+                if (idx < static_cast<int>(nd.inputs.size()) && view_root(g, nd.inputs[idx]) == r)
+                    frees_inplace_input = true;
         }
         bool is_view = potential_view(g, nd).has_value();
         if (!is_view && !frees_inplace_input) alloc = nominal_bytes(g.tensor(nd.output));

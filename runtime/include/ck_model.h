@@ -9,8 +9,8 @@
  *   ck_model_decode(m, next_token);                      // one step through the cache
  *   ck_model_free(m);
  *
- * `int` results are 0 on success and a negative CK_E* code on failure, with a
- * message from ck_last_error() (thread-local; never NULL after a failure).
+ * `int` results are 0 on success and a negative CK_E* code (ck_errors.h) on
+ * failure, with a message from ck_last_error().
  * The handle is not thread-safe: use one handle per thread.
  */
 #ifndef CK_MODEL_H
@@ -18,19 +18,11 @@
 
 #include <stdint.h>
 
+#include "ck_errors.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-enum {
-    CK_OK = 0,
-    CK_EINVAL = -1, /* NULL handle, bad argument, out-of-range token id */
-    CK_ERANGE = -2, /* exceeds the context length or the KV-cache capacity */
-    CK_ESTATE = -3, /* wrong state, e.g. decode before kv_cache_enable or forward before embed_tokens */
-    CK_EIO = -4,    /* cannot open or map the weights */
-    CK_EFORMAT = -5, /* malformed checkpoint, or a tensor missing / of the wrong shape or dtype */
-    CK_ENOMEM = -6  /* out of memory */
-};
 
 typedef struct ck_model ck_model;
 
@@ -40,7 +32,6 @@ typedef struct ck_model ck_model;
  * in place when possible. */
 ck_model *ck_model_init(const char *weights_path);
 void ck_model_free(ck_model *m);
-const char *ck_last_error(void);
 
 /* Stores the tokens for the next forward (1 <= n_tokens <= context length). */
 int ck_model_embed_tokens(ck_model *m, const int32_t *tokens, int n_tokens);

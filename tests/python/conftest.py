@@ -75,6 +75,40 @@ def build(workdir):
     return _build
 
 
+class Compiled:
+    """An exported + compiled graph: its graph.json, C file, library; `model()` loads it."""
+
+    def __init__(self, graph, c_path, so, args):
+        self.graph, self.c_path, self.so, self.args = graph, c_path, so, list(args)
+
+    def model(self, threads=None):
+        return ckc.GraphModel(self.so, threads=threads)
+
+    def inspect(self, *args):
+        out = ckc.build.run([ckc.ckc_binary(), "inspect", self.graph, "--json", *self.args, *args]).stdout
+        return json.loads(out)
+
+
+@pytest.fixture(scope="session")
+def compile_graph(workdir):
+    """compile_graph(name, module, inputs, args=()) -> Compiled: ckc.export -> ckc compile -> cc."""
+    def _compile(name, module, inputs, args=()):
+        folder = os.path.join(workdir, "g-" + name)
+        graph = ckc.export(module, inputs, os.path.join(folder, "export"))
+        c_path = ckc.compile_model(graph, folder, args=args)
+        return Compiled(graph, c_path, ckc.build_library(c_path), args)
+    return _compile
+
+
+def op_counts(inspected):
+    """{op: count} over all sections of `ckc inspect --json` output."""
+    counts = {}
+    for sec in ("header", "block", "footer"):
+        for n in inspected[sec]["nodes"]:
+            counts[n["op"]] = counts.get(n["op"], 0) + 1
+    return counts
+
+
 def max_diff(a, b):
     return float(np.max(np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64))))
 

@@ -38,7 +38,8 @@ def test_help_and_version():
 
 def test_list_passes_in_pipeline_order():
     names = [line.split()[0] for line in ckc_run("--list-passes").stdout.splitlines()]
-    assert names == ["fuse_matmul_add", "fuse_parallel_linears", "dce"]
+    assert names == ["eliminate_reshapes", "absorb_blas", "constant_fold", "absorb_causal_mask", "fuse_dags",
+                     "fuse_patterns", "fuse_matmul_add", "fuse_parallel_linears", "dce"]
 
 
 def test_inspect_text_json_weights():

@@ -1,0 +1,196 @@
+// graph_codegen.cpp — writes model.c for an exported graph (see graph_codegen.h).
+//
+// The skeleton (state, init/free, ck_graph_run, introspection) is
+// templates/graph_model.c.in. This file fills its slots:
+//   FRONTMATTER   version, command line, source hash, build line, memory
+//   IO            input / output names, dtypes, ranks and shapes
+//   WEIGHTS       weight structs + load tables, inline non-float constants
+//   PLAN          arena offsets, one #define per allocation
+//   SECTIONS      ckg_header / ckg_block / ckg_footer for the Target below:
+//                 handle `g`, inputs g->in[i], outputs g->out[i], the arena
+//                 g->act, the layer-to-layer value g->carry
+#include "codegen/graph_codegen.h"
+
+#include <fmt/format.h>
+
+#include "codegen/emit.h"
+#include "codegen/program_c.h"
+#include "codegen/template.h"
+#include "support/error.h"
+#include "support/util.h"
+#include "support/version.h"
+#include "weights/constants.h"
+
+namespace ckc {
+
+namespace {
+
+int index_of(const std::vector<std::string> &v, const std::string &x)
+{
+    for (size_t i = 0; i < v.size(); i++)
+        if (v[i] == x) return static_cast<int>(i);
+    return -1;
+}
+
+class GraphTarget : public Target {
+public:
+    explicit GraphTarget(const Program &p) : p_(p) {}
+    std::string signature(int s) const override
+    {
+        return fmt::format("static int ckg_{}(ck_graph *g, int layer)", Program::section_name(s));
+    }
+    std::vector<std::string> maybe_unused() const override { return {"g", "layer"}; }
+    std::string arena(const std::string &off, bool per_token) const override
+    {
+        if (per_token) internal_error("codegen: a graph has no per-token memory");
+        return "g->act + " + off;
+    }
+    std::string carry() const override { return "g->carry"; }
+    std::string input(const Tensor &t) const override
+    {
+        int i = index_of(p_.inputs, t.name);
+        if (i < 0) internal_error("codegen: '" + t.name + "' is not a graph input");
+        return fmt::format("((const {} *)g->in[{}])", c_type(t.dtype), i);
+    }
+    std::string output(const Tensor &t) const override
+    {
+        int i = index_of(p_.outputs, t.name);
+        if (i < 0) internal_error("codegen: '" + t.name + "' is not a graph output");
+        return fmt::format("(({} *)g->out[{}])", c_type(t.dtype), i);
+    }
+    std::string weights(int s) const override { return s == 1 ? "w->" : "g->w."; }
+    std::string block_preamble() const override { return "const ck_layer_weights *w = &g->w.layers[layer];"; }
+    std::string rope_table(const Node &n) override
+    {
+        internal_error("codegen: node '" + n.name + "': RoPE tables exist only in language models");
+    }
+
+private:
+    const Program &p_;
+};
+
+std::string dtype_enum(DType t)
+{
+    switch (t) {
+    case DType::F32: return "CK_GRAPH_F32";
+    case DType::I64: return "CK_GRAPH_I64";
+    case DType::I32: return "CK_GRAPH_I32";
+    case DType::Bool: return "CK_GRAPH_BOOL";
+    default: internal_error(std::string("codegen: no ck_graph dtype for ") + dtype_name(t));
+    }
+}
+
+const Tensor &io_tensor(const Program &p, const std::string &name)
+{
+    for (int s = 0; s < 3; s++)
+        if (p.section(s).has_tensor(name)) return p.section(s).tensor(name);
+    internal_error("codegen: no tensor '" + name + "'");
+}
+
+std::string io_c(const Program &p)
+{
+    CWriter w;
+    auto table = [&](const std::string &what, const std::vector<std::string> &tensors,
+                     const std::vector<std::string> &names) {
+        std::string up = upper(what);
+        std::vector<std::string> n, d, r, sh;
+        for (size_t i = 0; i < tensors.size(); i++) {
+            const Tensor &t = io_tensor(p, tensors[i]);
+            n.push_back("\"" + names[i] + "\"");
+            d.push_back(dtype_enum(t.dtype));
+            r.push_back(std::to_string(t.shape.size()));
+            w.line(fmt::format("static const int64_t CK_{}_SHAPE_{}[] = {}; /* {} {} {} */", up, i, c_shape(t.shape),
+                               what, comment_safe(names[i]), dtype_name(t.dtype)));
+            sh.push_back(fmt::format("CK_{}_SHAPE_{}", up, i));
+        }
+        auto list = [](std::vector<std::string> v, const std::string &dflt) {
+            return "{" + (v.empty() ? dflt : join(v, ", ")) + "}";
+        };
+        w.line(fmt::format("#define CK_N_{}S {}", up, tensors.size()));
+        w.line(fmt::format("static const char *const CK_{}_NAMES[] = {};", up, list(n, "NULL")));
+        w.line(fmt::format("static const int CK_{}_DTYPES[] = {};", up, list(d, "0")));
+        w.line(fmt::format("static const int CK_{}_RANKS[] = {};", up, list(r, "0")));
+        w.line(fmt::format("static const int64_t *const CK_{}_SHAPES[] = {};", up, list(sh, "NULL")));
+    };
+    table("input", p.inputs, p.inputs);
+    w.line();
+    table("output", p.outputs, p.output_names);
+    return w.str();
+}
+
+}  // namespace
+
+std::string graph_weights_path(const std::string &c_path)
+{
+    std::string base = ends_with(c_path, ".c") ? c_path.substr(0, c_path.size() - 2) : c_path;
+    return base + ".weights.safetensors";
+}
+
+GraphCodegenResult generate_graph_c(Program &p, const Plan &plan, const CodegenOptions &o, const std::string &template_text)
+{
+    WeightTable wt;
+    wt.collect(p);
+    for (const auto &f : wt.inline_consts)
+        if (!constant_value(p, *f.t)) internal_error("codegen: no value for constant '" + f.t->name + "'");
+    GraphTarget target(p);
+
+    std::string sections;
+    for (int s : {0, 1, 2}) sections += section_c(p, s, plan.sections[s], wt, target) + (s < 2 ? "\n" : "");
+
+    int64_t n_params = 0, nodes = 0;
+    for (int s = 0; s < 3; s++) {
+        nodes += static_cast<int64_t>(p.section(s).nodes().size());
+        for (const auto &[name, t] : p.section(s).tensors())
+            if (t.storage == Storage::Weight) n_params += shape_numel_fixed(t.shape) * (s == 1 ? p.info.n_layers : 1);
+    }
+    std::string weights_name = graph_weights_path(o.output_name);
+    std::string build = "cc -O3 -fPIC -shared -I runtime/include " + o.output_name + " $(cat " + o.output_name +
+                        ".kernels) -lopenblas -lm -fopenmp -o libmodel.so";
+    CWriter fm;
+    fm.line("/*");
+    fm.line(fmt::format(" * {} — exported graph '{}' compiled by ckc {}. Do not edit; regenerate.", o.output_name,
+                        comment_safe(p.info.family), CKC_VERSION));
+    fm.line(" *");
+    fm.line(" *   command : " + comment_safe(o.command_line));
+    fm.line(fmt::format(" *   source  : {} (fnv1a64 {})", comment_safe(p.info.source_path), hex64(p.info.source_hash)));
+    fm.line(" *   graph   : " + comment_safe(p.info.summary));
+    fm.line(fmt::format(" *   code    : {} nodes{}", nodes,
+                        p.info.n_layers ? fmt::format(" (the block runs {} times)", p.info.n_layers) : std::string()));
+    fm.line(" *   passes  : " + (o.passes.empty() ? std::string("(none)") : join(o.passes, ", ")));
+    fm.line(fmt::format(" *   memory  : arena {} (a naive plan: {}); weights {} floats in {}", human_bytes(plan.arena_fixed),
+                        human_bytes([&] {
+                            int64_t naive = 0;
+                            for (const auto &sp : plan.sections) naive = std::max(naive, sp.fixed.naive);
+                            return naive;
+                        }()),
+                        n_params, weights_name));
+    fm.line(" *");
+    fm.line(" * Build a shared library (from the ckc repository root):");
+    fm.line(" *   " + build);
+    fm.line(" * and use it through runtime/include/ck_graph.h:");
+    fm.line(" *   ck_graph *g = ck_graph_init(\"" + weights_name + "\");");
+    fm.line(" *   ck_graph_run(g, inputs, outputs);   (contiguous buffers, in the order below)");
+    fm.line(" */");
+
+    CWriter cfg;
+    cfg.line(fmt::format("#define CK_N_LAYERS {} /* times the block runs */", p.info.n_layers));
+    cfg.line(fmt::format("#define CK_CARRY_ELEMS {} /* floats of the value passed from layer to layer */",
+                         p.info.n_layers ? shape_numel_fixed(p.carry_shape) : 0));
+
+    std::map<std::string, std::string> slots;
+    slots["FRONTMATTER"] = fm.str();
+    slots["IO"] = cfg.str() + "\n" + io_c(p);
+    slots["WEIGHTS"] = weights_c(wt, "ck_") + "\n" + inline_constants_c(wt, p);
+    slots["PLAN"] = plan_c(p, plan);
+    slots["SECTIONS"] = sections;
+
+    GraphCodegenResult r;
+    r.source = fill_template(template_text, slots, "templates/graph_model.c.in");
+    for (const auto &k : kernel_files(p, {"kernels/threads.c", "kernels/cpu.c", "io/safetensors.c", "io/json.c"}))
+        r.kernels.push_back(o.runtime_dir + "/" + k);
+    if (!wt.global.empty() || !wt.layer.empty()) r.weights = graph_weights_bytes(p);
+    r.weights_name = weights_name;
+    return r;
+}
+
+}  // namespace ckc

@@ -1,0 +1,341 @@
+// graph_json.cpp — graph.json -> Program (see graph_json.h).
+#include "frontend/graph/graph_json.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ck_safetensors.h"
+#include "support/error.h"
+#include "support/util.h"
+
+namespace ckc {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int kSchemaVersion = 1;
+
+class Reader {
+public:
+    explicit Reader(std::string path) : path_(std::move(path)) {}
+    [[noreturn]] void fail(const std::string &msg) const { input_error(path_ + ": " + msg); }
+
+    const json &field(const json &obj, const std::string &key, json::value_t type, const std::string &where) const
+    {
+        if (!obj.is_object() || !obj.contains(key)) fail(fmt::format("{}: missing key \"{}\"", where, key));
+        const json &v = obj.at(key);
+        bool ok = v.type() == type || (type == json::value_t::number_integer && v.is_number_unsigned());
+        if (!ok) fail(fmt::format("{}: \"{}\" must be {}, is {}", where, key, type_name(type), v.type_name()));
+        return v;
+    }
+    std::string str(const json &obj, const std::string &key, const std::string &where) const
+    {
+        return field(obj, key, json::value_t::string, where).get<std::string>();
+    }
+    Shape shape(const json &obj, const std::string &where) const
+    {
+        const json &a = field(obj, "shape", json::value_t::array, where);
+        Shape s;
+        for (const auto &d : a) {
+            if (!d.is_number_integer() || d.get<int64_t>() < 0)
+                fail(fmt::format("{}: \"shape\" must list non-negative integers, has {}", where, d.dump()));
+            s.push_back(d.get<int64_t>());
+        }
+        return s;
+    }
+    DType dtype(const json &obj, const std::string &where) const
+    {
+        std::string d = str(obj, "dtype", where);
+        for (DType t : {DType::F32, DType::I64, DType::I32, DType::Bool})
+            if (d == dtype_name(t)) return t;
+        fail(fmt::format("{}: dtype \"{}\" is not supported (f32, i64, i32, bool)", where, d));
+    }
+    const std::string &path() const { return path_; }
+
+private:
+    static const char *type_name(json::value_t t)
+    {
+        switch (t) {
+        case json::value_t::string: return "a string";
+        case json::value_t::array: return "an array";
+        case json::value_t::object: return "an object";
+        case json::value_t::number_integer: return "an integer";
+        default: return "a value";
+        }
+    }
+    std::string path_;
+};
+
+Attr attr_of(const Reader &r, const json &v, const std::string &where)
+{
+    if (v.is_boolean()) return static_cast<int64_t>(v.get<bool>());
+    if (v.is_number_integer()) return v.get<int64_t>();
+    if (v.is_number_float()) return v.get<double>();
+    if (v.is_string()) {
+        const std::string s = v.get<std::string>();
+        if (s == "inf") return std::numeric_limits<double>::infinity();
+        if (s == "-inf") return -std::numeric_limits<double>::infinity();
+        if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+        return s;
+    }
+    if (v.is_array()) {
+        std::vector<int64_t> out;
+        for (const auto &e : v) {
+            if (!e.is_number_integer()) r.fail(where + ": lists must hold integers, has " + e.dump());
+            out.push_back(e.get<int64_t>());
+        }
+        return out;
+    }
+    r.fail(where + ": unsupported attribute value " + v.dump());
+}
+
+std::string known_ops()
+{
+    std::vector<std::string> names;
+    for (Op op : all_ops()) names.push_back(op_name(op));
+    return join(names, ", ");
+}
+
+// Nodes in an order where every input is defined first (stable: file order
+// where possible); a cycle is an error naming the nodes on it.
+std::vector<size_t> execution_order(const Reader &r, const std::vector<json> &nodes, const std::set<std::string> &sources)
+{
+    std::map<std::string, size_t> producer;
+    for (size_t i = 0; i < nodes.size(); i++) producer[nodes[i]["name"].get<std::string>()] = i;
+    std::vector<int> state(nodes.size(), 0);  // 0 new, 1 visiting, 2 done
+    std::vector<size_t> order, stack;
+    std::function<void(size_t)> visit = [&](size_t i) {
+        if (state[i] == 2) return;
+        if (state[i] == 1) {
+            std::vector<std::string> cyc;
+            auto at = std::find(stack.begin(), stack.end(), i);
+            for (; at != stack.end(); ++at) cyc.push_back(nodes[*at]["name"].get<std::string>());
+            cyc.push_back(nodes[i]["name"].get<std::string>());
+            r.fail("the nodes form a cycle: " + join(cyc, " -> "));
+        }
+        state[i] = 1;
+        stack.push_back(i);
+        for (const auto &in : nodes[i]["inputs"]) {
+            std::string name = in.get<std::string>();
+            auto p = producer.find(name);
+            if (p != producer.end())
+                visit(p->second);
+            else if (!sources.count(name))
+                r.fail(fmt::format("node '{}' reads '{}', which is not an input, a constant or a node output",
+                                   nodes[i]["name"].get<std::string>(), name));
+        }
+        stack.pop_back();
+        state[i] = 2;
+        order.push_back(i);
+    };
+    for (size_t i = 0; i < nodes.size(); i++) visit(i);
+    return order;
+}
+
+}  // namespace
+
+bool is_graph_json(const std::string &path)
+{
+    if (!ends_with(path, ".json") || !is_file(path)) return false;
+    json j = json::parse(read_file(path), nullptr, false);
+    return j.is_object() && j.contains("schema") && j["schema"] == "ckc.graph";
+}
+
+Program build_from_graph_json(const std::string &path)
+{
+    Reader r(path);
+    std::string text = read_file(path);
+    json doc;
+    try {
+        doc = json::parse(text);
+    } catch (const json::parse_error &e) {
+        r.fail(std::string("not valid JSON: ") + e.what());
+    }
+    if (!doc.is_object()) r.fail("the top level must be an object");
+    if (!doc.contains("schema") || doc["schema"] != "ckc.graph")
+        r.fail("not a ckc graph: \"schema\" must be \"ckc.graph\" (write it with scripts/ckc/export.py)");
+    const json &ver = r.field(doc, "version", json::value_t::number_integer, "top level");
+    if (ver.get<int64_t>() != kSchemaVersion)
+        r.fail(fmt::format("schema version {} is not supported: this ckc reads version {}{}", ver.get<int64_t>(),
+                           kSchemaVersion, ver.get<int64_t>() > kSchemaVersion ? " (re-export, or update ckc)" : ""));
+
+    Program p;
+    p.info.kind = "graph";
+    p.info.source_path = absolute_path(path);
+    p.info.source_hash = fnv1a64(text);
+    p.info.family = doc.value("module", std::string("graph"));
+    Graph &g = p.header;
+    std::set<std::string> sources;
+    auto new_name = [&](const std::string &name, const std::string &where) {
+        if (name.empty()) r.fail(where + ": empty name");
+        if (sources.count(name)) r.fail(fmt::format("{}: the name '{}' is used twice", where, name));
+        sources.insert(name);
+    };
+
+    // inputs
+    const json &inputs = r.field(doc, "inputs", json::value_t::array, "top level");
+    for (size_t i = 0; i < inputs.size(); i++) {
+        std::string where = fmt::format("inputs[{}]", i);
+        Tensor t;
+        t.name = r.str(inputs[i], "name", where);
+        new_name(t.name, where);
+        t.shape = r.shape(inputs[i], where + " '" + t.name + "'");
+        t.dtype = r.dtype(inputs[i], where + " '" + t.name + "'");
+        t.storage = Storage::Input;
+        g.add_tensor(t);
+        p.inputs.push_back(t.name);
+    }
+
+    // constants, checked against the weights file
+    const json &consts = doc.contains("constants") ? doc["constants"] : json::array();
+    if (!consts.is_array()) r.fail("\"constants\" must be an array");
+    if (!consts.empty()) {
+        std::string dir = path.rfind('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+        p.weights_path = dir + "/" + doc.value("weights", std::string("weights.safetensors"));
+        char err[512];
+        ck_checkpoint *ck = ck_checkpoint_open(p.weights_path.c_str(), err, sizeof err);
+        if (!ck) io_error(path + ": the graph has constants but its weights file cannot be read: " + err);
+        try {
+            for (size_t i = 0; i < consts.size(); i++) {
+                std::string where = fmt::format("constants[{}]", i);
+                Tensor t;
+                t.name = r.str(consts[i], "name", where);
+                new_name(t.name, where);
+                where += " '" + t.name + "'";
+                t.shape = r.shape(consts[i], where);
+                t.dtype = r.dtype(consts[i], where);
+                t.storage = Storage::Weight;
+                t.source.parts = {t.name};
+                t.source.part_shapes = {t.shape};
+                const ck_tensor_info *ti = ck_checkpoint_find(ck, t.name.c_str());
+                if (!ti) r.fail(fmt::format("{}: not in the weights file {}", where, p.weights_path));
+                Shape file(ti->shape, ti->shape + ti->ndim);
+                if (file != t.shape)
+                    r.fail(fmt::format("{}: declared {} but {} holds {}", where, shape_str(t.shape), p.weights_path,
+                                       shape_str(file)));
+                bool is_f = ti->dtype == CK_DT_F32 || ti->dtype == CK_DT_F16 || ti->dtype == CK_DT_BF16;
+                bool want_f = t.dtype == DType::F32;
+                bool same = want_f ? is_f
+                                   : (t.dtype == DType::I64 && ti->dtype == CK_DT_I64) ||
+                                         (t.dtype == DType::I32 && ti->dtype == CK_DT_I32) ||
+                                         (t.dtype == DType::Bool && (ti->dtype == CK_DT_BOOL || ti->dtype == CK_DT_U8));
+                if (!same)
+                    r.fail(fmt::format("{}: declared {} but {} holds {}", where, dtype_name(t.dtype), p.weights_path,
+                                       ck_dtype_name(ti->dtype)));
+                g.add_tensor(t);
+            }
+        } catch (...) {
+            ck_checkpoint_close(ck);
+            throw;
+        }
+        ck_checkpoint_close(ck);
+    }
+
+    // nodes: structure first, then in execution order with shape checks
+    const json &nodes_j = r.field(doc, "nodes", json::value_t::array, "top level");
+    std::vector<json> nodes(nodes_j.begin(), nodes_j.end());
+    for (size_t i = 0; i < nodes.size(); i++) {
+        std::string where = fmt::format("nodes[{}]", i);
+        std::string name = r.str(nodes[i], "name", where);
+        new_name(name, where);
+        where = fmt::format("node '{}'", name);
+        std::string op = r.str(nodes[i], "op", where);
+        if (!op_from_name(op)) r.fail(fmt::format("{}: unknown op '{}' (ckc ops: {})", where, op, known_ops()));
+        const json &ins = r.field(nodes[i], "inputs", json::value_t::array, where);
+        for (const auto &in : ins)
+            if (!in.is_string()) r.fail(where + ": \"inputs\" must list tensor names");
+        if (nodes[i].contains("attrs") && !nodes[i]["attrs"].is_object()) r.fail(where + ": \"attrs\" must be an object");
+    }
+    std::set<std::string> defined = sources;
+    for (const auto &n : nodes) defined.erase(n["name"].get<std::string>());
+    for (size_t i : execution_order(r, nodes, defined)) {
+        const json &nj = nodes[i];
+        Node n;
+        n.name = nj["name"].get<std::string>();
+        n.output = n.name;
+        n.op = *op_from_name(nj["op"].get<std::string>());
+        std::string where = fmt::format("node '{}' ({})", n.name, op_name(n.op));
+        for (const auto &in : nj["inputs"]) n.inputs.push_back(in.get<std::string>());
+        const OpDef &d = op_def(n.op);
+        int arity = static_cast<int>(n.inputs.size());
+        if (arity < d.min_inputs || arity > d.max_inputs)
+            r.fail(fmt::format("{}: takes {} inputs, has {}", where,
+                               d.min_inputs == d.max_inputs ? std::to_string(d.min_inputs)
+                                                            : fmt::format("{} to {}", d.min_inputs, d.max_inputs),
+                               arity));
+        if (nj.contains("attrs"))
+            for (const auto &[k, v] : nj["attrs"].items()) n.attrs[k] = attr_of(r, v, where + " attr \"" + k + "\"");
+        std::string module = nj.value("module", std::string()), source = nj.value("source", std::string());
+        n.origin = module.empty() ? source : (source.empty() ? module : module + ": " + source);
+        try {
+            g.add_node(n);
+        } catch (const Error &e) {
+            std::string msg = e.what();
+            if (starts_with(msg, "internal error: ")) msg = msg.substr(16);
+            r.fail(msg + (n.origin.empty() ? "" : " [" + n.origin + "]"));
+        }
+        const Tensor &out = g.tensor(n.output);
+        if (nj.contains("shape")) {
+            Shape want = r.shape(nj, where);
+            if (want != out.shape)
+                r.fail(fmt::format("{}: graph.json declares shape {} but the op computes {} from {}", where,
+                                   shape_str(want), shape_str(out.shape), [&] {
+                                       std::vector<std::string> v;
+                                       for (const auto &in : n.inputs) v.push_back(in + shape_str(g.tensor(in).shape));
+                                       return join(v, ", ");
+                                   }()));
+        }
+        if (nj.contains("dtype")) {
+            DType want = r.dtype(nj, where);
+            if (want != out.dtype)
+                r.fail(fmt::format("{}: graph.json declares dtype {} but the op computes {}", where, dtype_name(want),
+                                   dtype_name(out.dtype)));
+        }
+    }
+
+    // outputs: each gets its own caller buffer
+    const json &outs = r.field(doc, "outputs", json::value_t::array, "top level");
+    if (outs.empty()) r.fail("the graph has no outputs");
+    std::set<std::string> out_names;
+    for (size_t i = 0; i < outs.size(); i++) {
+        std::string where = fmt::format("outputs[{}]", i);
+        std::string name = r.str(outs[i], "name", where), t = r.str(outs[i], "tensor", where);
+        if (!out_names.insert(name).second) r.fail(fmt::format("{}: the output name '{}' is used twice", where, name));
+        if (!g.has_tensor(t)) r.fail(fmt::format("{}: '{}' is not a tensor of the graph", where, t));
+        const Tensor &tt = g.tensor(t);
+        if (tt.dtype != DType::F32 && tt.dtype != DType::I64 && tt.dtype != DType::I32 && tt.dtype != DType::Bool)
+            r.fail(fmt::format("{}: dtype {} cannot be returned", where, dtype_name(tt.dtype)));
+        bool needs_copy = tt.storage != Storage::Activation || !g.producer(t);
+        if (needs_copy) {  // an input, a constant, or a tensor already returned: copy it into its own buffer
+            Node c;
+            c.op = Op::COPY;
+            c.name = g.unique_name(name + "_copy");
+            c.output = c.name;
+            c.inputs = {t};
+            c.origin = "output '" + name + "'";
+            g.add_node(c, Storage::Output);
+            t = c.output;
+        } else {
+            g.tensor(t).storage = Storage::Output;
+        }
+        g.mark_output(t);
+        p.outputs.push_back(t);
+        p.output_names.push_back(name);
+    }
+    g.verify("graph.json " + path);
+
+    p.info.n_layers = 0;
+    p.info.summary = fmt::format("{}: {} nodes, {} inputs, {} constants, {} outputs", p.info.family, g.nodes().size(),
+                                 p.inputs.size(), consts.size(), p.outputs.size());
+    return p;
+}
+
+}  // namespace ckc

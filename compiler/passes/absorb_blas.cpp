@@ -1,0 +1,162 @@
+// absorb_blas — work that sgemm does for free moves into the GEMM's flags.
+//
+//   MATMUL(a, TRANSPOSE(b) of the last two dims)     -> MATMUL(a, b, transpose_b)
+//   MATMUL(a, W) with W a 2-D constant [K, N]        -> MATMUL(a, W^T, transpose_b)
+//       (W^T is the same file tensor, transposed when it is loaded: the
+//        nn.Linear layout whose rows CblasTrans streams, seeds' note on
+//        weight layout; GPT-2 Conv1D / addmm weights take this path)
+//   MUL/DIV(MATMUL(..), s) and MATMUL(MUL/DIV(a, s), ..) -> MATMUL(.., alpha *= s or /= s)
+//       (a 0-d constant operand counts as a scalar)
+//
+// Must run before constant folding, which would otherwise materialize the
+// transposes. Left alone: a transpose that is not of the last two dims, a
+// transposed / scaled value something else also reads (sole-consumer rule), a
+// GEMM whose product is a section output, B already transposed.
+#include "passes/match.h"
+#include "passes/pass.h"
+#include "weights/constants.h"
+
+namespace ckc {
+
+namespace {
+
+bool last_two_swap(const Graph &g, const Node &t)
+{
+    size_t r = g.tensor(t.inputs[0]).shape.size();
+    if (r < 2) return false;
+    if (t.op == Op::TRANSPOSE) {
+        int64_t a = axis_attr(t, r, "dim0"), b = axis_attr(t, r, "dim1");
+        return std::min(a, b) == static_cast<int64_t>(r) - 2 && std::max(a, b) == static_cast<int64_t>(r) - 1;
+    }
+    if (t.op == Op::PERMUTE) {
+        const auto &p = t.ints("perm");
+        for (size_t i = 0; i + 2 < r; i++)
+            if (p[i] != static_cast<int64_t>(i)) return false;
+        return p[r - 2] == static_cast<int64_t>(r) - 1 && p[r - 1] == static_cast<int64_t>(r) - 2;
+    }
+    return false;
+}
+
+bool absorb_transpose(Graph &g, const Node &mm)
+{
+    if (mm.i("transpose_b", 0)) return false;
+    const Node *t = g.producer(mm.inputs[1]);
+    if (!t || (t->op != Op::TRANSPOSE && t->op != Op::PERMUTE) || !last_two_swap(g, *t)) return false;
+    if (g.is_output(mm.inputs[1])) return false;
+    // other readers of the transpose keep it; this GEMM reads the original
+    std::string src = t->inputs[0], name = mm.name, tr = mm.inputs[1];
+    g.set_input(name, 1, src);
+    g.edit(name).attrs["transpose_b"] = int64_t(1);
+    remove_if_dead(g, tr);
+    return true;
+}
+
+bool pretranspose(Graph &g, const Node &mm)
+{
+    if (mm.i("transpose_b", 0)) return false;
+    const Tensor &w = g.tensor(mm.inputs[1]);
+    if (w.storage != Storage::Weight || w.shape.size() != 2 || w.source.parts.size() != 1 || w.source.transposed ||
+        w.dtype != DType::F32)
+        return false;
+    std::string tname = w.name + ".T";
+    if (!g.has_tensor(tname)) {
+        Tensor t = w;
+        t.name = tname;
+        t.shape = {w.shape[1], w.shape[0]};
+        t.source.transposed = true;  // part_shapes stay as in the file
+        g.add_tensor(t);
+    }
+    std::string name = mm.name;
+    g.set_input(name, 1, tname);
+    g.edit(name).attrs["transpose_b"] = int64_t(1);
+    return true;
+}
+
+// s when `n` is x * s or x / s (then 1 / s) with a scalar s: an attribute or a 0-d constant.
+std::optional<double> scale_of(const Graph &g, Program &p, const Node &n, std::string &x)
+{
+    if (n.op != Op::MUL && n.op != Op::DIV) return std::nullopt;
+    std::optional<double> s;
+    if (n.inputs.size() == 1) {
+        s = scalar_of(n, n.op);
+        x = n.inputs[0];
+    } else {
+        for (int i : {1, 0}) {
+            if (n.op == Op::DIV && i == 0) break;  // s / x is not a scale
+            const Tensor &t = g.tensor(n.inputs[i]);
+            const ConstData *c = shape_numel_fixed(t.shape) == 1 ? constant_value(p, t) : nullptr;
+            const Tensor &other = g.tensor(n.inputs[1 - i]);
+            if (c && other.shape == g.tensor(n.output).shape) {
+                s = c->v[0];
+                x = n.inputs[1 - i];
+                break;
+            }
+        }
+    }
+    if (!s || *s == 0.0 || !std::isfinite(*s)) return std::nullopt;
+    return n.op == Op::DIV ? 1.0 / *s : *s;
+}
+
+void scale_alpha(Graph &g, const std::string &mm, double s)
+{
+    Node &m = g.edit(mm);
+    m.attrs["alpha"] = m.f("alpha", 1.0) * s;
+}
+
+bool absorb_output_scale(Graph &g, Program &p, const Node &mm)
+{
+    if (g.is_output(mm.output) || g.consumers(mm.output).size() != 1) return false;
+    const Node &sc = *g.consumers(mm.output)[0];
+    std::string x;
+    auto s = scale_of(g, p, sc, x);
+    if (!s || x != mm.output || g.tensor(sc.output).storage != Storage::Activation || g.is_output(sc.output))
+        return false;
+    std::string mm_name = mm.name, out = sc.output, sc_name = sc.name;
+    std::vector<std::string> sc_inputs = sc.inputs;
+    scale_alpha(g, mm_name, *s);
+    g.replace_uses(out, g.node(mm_name)->output);
+    g.remove_node(sc_name);
+    g.remove_tensor(out);
+    for (const auto &in : sc_inputs) remove_if_dead(g, in);
+    return true;
+}
+
+bool absorb_input_scale(Graph &g, Program &p, const Node &mm)
+{
+    for (size_t i = 0; i < 2; i++) {
+        const std::string &in = mm.inputs[i];
+        const Node *sc = g.producer(in);
+        if (!sc || g.is_output(in) || g.consumers(in).size() != 1) continue;
+        std::string x;
+        auto s = scale_of(g, p, *sc, x);
+        if (!s || g.tensor(x).shape != g.tensor(in).shape) continue;
+        std::string mm_name = mm.name;
+        g.set_input(mm_name, i, x);
+        scale_alpha(g, mm_name, *s);
+        remove_if_dead(g, in);
+        return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+bool absorb_blas(Graph &g, Program &p)
+{
+    bool changed = false, again = true;
+    while (again) {
+        again = false;
+        for (const Node &n0 : g.nodes()) {
+            if (n0.op != Op::MATMUL) continue;
+            Node n = n0;
+            if (absorb_transpose(g, n) || pretranspose(g, n) || absorb_output_scale(g, p, n) ||
+                absorb_input_scale(g, p, n)) {
+                changed = again = true;
+                break;
+            }
+        }
+    }
+    return changed;
+}
+
+}  // namespace ckc

@@ -1,0 +1,80 @@
+// constant_fold — nodes whose inputs are all constants are evaluated now.
+//
+// The node's evaluator (OpDef::eval, ir/eval.cpp) computes the value, which
+// becomes a new constant tensor (written to model.weights.safetensors, or
+// inlined in model.c when it is not float32) and the node disappears; dead
+// inputs go in DCE. This is how a causal mask built from arange / tril / a
+// registered buffer becomes one constant that absorb_causal_mask can
+// recognize, and why the fold-only ops (ARANGE, FULL, CMP, CAST, WHERE, TRIL)
+// never need kernels: one reaching codegen is reported as an error.
+//
+// Left alone: section outputs, nodes without an evaluator, and results much
+// larger than their inputs unless the op is fold-only (folding an EXPAND of a
+// bias would only inflate the weights file).
+#include <fmt/format.h>
+
+#include "passes/match.h"
+#include "passes/pass.h"
+#include "support/util.h"
+#include "weights/constants.h"
+
+namespace ckc {
+
+namespace {
+
+constexpr int64_t kSmall = 1 << 16;  // results up to this many elements always fold
+
+bool try_fold(Graph &g, Program &p, const Node &n)
+{
+    const OpDef &d = op_def(n.op);
+    if (!d.eval || g.is_output(n.output) || g.tensor(n.output).storage != Storage::Activation) return false;
+    std::vector<const ConstData *> in;
+    int64_t largest = 0;
+    for (const auto &i : n.inputs) {
+        const Tensor &t = g.tensor(i);
+        if (t.storage != Storage::Weight) return false;
+        largest = std::max(largest, shape_numel_fixed(t.shape));
+    }
+    const Tensor &out_t = g.tensor(n.output);
+    if (shape_has_tokens(out_t.shape)) return false;
+    int64_t out_n = shape_numel_fixed(out_t.shape);
+    if (!d.fold_only && out_n > kSmall && out_n > largest) return false;
+    for (const auto &i : n.inputs) {
+        const ConstData *c = constant_value(p, g.tensor(i));
+        if (!c) return false;
+        in.push_back(c);
+    }
+    ConstData out;
+    out.dtype = out_t.dtype;
+    out.shape = out_t.shape;
+    out.v.assign(static_cast<size_t>(out_n), 0.0);
+    if (!d.eval(n, in, out)) return false;
+    std::string old = n.output, name = n.name;
+    std::string c = add_constant(p, g, "const." + name, std::move(out));
+    g.replace_uses(old, c);
+    std::vector<std::string> inputs = n.inputs;
+    g.remove_node(name);
+    g.remove_tensor(old);
+    for (const auto &i : inputs) remove_if_dead(g, i);
+    return true;
+}
+
+}  // namespace
+
+bool constant_fold(Graph &g, Program &p)
+{
+    bool changed = false, again = true;
+    while (again) {
+        again = false;
+        for (const Node &n0 : g.nodes()) {
+            Node n = n0;
+            if (try_fold(g, p, n)) {
+                changed = again = true;
+                break;
+            }
+        }
+    }
+    return changed;
+}
+
+}  // namespace ckc

@@ -1,0 +1,60 @@
+// match.h — small pattern-matching helpers shared by the rewrite passes.
+#pragma once
+
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include "ir/graph.h"
+
+namespace ckc {
+
+// The producer of `t` when it is an `op` node whose output only one node reads
+// and that is not a section output: the intermediate a fusion may remove.
+inline const Node *sole(const Graph &g, const std::string &t, Op op)
+{
+    const Node *p = g.producer(t);
+    if (!p || p->op != op || g.is_output(t) || g.consumers(t).size() != 1) return nullptr;
+    return p;
+}
+
+// The producer of `t` if it is an `op` node (any number of readers).
+inline const Node *made_by(const Graph &g, const std::string &t, Op op)
+{
+    const Node *p = g.producer(t);
+    return p && p->op == op ? p : nullptr;
+}
+
+// The scalar of a one-input ADD / SUB / MUL / DIV (x op s, not s op x).
+inline std::optional<double> scalar_of(const Node &n, Op op)
+{
+    if (n.op != op || n.inputs.size() != 1 || !n.has("scalar") || n.i("reverse", 0)) return std::nullopt;
+    return n.f("scalar");
+}
+
+// Removes the producer of `t` when nothing reads `t` any more (and it is no
+// output, has no side effects), then the producers that die with it: the
+// garbage a rewrite leaves, cleared at once so that later matches in the same
+// pass see true consumer counts.
+inline void remove_if_dead(Graph &g, const std::string &t)
+{
+    const Node *p = g.producer(t);
+    if (!p || g.is_output(t) || !g.consumers(t).empty() || op_def(p->op).side_effects) return;
+    std::vector<std::string> inputs = p->inputs;
+    std::string name = p->name;
+    g.remove_node(name);
+    g.remove_tensor(t);
+    for (const auto &in : inputs)
+        if (g.has_tensor(in)) remove_if_dead(g, in);
+}
+
+inline bool near(double a, double b, double rel = 1e-4) { return std::fabs(a - b) <= rel * std::max(1.0, std::fabs(b)); }
+
+// An axis attribute normalized to [0, rank).
+inline int64_t axis_attr(const Node &n, size_t rank, const std::string &key = "axis")
+{
+    int64_t a = n.i(key, -1);
+    return a < 0 ? a + static_cast<int64_t>(rank) : a;
+}
+
+}  // namespace ckc

@@ -1,0 +1,30 @@
+/*
+ * ck_errors.h — result codes and the error message shared by every library
+ * ckc generates (ck_model.h, ck_graph.h).
+ *
+ * `int` results are 0 on success and a negative CK_E* code on failure, with a
+ * message from ck_last_error() (thread-local; never NULL after a failure).
+ */
+#ifndef CK_ERRORS_H
+#define CK_ERRORS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    CK_OK = 0,
+    CK_EINVAL = -1,  /* NULL handle, bad argument, out-of-range token id */
+    CK_ERANGE = -2,  /* exceeds the context length or the KV-cache capacity */
+    CK_ESTATE = -3,  /* wrong state, e.g. decode before kv_cache_enable or forward before embed_tokens */
+    CK_EIO = -4,     /* cannot open or map the weights */
+    CK_EFORMAT = -5, /* malformed checkpoint, or a tensor missing / of the wrong shape or dtype */
+    CK_ENOMEM = -6   /* out of memory */
+};
+
+const char *ck_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CK_ERRORS_H */

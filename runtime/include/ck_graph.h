@@ -1,0 +1,60 @@
+/*
+ * ck_graph.h — the C ABI of a graph compiled by ckc from an exported PyTorch
+ * module (graph.json). Every generated graph model.c implements exactly this.
+ *
+ *   ck_graph *g = ck_graph_init("out/model.weights.safetensors"); // NULL: see ck_last_error()
+ *   const void *in[] = {x};                                      // contiguous, export order
+ *   void *out[] = {y};                                           // caller-owned buffers
+ *   if (ck_graph_run(g, in, out) != CK_OK) puts(ck_last_error());
+ *   ck_graph_free(g);
+ *
+ * Shapes are static (fixed by the example inputs at export); the
+ * introspection functions describe every input and output. `int` results are
+ * 0 on success and a negative CK_E* code (ck_errors.h) on failure, with a
+ * message from ck_last_error(). A handle runs one call at a time: use one
+ * handle per thread.
+ */
+#ifndef CK_GRAPH_H
+#define CK_GRAPH_H
+
+#include <stdint.h>
+
+#include "ck_errors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ck_graph ck_graph;
+
+/* weights_path: the model.weights.safetensors written next to model.c; NULL
+ * is accepted when the graph has no constants. */
+ck_graph *ck_graph_init(const char *weights_path);
+void ck_graph_free(ck_graph *g);
+
+/* inputs[i] / outputs[i]: contiguous row-major buffers of the sizes and
+ * dtypes below, in export order. Outputs are fully written on success. */
+int ck_graph_run(ck_graph *g, const void *const *inputs, void *const *outputs);
+
+/* Threads used by ck_graph_run (default: all available cores). */
+int ck_graph_set_threads(ck_graph *g, int n_threads);
+
+/* ---- introspection (no handle needed) ---- */
+typedef enum ck_graph_dtype { CK_GRAPH_F32 = 0, CK_GRAPH_I64 = 1, CK_GRAPH_I32 = 2, CK_GRAPH_BOOL = 3 } ck_graph_dtype;
+
+int ck_graph_num_inputs(void);
+int ck_graph_num_outputs(void);
+/* index out of range: NULL / -1 with ck_last_error() set */
+const char *ck_graph_input_name(int i);
+const char *ck_graph_output_name(int i);
+int ck_graph_input_dtype(int i);       /* a ck_graph_dtype */
+int ck_graph_output_dtype(int i);
+int ck_graph_input_rank(int i);
+int ck_graph_output_rank(int i);
+const int64_t *ck_graph_input_shape(int i);   /* rank entries */
+const int64_t *ck_graph_output_shape(int i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CK_GRAPH_H */

@@ -1,0 +1,823 @@
+"""Export a PyTorch nn.Module to ckc's graph.json + weights.safetensors.
+
+    import ckc
+    path = ckc.export(model, (example_input,), "out/export")   # -> out/export/graph.json
+
+Capture is ATen-level: `torch.export` when the installed torch has it,
+otherwise `make_fx` (Debian's torch 1.13). Each ATen op is mapped by one
+handler to ckc's primitive ops (MATMUL, ADD, RESHAPE, ...): the exporter
+emits primitives and the compiler's passes optimize (absorb transposes and
+scales into GEMMs, fold constants, fuse attention). An op without a handler
+is an error naming the op, the FX node and the module it came from.
+
+Shapes are static: the example inputs fix them. The graph.json schema is
+documented in docs/graph-schema.md; the weights file holds every parameter
+and buffer the graph reads, under the module's own names.
+"""
+import inspect
+import json
+import math
+import operator
+import os
+import re
+
+import numpy as np
+
+SCHEMA = "ckc.graph"
+SCHEMA_VERSION = 1
+
+
+class ExportError(RuntimeError):
+    """The module cannot be exported; the message names the op / node / module."""
+
+
+_DTYPES = None
+
+
+def _dtype_name(dt):
+    global _DTYPES
+    import torch
+    if _DTYPES is None:
+        _DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.int64: "i64",
+                   torch.int32: "i32", torch.bool: "bool"}
+    if dt not in _DTYPES:
+        raise ExportError(f"dtype {dt} is not supported (ckc graphs use float32, int64, int32 and bool)")
+    return _DTYPES[dt]
+
+
+def _num(v):
+    """A JSON-safe attribute number: non-finite floats as the strings "inf", "-inf", "nan"."""
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v
+    v = float(v)
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+# ---- capture -------------------------------------------------------------------------------
+
+def _module_names(model):
+    return {id(m): name for name, m in model.named_modules()}
+
+
+def _capture_make_fx(model, args):
+    """torch 1.13: make_fx with a tracer that tags each node with the module it ran in."""
+    import torch
+    from torch.fx.experimental import proxy_tensor
+
+    names = _module_names(model)
+    stack = []
+    base = proxy_tensor.PythonKeyTracer
+
+    class ModuleTaggingTracer(base):
+        def call_module(self, m, forward, args, kwargs):
+            stack.append(names.get(id(m), stack[-1] if stack else ""))
+            try:
+                return forward(*args, **kwargs)
+            finally:
+                stack.pop()
+
+        def create_node(self, *a, **kw):
+            node = super().create_node(*a, **kw)
+            node.meta["ck_module"] = stack[-1] if stack else ""
+            return node
+
+    proxy_tensor.PythonKeyTracer = ModuleTaggingTracer
+    try:
+        with torch.no_grad():
+            gm = proxy_tensor.make_fx(lambda *xs: model(*xs))(*args)
+    finally:
+        proxy_tensor.PythonKeyTracer = base
+
+    by_id = {}
+    for name, t in list(model.named_parameters()) + list(model.named_buffers()):
+        by_id.setdefault(id(t), name)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    feeds = {p: a for p, a in zip(placeholders, args)}
+    consts = {}
+    for n in gm.graph.nodes:
+        if n.op == "get_attr":
+            t = getattr(gm, n.target)
+            consts[n] = (by_id.get(id(t)), t)
+    return gm, placeholders, feeds, consts
+
+
+def _module_path(stack):
+    """The innermost module path of a torch.export nn_module_stack entry, as a dotted name."""
+    if not stack:
+        return ""
+    path = list(stack.values())[-1][0]
+    path = re.sub(r"^L\['self'\]\.?", "", path)
+    path = re.sub(r"\[(\d+)\]", r".\1", path)
+    return path.replace("_modules['", "").replace("']", "").strip(".")
+
+
+def _capture_torch_export(model, args):
+    """torch >= 2.1: torch.export + core ATen decompositions; parameters are placeholders there."""
+    import torch
+    ep = torch.export.export(model, tuple(args))
+    ep = ep.run_decompositions()
+    gm = ep.graph_module
+    for n in gm.graph.nodes:
+        n.meta["ck_module"] = _module_path(n.meta.get("nn_module_stack"))
+    state = dict(ep.state_dict)
+    state.update(getattr(ep, "constants", {}) or {})
+    placeholders, feeds, consts, user = [], {}, {}, iter(args)
+    specs = ep.graph_signature.input_specs
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, spec in zip(phs, specs):
+        if spec.kind.name == "USER_INPUT":
+            placeholders.append(node)
+            feeds[node] = next(user)
+        else:
+            consts[node] = (spec.target, state[spec.target])
+    for n in gm.graph.nodes:
+        if n.op == "get_attr":
+            consts[n] = (None, getattr(gm, n.target))
+    return gm, placeholders, feeds, consts
+
+
+def _record_values(gm, placeholders, feeds, consts):
+    """Runs the captured graph once: the concrete value of every node (shapes, dtypes, constants)."""
+    import torch
+    import torch.fx
+
+    values = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, n):
+            if n in consts:
+                out = consts[n][1]
+            else:
+                out = super().run_node(n)
+            values[n] = out
+            return out
+
+    ordered = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    feed = [feeds[n] if n in feeds else consts[n][1] for n in ordered]
+    with torch.no_grad():
+        Recorder(gm).run(*feed)
+    return values
+
+
+# ---- conversion ------------------------------------------------------------------------------
+
+class _Converter:
+    def __init__(self, gm, placeholders, feeds, consts, values, input_names):
+        self.gm, self.values, self.consts = gm, values, consts
+        self.nodes, self.inputs, self.constants = [], [], {}
+        self.const_data = {}
+        self.env = {}  # fx node -> IR tensor name (or a tuple of them)
+        self.used = set()
+        self.const_ids = {}
+        self.depends_on_input = set()
+        self.current = None
+        for ph, name in zip(placeholders, input_names):
+            t = values[ph]
+            name = self.fresh(name)
+            self.inputs.append({"name": name, "shape": list(t.shape), "dtype": _dtype_name(t.dtype)})
+            self.env[ph] = name
+            self.depends_on_input.add(ph)
+
+    # names
+    def fresh(self, base):
+        base = re.sub(r"[^A-Za-z0-9_.]", "_", base) or "t"
+        name, k = base, 1
+        while name in self.used:
+            k += 1
+            name = f"{base}_{k}"
+        self.used.add(name)
+        return name
+
+    def where(self, n=None):
+        n = n or self.current
+        mod = n.meta.get("ck_module", "")
+        return f"node '{n.name}' ({_target_name(n)})" + (f" in module '{mod}'" if mod else " in the top-level module")
+
+    def fail(self, msg):
+        raise ExportError(f"{self.where()}: {msg}")
+
+    # constants
+    def constant(self, name, tensor):
+        import torch
+        key = (id(tensor), name)
+        if key in self.const_ids:
+            return self.const_ids[key]
+        t = tensor.detach()
+        if t.dtype in (torch.float64, torch.float16, torch.bfloat16):
+            t = t.float()
+        if t.dtype in (torch.int16, torch.int8, torch.uint8) or t.dtype == torch.int32:
+            t = t.long() if t.dtype != torch.int32 else t
+        dt = _dtype_name(t.dtype)
+        ir = self.fresh(name)
+        self.constants[ir] = {"name": ir, "shape": list(t.shape), "dtype": dt}
+        self.const_data[ir] = t.contiguous().cpu().numpy()
+        self.const_ids[key] = ir
+        return ir
+
+    def scalar_const(self, value, dtype="f32"):
+        """A 0-d constant (an operand position that must be a tensor)."""
+        arr = np.array(value, dtype={"f32": np.float32, "i64": np.int64, "bool": np.bool_}[dtype])
+        ir = self.fresh("scalar")
+        self.constants[ir] = {"name": ir, "shape": [], "dtype": dtype}
+        self.const_data[ir] = arr
+        return ir
+
+    # values
+    def t(self, a):
+        """The IR tensor of an FX argument that must be a tensor."""
+        import torch.fx
+        if not isinstance(a, torch.fx.Node):
+            self.fail(f"expected a tensor argument, got {a!r}")
+        v = self.env.get(a)
+        if v is None:
+            self.fail(f"uses '{a.name}', which produced no tensor")
+        if isinstance(v, tuple):
+            self.fail(f"uses the tuple '{a.name}' as a tensor")
+        return v
+
+    def meta(self, n):
+        v = self.values[n]
+        return list(v.shape), _dtype_name(v.dtype)
+
+    def shape(self, a):
+        return list(self.values[a].shape)
+
+    def op(self, op, inputs, attrs=None, out=None, hint=None):
+        """Emits one IR node; `out` is the FX node whose value it computes (its shape is then declared)."""
+        n = self.current
+        name = self.fresh(out.name if out is not None else f"{n.name}_{hint or op.lower()}")
+        node = {"name": name, "op": op, "inputs": list(inputs)}
+        if attrs:
+            node["attrs"] = {k: ([_num(x) for x in v] if isinstance(v, (list, tuple)) else
+                                 v if isinstance(v, str) else _num(v)) for k, v in attrs.items()}
+        if out is not None:
+            node["shape"], node["dtype"] = self.meta(out)
+        node["module"] = n.meta.get("ck_module", "")
+        node["source"] = f"{n.name} ({_target_name(n)})"
+        self.nodes.append(node)
+        return name
+
+    def axis(self, d, rank):
+        d = int(d)
+        return d + rank if d < 0 else d
+
+    def convert(self):
+        import torch.fx
+        for n in self.gm.graph.nodes:
+            self.current = n
+            if n.op == "placeholder" and n in self.env:
+                continue
+            if n in self.consts:
+                name, tensor = self.consts[n]
+                mod = n.meta.get("ck_module", "")
+                self.env[n] = self.constant(name or (f"{mod}.constant" if mod else "constant"), tensor)
+                continue
+            if n.op == "output":
+                return self.outputs(n.args[0])
+            if n.op != "call_function":
+                self.fail(f"unsupported FX node kind '{n.op}'")
+            if not n.users:
+                continue  # dead (detach of an activation, unused getitem)
+            if any(isinstance(a, torch.fx.Node) and a in self.depends_on_input for a in _flat_args(n)):
+                self.depends_on_input.add(n)
+            handler = _HANDLERS.get(_target_name(n))
+            if handler is None:
+                raise ExportError(f"no ckc handler for {_target_name(n)} ({self.where()}); supported: "
+                                  f"{', '.join(sorted(_HANDLERS))}")
+            self.env[n] = handler(self, n, *n.args, **n.kwargs)
+
+    def outputs(self, out):
+        import torch.fx
+        if isinstance(out, torch.fx.Node):
+            return [("output", self.t(out))]
+        if isinstance(out, (list, tuple)):
+            return [(f"output{i}", self.t(o)) for i, o in enumerate(out)]
+        if isinstance(out, dict):
+            return [(str(k), self.t(v)) for k, v in out.items()]
+        raise ExportError(f"the module returns {type(out).__name__}; ckc needs a tensor, a tuple or a dict of tensors")
+
+
+def _target_name(n):
+    t = n.target
+    if t is operator.getitem:
+        return "getitem"
+    if hasattr(t, "overloadpacket"):
+        return f"aten.{t.overloadpacket.__name__}"
+    return getattr(t, "__name__", str(t))
+
+
+def _flat_args(n):
+    out = []
+
+    def walk(a):
+        if isinstance(a, (list, tuple)):
+            for x in a:
+                walk(x)
+        elif isinstance(a, dict):
+            for x in a.values():
+                walk(x)
+        else:
+            out.append(a)
+    walk(n.args)
+    walk(n.kwargs)
+    return out
+
+
+# ---- handlers: one per ATen op (packet name) -------------------------------------------------
+# Each returns the IR tensor name of the node's value (or a tuple for
+# multi-output ops, indexed by getitem; None marks an output ckc does not compute).
+
+def _is_tensor(a):
+    import torch.fx
+    return isinstance(a, torch.fx.Node)
+
+
+def _identity(c, n, x, *args, **kwargs):
+    return c.t(x)
+
+
+def _to_copy(c, n, x, *args, dtype=None, **kwargs):
+    if dtype is None or c.values[x].dtype == dtype:
+        return c.t(x)
+    return c.op("CAST", [c.t(x)], {"dtype": _dtype_name(dtype)}, out=n)
+
+
+def _to(c, n, x, *args, **kwargs):
+    import torch
+    dtype = kwargs.get("dtype") or next((a for a in args if isinstance(a, torch.dtype)), None)
+    return _to_copy(c, n, x, dtype=dtype)
+
+
+def _dropout(c, n, x, p=0.5, train=False, *args, **kwargs):
+    if train and p > 0:
+        c.fail("dropout in training mode is random; call model.eval() before exporting")
+    return c.t(x)
+
+
+def _matmul2(c, n, a, b, out, attrs=None):
+    return c.op("MATMUL", [a, b], attrs, out=out)
+
+
+def _mm(c, n, a, b):
+    return _matmul2(c, n, c.t(a), c.t(b), n)
+
+
+def _addmm(c, n, bias, a, b, beta=1, alpha=1):
+    mm = c.op("MATMUL", [c.t(a), c.t(b)], {"alpha": alpha} if alpha != 1 else None, hint="mm")
+    bt = c.t(bias)
+    if beta != 1:
+        bt = c.op("MUL", [bt], {"scalar": beta}, hint="beta")
+    return c.op("ADD", [mm, bt], out=n)
+
+
+def _matmul(c, n, a, b):
+    sa, sb = c.shape(a), c.shape(b)
+    ta, tb = c.t(a), c.t(b)
+    if len(sa) < 2 or len(sb) < 2:
+        if len(sa) == 1:
+            ta = c.op("RESHAPE", [ta], {"shape": [1] + sa}, hint="row")
+            sa = [1] + sa
+        if len(sb) == 1:
+            tb = c.op("RESHAPE", [tb], {"shape": sb + [1]}, hint="col")
+            sb = sb + [1]
+        mm = c.op("MATMUL", [ta, tb], hint="mm")
+        return c.op("RESHAPE", [mm], {"shape": c.meta(n)[0]}, out=n)
+    if len(sb) > 2:  # batched B: broadcast both batch dims to the output's
+        batch = c.meta(n)[0][:-2]
+        if sa[:-2] != batch:
+            ta = c.op("EXPAND", [ta], {"shape": batch + sa[-2:]}, hint="expand_a")
+        if sb[:-2] != batch:
+            tb = c.op("EXPAND", [tb], {"shape": batch + sb[-2:]}, hint="expand_b")
+    return c.op("MATMUL", [ta, tb], out=n)
+
+
+def _linear(c, n, x, w, b=None):
+    wt = c.op("TRANSPOSE", [c.t(w)], {"dim0": 0, "dim1": 1}, hint="wt")
+    if b is None:
+        return c.op("MATMUL", [c.t(x), wt], out=n)
+    mm = c.op("MATMUL", [c.t(x), wt], hint="mm")
+    return c.op("ADD", [mm, c.t(b)], out=n)
+
+
+def _t(c, n, x):
+    if len(c.shape(x)) < 2:
+        return c.t(x)
+    return c.op("TRANSPOSE", [c.t(x)], {"dim0": 0, "dim1": 1}, out=n)
+
+
+def _transpose(c, n, x, d0, d1):
+    r = len(c.shape(x))
+    d0, d1 = c.axis(d0, r), c.axis(d1, r)
+    if d0 == d1:
+        return c.t(x)
+    return c.op("TRANSPOSE", [c.t(x)], {"dim0": d0, "dim1": d1}, out=n)
+
+
+def _permute(c, n, x, dims):
+    r = len(c.shape(x))
+    dims = [c.axis(d, r) for d in dims]
+    if dims == list(range(r)):
+        return c.t(x)
+    moved = [i for i, d in enumerate(dims) if d != i]
+    if len(moved) == 2:
+        return c.op("TRANSPOSE", [c.t(x)], {"dim0": moved[0], "dim1": moved[1]}, out=n)
+    return c.op("PERMUTE", [c.t(x)], {"perm": dims}, out=n)
+
+
+def _reshape(c, n, x, *args, **kwargs):
+    shape = c.meta(n)[0]
+    if shape == c.shape(x):
+        return c.t(x)
+    return c.op("RESHAPE", [c.t(x)], {"shape": shape}, out=n)
+
+
+def _expand(c, n, x, *args, **kwargs):
+    shape = c.meta(n)[0]
+    if shape == c.shape(x):
+        return c.t(x)
+    return c.op("EXPAND", [c.t(x)], {"shape": shape}, out=n)
+
+
+def _binary(op, reverse_op=None):
+    def handler(c, n, a, b, alpha=1, **kwargs):
+        if kwargs.get("rounding_mode") is not None:
+            c.fail(f"division with rounding_mode={kwargs['rounding_mode']!r} is not supported")
+        if not _is_tensor(a):  # scalar op tensor
+            return c.op(op, [c.t(b)], {"scalar": a, "reverse": 1}, out=n)
+        if not _is_tensor(b):
+            s = b * alpha if op in ("ADD", "SUB") else b
+            if op in ("ADD", "SUB") and s == 0:
+                return c.t(a)
+            return c.op(op, [c.t(a)], {"scalar": s}, out=n)
+        tb = c.t(b)
+        if alpha != 1:
+            tb = c.op("MUL", [tb], {"scalar": alpha}, hint="alpha")
+        return c.op(op, [c.t(a), tb], out=n)
+    return handler
+
+
+def _rsub(c, n, a, b, alpha=1):
+    """b - alpha * a"""
+    if _is_tensor(b):
+        ta = c.t(a) if alpha == 1 else c.op("MUL", [c.t(a)], {"scalar": alpha}, hint="alpha")
+        return c.op("SUB", [c.t(b), ta], out=n)
+    ta = c.t(a) if alpha == 1 else c.op("MUL", [c.t(a)], {"scalar": alpha}, hint="alpha")
+    return c.op("SUB", [ta], {"scalar": b, "reverse": 1}, out=n)
+
+
+def _unary(op):
+    def handler(c, n, x):
+        return c.op(op, [c.t(x)], out=n)
+    return handler
+
+
+def _gelu(c, n, x, approximate="none"):
+    return c.op("GELU", [c.t(x)], {"act": "gelu_tanh" if approximate == "tanh" else "gelu"}, out=n)
+
+
+def _pow(c, n, x, e):
+    if not _is_tensor(x) or _is_tensor(e):
+        c.fail("only tensor ** number is supported")
+    return c.op("POW", [c.t(x)], {"exponent": e}, out=n)
+
+
+def _sqrt(c, n, x):
+    return c.op("POW", [c.t(x)], {"exponent": 0.5}, out=n)
+
+
+def _reciprocal(c, n, x):
+    return c.op("DIV", [c.t(x)], {"scalar": 1.0, "reverse": 1}, out=n)
+
+
+def _layer_norm_common(c, n, x, shape, w, b, eps, out):
+    xs = c.shape(x)
+    if list(shape) != xs[-len(shape):] or len(shape) != 1:
+        c.fail(f"layer norm over {list(shape)} of {xs}: only the last dimension is supported")
+    C = xs[-1]
+    tw = c.t(w) if w is not None else c.scalar_const_vec(np.ones(C, np.float32), "ln_ones")
+    tb = c.t(b) if b is not None else c.scalar_const_vec(np.zeros(C, np.float32), "ln_zeros")
+    return c.op("LAYERNORM", [c.t(x), tw, tb], {"eps": eps}, out=out)
+
+
+def _native_layer_norm(c, n, x, shape, w, b, eps):
+    c.current = n
+    y = _layer_norm_common(c, n, x, shape, w, b, eps, None)
+    return (y, None, None)
+
+
+def _layer_norm(c, n, x, shape, w=None, b=None, eps=1e-5, *args):
+    return _layer_norm_common(c, n, x, shape, w, b, eps, n)
+
+
+def _softmax(c, n, x, dim, *args, **kwargs):
+    return c.op("SOFTMAX", [c.t(x)], {"axis": c.axis(dim, len(c.shape(x)))}, out=n)
+
+
+def _reduce_chain(c, n, op, x, dims, keepdim):
+    r = len(c.shape(x))
+    dims = sorted({c.axis(d, r) for d in (dims if dims else range(r))}, reverse=True)
+    t = c.t(x)
+    for i, d in enumerate(dims):
+        last = i == len(dims) - 1
+        t = c.op(op, [t], {"axis": d, "keepdim": int(bool(keepdim))}, out=n if last else None, hint="reduce")
+    return t
+
+
+def _max_dim(c, n, x, dim, keepdim=False):
+    return (_reduce_chain(c, None, "REDUCE_MAX", x, [dim], keepdim), None)
+
+
+def _amax(c, n, x, dims=(), keepdim=False):
+    return _reduce_chain(c, n, "REDUCE_MAX", x, list(dims), keepdim)
+
+
+def _sum(c, n, x, dims=None, keepdim=False, dtype=None):
+    if dims is None or isinstance(dims, int):
+        dims = [] if dims is None else [dims]
+    return _reduce_chain(c, n, "REDUCE_SUM", x, list(dims), keepdim)
+
+
+def _mean(c, n, x, dims=None, keepdim=False, dtype=None):
+    if dims is None or isinstance(dims, int):
+        dims = [] if dims is None else [dims]
+    r = len(c.shape(x))
+    dims = list(dims) or list(range(r))
+    if len(dims) == 1:
+        return c.op("REDUCE_MEAN", [c.t(x)], {"axis": c.axis(dims[0], r), "keepdim": int(bool(keepdim))}, out=n)
+    count = int(np.prod([c.shape(x)[c.axis(d, r)] for d in dims]))
+    s = _reduce_chain(c, None, "REDUCE_SUM", x, dims, keepdim)
+    return c.op("DIV", [s], {"scalar": float(count)}, out=n)
+
+
+def _embedding(c, n, weight, ids, *args, **kwargs):
+    return c.op("EMBEDDING", [c.t(ids), c.t(weight)], out=n)
+
+
+def _slice_node(c, x, axis, start, length, step, out=None, hint="slice"):
+    size = c.shape(x)[axis]
+    if start == 0 and length == size and step == 1:
+        return c.t(x)
+    return c.op("SLICE", [c.t(x)], {"axis": axis, "start": start, "length": length, "step": step}, out=out, hint=hint)
+
+
+def _split(c, n, x, size, dim=0):
+    s = c.shape(x)
+    axis = c.axis(dim, len(s))
+    sizes = list(size) if isinstance(size, (list, tuple)) else \
+        [min(size, s[axis] - i) for i in range(0, s[axis], size)]
+    out, at = [], 0
+    for i, k in enumerate(sizes):
+        out.append(_slice_node(c, x, axis, at, k, 1, hint=f"part{i}"))
+        at += k
+    return tuple(out)
+
+
+def _slice(c, n, x, dim=0, start=None, end=None, step=1):
+    s = c.shape(x)
+    axis = c.axis(dim, len(s))
+    size = s[axis]
+    start = 0 if start is None else start
+    end = size if end is None else end
+    start = max(0, start + size if start < 0 else start)
+    end = min(size, end + size if end < 0 else end)
+    length = max(0, (end - start + step - 1) // step)
+    if length == 0:
+        c.fail("an empty slice")
+    return _slice_node(c, x, axis, start, length, step, out=n if (start, length, step) != (0, size, 1) else None)
+
+
+def _select(c, n, x, dim, index):
+    s = c.shape(x)
+    axis = c.axis(dim, len(s))
+    index = index + s[axis] if index < 0 else index
+    sl = _slice_node(c, x, axis, index, 1, 1)
+    return c.op("RESHAPE", [sl], {"shape": c.meta(n)[0]}, out=n)
+
+
+def _cat(c, n, tensors, dim=0):
+    ts = [c.t(t) for t in tensors]
+    if len(ts) == 1:
+        return ts[0]
+    return c.op("CAT", ts, {"axis": c.axis(dim, len(c.meta(n)[0]))}, out=n)
+
+
+def _arange(c, n, *args, **kwargs):
+    nums = [a for a in args if isinstance(a, (int, float))]
+    start, end, step = (0, nums[0], 1) if len(nums) == 1 else (nums[0], nums[1], nums[2] if len(nums) > 2 else 1)
+    return c.op("ARANGE", [], {"start": float(start), "end": float(end), "step": float(step),
+                               "dtype": c.meta(n)[1]}, out=n)
+
+
+def _full_value(c, n, value):
+    shape, dt = c.meta(n)
+    return c.op("FULL", [], {"shape": shape, "value": value, "dtype": dt}, out=n)
+
+
+def _full(c, n, size, value, *args, **kwargs):
+    return _full_value(c, n, value)
+
+
+def _ones(c, n, *args, **kwargs):
+    return _full_value(c, n, 1.0)
+
+
+def _zeros(c, n, *args, **kwargs):
+    return _full_value(c, n, 0.0)
+
+
+def _new_full(c, n, x, size, value, *args, **kwargs):
+    return _full_value(c, n, value)
+
+
+def _scalar_tensor(c, n, value, *args, **kwargs):
+    return _full_value(c, n, value)
+
+
+def _constant_value(c, a):
+    """The number held by a 0-d tensor computed from constants only."""
+    if a in c.depends_on_input:
+        c.fail(f"'{a.name}' must be a constant (it depends on an input)")
+    v = c.values[a]
+    if v.numel() != 1:
+        c.fail(f"'{a.name}' must hold one value")
+    return v.item()
+
+
+def _masked_fill(c, n, x, mask, value):
+    if _is_tensor(value):
+        value = _constant_value(c, value)
+    return c.op("MASKED_FILL", [c.t(x), c.t(mask)], {"value": value}, out=n)
+
+
+def _cmp(fn):
+    def handler(c, n, a, b):
+        if not _is_tensor(b):
+            return c.op("CMP", [c.t(a)], {"fn": fn, "scalar": b}, out=n)
+        return c.op("CMP", [c.t(a), c.t(b)], {"fn": fn}, out=n)
+    return handler
+
+
+def _logical_not(c, n, x):
+    return c.op("CMP", [c.t(x)], {"fn": "eq", "scalar": 0}, out=n)
+
+
+def _where(c, n, cond, a, b):
+    dt = c.meta(n)[1]
+    ta = c.t(a) if _is_tensor(a) else c.scalar_const(a, dt)
+    tb = c.t(b) if _is_tensor(b) else c.scalar_const(b, dt)
+    return c.op("WHERE", [c.t(cond), ta, tb], out=n)
+
+
+def _tril(c, n, x, diagonal=0):
+    return c.op("TRIL", [c.t(x)], {"diagonal": diagonal}, out=n)
+
+
+def _sdpa(c, n, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kwargs):
+    if dropout_p:
+        c.fail("scaled_dot_product_attention with dropout_p > 0")
+    D = c.shape(q)[-1]
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    if attn_mask is None:
+        return c.op("ATTENTION", [c.t(q), c.t(k), c.t(v)], {"scale": scale, "causal": int(bool(is_causal))}, out=n)
+    # an explicit mask: primitives (the passes recognize a causal one again)
+    s = c.op("MATMUL", [c.t(q), c.t(k)], {"transpose_b": 1, "alpha": scale}, hint="scores")
+    if c.values[attn_mask].dtype.is_floating_point:
+        s = c.op("ADD", [s, c.t(attn_mask)], hint="masked")
+    else:
+        keep_not = c.op("CMP", [c.t(attn_mask)], {"fn": "eq", "scalar": 0}, hint="mask_off")
+        s = c.op("MASKED_FILL", [s, keep_not], {"value": float("-inf")}, hint="masked")
+    p = c.op("SOFTMAX", [s], {"axis": len(c.shape(q)) - 1}, hint="probs")
+    return c.op("MATMUL", [p, c.t(v)], out=n)
+
+
+def _getitem(c, n, src, idx):
+    v = c.env.get(src)
+    if not isinstance(v, tuple):
+        c.fail(f"indexes '{src.name}', which is not a tuple")
+    if v[idx] is None:
+        c.fail(f"uses output {idx} of {_target_name(src)}, which ckc does not compute (e.g. LayerNorm mean/rstd, "
+               "max indices)")
+    return v[idx]
+
+
+def _scalar_const_vec(self, arr, hint):
+    ir = self.fresh(hint)
+    self.constants[ir] = {"name": ir, "shape": list(arr.shape), "dtype": "f32"}
+    self.const_data[ir] = arr
+    return ir
+
+
+_Converter.scalar_const_vec = _scalar_const_vec
+
+_HANDLERS = {
+    # GEMMs
+    "aten.addmm": _addmm, "aten.mm": _mm, "aten.bmm": _mm, "aten.matmul": _matmul, "aten.linear": _linear,
+    # layout
+    "aten.t": _t, "aten.transpose": _transpose, "aten.permute": _permute,
+    "aten.view": _reshape, "aten._unsafe_view": _reshape, "aten._reshape_alias": _reshape, "aten.reshape": _reshape,
+    "aten.unsqueeze": _reshape, "aten.squeeze": _reshape, "aten.flatten": _reshape, "aten.unflatten": _reshape,
+    "aten.view_as": _reshape,
+    "aten.expand": _expand, "aten.expand_as": _expand,
+    "aten.clone": _identity, "aten.detach": _identity, "aten.contiguous": _identity, "aten.alias": _identity,
+    "aten.lift_fresh_copy": _identity, "aten.lift_fresh": _identity, "aten._to_copy": _to_copy, "aten.to": _to,
+    "aten.dropout": _dropout,
+    "aten.split": _split, "aten.split_with_sizes": _split, "aten.slice": _slice, "aten.select": _select,
+    "aten.cat": _cat, "getitem": _getitem,
+    # elementwise
+    "aten.add": _binary("ADD"), "aten.sub": _binary("SUB"), "aten.mul": _binary("MUL"), "aten.div": _binary("DIV"),
+    "aten.rsub": _rsub,
+    "aten.relu": _unary("RELU"), "aten.silu": _unary("SILU"), "aten.tanh": _unary("TANH"), "aten.exp": _unary("EXP"),
+    "aten.rsqrt": _unary("RSQRT"), "aten.neg": _unary("NEG"), "aten.gelu": _gelu, "aten.pow": _pow,
+    "aten.sqrt": _sqrt, "aten.reciprocal": _reciprocal,
+    # normalization, softmax, reductions
+    "aten.native_layer_norm": _native_layer_norm, "aten.layer_norm": _layer_norm,
+    "aten._softmax": _softmax, "aten.softmax": _softmax,
+    "aten.max": _max_dim, "aten.amax": _amax, "aten.sum": _sum, "aten.mean": _mean,
+    # lookups, attention
+    "aten.embedding": _embedding, "aten.scaled_dot_product_attention": _sdpa,
+    # masks and constants (folded by the compiler)
+    "aten.arange": _arange, "aten.full": _full, "aten.ones": _ones, "aten.zeros": _zeros,
+    "aten.full_like": _new_full, "aten.new_full": _new_full, "aten.ones_like": _ones, "aten.zeros_like": _zeros,
+    "aten.new_ones": _ones, "aten.new_zeros": _zeros, "aten.scalar_tensor": _scalar_tensor,
+    "aten.masked_fill": _masked_fill, "aten.where": _where, "aten.tril": _tril,
+    "aten.eq": _cmp("eq"), "aten.ne": _cmp("ne"), "aten.lt": _cmp("lt"), "aten.le": _cmp("le"),
+    "aten.gt": _cmp("gt"), "aten.ge": _cmp("ge"), "aten.logical_not": _logical_not, "aten.bitwise_not": _logical_not,
+}
+
+
+# ---- entry point ---------------------------------------------------------------------------------
+
+def _input_names(model, n):
+    try:
+        params = [p for p in inspect.signature(model.forward).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        names = [p.name for p in params][:n]
+    except (TypeError, ValueError):
+        names = []
+    return names + [f"input{i}" for i in range(len(names), n)]
+
+
+def has_torch_export():
+    import torch
+    return hasattr(torch, "export") and hasattr(getattr(torch, "export"), "export")
+
+
+def export(model, example_inputs, out_dir, capture=None):
+    """Writes OUT_DIR/graph.json and OUT_DIR/weights.safetensors; returns the graph.json path.
+
+    example_inputs: a tuple of tensors (float32, int64, int32 or bool); their shapes become the
+    compiled shapes. capture: "torch.export" or "make_fx" (default: torch.export when available).
+    """
+    import torch
+    from . import safetensors
+
+    if not isinstance(model, torch.nn.Module):
+        raise ExportError(f"export needs an nn.Module, got {type(model).__name__}")
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    example_inputs = tuple(example_inputs)
+    for i, a in enumerate(example_inputs):
+        if not isinstance(a, torch.Tensor):
+            raise ExportError(f"example input {i} is a {type(a).__name__}; pass tensors")
+        if a.dtype == torch.float64:
+            raise ExportError(f"example input {i} is float64; ckc computes in float32 (pass .float() inputs)")
+        _dtype_name(a.dtype)
+    capture = capture or ("torch.export" if has_torch_export() else "make_fx")
+    if capture == "torch.export":
+        if not has_torch_export():
+            raise ExportError(f"torch {torch.__version__} has no torch.export; use capture='make_fx'")
+        gm, placeholders, feeds, consts = _capture_torch_export(model, example_inputs)
+    elif capture == "make_fx":
+        gm, placeholders, feeds, consts = _capture_make_fx(model, example_inputs)
+    else:
+        raise ExportError(f"unknown capture {capture!r}: torch.export or make_fx")
+    values = _record_values(gm, placeholders, feeds, consts)
+    conv = _Converter(gm, placeholders, feeds, consts, values, _input_names(model, len(example_inputs)))
+    outputs = conv.convert()
+
+    doc = {
+        "schema": SCHEMA,
+        "version": SCHEMA_VERSION,
+        "producer": f"ckc.export ({capture}, torch {torch.__version__})",
+        "module": type(model).__name__,
+        "weights": "weights.safetensors",
+        "inputs": conv.inputs,
+        "constants": list(conv.constants.values()),
+        "nodes": conv.nodes,
+        "outputs": [{"name": name, "tensor": t} for name, t in outputs],
+    }
+    os.makedirs(out_dir, exist_ok=True)
+    graph_path = os.path.join(out_dir, "graph.json")
+    tmp = graph_path + ".tmp"
+    safetensors.save(os.path.join(out_dir, "weights.safetensors"), conv.const_data)
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1, allow_nan=False)
+        f.write("\n")
+    os.replace(tmp, graph_path)
+    return graph_path

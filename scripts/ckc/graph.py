@@ -1,0 +1,122 @@
+"""ctypes wrapper of a compiled graph (the ck_graph ABI, runtime/include/ck_graph.h).
+
+    g = GraphModel("out/libmodel.so", "out/model.weights.safetensors")
+    y = g(x)                     # numpy in, numpy out (a tuple when the module returns several)
+
+Inputs are checked against the compiled shapes and dtypes before the call;
+a mismatch raises CkError naming the input.
+"""
+import ctypes
+import os
+
+import numpy as np
+
+from .llm import CkError
+
+_DTYPES = {0: np.float32, 1: np.int64, 2: np.int32, 3: np.bool_}
+
+_SIGNATURES = {
+    "ck_graph_init": (ctypes.c_void_p, [ctypes.c_char_p]),
+    "ck_graph_free": (None, [ctypes.c_void_p]),
+    "ck_graph_run": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p)]),
+    "ck_graph_set_threads": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int]),
+    "ck_last_error": (ctypes.c_char_p, []),
+    "ck_graph_num_inputs": (ctypes.c_int, []),
+    "ck_graph_num_outputs": (ctypes.c_int, []),
+    "ck_graph_input_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "ck_graph_output_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "ck_graph_input_dtype": (ctypes.c_int, [ctypes.c_int]),
+    "ck_graph_output_dtype": (ctypes.c_int, [ctypes.c_int]),
+    "ck_graph_input_rank": (ctypes.c_int, [ctypes.c_int]),
+    "ck_graph_output_rank": (ctypes.c_int, [ctypes.c_int]),
+    "ck_graph_input_shape": (ctypes.POINTER(ctypes.c_int64), [ctypes.c_int]),
+    "ck_graph_output_shape": (ctypes.POINTER(ctypes.c_int64), [ctypes.c_int]),
+}
+
+
+class TensorSpec:
+    def __init__(self, name, dtype, shape):
+        self.name, self.dtype, self.shape = name, dtype, tuple(shape)
+
+    def __repr__(self):
+        return f"{self.name}: {np.dtype(self.dtype).name}{list(self.shape)}"
+
+
+class GraphModel:
+    """A compiled exported graph, callable on numpy arrays."""
+
+    def __init__(self, lib_path, weights_path=None, threads=None):
+        self.h = None
+        self.lib = ctypes.CDLL(os.path.abspath(lib_path))
+        for name, (res, args) in _SIGNATURES.items():
+            fn = getattr(self.lib, name)
+            fn.restype, fn.argtypes = res, args
+        self.inputs = [self._spec(i, "input") for i in range(self.lib.ck_graph_num_inputs())]
+        self.outputs = [self._spec(i, "output") for i in range(self.lib.ck_graph_num_outputs())]
+        if weights_path is None:
+            d, base = os.path.split(os.path.splitext(lib_path)[0])  # out/libmodel -> out/model.weights.safetensors
+            guess = os.path.join(d, (base[3:] if base.startswith("lib") else base) + ".weights.safetensors")
+            weights_path = guess if os.path.exists(guess) else None
+        self.h = self.lib.ck_graph_init(None if weights_path is None else str(weights_path).encode())
+        if not self.h:
+            raise CkError(-1, self.lib.ck_last_error().decode())
+        if threads:
+            self._check(self.lib.ck_graph_set_threads(self.h, threads))
+
+    def _spec(self, i, kind):
+        lib = self.lib
+        name = getattr(lib, f"ck_graph_{kind}_name")(i).decode()
+        dt = _DTYPES[getattr(lib, f"ck_graph_{kind}_dtype")(i)]
+        rank = getattr(lib, f"ck_graph_{kind}_rank")(i)
+        shape_p = getattr(lib, f"ck_graph_{kind}_shape")(i)
+        return TensorSpec(name, dt, [shape_p[k] for k in range(rank)])
+
+    def _check(self, rc):
+        if rc != 0:
+            raise CkError(rc, self.lib.ck_last_error().decode())
+
+    def run(self, *inputs, out=None):
+        """Runs the graph; returns the list of outputs (fresh arrays, or `out`)."""
+        if self.h is None:
+            raise CkError(-3, "the graph is closed")
+        if len(inputs) != len(self.inputs):
+            raise CkError(-1, f"the graph takes {len(self.inputs)} inputs ({', '.join(map(repr, self.inputs))}), "
+                              f"got {len(inputs)}")
+        arrays = []
+        for spec, x in zip(self.inputs, inputs):
+            a = np.asarray(x)
+            if a.shape != spec.shape:
+                raise CkError(-1, f"input '{spec.name}' must have shape {list(spec.shape)}, got {list(a.shape)}")
+            if a.dtype != spec.dtype:
+                if np.can_cast(a.dtype, spec.dtype, casting="same_kind"):
+                    a = a.astype(spec.dtype)
+                else:
+                    raise CkError(-1, f"input '{spec.name}' must be {np.dtype(spec.dtype).name}, got {a.dtype}")
+            arrays.append(np.ascontiguousarray(a))
+        outs = out if out is not None else [np.empty(s.shape, s.dtype) for s in self.outputs]
+        for spec, o in zip(self.outputs, outs):
+            if o.shape != spec.shape or o.dtype != spec.dtype or not o.flags.c_contiguous:
+                raise CkError(-1, f"output buffer '{spec.name}' must be a contiguous {np.dtype(spec.dtype).name}"
+                                  f"{list(spec.shape)}")
+        in_p = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
+        out_p = (ctypes.c_void_p * max(1, len(outs)))(*[o.ctypes.data for o in outs])
+        self._check(self.lib.ck_graph_run(self.h, in_p, out_p))
+        return outs
+
+    def __call__(self, *inputs):
+        outs = self.run(*inputs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def close(self):
+        if self.h:
+            self.lib.ck_graph_free(self.h)
+            self.h = None
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
