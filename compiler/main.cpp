@@ -143,7 +143,9 @@ nlohmann::json plan_json(const Plan &plan)
                                        {"arena_per_token", sp.per_token.arena},
                                        {"naive_per_token", sp.per_token.naive},
                                        {"lower_bound_per_token", sp.per_token.lower_bound},
-                                       {"arena_fixed", sp.fixed.arena}};
+                                       {"arena_fixed", sp.fixed.arena},
+                                       {"naive_fixed", sp.fixed.naive},
+                                       {"lower_bound_fixed", sp.fixed.lower_bound}};
     }
     return j;
 }

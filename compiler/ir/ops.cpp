@@ -349,7 +349,7 @@ std::optional<ViewOf> slice_view(const Node &n, const Inputs &in)
     int64_t outer, size, inner;
     split_axis(s, axis, outer, size, inner);
     if (outer == 1 || (axis == 0 && !shape_has_tokens(s))) return ViewOf{start * inner, false};  // leading rows: contiguous
-    if (s.size() == 2 && axis == 1) return ViewOf{start, true};                                    // columns of a 2-D tensor
+    if (s.size() >= 2 && axis == static_cast<int64_t>(s.size()) - 1) return ViewOf{start, true};    // columns: a row stride
     return std::nullopt;
 }
 void slice_emit(EmitCtx &c)
@@ -601,19 +601,31 @@ void masked_fill_emit(EmitCtx &c)
                          c_float(c.n.f("value"))));
     c.w.close();
 }
+// ATTENTION: heads == 0: q [.., Sq, D], k/v [.., Sk, D] (every leading index a
+// slice); heads == H: q [B, Sq, H*D], k/v [B, Sk, H*D], the heads side by side
+// in each row (no transpose needed), output in the layout of q.
 struct Att {
-    int64_t BH, Sq, Sk, D;
+    int64_t B, H, Sq, Sk, D;
 };
 Att attention_dims(const Node &n, const Inputs &in)
 {
     const Shape &q = in[0]->shape, &k = in[1]->shape, &v = in[2]->shape;
-    expect(q.size() >= 2 && k.size() == q.size() && v == k, n, "q, k, v must be [..., S, D] with one rank: " + shapes(in));
-    expect(std::equal(q.begin(), q.end() - 2, k.begin()) && q.back() == k.back(), n, "q and k differ: " + shapes(in));
     Att a;
-    a.Sq = q[q.size() - 2];
-    a.Sk = k[k.size() - 2];
-    a.D = q.back();
-    a.BH = shape_numel_fixed(q) / (a.Sq * a.D);
+    int64_t heads = n.i("heads", 0);
+    if (heads > 0) {
+        expect(q.size() == 3 && k.size() == 3 && v == k && q[0] == k[0] && q[2] == k[2], n,
+               "with heads, q, k, v must be [B, S, heads*D] with one B and width: " + shapes(in));
+        expect(q[2] % heads == 0, n, fmt::format("width {} is not a multiple of heads {}", q[2], heads));
+        a = {q[0], heads, q[1], k[1], q[2] / heads};
+    } else {
+        expect(q.size() >= 2 && k.size() == q.size() && v == k, n, "q, k, v must be [..., S, D] with one rank: " + shapes(in));
+        expect(std::equal(q.begin(), q.end() - 2, k.begin()) && q.back() == k.back(), n, "q and k differ: " + shapes(in));
+        a.Sq = q[q.size() - 2];
+        a.Sk = k[k.size() - 2];
+        a.D = q.back();
+        a.B = 1;
+        a.H = shape_numel_fixed(q) / (a.Sq * a.D);
+    }
     if (n.i("causal", 0)) expect(a.Sq <= a.Sk, n, "causal attention needs Sq <= Sk");
     return a;
 }
@@ -631,17 +643,25 @@ bool use_flash(const Node &n, const Att &a)
 int64_t attention_scratch(const Node &n, const Inputs &in)
 {
     Att a = attention_dims(n, in);
-    return static_cast<int64_t>(use_flash(n, a) ? ck_attention_flash_scratch(a.BH, a.Sq, a.Sk, a.D)
-                                                : ck_attention_std_scratch(a.BH, a.Sq, a.Sk, a.D));
+    int64_t BH = a.B * a.H;
+    return static_cast<int64_t>(use_flash(n, a) ? ck_attention_flash_scratch(BH, a.Sq, a.Sk, a.D)
+                                                : ck_attention_std_scratch(BH, a.Sq, a.Sk, a.D));
 }
 void attention_emit(EmitCtx &c)
 {
     Inputs in;
     for (auto &i : c.n.inputs) in.push_back(&c.g.tensor(i));
     Att a = attention_dims(c.n, in);
-    c.w.line(fmt::format("ck_attention_{}({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});", use_flash(c.n, a) ? "flash" : "std",
-                         c.out(), c.in(0), c.in(1), c.in(2), a.BH, a.Sq, a.Sk, a.D, c_float(c.n.f("scale")),
-                         c.n.i("causal", 0), c.scratch()));
+    bool heads = c.n.i("heads", 0) > 0;
+    // strides of every operand from its row stride (a column view is read in place)
+    auto seq = [&](const std::string &ld, int64_t S) {
+        return heads ? fmt::format("ck_seq_bshd({}, {}, {})", S, ld, a.D)
+                     : fmt::format("ck_seq_bhsd({}, {}, {})", a.H, S, ld);
+    };
+    c.w.line(fmt::format("ck_attention_{}({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});",
+                         use_flash(c.n, a) ? "flash" : "std", c.out(), seq(c.ld_out(), a.Sq), c.in(0),
+                         seq(c.ld_in(0), a.Sq), c.in(1), seq(c.ld_in(1), a.Sk), c.in(2), seq(c.ld_in(2), a.Sk), a.B,
+                         a.H, a.Sq, a.Sk, a.D, c_float(c.n.f("scale")), c.n.i("causal", 0), c.scratch()));
 }
 Shape bias_relu_shape(const Node &n, const Inputs &in)
 {
@@ -753,7 +773,7 @@ std::vector<OpDef> build_table()
         Def("COPY", 1, 1, same_shape, copy_emit, {K_LAY}).dtype(same_dtype).strided(in0).eval(eval_reshape),
         Def("MASKED_FILL", 2, 2, masked_fill_shape, masked_fill_emit, {K_BIN}).inplace({0}).eval(eval_masked_fill),
         Def("CAUSAL_MASK", 1, 1, causal_mask_shape, causal_mask_emit, {K_RED}).inplace({0}),
-        Def("ATTENTION", 3, 3, attention_shape, attention_emit, {K_ATT}).scratch(attention_scratch),
+        Def("ATTENTION", 3, 3, attention_shape, attention_emit, {K_ATT}).scratch(attention_scratch).strided(in0 | in1 | in2 | kStridedOut),
         Def("BIAS_RELU", 2, 2, bias_relu_shape, bias_relu_emit, {K_EW}).inplace({0}),
         // ---- fold-only
         Def("ARANGE", 0, 0, arange_shape, no_emit, {}).dtype(attr_dtype).eval(eval_arange).fold_only(),

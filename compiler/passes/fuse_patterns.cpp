@@ -5,6 +5,11 @@
 //               MATMUL(q, k, transpose_b, alpha) -> CAUSAL_MASK -> SOFTMAX -> MATMUL(., v)
 //                 -> ATTENTION(q, k, v, scale = alpha, causal)
 //               ADD(x, b[N]) -> RELU  -> BIAS_RELU(x, b)
+//               ATTENTION over TRANSPOSE(RESHAPE(x [B,S,H*D]) -> [B,S,H,D], 1, 2) inputs whose
+//               output goes back through TRANSPOSE(1, 2) + RESHAPE to [B,S,H*D]
+//                 -> ATTENTION(xq, xk, xv, heads = H) on the [B,S,H*D] tensors directly:
+//               the kernel addresses heads by stride, so the four head transposes
+//               (copies) vanish, and q/k/v may stay column views of the QKV GEMM
 //   priority 1  (MATMUL + ADD: the fuse_matmul_add pass, which runs next)
 //
 // The sole-consumer rule: every value inside a chain must be read only by the
@@ -69,6 +74,64 @@ bool attention(Graph &g, const Node &pv)
     return true;
 }
 
+// x when `t` = TRANSPOSE(RESHAPE(x [B,S,C] -> [B,S,H,D]), 1, 2), each step read only once.
+std::optional<std::string> heads_of(const Graph &g, const std::string &t, int64_t H)
+{
+    const Node *tr = sole(g, t, Op::TRANSPOSE);
+    if (!tr) return std::nullopt;
+    const Shape &s4 = g.tensor(tr->inputs[0]).shape;
+    if (s4.size() != 4 || s4[2] != H || std::min(axis_attr(*tr, 4, "dim0"), axis_attr(*tr, 4, "dim1")) != 1 ||
+        std::max(axis_attr(*tr, 4, "dim0"), axis_attr(*tr, 4, "dim1")) != 2)
+        return std::nullopt;
+    const Node *rs = sole(g, tr->inputs[0], Op::RESHAPE);
+    if (!rs) return std::nullopt;
+    const Shape &x = g.tensor(rs->inputs[0]).shape;
+    if (x != Shape{s4[0], s4[1], s4[2] * s4[3]}) return std::nullopt;
+    return rs->inputs[0];
+}
+
+bool attention_heads(Graph &g, const Node &att)
+{
+    if (att.op != Op::ATTENTION || att.i("heads", 0) != 0) return false;
+    const Shape &o = g.tensor(att.output).shape;
+    if (o.size() != 4) return false;
+    int64_t H = o[1];
+    std::vector<std::string> x;
+    for (const auto &in : att.inputs) {
+        auto xi = heads_of(g, in, H);
+        if (!xi) return false;
+        x.push_back(*xi);
+    }
+    const Node *tr = only_reader(g, att.output, Op::TRANSPOSE);
+    if (!tr || std::min(axis_attr(*tr, 4, "dim0"), axis_attr(*tr, 4, "dim1")) != 1 ||
+        std::max(axis_attr(*tr, 4, "dim0"), axis_attr(*tr, 4, "dim1")) != 2)
+        return false;
+    const Node *rs = only_reader(g, tr->output, Op::RESHAPE);
+    if (!rs || g.tensor(rs->output).shape != Shape{o[0], o[2], o[1] * o[3]}) return false;
+    Node fused;
+    fused.op = Op::ATTENTION;
+    fused.name = rs->name;
+    fused.output = rs->output;
+    fused.inputs = x;
+    fused.attrs = att.attrs;
+    fused.attrs["heads"] = H;
+    fused.origin = att.origin;
+    std::string att_name = att.name, tr_name = tr->name, rs_name = rs->name, att_out = att.output, tr_out = tr->output;
+    std::vector<std::string> ins = att.inputs;
+    Storage st = g.tensor(rs->output).storage;
+    g.remove_node(rs_name);
+    g.remove_node(tr_name);
+    g.remove_tensor(tr_out);
+    int at = g.node_index(att_name);
+    g.remove_node(att_name);
+    g.remove_tensor(att_out);
+    std::string before = at < static_cast<int>(g.nodes().size()) ? g.nodes()[at].name : "";
+    g.insert_node(fused, before, st);
+    for (const auto &in : ins)
+        if (g.has_tensor(in)) remove_if_dead(g, in);
+    return true;
+}
+
 bool bias_relu(Graph &g, const Node &relu)
 {
     if (relu.op != Op::RELU) return false;
@@ -107,6 +170,7 @@ bool run_priority(Graph &g, bool (*pattern)(Graph &, const Node &))
 bool fuse_patterns(Graph &g)
 {
     bool changed = run_priority(g, attention);
+    changed |= run_priority(g, attention_heads);
     changed |= run_priority(g, bias_relu);
     return changed;
 }

@@ -18,6 +18,14 @@ inline const Node *sole(const Graph &g, const std::string &t, Op op)
     return p;
 }
 
+// The one node reading `t`, when it is an `op` node and `t` is no section output.
+inline const Node *only_reader(const Graph &g, const std::string &t, Op op)
+{
+    auto c = g.consumers(t);
+    if (c.size() != 1 || c[0]->op != op || g.is_output(t)) return nullptr;
+    return c[0];
+}
+
 // The producer of `t` if it is an `op` node (any number of readers).
 inline const Node *made_by(const Graph &g, const std::string &t, Op op)
 {

@@ -167,8 +167,8 @@ void compute_liveness(const Graph &g, const std::vector<std::string> &order, con
             const Region &ri = sp.region.at(nd.inputs[0]);
             const Shape &rs = root_shape(ri.root);
             bool ok;
-            if (v->strided)  // columns of a 2-D tensor that is a whole root or a column view itself
-                ok = rs.size() == 2 && (ri.strided || (ri.offset == 0 && g.tensor(nd.inputs[0]).shape == rs)) &&
+            if (v->strided)  // columns of a tensor that is a whole root or a column view itself
+                ok = rs.size() >= 2 && (ri.strided || (ri.offset == 0 && g.tensor(nd.inputs[0]).shape == rs)) &&
                      readers_take_stride(g, nd.output) && !g.is_output(nd.output);
             else
                 ok = !ri.strided;

@@ -206,11 +206,35 @@ void ck_matmul_ref(float *out, const float *a, const float *b, const float *add,
                    int64_t M, int64_t N, int64_t K, int b_batched, int trans_b, float alpha);
 
 /* ---- attention over whole sequences (attention.c) ----
- * q [BH][Sq][D], k and v [BH][Sk][D], out [BH][Sq][D], all contiguous.
+ * B batches of H heads; per (batch, head) a [S][D] matrix of queries, keys,
+ * values or outputs, addressed through element strides, so one kernel reads
+ * both layouts graphs produce without a transpose copy:
+ *   [B][H][S][D] contiguous             ck_seq_bhsd(H, S, D)
+ *   [B][S][H*D] rows of stride ld        ck_seq_bshd(S, ld, D)  (q/k/v as column views of a fused QKV GEMM output)
  * causal: query i sees keys j <= i + (Sk - Sq). Two implementations behind
- * one op, equal within float rounding: standard (scores materialized, S x S
- * per slot) and flash (tiled online softmax, 32 x 32 tiles). Scratch comes
- * from the planner; at most CK_ATTENTION_SLOTS (b, h) slices run at once. */
+ * one op, equal within float rounding: standard (scores materialized, up to
+ * Sq x Sk per slot, two GEMMs) and flash (tiled online softmax, 32 x 32
+ * tiles). Scratch comes from the planner; at most CK_ATTENTION_SLOTS
+ * (batch, head) slices run at once. */
+typedef struct ck_seq {
+    int64_t batch, head, row; /* element strides between batches, heads, positions (D elements are contiguous) */
+} ck_seq;
+static inline ck_seq ck_seq_bhsd(int64_t H, int64_t S, int64_t D)
+{
+    ck_seq s;
+    s.batch = H * S * D;
+    s.head = S * D;
+    s.row = D;
+    return s;
+}
+static inline ck_seq ck_seq_bshd(int64_t S, int64_t ld, int64_t D)
+{
+    ck_seq s;
+    s.batch = S * ld;
+    s.head = D;
+    s.row = ld;
+    return s;
+}
 #define CK_ATTENTION_SLOTS 16
 #define CK_FLASH_TILE 32
 static inline size_t ck_attention_slots(int64_t BH) { return (size_t)(BH < CK_ATTENTION_SLOTS ? BH : CK_ATTENTION_SLOTS); }
@@ -226,12 +250,14 @@ static inline size_t ck_attention_flash_scratch(int64_t BH, int64_t Sq, int64_t 
     return ck_attention_slots(BH) * (size_t)(CK_FLASH_TILE * CK_FLASH_TILE + CK_FLASH_TILE * D + 2 * CK_FLASH_TILE) *
            sizeof(float);
 }
-void ck_attention_std(float *out, const float *q, const float *k, const float *v, int64_t BH, int64_t Sq, int64_t Sk,
-                      int64_t D, float scale, int causal, float *scratch);
-void ck_attention_flash(float *out, const float *q, const float *k, const float *v, int64_t BH, int64_t Sq, int64_t Sk,
-                        int64_t D, float scale, int causal, float *scratch);
-void ck_attention_seq_ref(float *out, const float *q, const float *k, const float *v, int64_t BH, int64_t Sq,
-                          int64_t Sk, int64_t D, float scale, int causal);
+void ck_attention_std(float *out, ck_seq so, const float *q, ck_seq sq, const float *k, ck_seq sk, const float *v,
+                      ck_seq sv, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, float scale, int causal,
+                      float *scratch);
+void ck_attention_flash(float *out, ck_seq so, const float *q, ck_seq sq, const float *k, ck_seq sk, const float *v,
+                        ck_seq sv, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, float scale, int causal,
+                        float *scratch);
+void ck_attention_seq_ref(float *out, ck_seq so, const float *q, ck_seq sq, const float *k, ck_seq sk, const float *v,
+                          ck_seq sv, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, float scale, int causal);
 
 /* ---- int64 ids (embedding.c) ---- */
 /* out[i][:] = table[ids[i]][:]; returns -1, or the index of the first id

@@ -48,7 +48,7 @@ static void attend_one(float *o, const float *q, const float *K, const float *V,
         float s[CK_ATT_BLOCK];
         int nb = j1 + 1 - j < CK_ATT_BLOCK ? j1 + 1 - j : CK_ATT_BLOCK;
         float bm = -INFINITY, m_new;
-        ck_vdots(s, q, K + (size_t)j * D, nb, D);
+        ck_vdots(s, q, K + (size_t)j * D, (size_t)D, nb, D);
         for (b = 0; b < nb; b++) {
             float sc = s[b] * scale;
             if (softcap > 0.0f) sc = softcap * tanhf(sc / softcap);
@@ -64,7 +64,7 @@ static void attend_one(float *o, const float *q, const float *K, const float *V,
         for (b = 0; b < nb; b++) s[b] -= m_new;
         ck_vexp(s, s, nb);
         for (b = 0; b < nb; b++) l += s[b];
-        ck_vmacc(acc, s, V + (size_t)j * D, nb, D);
+        ck_vmacc(acc, s, V + (size_t)j * D, (size_t)D, nb, D);
         m = m_new;
     }
     ck_vscale(acc, 1.0f / l, D);
@@ -121,9 +121,9 @@ void ck_attention_ref(float *out, int ldo, const float *q, int ldq,
 }
 
 /* ---- whole-sequence attention for exported graphs --------------------------
- * q [BH][Sq][D], k, v [BH][Sk][D]. Query i sees keys j <= i + (Sk - Sq) when
- * causal. Scratch comes from the planner; `ck_attention_slots(BH)` slots,
- * and no more than that many threads run at once. */
+ * See ck_kernels.h: B x H slices, each addressed through ck_seq strides.
+ * Scratch comes from the planner: `ck_attention_slots(B * H)` slots, and no
+ * more than that many threads run at once. */
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -141,14 +141,18 @@ static int64_t last_key(int64_t i, int64_t Sq, int64_t Sk, int causal) /* exclus
     return causal ? (e < Sk ? e : Sk) : Sk;
 }
 
+/* the [S][D] matrix of slice bh */
+static int64_t slice_at(ck_seq s, int64_t bh, int64_t H) { return (bh / H) * s.batch + (bh % H) * s.head; }
+
 /* Standard: scores of a block of query rows materialized in the slot
  * ([Sq][Sk]), two GEMMs around a row softmax. Slices run `slots` at a time;
  * each slice's rows are split into blocks so that the team stays busy even
  * for one slice. A causal row block stops its GEMMs at its last key. */
-void ck_attention_std(float *out, const float *q, const float *k, const float *v, int64_t BH, int64_t Sq, int64_t Sk,
-                      int64_t D, float scale, int causal, float *scratch)
+void ck_attention_std(float *out, ck_seq so, const float *q, ck_seq sq, const float *k, ck_seq sk, const float *v,
+                      ck_seq sv, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, float scale, int causal,
+                      float *scratch)
 {
-    int64_t slots = (int64_t)ck_attention_slots(BH), g0;
+    int64_t BH = B * H, slots = (int64_t)ck_attention_slots(BH), g0;
     int team = CK_MAX_THREADS();
     if ((double)BH * Sq * Sk * D < 32768.0) team = 1;
     for (g0 = 0; g0 < BH; g0 += slots) {
@@ -161,19 +165,20 @@ void ck_attention_std(float *out, const float *q, const float *k, const float *v
         for (t = 0; t < tasks; t++) {
             int64_t s = t / blocks, bh = g0 + s, r0 = (t % blocks) * rb, r1 = r0 + rb < Sq ? r0 + rb : Sq, i;
             int64_t kmax = last_key(r1 - 1, Sq, Sk, causal);
-            const float *Q = q + (bh * Sq + r0) * D, *K = k + bh * Sk * D, *V = v + bh * Sk * D;
+            const float *Q = q + slice_at(sq, bh, H) + r0 * sq.row, *K = k + slice_at(sk, bh, H);
+            const float *V = v + slice_at(sv, bh, H);
             float *S = scratch + (s * Sq + r0) * Sk;
             if (r0 >= r1) continue;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), (int)kmax, (int)D, scale, Q, (int)D, K,
-                        (int)D, 0.0f, S, (int)Sk);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), (int)kmax, (int)D, scale, Q,
+                        (int)sq.row, K, (int)sk.row, 0.0f, S, (int)Sk);
             for (i = r0; i < r1; i++) {
                 float *row = S + (i - r0) * Sk;
                 int64_t e = last_key(i, Sq, Sk, causal);
                 ck_vsoftmax(row, row, (int)e);
                 if (e < kmax) memset(row + e, 0, (size_t)(kmax - e) * sizeof(float));
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(r1 - r0), (int)D, (int)kmax, 1.0f, S, (int)Sk, V,
-                        (int)D, 0.0f, out + (bh * Sq + r0) * D, (int)D);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(r1 - r0), (int)D, (int)kmax, 1.0f, S, (int)Sk,
+                        V, (int)sv.row, 0.0f, out + slice_at(so, bh, H) + r0 * so.row, (int)so.row);
         }
     }
 }
@@ -181,11 +186,12 @@ void ck_attention_std(float *out, const float *q, const float *k, const float *v
 /* Flash: per (slice, 32-query tile) task, keys in 32-row tiles with the
  * online-softmax recurrence; the slot holds the tile's scores [32][32],
  * accumulators [32][D], running max and sum [32] — O(tile) memory at any S. */
-void ck_attention_flash(float *out, const float *q, const float *k, const float *v, int64_t BH, int64_t Sq, int64_t Sk,
-                        int64_t D, float scale, int causal, float *scratch)
+void ck_attention_flash(float *out, ck_seq so, const float *q, ck_seq sq, const float *k, ck_seq sk, const float *v,
+                        ck_seq sv, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, float scale, int causal,
+                        float *scratch)
 {
     const int64_t TL = CK_FLASH_TILE, per_slot = TL * TL + TL * D + 2 * TL;
-    int64_t tiles = (Sq + TL - 1) / TL, tasks = BH * tiles, t;
+    int64_t BH = B * H, tiles = (Sq + TL - 1) / TL, tasks = BH * tiles, t;
     int team = CK_MAX_THREADS();
     if (team > (int)ck_attention_slots(BH)) team = (int)ck_attention_slots(BH);
     if ((double)BH * Sq * Sk * D < 32768.0) team = 1;
@@ -194,7 +200,8 @@ void ck_attention_flash(float *out, const float *q, const float *k, const float 
         float *S = scratch + (int64_t)CK_THREAD_ID() * per_slot, *acc = S + TL * TL, *m = acc + TL * D, *l = m + TL;
         int64_t bh = t / tiles, i0 = (t % tiles) * TL, ni = Sq - i0 < TL ? Sq - i0 : TL, i, j0, b;
         int64_t kend = last_key(i0 + ni - 1, Sq, Sk, causal);
-        const float *Q = q + (bh * Sq + i0) * D, *K = k + bh * Sk * D, *V = v + bh * Sk * D;
+        const float *Q = q + slice_at(sq, bh, H) + i0 * sq.row, *K = k + slice_at(sk, bh, H);
+        const float *V = v + slice_at(sv, bh, H);
         for (i = 0; i < ni; i++) {
             m[i] = -INFINITY;
             l[i] = 0.0f;
@@ -207,7 +214,7 @@ void ck_attention_flash(float *out, const float *q, const float *k, const float 
                 int64_t e = last_key(i0 + i, Sq, Sk, causal) - j0; /* keys of this row in the tile */
                 if (e > nj) e = nj;
                 if (e <= 0) continue;
-                ck_vdots(s, Q + i * D, K + j0 * D, (int)e, (int)D);
+                ck_vdots(s, Q + i * sq.row, K + j0 * sk.row, (size_t)sk.row, (int)e, (int)D);
                 for (b = 0; b < e; b++) {
                     s[b] *= scale;
                     if (s[b] > bm) bm = s[b];
@@ -221,32 +228,33 @@ void ck_attention_flash(float *out, const float *q, const float *k, const float 
                 for (b = 0; b < e; b++) s[b] -= m_new;
                 ck_vexp(s, s, (int)e);
                 for (b = 0; b < e; b++) l[i] += s[b];
-                ck_vmacc(acc + i * D, s, V + j0 * D, (int)e, (int)D);
+                ck_vmacc(acc + i * D, s, V + j0 * sv.row, (size_t)sv.row, (int)e, (int)D);
                 m[i] = m_new;
             }
         }
         for (i = 0; i < ni; i++) {
-            float *o = out + (bh * Sq + i0 + i) * D;
+            float *o = out + slice_at(so, bh, H) + (i0 + i) * so.row;
             float inv = 1.0f / l[i];
             for (b = 0; b < D; b++) o[b] = acc[i * D + b] * inv;
         }
     }
 }
 
-void ck_attention_seq_ref(float *out, const float *q, const float *k, const float *v, int64_t BH, int64_t Sq,
-                          int64_t Sk, int64_t D, float scale, int causal)
+void ck_attention_seq_ref(float *out, ck_seq so, const float *q, ck_seq sq, const float *k, ck_seq sk, const float *v,
+                          ck_seq sv, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, float scale, int causal)
 {
     double *s = (double *)malloc(sizeof(double) * (size_t)Sk);
     int64_t bh, i, j, d;
     if (!s) return;
-    for (bh = 0; bh < BH; bh++)
+    for (bh = 0; bh < B * H; bh++)
         for (i = 0; i < Sq; i++) {
-            const float *qr = q + (bh * Sq + i) * D;
+            const float *qr = q + slice_at(sq, bh, H) + i * sq.row;
+            const float *K = k + slice_at(sk, bh, H), *V = v + slice_at(sv, bh, H);
             int64_t e = last_key(i, Sq, Sk, causal);
             double mx = -INFINITY, sum = 0.0;
             for (j = 0; j < e; j++) {
                 double acc = 0.0;
-                for (d = 0; d < D; d++) acc += (double)qr[d] * k[(bh * Sk + j) * D + d];
+                for (d = 0; d < D; d++) acc += (double)qr[d] * K[j * sk.row + d];
                 s[j] = acc * scale;
                 if (s[j] > mx) mx = s[j];
             }
@@ -256,8 +264,8 @@ void ck_attention_seq_ref(float *out, const float *q, const float *k, const floa
             }
             for (d = 0; d < D; d++) {
                 double acc = 0.0;
-                for (j = 0; j < e; j++) acc += s[j] * v[(bh * Sk + j) * D + d];
-                out[(bh * Sq + i) * D + d] = (float)(acc / sum);
+                for (j = 0; j < e; j++) acc += s[j] * V[j * sv.row + d];
+                out[slice_at(so, bh, H) + i * so.row + d] = (float)(acc / sum);
             }
         }
     free(s);

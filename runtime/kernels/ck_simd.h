@@ -116,11 +116,11 @@ CK_AVX2 static inline float ck_hsum8(__m256 v)
     return _mm_cvtss_f32(h);
 }
 
-CK_AVX2 static inline void ck_vdots_avx2(float *s, const float *q, const float *K, int nb, int D)
+CK_AVX2 static inline void ck_vdots_avx2(float *s, const float *q, const float *K, size_t ld, int nb, int D)
 {
     int b, i;
     for (b = 0; b < nb; b++) {
-        const float *k = K + (size_t)b * D;
+        const float *k = K + (size_t)b * ld;
         __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
         float t;
         for (i = 0; i + 16 <= D; i += 16) {
@@ -134,7 +134,7 @@ CK_AVX2 static inline void ck_vdots_avx2(float *s, const float *q, const float *
     }
 }
 
-CK_AVX2 static inline void ck_vmacc_avx2(float *acc, const float *p, const float *V, int nb, int D)
+CK_AVX2 static inline void ck_vmacc_avx2(float *acc, const float *p, const float *V, size_t ld, int nb, int D)
 {
     int b, i = 0;
     /* 32 columns at a time: four independent FMA chains hide the FMA latency */
@@ -142,7 +142,7 @@ CK_AVX2 static inline void ck_vmacc_avx2(float *acc, const float *p, const float
         __m256 a0 = _mm256_loadu_ps(acc + i), a1 = _mm256_loadu_ps(acc + i + 8);
         __m256 a2 = _mm256_loadu_ps(acc + i + 16), a3 = _mm256_loadu_ps(acc + i + 24);
         for (b = 0; b < nb; b++) {
-            const float *v = V + (size_t)b * D + i;
+            const float *v = V + (size_t)b * ld + i;
             __m256 pb = _mm256_set1_ps(p[b]);
             a0 = _mm256_fmadd_ps(pb, _mm256_loadu_ps(v), a0);
             a1 = _mm256_fmadd_ps(pb, _mm256_loadu_ps(v + 8), a1);
@@ -156,11 +156,11 @@ CK_AVX2 static inline void ck_vmacc_avx2(float *acc, const float *p, const float
     }
     for (; i + 8 <= D; i += 8) {
         __m256 a = _mm256_loadu_ps(acc + i);
-        for (b = 0; b < nb; b++) a = _mm256_fmadd_ps(_mm256_set1_ps(p[b]), _mm256_loadu_ps(V + (size_t)b * D + i), a);
+        for (b = 0; b < nb; b++) a = _mm256_fmadd_ps(_mm256_set1_ps(p[b]), _mm256_loadu_ps(V + (size_t)b * ld + i), a);
         _mm256_storeu_ps(acc + i, a);
     }
     for (; i < D; i++)
-        for (b = 0; b < nb; b++) acc[i] += p[b] * V[(size_t)b * D + i];
+        for (b = 0; b < nb; b++) acc[i] += p[b] * V[(size_t)b * ld + i];
 }
 #endif /* CK_X86 */
 
@@ -177,17 +177,18 @@ static inline void ck_vexp(float *y, const float *x, int n)
     for (; i < n; i++) y[i] = ck_exp1(x[i]);
 }
 
-static inline void ck_vdots(float *s, const float *q, const float *K, int nb, int D)
+/* s[b] = q . K[b] for nb rows of K (row stride ld) */
+static inline void ck_vdots(float *s, const float *q, const float *K, size_t ld, int nb, int D)
 {
     int b, i, k;
 #ifdef CK_X86
     if (ck_has_avx2()) {
-        ck_vdots_avx2(s, q, K, nb, D);
+        ck_vdots_avx2(s, q, K, ld, nb, D);
         return;
     }
 #endif
     for (b = 0; b < nb; b++) {
-        const float *kr = K + (size_t)b * D;
+        const float *kr = K + (size_t)b * ld;
         float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, t; /* 8 partial sums: vectorizes without reassociation */
         for (i = 0; i + 8 <= D; i += 8)
             for (k = 0; k < 8; k++) acc[k] += q[i + k] * kr[i + k];
@@ -197,17 +198,18 @@ static inline void ck_vdots(float *s, const float *q, const float *K, int nb, in
     }
 }
 
-static inline void ck_vmacc(float *acc, const float *p, const float *V, int nb, int D)
+/* acc[:] += sum_b p[b] V[b][:] for nb rows of V (row stride ld) */
+static inline void ck_vmacc(float *acc, const float *p, const float *V, size_t ld, int nb, int D)
 {
     int b, i;
 #ifdef CK_X86
     if (ck_has_avx2()) {
-        ck_vmacc_avx2(acc, p, V, nb, D);
+        ck_vmacc_avx2(acc, p, V, ld, nb, D);
         return;
     }
 #endif
     for (b = 0; b < nb; b++)
-        for (i = 0; i < D; i++) acc[i] += p[b] * V[(size_t)b * D + i];
+        for (i = 0; i < D; i++) acc[i] += p[b] * V[(size_t)b * ld + i];
 }
 
 static inline void ck_vscale(float *y, float a, int n)

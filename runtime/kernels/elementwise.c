@@ -9,7 +9,9 @@
 #include "ck_kernels.h"
 #include "ck_simd.h"
 
-/* act(v) for n values, vectorized: e is scratch of n floats */
+#define CK_CHUNK_MAX 256 /* activate() works on at most this many values at once */
+
+/* act(v) for n <= CK_CHUNK_MAX values, vectorized: e is scratch of n floats */
 static void activate(float *y, const float *v, float *e, int n, ck_act act)
 {
     int k;
@@ -21,8 +23,21 @@ static void activate(float *y, const float *v, float *e, int n, ck_act act)
         for (k = 0; k < n; k++) e[k] = 2.0f * 0.7978845608028654f * (v[k] + 0.044715f * v[k] * v[k] * v[k]);
         ck_vexp(e, e, n);
         for (k = 0; k < n; k++) y[k] = 0.5f * v[k] * (2.0f - 2.0f / (e[k] + 1.0f));
-    } else { /* exact GELU: 0.5 v (1 + erf(v / sqrt 2)) */
-        for (k = 0; k < n; k++) y[k] = 0.5f * v[k] * (1.0f + erff(v[k] * 0.7071067811865476f));
+    } else { /* exact GELU: 0.5 v (1 + erf(v / sqrt 2)), erf by Abramowitz & Stegun 7.1.26
+              * (|error| <= 1.5e-7): erf(a) = 1 - t (p1 + t (p2 + ...)) exp(-a^2), t = 1 / (1 + p a) */
+        float t[CK_CHUNK_MAX];
+        for (k = 0; k < n; k++) {
+            float a = fabsf(v[k]) * 0.7071067811865476f;
+            t[k] = 1.0f / (1.0f + 0.3275911f * a);
+            e[k] = -a * a;
+        }
+        ck_vexp(e, e, n);
+        for (k = 0; k < n; k++) {
+            float p = t[k] * (0.254829592f + t[k] * (-0.284496736f + t[k] * (1.421413741f +
+                      t[k] * (-1.453152027f + t[k] * 1.061405429f))));
+            float erf_a = 1.0f - p * e[k];
+            y[k] = 0.5f * v[k] * (1.0f + (v[k] < 0.0f ? -erf_a : erf_a));
+        }
     }
 }
 
@@ -33,7 +48,7 @@ static double activate_ref(double v, ck_act act)
     return 0.5 * v * (1.0 + erf(v * 0.7071067811865476));
 }
 
-#define CK_CHUNK 256
+#define CK_CHUNK CK_CHUNK_MAX
 
 void ck_glu(float *out, int ldo, const float *gate, int ldg, const float *up, int ldu, int T, int F, ck_act act)
 {

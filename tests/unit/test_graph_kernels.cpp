@@ -3,6 +3,7 @@
 // binary ops, unary ops, softmax / reductions, layout moves, int64 gathers.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -45,29 +46,65 @@ TEST_CASE("sequence attention: standard and flash equal the reference, causal or
     size_t nq = static_cast<size_t>(BH) * Sq * D, nk = static_cast<size_t>(BH) * Sk * D;
     auto q = rnd(nq, 1), k = rnd(nk, 2), v = rnd(nk, 3);
     float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    ck_seq lq = ck_seq_bhsd(BH, Sq, D), lk = ck_seq_bhsd(BH, Sk, D);
     std::vector<float> want(nq), std_out(nq, 9.0f), flash_out(nq, 9.0f);
     std::vector<float> s1(ck_attention_std_scratch(BH, Sq, Sk, D) / sizeof(float), NAN);
     std::vector<float> s2(ck_attention_flash_scratch(BH, Sq, Sk, D) / sizeof(float), NAN);
-    ck_attention_seq_ref(want.data(), q.data(), k.data(), v.data(), BH, Sq, Sk, D, scale, causal);
-    ck_attention_std(std_out.data(), q.data(), k.data(), v.data(), BH, Sq, Sk, D, scale, causal, s1.data());
-    ck_attention_flash(flash_out.data(), q.data(), k.data(), v.data(), BH, Sq, Sk, D, scale, causal, s2.data());
+    ck_attention_seq_ref(want.data(), lq, q.data(), lq, k.data(), lk, v.data(), lk, 1, BH, Sq, Sk, D, scale, causal);
+    ck_attention_std(std_out.data(), lq, q.data(), lq, k.data(), lk, v.data(), lk, 1, BH, Sq, Sk, D, scale, causal,
+                     s1.data());
+    ck_attention_flash(flash_out.data(), lq, q.data(), lq, k.data(), lk, v.data(), lk, 1, BH, Sq, Sk, D, scale, causal,
+                       s2.data());
     CHECK(max_abs_diff(std_out, want) < 2e-5);
     CHECK(max_abs_diff(flash_out, want) < 2e-5);
     // the flash scratch stays tiny: O(tile), independent of the sequence
     CHECK(ck_attention_flash_scratch(BH, 4096, 4096, D) == ck_attention_flash_scratch(BH, 16, 16, D));
 }
 
+TEST_CASE("sequence attention: heads side by side in strided rows equal the per-head layout", "[kernels]")
+{
+    // q, k, v as column views of one [B, S, 3C] QKV tensor (row stride 3C), out [B, S, C]
+    int B = 2, S = 19, H = 3, D = 8, C = H * D;
+    int causal = GENERATE(0, 1), flash = GENERATE(0, 1);
+    Threads th(2);
+    auto qkv = rnd(static_cast<size_t>(B) * S * 3 * C, 4);
+    std::vector<float> q4(static_cast<size_t>(B) * H * S * D), k4(q4.size()), v4(q4.size());
+    for (int b = 0; b < B; b++)  // the same data, transposed to [B, H, S, D]
+        for (int s = 0; s < S; s++)
+            for (int h = 0; h < H; h++)
+                for (int d = 0; d < D; d++) {
+                    size_t src = (static_cast<size_t>(b) * S + s) * 3 * C + h * D + d;
+                    size_t dst = ((static_cast<size_t>(b) * H + h) * S + s) * D + d;
+                    q4[dst] = qkv[src];
+                    k4[dst] = qkv[src + C];
+                    v4[dst] = qkv[src + 2 * C];
+                }
+    ck_seq l4 = ck_seq_bhsd(H, S, D), rows = ck_seq_bshd(S, 3 * C, D), lo = ck_seq_bshd(S, C, D);
+    std::vector<float> want(q4.size()), got(static_cast<size_t>(B) * S * C, 9.0f);
+    std::vector<float> scratch(std::max(ck_attention_std_scratch(B * H, S, S, D), ck_attention_flash_scratch(B * H, S, S, D)));
+    ck_attention_seq_ref(want.data(), l4, q4.data(), l4, k4.data(), l4, v4.data(), l4, B, H, S, S, D, 0.3f, causal);
+    (flash ? ck_attention_flash : ck_attention_std)(got.data(), lo, qkv.data(), rows, qkv.data() + C, rows,
+                                                     qkv.data() + 2 * C, rows, B, H, S, S, D, 0.3f, causal, scratch.data());
+    for (int b = 0; b < B; b++)
+        for (int s = 0; s < S; s++)
+            for (int h = 0; h < H; h++)
+                for (int d = 0; d < D; d++)
+                    REQUIRE(got[(static_cast<size_t>(b) * S + s) * C + h * D + d] ==
+                            Approx(want[((static_cast<size_t>(b) * H + h) * S + s) * D + d]).margin(2e-5));
+}
+
 TEST_CASE("sequence attention: causal row 0 sees only key 0", "[kernels]")
 {
     int D = 8, S = 40;
     auto q = rnd(S * D, 1), k = rnd(S * D, 2), v = rnd(S * D, 3);
+    ck_seq l = ck_seq_bhsd(1, S, D);
     std::vector<float> out(S * D), sc(ck_attention_std_scratch(1, S, S, D) / sizeof(float));
     for (int impl = 0; impl < 2; impl++) {
         std::vector<float> fs(ck_attention_flash_scratch(1, S, S, D) / sizeof(float));
         if (impl == 0)
-            ck_attention_std(out.data(), q.data(), k.data(), v.data(), 1, S, S, D, 1.0f, 1, sc.data());
+            ck_attention_std(out.data(), l, q.data(), l, k.data(), l, v.data(), l, 1, 1, S, S, D, 1.0f, 1, sc.data());
         else
-            ck_attention_flash(out.data(), q.data(), k.data(), v.data(), 1, S, S, D, 1.0f, 1, fs.data());
+            ck_attention_flash(out.data(), l, q.data(), l, k.data(), l, v.data(), l, 1, 1, S, S, D, 1.0f, 1, fs.data());
         for (int d = 0; d < D; d++) CHECK(out[d] == Approx(v[d]).margin(1e-6));
     }
 }

@@ -1,0 +1,210 @@
+#!/usr/bin/python3
+"""Benchmark compiled exported graphs against PyTorch eager, in one run (the seeds' tables).
+
+Workloads (scripts/ckc/examples.py, deterministic random weights):
+  MLP    3 x (Linear + ReLU), batch x dim: 1x512 32x512 128x512 1x2048 32x2048
+  Block  pre-norm transformer block, F.softmax attention (4 heads), batch x seq x dim:
+         1x16x64 4x16x64 1x64x128 4x64x128 1x128x256 4x128x256
+
+Contenders, each in its own worker process (its own OpenMP / OpenBLAS setup):
+  ckc          the compiled library (one ctypes call per run), 2 threads
+  torch        PyTorch eager, torch.set_num_threads(2): the defaults
+  torch-tuned  PyTorch eager, 1 intra-op thread + 2 OpenBLAS threads + OMP_WAIT_POLICY=passive
+The parent interleaves measurements round-robin so every contender sees the same
+machine conditions, and reports medians; every contender's outputs are compared.
+
+Then the memory plan of the MLP, the block and a GPT-style LM under each planner
+ablation (`ckc inspect --json`): arena bytes vs naive sum vs max-live lower bound.
+
+    scripts/bench_graph.py [--threads 2] [--reps 7] [--only mlp|block] [--no-arena]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import ckc  # noqa: E402
+
+MLP_CONFIGS = [(1, 512), (32, 512), (128, 512), (1, 2048), (32, 2048)]
+BLOCK_CONFIGS = [(1, 16, 64), (4, 16, 64), (1, 64, 128), (4, 64, 128), (1, 128, 256), (4, 128, 256)]
+
+
+def workloads(only):
+    out = []
+    if only in (None, "mlp"):
+        out += [(f"mlp {b}x{d}", "mlp", (b, d)) for b, d in MLP_CONFIGS]
+    if only in (None, "block"):
+        out += [(f"block {b}x{s}x{d}", "block", (b, s, d)) for b, s, d in BLOCK_CONFIGS]
+    return out
+
+
+def make(kind, dims):
+    import torch
+    from ckc.examples import MLP, Block, randomize
+    g = torch.Generator().manual_seed(1)
+    if kind == "mlp":
+        b, d = dims
+        return randomize(MLP(d), seed=0, std=1.0 / d ** 0.5), torch.randn(b, d, generator=g)
+    b, s, d = dims
+    return randomize(Block(d, 4, "softmax"), seed=0, std=1.0 / d ** 0.5), torch.randn(b, s, d, generator=g)
+
+
+# ---- worker -----------------------------------------------------------------------------
+
+def worker(kind, threads, out_dir, only):
+    import ctypes
+
+    import numpy as np
+    import torch
+
+    runs = {}
+    for name, wl, dims in workloads(only):
+        module, x = make(wl, dims)
+        folder = os.path.join(out_dir, name.replace(" ", "-"))
+        if kind == "ckc":
+            g = ckc.GraphModel(os.path.join(folder, "libmodel.so"), threads=threads)
+            call = g.bind(x.numpy())
+            runs[name] = (call, lambda call=call: call()[0])
+        else:
+            if kind == "torch-tuned":
+                torch.set_num_threads(1)
+                ctypes.CDLL("libopenblas.so.0").openblas_set_num_threads(threads)
+            else:
+                torch.set_num_threads(threads)
+
+            def call(module=module, x=x):
+                with torch.no_grad():
+                    return module(x)
+            runs[name] = (call, lambda call=call: call().numpy())
+        np.save(os.path.join(folder, f"out-{kind}.npy"), runs[name][1]())  # warm-up + the answer
+    print("ready", flush=True)
+    for line in sys.stdin:
+        parts = line.split()
+        if parts[0] == "quit":
+            break
+        name, n = " ".join(parts[1:-1]), int(parts[-1])
+        call = runs[name][0]
+        t0 = time.perf_counter()
+        for _ in range(n):
+            call()
+        print((time.perf_counter() - t0) / n, flush=True)
+
+
+# ---- parent -------------------------------------------------------------------------------
+
+def fmt_time(s):
+    return f"{s * 1e6:.0f} us" if s < 1e-3 else f"{s * 1e3:.2f} ms"
+
+
+def arena_report(out_dir):
+    import torch
+    from ckc.examples import GPT, randomize
+    cases = [("mlp 32x512", *make("mlp", (32, 512))), ("block 4x64x128", *make("block", (4, 64, 128))),
+             ("gpt 4 layers 2x64", randomize(GPT(vocab=256, dim=128, heads=4, layers=4, max_len=64)),
+              torch.randint(0, 256, (2, 64), generator=torch.Generator().manual_seed(0)))]
+    ablations = [("default (memory-aware, in-place, first-fit)", []), ("fifo order", ["--order", "fifo"]),
+                 ("no in-place", ["--no-inplace"]), ("naive placement", ["--placement", "naive"]),
+                 ("no passes", sum((["--disable-pass", p] for p in
+                                   ("eliminate_reshapes", "absorb_blas", "absorb_causal_mask", "fuse_dags",
+                                    "fuse_patterns", "fuse_matmul_add", "fuse_parallel_linears", "dce")), []))]
+    print("\nmemory plan (activation arena; weights, inputs and outputs live outside it)")
+    print(f"{'graph':20}{'planner':46}{'arena':>11}{'naive sum':>11}{'lower bound':>13}")
+    for name, module, x in cases:
+        graph = ckc.export(module, (x,), os.path.join(out_dir, "arena", name.replace(" ", "-")))
+        for label, args in ablations:
+            j = json.loads(ckc.build.run([ckc.ckc_binary(), "inspect", graph, "--json", *args]).stdout)["plan"]
+            arena = j["arena_bytes_fixed"]
+            naive = max(j[s]["naive_fixed"] for s in ("header", "block", "footer"))
+            lower = max(j[s]["lower_bound_fixed"] for s in ("header", "block", "footer"))
+            print(f"{name:20}{label:46}{arena / 1024:10.1f}K{naive / 1024:10.1f}K{lower / 1024:12.1f}K")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--min-time", type=float, default=0.05, help="seconds per measurement (calls are batched)")
+    ap.add_argument("--only", choices=["mlp", "block"])
+    ap.add_argument("--no-arena", action="store_true", help="skip the memory-plan report")
+    ap.add_argument("--contenders", default="ckc,torch,torch-tuned")
+    ap.add_argument("--out", default=os.path.join(ckc.ROOT, "out", "bench-graph"))
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        return worker(a.worker, a.threads, a.out, a.only)
+
+    import numpy as np
+
+    wls = workloads(a.only)
+    for i, (name, wl, dims) in enumerate(wls):
+        print(f"== [{i + 1}/{len(wls)}] export + compile + build {name}", file=sys.stderr)
+        module, x = make(wl, dims)
+        folder = os.path.join(a.out, name.replace(" ", "-"))
+        graph = ckc.export(module, (x,), os.path.join(folder, "export"))
+        ckc.build_library(ckc.compile_model(graph, folder))
+
+    kinds = a.contenders.split(",")
+    procs = {}
+    for k in kinds:
+        env = dict(os.environ)
+        if k == "torch-tuned":
+            env["OMP_WAIT_POLICY"] = "passive"
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", k, "--threads", str(a.threads), "--out", a.out]
+        if a.only:
+            cmd += ["--only", a.only]
+        procs[k] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    for k, p in procs.items():
+        if p.stdout.readline().strip() != "ready":
+            sys.exit(f"worker {k} failed to start")
+
+    def ask(k, name, n):
+        procs[k].stdin.write(f"run {name} {n}\n")
+        procs[k].stdin.flush()
+        return float(procs[k].stdout.readline())
+
+    rows = []
+    for name, _, _ in wls:
+        # calls per measurement: enough for --min-time on the slowest contender's first run
+        n = {k: max(1, int(a.min_time / max(ask(k, name, 1), 1e-7))) for k in kinds}
+        times = {k: [] for k in kinds}
+        for _ in range(a.reps):
+            for k in kinds:
+                times[k].append(ask(k, name, n[k]))
+        med = {k: statistics.median(times[k]) for k in kinds}
+        folder = os.path.join(a.out, name.replace(" ", "-"))
+        outs = {k: np.load(os.path.join(folder, f"out-{k}.npy")) for k in kinds}
+        err = max(float(np.max(np.abs(outs[kinds[0]] - outs[k]))) for k in kinds[1:]) if len(kinds) > 1 else 0.0
+        rows.append((name, med, err))
+        print(f"== {name}: " + ", ".join(f"{k} {fmt_time(med[k])}" for k in kinds), file=sys.stderr)
+    for p in procs.values():
+        p.stdin.write("quit\n")
+        p.stdin.flush()
+        p.wait()
+
+    print(f"\n{a.threads} threads, median of {a.reps} interleaved measurements (ratio < 1: ckc is faster)")
+    head = f"{'config':22}" + "".join(f"{k:>13}" for k in kinds) + "".join(
+        f"{kinds[0] + '/' + k:>18}" for k in kinds[1:]) + f"{'max |diff|':>12}"
+    print(head)
+    slower = []
+    for name, med, err in rows:
+        line = f"{name:22}" + "".join(f"{fmt_time(med[k]):>13}" for k in kinds)
+        for k in kinds[1:]:
+            r = med[kinds[0]] / med[k]
+            line += f"{r:17.2f}x"
+            if k == "torch" and r >= 1.0:
+                slower.append(name)
+        print(line + f"{err:12.1e}")
+    if "torch" in kinds:
+        print("ckc is faster than eager PyTorch at every config" if not slower else
+              f"ckc is NOT faster than eager PyTorch at: {', '.join(slower)}")
+    if not a.no_arena:
+        arena_report(a.out)
+
+
+if __name__ == "__main__":
+    main()
