@@ -788,6 +788,10 @@ def export(model, example_inputs, out_dir, capture=None):
         if a.dtype == torch.float64:
             raise ExportError(f"example input {i} is float64; ckc computes in float32 (pass .float() inputs)")
         _dtype_name(a.dtype)
+    for name, mod in model.named_modules():
+        if mod.training and isinstance(mod, torch.nn.modules.dropout._DropoutNd) and mod.p > 0:
+            raise ExportError(f"module '{name}' ({type(mod).__name__}, p={mod.p}) is in training mode, where dropout is "
+                              "random; call model.eval() before exporting")
     capture = capture or ("torch.export" if has_torch_export() else "make_fx")
     if capture == "torch.export":
         if not has_torch_export():

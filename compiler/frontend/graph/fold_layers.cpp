@@ -148,19 +148,20 @@ private:
 
     bool boundaries(Layer &l)
     {
-        std::set<std::string> ins, outs;
+        std::set<std::string> ins, outs, graph_inputs;
         for (const Node *n : l.nodes) {
             for (const auto &in : n->inputs) {
                 if (l.produced.count(in)) continue;
                 Storage s = g_.tensor(in).storage;
-                if (s == Storage::Weight || s == Storage::Input) continue;
-                ins.insert(in);
+                if (s == Storage::Weight) continue;
+                (s == Storage::Input ? graph_inputs : ins).insert(in);
             }
             bool outside = g_.is_output(n->output);
             for (const Node *u : g_.consumers(n->output))
                 if (!l.produced.count(u->output)) outside = true;
             if (outside) outs.insert(n->output);
         }
+        if (ins.empty() && graph_inputs.size() == 1 && &l == &layers_.front()) ins = graph_inputs;  // the input is the carry
         if (ins.size() != 1 || outs.size() != 1) return false;
         l.carry_in = *ins.begin();
         l.carry_out = *outs.begin();

@@ -1,0 +1,105 @@
+"""Bad input on the graph path gives clear errors naming the op / module /
+file / tensor / input, and never a crash or a half-written output."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+import ckc
+from ckc import safetensors as st
+from ckc.examples import MLP, randomize
+
+
+class WithSigmoid(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.gate = torch.nn.Sigmoid()
+
+    def forward(self, x):
+        return self.gate(self.fc(x))
+
+
+def test_export_names_the_op_and_module_without_a_handler(tmp_path):
+    with pytest.raises(ckc.ExportError) as e:
+        ckc.export(WithSigmoid().eval(), (torch.randn(2, 4),), str(tmp_path / "x"))
+    msg = str(e.value)
+    assert "aten.sigmoid" in msg and "module 'gate'" in msg
+    assert not os.path.exists(tmp_path / "x" / "graph.json")  # nothing half-written
+
+
+def test_export_rejects_training_dropout_and_float64(tmp_path):
+    m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5)).train()
+    with pytest.raises(ckc.ExportError, match="call model.eval"):
+        ckc.export(m, (torch.randn(2, 4),), str(tmp_path / "d"))
+    with pytest.raises(ckc.ExportError, match="float64"):
+        ckc.export(MLP(4).eval(), (torch.randn(2, 4, dtype=torch.float64),), str(tmp_path / "f"))
+
+
+def ckc_compile(graph, out):
+    return subprocess.run([ckc.ckc_binary(), "compile", str(graph), "-o", str(out)], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bad")
+    return ckc.export(randomize(MLP(8)), (torch.randn(2, 8),), str(d / "export"))
+
+
+def test_compile_errors_name_the_file_and_the_problem(exported, tmp_path):
+    doc = json.load(open(exported))
+    cases = {
+        "malformed": ("{not json", "not valid JSON"),
+        "unknown_op": (dict(doc, nodes=[dict(doc["nodes"][0], op="CONV9D")] + doc["nodes"][1:]), "unknown op 'CONV9D'"),
+        "version": (dict(doc, version=99), "schema version 99 is not supported"),
+    }
+    for name, (content, want) in cases.items():
+        g = tmp_path / name / "graph.json"
+        g.parent.mkdir()
+        g.write_text(content if isinstance(content, str) else json.dumps(content))
+        if not isinstance(content, str):
+            os.symlink(os.path.join(os.path.dirname(exported), "weights.safetensors"), g.parent / "weights.safetensors")
+        r = ckc_compile(g, tmp_path / name / "model.c")
+        assert r.returncode == 1, (name, r.stderr)
+        assert want in r.stderr and str(g) in r.stderr, (name, r.stderr)
+        assert not os.path.exists(tmp_path / name / "model.c")
+
+
+def test_missing_weight_and_missing_weights_file(exported, tmp_path):
+    d = tmp_path / "w"
+    d.mkdir()
+    (d / "graph.json").write_text(open(exported).read())
+    weights = st.load(os.path.join(os.path.dirname(exported), "weights.safetensors"))
+    r = ckc_compile(d / "graph.json", d / "model.c")
+    assert r.returncode == 3 and "weights file cannot be read" in r.stderr, r.stderr
+    del weights["fc2.bias"]
+    st.save(str(d / "weights.safetensors"), weights)
+    r = ckc_compile(d / "graph.json", d / "model.c")
+    assert r.returncode == 1 and "'fc2.bias': not in the weights file" in r.stderr, r.stderr
+
+
+def test_run_time_errors_name_the_input(exported, tmp_path):
+    c = ckc.compile_model(exported, str(tmp_path / "m"))
+    so = ckc.build_library(c)
+    g = ckc.GraphModel(so)
+    x = np.zeros((2, 8), np.float32)
+    with pytest.raises(ckc.CkError, match="takes 1 inputs"):
+        g(x, x)
+    with pytest.raises(ckc.CkError, match=r"input 'x' must have shape \[2, 8\], got \[3, 8\]"):
+        g(np.zeros((3, 8), np.float32))
+    with pytest.raises(ckc.CkError, match="input 'x' must be float32, got complex64"):
+        g(np.zeros((2, 8), np.complex64))
+    assert g(x).shape == (2, 8)  # still usable after the errors
+
+    # init: a weights file that lacks a tensor, or no weights file at all
+    weights = str(tmp_path / "m" / "model.weights.safetensors")
+    broken = st.load(weights)
+    broken.pop(sorted(broken)[0])
+    st.save(str(tmp_path / "broken.safetensors"), broken)
+    with pytest.raises(ckc.CkError, match="ck_graph_init: .*" + sorted(st.load(weights))[0]):
+        ckc.GraphModel(so, str(tmp_path / "broken.safetensors"))
+    with pytest.raises(ckc.CkError, match="ck_graph_init: .*does-not-exist"):
+        ckc.GraphModel(so, str(tmp_path / "does-not-exist.safetensors"))

@@ -1,0 +1,284 @@
+// The graph.json front end: validation errors name the file and what is
+// wrong; outputs get their own buffers; repeated submodules fold into the
+// block only when every layer is the same computation.
+#include "helpers.h"
+
+#include <cstring>
+
+#include "frontend/graph/graph_json.h"
+#include "passes/pass.h"
+#include "support/util.h"
+#include "weights/safetensors_writer.h"
+
+using namespace ckc;
+using namespace ckc_test;
+using json = nlohmann::json;
+
+namespace {
+
+StTensor f32(const std::string &name, Shape shape, float value = 0.5f)
+{
+    StTensor t;
+    t.name = name;
+    t.shape = shape;
+    t.dtype = DType::F32;
+    t.data.resize(static_cast<size_t>(shape_numel_fixed(shape)) * 4);
+    for (size_t i = 0; i < t.data.size() / 4; i++) std::memcpy(t.data.data() + 4 * i, &value, 4);
+    return t;
+}
+
+// A graph.json + its weights file in /tmp, removed at the end.
+struct Exported {
+    std::unique_ptr<TempFile> weights, graph;
+    Exported(json doc, const std::vector<StTensor> &tensors)
+    {
+        weights = std::make_unique<TempFile>(safetensors_bytes(tensors), ".safetensors");
+        doc["weights"] = weights->path.substr(weights->path.rfind('/') + 1);
+        graph = std::make_unique<TempFile>(doc.dump(1));
+    }
+    explicit Exported(const std::string &text) { graph = std::make_unique<TempFile>(text); }
+    const std::string &path() const { return graph->path; }
+};
+
+json node(const std::string &name, const std::string &op, std::vector<std::string> inputs, json attrs = json::object(),
+          const std::string &module = "")
+{
+    json n = {{"name", name}, {"op", op}, {"inputs", inputs}, {"module", module}, {"source", name + " (aten.x)"}};
+    if (!attrs.empty()) n["attrs"] = attrs;
+    return n;
+}
+
+// y = relu(x @ w^T + b), x [2, 8], w [4, 8]
+json linear_relu()
+{
+    return {{"schema", "ckc.graph"},
+            {"version", 1},
+            {"module", "Tiny"},
+            {"inputs", {{{"name", "x"}, {"shape", {2, 8}}, {"dtype", "f32"}}}},
+            {"constants",
+             {{{"name", "fc.weight"}, {"shape", {4, 8}}, {"dtype", "f32"}},
+              {{"name", "fc.bias"}, {"shape", {4}}, {"dtype", "f32"}}}},
+            {"nodes",
+             {node("mm", "MATMUL", {"x", "fc.weight"}, {{"transpose_b", 1}}, "fc"), node("add", "ADD", {"mm", "fc.bias"}),
+              node("relu", "RELU", {"add"})}},
+            {"outputs", {{{"name", "output"}, {"tensor", "relu"}}}}};
+}
+
+std::vector<StTensor> linear_weights() { return {f32("fc.weight", {4, 8}), f32("fc.bias", {4})}; }
+
+std::string error_of(const std::string &path)
+{
+    try {
+        build_from_graph_json(path);
+    } catch (const Error &e) {
+        CHECK(e.kind() != ErrorKind::Internal);
+        return e.what();
+    }
+    FAIL("no error for " << path);
+    return "";
+}
+
+}  // namespace
+
+TEST_CASE("graph.json: a valid graph builds, its output pinned to the caller's buffer", "[graph-frontend]")
+{
+    Exported e(linear_relu(), linear_weights());
+    CHECK(is_graph_json(e.path()));
+    Program p = build_from_graph_json(e.path());
+    CHECK(p.info.kind == "graph");
+    CHECK(p.inputs == std::vector<std::string>{"x"});
+    CHECK(p.outputs == std::vector<std::string>{"relu"});
+    CHECK(p.output_names == std::vector<std::string>{"output"});
+    CHECK(p.header.tensor("relu").storage == Storage::Output);
+    CHECK(p.header.tensor("fc.weight").storage == Storage::Weight);
+    CHECK(p.header.node("mm")->origin == "fc: mm (aten.x)");
+}
+
+TEST_CASE("graph.json: an input or a twice-returned tensor is copied into its own output", "[graph-frontend]")
+{
+    json doc = linear_relu();
+    doc["outputs"] = {{{"name", "a"}, {"tensor", "relu"}}, {{"name", "b"}, {"tensor", "relu"}}, {{"name", "c"}, {"tensor", "x"}}};
+    Exported e(doc, linear_weights());
+    Program p = build_from_graph_json(e.path());
+    REQUIRE(p.outputs.size() == 3);
+    CHECK(p.outputs[0] == "relu");
+    for (int i : {1, 2}) {
+        const Node *c = p.header.producer(p.outputs[i]);
+        REQUIRE(c);
+        CHECK(c->op == Op::COPY);
+        CHECK(p.header.tensor(p.outputs[i]).storage == Storage::Output);
+    }
+}
+
+TEST_CASE("graph.json: every kind of bad input is a clear error", "[graph-frontend]")
+{
+    SECTION("not JSON")
+    {
+        Exported e(std::string("{\"schema\": \"ckc.graph\", "));
+        CHECK_THAT(error_of(e.path()), Catch::Contains("not valid JSON"));
+    }
+    SECTION("no schema")
+    {
+        json d = linear_relu();
+        d.erase("schema");
+        Exported e(d, linear_weights());
+        CHECK_THAT(error_of(e.path()), Catch::Contains("not a ckc graph"));
+    }
+    SECTION("a newer schema version")
+    {
+        json d = linear_relu();
+        d["version"] = 2;
+        Exported e(d, linear_weights());
+        CHECK_THAT(error_of(e.path()), Catch::Contains("schema version 2 is not supported"));
+    }
+    SECTION("unknown op")
+    {
+        json d = linear_relu();
+        d["nodes"][2]["op"] = "FROBNICATE";
+        Exported e(d, linear_weights());
+        CHECK_THAT(error_of(e.path()), Catch::Contains("node 'relu': unknown op 'FROBNICATE'"));
+    }
+    SECTION("unknown tensor")
+    {
+        json d = linear_relu();
+        d["nodes"][1]["inputs"][1] = "fc.bais";
+        Exported e(d, linear_weights());
+        CHECK_THAT(error_of(e.path()), Catch::Contains("node 'add' reads 'fc.bais'"));
+    }
+    SECTION("a cycle")
+    {
+        json d = linear_relu();
+        d["nodes"][0]["inputs"][0] = "relu";
+        Exported e(d, linear_weights());
+        CHECK_THAT(error_of(e.path()), Catch::Contains("cycle") && Catch::Contains("mm"));
+    }
+    SECTION("a declared shape that does not match")
+    {
+        json d = linear_relu();
+        d["nodes"][0]["shape"] = {4, 2};
+        Exported e(d, linear_weights());
+        CHECK_THAT(error_of(e.path()), Catch::Contains("node 'mm' (MATMUL): graph.json declares shape [4, 2] but the op "
+                                                       "computes [2, 4]"));
+    }
+    SECTION("a declared dtype that does not match")
+    {
+        json d = linear_relu();
+        d["nodes"][2]["dtype"] = "i64";
+        Exported e(d, linear_weights());
+        CHECK_THAT(error_of(e.path()), Catch::Contains("declares dtype i64"));
+    }
+    SECTION("shapes the op rejects")
+    {
+        json d = linear_relu();
+        d["constants"][0]["shape"] = {4, 7};
+        Exported e(d, {f32("fc.weight", {4, 7}), f32("fc.bias", {4})});
+        CHECK_THAT(error_of(e.path()), Catch::Contains("inner dims differ") && Catch::Contains("[fc: mm"));
+    }
+    SECTION("a constant missing from the weights file, or of another shape")
+    {
+        Exported e(linear_relu(), {f32("fc.weight", {4, 8})});
+        CHECK_THAT(error_of(e.path()), Catch::Contains("'fc.bias': not in the weights file"));
+        Exported f(linear_relu(), {f32("fc.weight", {8, 4}), f32("fc.bias", {4})});
+        CHECK_THAT(error_of(f.path()), Catch::Contains("declared [4, 8]") && Catch::Contains("holds [8, 4]"));
+    }
+    SECTION("wrong arity, bad attribute, duplicate names, no outputs")
+    {
+        json d = linear_relu();
+        d["nodes"][2]["inputs"] = {"add", "add"};
+        Exported a(d, linear_weights());
+        CHECK_THAT(error_of(a.path()), Catch::Contains("takes 1 inputs, has 2"));
+        d = linear_relu();
+        d["nodes"][0]["attrs"]["transpose_b"] = {{"nested", 1}};
+        Exported b(d, linear_weights());
+        CHECK_THAT(error_of(b.path()), Catch::Contains("attr \"transpose_b\""));
+        d = linear_relu();
+        d["nodes"][1]["name"] = "mm";
+        Exported c(d, linear_weights());
+        CHECK_THAT(error_of(c.path()), Catch::Contains("'mm' is used twice"));
+        d = linear_relu();
+        d["outputs"] = json::array();
+        Exported f(d, linear_weights());
+        CHECK_THAT(error_of(f.path()), Catch::Contains("no outputs"));
+    }
+}
+
+// ---- layer folding ---------------------------------------------------------------------------
+
+namespace {
+
+// x -> [layers.i: y = relu(x @ w_i^T) + x] x n -> out, with `tweak` applied to layer 1's nodes
+json layered(int n, const std::string &container, std::function<void(json &)> tweak = nullptr)
+{
+    json nodes = json::array(), consts = json::array();
+    std::string x = "x";
+    for (int i = 0; i < n; i++) {
+        std::string m = container + "." + std::to_string(i);
+        consts.push_back({{"name", m + ".fc.weight"}, {"shape", {8, 8}}, {"dtype", "f32"}});
+        json a = node("mm" + std::to_string(i), "MATMUL", {x, m + ".fc.weight"}, {{"transpose_b", 1}}, m + ".fc");
+        json b = node("relu" + std::to_string(i), "RELU", {"mm" + std::to_string(i)}, json::object(), m);
+        json c = node("res" + std::to_string(i), "ADD", {"relu" + std::to_string(i), x}, json::object(), m);
+        if (i == 1 && tweak) tweak(a);
+        nodes.push_back(a);
+        nodes.push_back(b);
+        nodes.push_back(c);
+        x = "res" + std::to_string(i);
+    }
+    nodes.push_back(node("out", "MUL", {x}, {{"scalar", 2.0}}, "head"));
+    return {{"schema", "ckc.graph"},
+            {"version", 1},
+            {"inputs", {{{"name", "x"}, {"shape", {3, 8}}, {"dtype", "f32"}}}},
+            {"constants", consts},
+            {"nodes", nodes},
+            {"outputs", {{{"name", "output"}, {"tensor", "out"}}}}};
+}
+
+std::vector<StTensor> layered_weights(int n, const std::string &container)
+{
+    std::vector<StTensor> out;
+    for (int i = 0; i < n; i++) out.push_back(f32(container + "." + std::to_string(i) + ".fc.weight", {8, 8}));
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("fold_layers: identical layers become one block run N times", "[graph-frontend]")
+{
+    for (std::string container : {"layers", "transformer.h", "blocks"}) {
+        Exported e(layered(4, container), layered_weights(4, container));
+        Program p = build_from_graph_json(e.path());
+        CHECK(fold_layers(p) == 4);
+        CHECK(p.info.n_layers == 4);
+        CHECK(p.block.nodes().size() == 3);
+        CHECK(p.footer.nodes().size() == 1);
+        const Node &mm = p.block.nodes()[0];
+        CHECK(p.block.tensor(mm.inputs[1]).source.parts == std::vector<std::string>{container + ".{L}.fc.weight"});
+        CHECK(mm.origin.find(container + ".{L}.fc") == 0);
+        CHECK(p.block.tensor(p.carry).storage == Storage::Carry);
+        // the input enters the carry through a copy in the header
+        REQUIRE(p.header.nodes().size() == 1);
+        CHECK(p.header.nodes()[0].op == Op::COPY);
+    }
+}
+
+TEST_CASE("fold_layers: layers that differ, or share more than the carry, stay unrolled", "[graph-frontend]")
+{
+    SECTION("an attribute differs")
+    {
+        Exported e(layered(3, "layers", [](json &n) { n["attrs"]["alpha"] = 0.5; }), layered_weights(3, "layers"));
+        Program p = build_from_graph_json(e.path());
+        CHECK(fold_layers(p) == 0);
+        CHECK(p.header.nodes().size() == 10);
+    }
+    SECTION("a layer reads an earlier layer's inside value")
+    {
+        Exported e(layered(3, "layers", [](json &n) { n["inputs"][0] = "relu0"; }), layered_weights(3, "layers"));
+        Program p = build_from_graph_json(e.path());
+        CHECK(fold_layers(p) == 0);
+    }
+    SECTION("a single layer")
+    {
+        Exported e(layered(1, "layers"), layered_weights(1, "layers"));
+        Program p = build_from_graph_json(e.path());
+        CHECK(fold_layers(p) == 0);
+    }
+}

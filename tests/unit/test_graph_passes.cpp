@@ -1,0 +1,485 @@
+// Graph passes: graph in -> expected graph out, and the cases each pass must
+// leave alone (a second consumer blocks fusion, absorption must not fire on a
+// transpose of other dims, a mask that is not causal stays, ...).
+#include "helpers.h"
+
+#include <cmath>
+#include <limits>
+
+#include "passes/pass.h"
+#include "support/util.h"
+#include "weights/constants.h"
+
+using namespace ckc;
+using namespace ckc_test;
+
+namespace {
+
+// A Program whose header is built by hand; constants carry values.
+struct P {
+    Program p;
+    Graph &g = p.header;
+    P() { p.info.kind = "graph"; }
+    void input(const std::string &n, Shape s, DType dt = DType::F32) { g.add_tensor({n, s, dt, Storage::Input, {}}); }
+    void weight(const std::string &n, Shape s)
+    {
+        Tensor t{n, s, DType::F32, Storage::Weight, {}};
+        t.source.parts = {n};
+        t.source.part_shapes = {s};
+        g.add_tensor(t);
+    }
+    // a constant with values (as constant folding would produce)
+    std::string constant(const std::string &n, Shape s, std::vector<double> v, DType dt = DType::F32)
+    {
+        ConstData d;
+        d.dtype = dt;
+        d.shape = std::move(s);
+        d.v = std::move(v);
+        return add_constant(p, g, n, d);
+    }
+    void node(Op op, std::vector<std::string> in, const std::string &out, std::map<std::string, Attr> attrs = {},
+              Storage st = Storage::Activation)
+    {
+        Node n;
+        n.name = out;
+        n.op = op;
+        n.inputs = std::move(in);
+        n.output = out;
+        n.attrs = std::move(attrs);
+        g.add_node(n, st);
+    }
+    void output(const std::string &t)
+    {
+        g.tensor(t).storage = Storage::Output;
+        g.mark_output(t);
+    }
+};
+
+std::vector<std::string> ops(const Graph &g)
+{
+    std::vector<std::string> out;
+    for (const Node &n : g.nodes()) out.push_back(op_name(n.op));
+    return out;
+}
+
+const Node &only(const Graph &g, Op op)
+{
+    const Node *found = nullptr;
+    for (const Node &n : g.nodes())
+        if (n.op == op) {
+            REQUIRE(found == nullptr);
+            found = &n;
+        }
+    REQUIRE(found != nullptr);
+    return *found;
+}
+
+using V = std::vector<std::string>;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+}  // namespace
+
+// ---- eliminate_reshapes ----------------------------------------------------------------
+
+TEST_CASE("eliminate_reshapes: identity reshapes go, chains collapse", "[graph-passes]")
+{
+    P t;
+    t.input("x", {2, 3, 4});
+    t.node(Op::RESHAPE, {"x"}, "same", {{"shape", std::vector<int64_t>{2, 3, 4}}});
+    t.node(Op::RESHAPE, {"same"}, "a", {{"shape", std::vector<int64_t>{6, 4}}});
+    t.node(Op::RESHAPE, {"a"}, "b", {{"shape", std::vector<int64_t>{24}}});
+    t.node(Op::RELU, {"b"}, "y");
+    t.output("y");
+    CHECK(eliminate_reshapes(t.g));
+    t.g.verify("test");
+    CHECK(ops(t.g) == V{"RESHAPE", "RELU"});
+    CHECK(t.g.nodes()[0].inputs == V{"x"});
+}
+
+TEST_CASE("eliminate_reshapes: GEMMs run on the unflattened batch; bias ADDs follow", "[graph-passes]")
+{
+    P t;
+    t.input("x", {2, 5, 8});
+    t.weight("w", {16, 8});
+    t.weight("b", {16});
+    // torch's Linear on 3-D: view [10, 8], addmm, view back
+    t.node(Op::RESHAPE, {"x"}, "flat", {{"shape", std::vector<int64_t>{10, 8}}});
+    t.node(Op::MATMUL, {"flat", "w"}, "mm", {{"transpose_b", int64_t(1)}});
+    t.node(Op::ADD, {"mm", "b"}, "biased");
+    t.node(Op::RESHAPE, {"biased"}, "y", {{"shape", std::vector<int64_t>{2, 5, 16}}});
+    t.node(Op::RELU, {"y"}, "z");
+    t.output("z");
+    CHECK(eliminate_reshapes(t.g));
+    t.g.verify("test");
+    CHECK(ops(t.g) == V{"MATMUL", "ADD", "RELU"});
+    CHECK(t.g.tensor(t.g.nodes()[0].output).shape == Shape{2, 5, 16});
+    CHECK(t.g.nodes()[0].inputs[0] == "x");
+}
+
+TEST_CASE("eliminate_reshapes: bmm over flattened heads becomes a 4-D MATMUL", "[graph-passes]")
+{
+    P t;
+    t.input("q", {2, 4, 6, 8});
+    t.input("k", {2, 4, 8, 6});
+    t.node(Op::RESHAPE, {"q"}, "q3", {{"shape", std::vector<int64_t>{8, 6, 8}}});
+    t.node(Op::RESHAPE, {"k"}, "k3", {{"shape", std::vector<int64_t>{8, 8, 6}}});
+    t.node(Op::MATMUL, {"q3", "k3"}, "s3");
+    t.node(Op::RESHAPE, {"s3"}, "s", {{"shape", std::vector<int64_t>{2, 4, 6, 6}}});
+    t.node(Op::EXP, {"s"}, "e");
+    t.output("e");
+    CHECK(eliminate_reshapes(t.g));
+    CHECK(ops(t.g) == V{"MATMUL", "EXP"});
+    CHECK(t.g.nodes()[0].inputs == V{"q", "k"});
+
+    SECTION("not when the reshape moves data between the contracted dims")
+    {
+        P u;
+        u.input("q", {2, 4, 6, 8});
+        u.input("k", {8, 6, 5});
+        u.node(Op::RESHAPE, {"q"}, "q3", {{"shape", std::vector<int64_t>{8, 8, 6}}});  // [6, 8] -> [8, 6]
+        u.node(Op::MATMUL, {"q3", "k"}, "s3");
+        u.output("s3");
+        CHECK_FALSE(eliminate_reshapes(u.g));
+    }
+}
+
+TEST_CASE("eliminate_reshapes: an identity reshape into an output hands the buffer to its producer",
+          "[graph-passes]")
+{
+    P t;
+    t.input("x", {4, 8});
+    t.weight("w", {8, 8});
+    t.node(Op::MATMUL, {"x", "w"}, "mm", {{"transpose_b", int64_t(1)}});
+    t.node(Op::RESHAPE, {"mm"}, "out", {{"shape", std::vector<int64_t>{4, 8}}}, Storage::Output);
+    t.g.mark_output("out");
+    CHECK(eliminate_reshapes(t.g));
+    t.g.verify("test");
+    CHECK(ops(t.g) == V{"MATMUL"});
+    CHECK(t.g.nodes()[0].output == "out");
+    CHECK(t.g.tensor("out").storage == Storage::Output);
+}
+
+// ---- absorb_blas ----------------------------------------------------------------------
+
+TEST_CASE("absorb_blas: last-two-dims transpose -> transpose_b; others stay", "[graph-passes]")
+{
+    P t;
+    t.input("a", {2, 3, 4});
+    t.input("b", {2, 5, 4});
+    t.node(Op::TRANSPOSE, {"b"}, "bt", {{"dim0", int64_t(-1)}, {"dim1", int64_t(-2)}});
+    t.node(Op::MATMUL, {"a", "bt"}, "y");
+    t.output("y");
+    CHECK(absorb_blas(t.g, t.p));
+    CHECK(ops(t.g) == V{"MATMUL"});
+    CHECK(only(t.g, Op::MATMUL).inputs == V{"a", "b"});
+    CHECK(only(t.g, Op::MATMUL).i("transpose_b") == 1);
+
+    SECTION("a transpose of the batch dims is not a transpose_b")
+    {
+        P u;
+        u.input("a", {4, 3, 5});
+        u.input("b", {5, 4, 6});
+        u.node(Op::TRANSPOSE, {"b"}, "bt", {{"dim0", int64_t(0)}, {"dim1", int64_t(1)}});  // [4, 5, 6]
+        u.node(Op::MATMUL, {"a", "bt"}, "y");
+        u.output("y");
+        CHECK_FALSE(absorb_blas(u.g, u.p));
+        CHECK(ops(u.g) == V{"TRANSPOSE", "MATMUL"});
+    }
+}
+
+TEST_CASE("absorb_blas: constant B is pre-transposed at load; scalars go into alpha", "[graph-passes]")
+{
+    P t;
+    t.input("x", {3, 8});
+    t.weight("w", {8, 16});  // Conv1D / addmm layout [in, out]
+    t.node(Op::MUL, {"x"}, "xs", {{"scalar", 2.0}});
+    t.node(Op::MATMUL, {"xs", "w"}, "mm");
+    t.node(Op::DIV, {"mm"}, "y", {{"scalar", 4.0}});
+    t.node(Op::RELU, {"y"}, "z");
+    t.output("z");
+    CHECK(absorb_blas(t.g, t.p));
+    t.g.verify("test");
+    CHECK(ops(t.g) == V{"MATMUL", "RELU"});
+    const Node &mm = only(t.g, Op::MATMUL);
+    CHECK(mm.inputs[0] == "x");
+    CHECK(mm.i("transpose_b") == 1);
+    CHECK(mm.f("alpha") == Approx(0.5));
+    const Tensor &wt = t.g.tensor(mm.inputs[1]);
+    CHECK(wt.shape == Shape{16, 8});
+    CHECK(wt.source.transposed);
+    CHECK(wt.source.parts == V{"w"});
+
+    SECTION("not through a value something else reads")
+    {
+        P u;
+        u.input("x", {3, 8});
+        u.weight("w", {16, 8});
+        u.node(Op::MATMUL, {"x", "w"}, "mm", {{"transpose_b", int64_t(1)}});
+        u.node(Op::DIV, {"mm"}, "y", {{"scalar", 4.0}});
+        u.node(Op::ADD, {"mm", "y"}, "z");  // mm read twice
+        u.output("z");
+        CHECK_FALSE(absorb_blas(u.g, u.p));
+        CHECK(ops(u.g) == V{"MATMUL", "DIV", "ADD"});
+    }
+}
+
+// ---- constant_fold ----------------------------------------------------------------------
+
+TEST_CASE("constant_fold: a causal mask built from arange folds to one constant", "[graph-passes]")
+{
+    P t;
+    t.input("x", {3, 3});
+    t.node(Op::ARANGE, {}, "i", {{"start", 0.0}, {"end", 3.0}, {"dtype", std::string("i64")}});
+    t.node(Op::RESHAPE, {"i"}, "col", {{"shape", std::vector<int64_t>{3, 1}}});
+    t.node(Op::CMP, {"i", "col"}, "above", {{"fn", std::string("gt")}});  // j > i
+    t.node(Op::MASKED_FILL, {"x", "above"}, "y", {{"value", -kInf}});
+    t.output("y");
+    CHECK(constant_fold(t.g, t.p));
+    t.g.verify("test");
+    CHECK(ops(t.g) == V{"MASKED_FILL"});
+    const Tensor &m = t.g.tensor(only(t.g, Op::MASKED_FILL).inputs[1]);
+    CHECK(m.storage == Storage::Weight);
+    CHECK(m.dtype == DType::Bool);
+    CHECK(t.p.constants.at(m.source.parts[0]).v == std::vector<double>{0, 1, 1, 0, 0, 1, 0, 0, 0});
+
+    SECTION("a fold-only op on a run-time value is left for codegen to reject")
+    {
+        P u;
+        u.input("x", {3});
+        u.node(Op::CMP, {"x"}, "pos", {{"fn", std::string("gt")}, {"scalar", 0.0}});
+        u.output("pos");
+        CHECK_FALSE(constant_fold(u.g, u.p));
+        CHECK(ops(u.g) == V{"CMP"});
+    }
+}
+
+// ---- absorb_causal_mask ----------------------------------------------------------------------
+
+namespace {
+std::vector<double> tri(int S, bool above, double in, double out)
+{
+    std::vector<double> v;
+    for (int i = 0; i < S; i++)
+        for (int j = 0; j < S; j++) v.push_back((above ? j > i : j <= i) ? in : out);
+    return v;
+}
+}  // namespace
+
+TEST_CASE("absorb_causal_mask: bool and float -inf forms", "[graph-passes]")
+{
+    SECTION("MASKED_FILL(x, upper-triangular bool, -inf)")
+    {
+        P t;
+        t.input("x", {2, 4, 4});
+        std::string m = t.constant("mask", {1, 4, 4}, tri(4, true, 1, 0), DType::Bool);
+        t.node(Op::MASKED_FILL, {"x", m}, "y", {{"value", -kInf}});
+        t.output("y");
+        CHECK(absorb_causal_mask(t.g, t.p));
+        CHECK(ops(t.g) == V{"CAUSAL_MASK"});
+    }
+    SECTION("WHERE(lower-triangular bool, x, finfo.min) feeding softmax")
+    {
+        P t;
+        t.input("x", {4, 4});
+        std::string m = t.constant("mask", {4, 4}, tri(4, false, 1, 0), DType::Bool);
+        std::string v = t.constant("minval", {}, {-3.4028234663852886e38});
+        t.node(Op::WHERE, {m, "x", v}, "w");
+        t.node(Op::SOFTMAX, {"w"}, "p", {{"axis", int64_t(-1)}});
+        t.output("p");
+        CHECK(absorb_causal_mask(t.g, t.p));
+        CHECK(ops(t.g) == V{"CAUSAL_MASK", "SOFTMAX"});
+    }
+    SECTION("ADD(x, 0 / -inf float mask)")
+    {
+        P t;
+        t.input("x", {4, 4});
+        std::string m = t.constant("mask", {4, 4}, tri(4, true, -kInf, 0));
+        t.node(Op::ADD, {"x", m}, "y");
+        t.output("y");
+        CHECK(absorb_causal_mask(t.g, t.p));
+        CHECK(ops(t.g) == V{"CAUSAL_MASK"});
+    }
+    SECTION("left alone: a padding mask, an offset diagonal, a finite fill not feeding softmax")
+    {
+        P t;
+        t.input("x", {4, 4});
+        std::vector<double> pad(16, 0);
+        pad[3] = pad[7] = pad[11] = pad[15] = 1;  // the last key masked for every query
+        std::string m1 = t.constant("pad", {4, 4}, pad, DType::Bool);
+        std::string m2 = t.constant("offset", {4, 4}, tri(4, true, 1, 0), DType::Bool);
+        t.p.constants[m2].v[1] = 0;  // j = i + 1 visible in row 0
+        std::string m3 = t.constant("tri", {4, 4}, tri(4, true, 1, 0), DType::Bool);
+        t.node(Op::MASKED_FILL, {"x", m1}, "a", {{"value", -kInf}});
+        t.node(Op::MASKED_FILL, {"a", m2}, "b", {{"value", -kInf}});
+        t.node(Op::MASKED_FILL, {"b", m3}, "c", {{"value", -1e30}});  // finite, and c is an output
+        t.output("c");
+        CHECK_FALSE(absorb_causal_mask(t.g, t.p));
+        CHECK(ops(t.g) == V{"MASKED_FILL", "MASKED_FILL", "MASKED_FILL"});
+    }
+}
+
+// ---- fuse_dags -----------------------------------------------------------------------------
+
+namespace {
+void gelu_tanh_dag(P &t, double c3 = 0.044715)
+{
+    t.node(Op::MUL, {"x"}, "half", {{"scalar", 0.5}});
+    t.node(Op::POW, {"x"}, "cube", {{"exponent", 3.0}});
+    t.node(Op::MUL, {"cube"}, "c", {{"scalar", c3}});
+    t.node(Op::ADD, {"x", "c"}, "inner");
+    t.node(Op::MUL, {"inner"}, "u", {{"scalar", 0.7978845608028654}});
+    t.node(Op::TANH, {"u"}, "th");
+    t.node(Op::ADD, {"th"}, "one", {{"scalar", 1.0}});
+    t.node(Op::MUL, {"half", "one"}, "y");
+}
+}  // namespace
+
+TEST_CASE("fuse_dags: the 8-node tanh GELU becomes GELU", "[graph-passes]")
+{
+    P t;
+    t.input("x", {2, 16});
+    gelu_tanh_dag(t);
+    t.output("y");
+    CHECK(fuse_dags(t.g));
+    t.g.verify("test");
+    CHECK(ops(t.g) == V{"GELU"});
+    CHECK(only(t.g, Op::GELU).s("act") == "gelu_tanh");
+    CHECK(only(t.g, Op::GELU).output == "y");
+
+    SECTION("left alone: another constant, or an interior value read elsewhere")
+    {
+        P u;
+        u.input("x", {2, 16});
+        gelu_tanh_dag(u, 0.05);
+        u.output("y");
+        CHECK_FALSE(fuse_dags(u.g));
+        P w;
+        w.input("x", {2, 16});
+        gelu_tanh_dag(w);
+        w.node(Op::ADD, {"y", "th"}, "z");  // tanh also read outside the pattern
+        w.output("z");
+        CHECK_FALSE(fuse_dags(w.g));
+        CHECK(w.g.nodes().size() == 9);
+    }
+}
+
+TEST_CASE("fuse_dags: a hand-written softmax becomes SOFTMAX", "[graph-passes]")
+{
+    P t;
+    t.input("s", {2, 4, 4});
+    t.node(Op::REDUCE_MAX, {"s"}, "m", {{"axis", int64_t(-1)}, {"keepdim", int64_t(1)}});
+    t.node(Op::SUB, {"s", "m"}, "d");
+    t.node(Op::EXP, {"d"}, "e");
+    t.node(Op::REDUCE_SUM, {"e"}, "z", {{"axis", int64_t(-1)}, {"keepdim", int64_t(1)}});
+    t.node(Op::DIV, {"e", "z"}, "p");
+    t.output("p");
+    CHECK(fuse_dags(t.g));
+    CHECK(ops(t.g) == V{"SOFTMAX"});
+    CHECK(only(t.g, Op::SOFTMAX).i("axis") == 2);
+
+    SECTION("left alone: max and sum over different axes")
+    {
+        P u;
+        u.input("s", {2, 4, 4});
+        u.node(Op::REDUCE_MAX, {"s"}, "m", {{"axis", int64_t(1)}, {"keepdim", int64_t(1)}});
+        u.node(Op::SUB, {"s", "m"}, "d");
+        u.node(Op::EXP, {"d"}, "e");
+        u.node(Op::REDUCE_SUM, {"e"}, "z", {{"axis", int64_t(2)}, {"keepdim", int64_t(1)}});
+        u.node(Op::DIV, {"e", "z"}, "p");
+        u.output("p");
+        fuse_dags(u.g);
+        CHECK(ops(u.g) != V{"SOFTMAX"});
+        CHECK(u.g.nodes().size() >= 2);
+        bool max_kept = false;
+        for (const Node &n : u.g.nodes()) max_kept |= n.op == Op::REDUCE_MAX;
+        CHECK(max_kept);
+    }
+}
+
+// ---- fuse_patterns -------------------------------------------------------------------------
+
+namespace {
+void attention_chain(P &t, bool causal)
+{
+    t.input("q", {2, 4, 8, 16});
+    t.input("k", {2, 4, 8, 16});
+    t.input("v", {2, 4, 8, 16});
+    t.node(Op::MATMUL, {"q", "k"}, "s", {{"transpose_b", int64_t(1)}, {"alpha", 0.25}});
+    std::string sm_in = "s";
+    if (causal) {
+        t.node(Op::CAUSAL_MASK, {"s"}, "sm");
+        sm_in = "sm";
+    }
+    t.node(Op::SOFTMAX, {sm_in}, "p", {{"axis", int64_t(-1)}});
+    t.node(Op::MATMUL, {"p", "v"}, "o");
+}
+}  // namespace
+
+TEST_CASE("fuse_patterns: MATMUL -> [CAUSAL_MASK] -> SOFTMAX -> MATMUL becomes ATTENTION", "[graph-passes]")
+{
+    for (bool causal : {false, true}) {
+        P t;
+        attention_chain(t, causal);
+        t.output("o");
+        CHECK(fuse_patterns(t.g));
+        t.g.verify("test");
+        CHECK(ops(t.g) == V{"ATTENTION"});
+        const Node &a = only(t.g, Op::ATTENTION);
+        CHECK(a.inputs == V{"q", "k", "v"});
+        CHECK(a.f("scale") == 0.25);
+        CHECK(a.i("causal") == (causal ? 1 : 0));
+    }
+    SECTION("a second consumer of the scores blocks the fusion")
+    {
+        P t;
+        attention_chain(t, false);
+        t.output("o");
+        t.output("s");  // the scores are returned too
+        CHECK_FALSE(fuse_patterns(t.g));
+        CHECK(ops(t.g) == V{"MATMUL", "SOFTMAX", "MATMUL"});
+    }
+}
+
+TEST_CASE("fuse_patterns: attention reads heads in place of the head transposes", "[graph-passes]")
+{
+    P t;
+    t.input("x", {2, 8, 64});  // [B, S, H*D], H = 4
+    for (const char *n : {"q", "k", "v"}) {
+        t.node(Op::RESHAPE, {"x"}, std::string(n) + "4", {{"shape", std::vector<int64_t>{2, 8, 4, 16}}});
+        t.node(Op::TRANSPOSE, {std::string(n) + "4"}, n, {{"dim0", int64_t(1)}, {"dim1", int64_t(2)}});
+    }
+    t.node(Op::ATTENTION, {"q", "k", "v"}, "o", {{"scale", 0.25}, {"causal", int64_t(1)}});
+    t.node(Op::TRANSPOSE, {"o"}, "ot", {{"dim0", int64_t(1)}, {"dim1", int64_t(2)}});
+    t.node(Op::RESHAPE, {"ot"}, "y", {{"shape", std::vector<int64_t>{2, 8, 64}}});
+    t.output("y");
+    CHECK(fuse_patterns(t.g));
+    t.g.verify("test");
+    CHECK(ops(t.g) == V{"ATTENTION"});
+    const Node &a = only(t.g, Op::ATTENTION);
+    CHECK(a.inputs == V{"x", "x", "x"});
+    CHECK(a.i("heads") == 4);
+    CHECK(a.output == "y");
+}
+
+TEST_CASE("fuse_patterns: ADD(x, bias) -> RELU becomes BIAS_RELU, unless the sum is read elsewhere",
+          "[graph-passes]")
+{
+    P t;
+    t.input("x", {4, 16});
+    t.weight("b", {16});
+    t.node(Op::ADD, {"x", "b"}, "s");
+    t.node(Op::RELU, {"s"}, "y");
+    t.output("y");
+    CHECK(fuse_patterns(t.g));
+    CHECK(ops(t.g) == V{"BIAS_RELU"});
+    CHECK(only(t.g, Op::BIAS_RELU).inputs == V{"x", "b"});
+
+    P u;
+    u.input("x", {4, 16});
+    u.weight("b", {16});
+    u.node(Op::ADD, {"x", "b"}, "s");
+    u.node(Op::RELU, {"s"}, "y");
+    u.node(Op::ADD, {"s", "y"}, "z");
+    u.output("z");
+    CHECK_FALSE(fuse_patterns(u.g));
+}
