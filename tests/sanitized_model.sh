@@ -1,9 +1,9 @@
 #!/bin/sh
 # Generated models built with AddressSanitizer + UndefinedBehaviorSanitizer:
 # generation through main() for several families, the ABI's error paths
-# (tests/c/api_check.c), and a corrupt checkpoint. Any sanitizer report fails
-# the test.
-#   sanitized_model.sh CKC_BINARY WORKDIR      (run from the repository root)
+# (tests/c/api_check.c), a corrupt checkpoint, and an exported graph through
+# the ck_graph ABI (tests/c/graph_check.c). Any sanitizer report fails the test.
+#   sanitized_model.sh CKC_BINARY WORKDIR [PYTHON]   (run from the repository root)
 set -eu
 CKC=$1
 OUT=$2
@@ -41,3 +41,23 @@ if [ "$rc" -ne 1 ] || grep -q -e "Sanitizer" -e "runtime error" "$OUT/bad.txt"; 
     echo "corrupt checkpoint: expected a clean exit 1, got $rc:"; cat "$OUT/bad.txt"; exit 1
 fi
 echo "corrupt checkpoint: $(cat "$OUT/bad.txt")"
+
+# an exported graph (the GPT-style example: int64 ids, folded layers, fused
+# causal attention) through the ck_graph ABI and its misuse (tests/c/graph_check.c)
+PY=${3:-/usr/bin/python3}
+if "$PY" -c "import torch" 2>/dev/null; then
+    "$PY" - "$OUT/graph" <<'PYEOF'
+import sys, torch
+sys.path.insert(0, "scripts")
+import ckc
+from ckc.examples import GPT, randomize
+m = randomize(GPT(vocab=96, dim=64, heads=4, layers=3, max_len=32))
+ckc.export(m, (torch.randint(0, 96, (2, 16), generator=torch.Generator().manual_seed(0)),), sys.argv[1] + "/export")
+PYEOF
+    "$CKC" compile "$OUT/graph/export/graph.json" -o "$OUT/graph/model.c"
+    cc $SAN -I runtime/include tests/c/graph_check.c "$OUT/graph/model.c" $(cat "$OUT/graph/model.c.kernels") \
+       -lopenblas -lm -fopenmp -o "$OUT/graph/graph_check"
+    "$OUT/graph/graph_check" "$OUT/graph/model.weights.safetensors" 96
+else
+    echo "graph: skipped ($PY has no torch)"
+fi
