@@ -8,7 +8,7 @@ Workloads (scripts/ckc/examples.py, deterministic random weights):
 
 Contenders, each in its own worker process (its own OpenMP / OpenBLAS setup):
   ckc          the compiled library (one ctypes call per run), 2 threads
-  torch        PyTorch eager, torch.set_num_threads(2): the defaults
+  torch        PyTorch eager with its default threading (scripts/ckc/contenders.py)
   torch-tuned  PyTorch eager, 1 intra-op thread + 2 OpenBLAS threads + OMP_WAIT_POLICY=passive
 The parent interleaves measurements round-robin so every contender sees the same
 machine conditions, and reports medians; every contender's outputs are compared.
@@ -29,6 +29,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import ckc  # noqa: E402
+from ckc.contenders import configure_torch, worker_env  # noqa: E402
 
 MLP_CONFIGS = [(1, 512), (32, 512), (128, 512), (1, 2048), (32, 2048)]
 BLOCK_CONFIGS = [(1, 16, 64), (4, 16, 64), (1, 64, 128), (4, 64, 128), (1, 128, 256), (4, 128, 256)]
@@ -57,8 +58,6 @@ def make(kind, dims):
 # ---- worker -----------------------------------------------------------------------------
 
 def worker(kind, threads, out_dir, only):
-    import ctypes
-
     import numpy as np
     import torch
 
@@ -71,11 +70,7 @@ def worker(kind, threads, out_dir, only):
             call = g.bind(x.numpy())
             runs[name] = (call, lambda call=call: call()[0])
         else:
-            if kind == "torch-tuned":
-                torch.set_num_threads(1)
-                ctypes.CDLL("libopenblas.so.0").openblas_set_num_threads(threads)
-            else:
-                torch.set_num_threads(threads)
+            configure_torch(kind, threads)
 
             def call(module=module, x=x):
                 with torch.no_grad():
@@ -151,9 +146,7 @@ def main():
     kinds = a.contenders.split(",")
     procs = {}
     for k in kinds:
-        env = dict(os.environ)
-        if k == "torch-tuned":
-            env["OMP_WAIT_POLICY"] = "passive"
+        env = worker_env(k, os.environ)
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", k, "--threads", str(a.threads), "--out", a.out]
         if a.only:
             cmd += ["--only", a.only]

@@ -29,6 +29,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import ckc  # noqa: E402
+from ckc.contenders import configure_torch, worker_env  # noqa: E402
 import ckc.safetensors  # noqa: E402,F401
 
 
@@ -55,17 +56,10 @@ def worker(kind, so, weights, config, threads, n_prefill, n_decode, logits_path)
                 m.decode(toks[16 + i])
             return time.perf_counter() - t0
     else:
-        import ctypes
-
-        import torch
         from ckc import safetensors as st
         from ckc.reference.decoders import DecoderReference
 
-        if kind == "torch-tuned":
-            torch.set_num_threads(1)
-            ctypes.CDLL("libopenblas.so.0").openblas_set_num_threads(threads)
-        else:
-            torch.set_num_threads(threads)
+        configure_torch(kind, threads)
         ref = DecoderReference(cfg, st.load(weights))
 
         def prefill():
@@ -126,9 +120,7 @@ def main():
     kinds = a.contenders.split(",")
     procs = {}
     for k in kinds:
-        env = dict(os.environ)
-        if k == "torch-tuned":
-            env["OMP_WAIT_POLICY"] = "passive"
+        env = worker_env(k, os.environ)
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", k, "--so", so, "--weights", weights,
                "--config", a.config, "--threads", str(a.threads), "--prefill", str(a.prefill),
                "--decode", str(a.decode), "--logits", os.path.join(out, f"logits-{k}.npy")]

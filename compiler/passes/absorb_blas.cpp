@@ -143,20 +143,10 @@ bool absorb_input_scale(Graph &g, Program &p, const Node &mm)
 
 bool absorb_blas(Graph &g, Program &p)
 {
-    bool changed = false, again = true;
-    while (again) {
-        again = false;
-        for (const Node &n0 : g.nodes()) {
-            if (n0.op != Op::MATMUL) continue;
-            Node n = n0;
-            if (absorb_transpose(g, n) || pretranspose(g, n) || absorb_output_scale(g, p, n) ||
-                absorb_input_scale(g, p, n)) {
-                changed = again = true;
-                break;
-            }
-        }
-    }
-    return changed;
+    return rewrite_all(g, [&p](Graph &gr, const Node &n) {
+        return n.op == Op::MATMUL && (absorb_transpose(gr, n) || pretranspose(gr, n) || absorb_output_scale(gr, p, n) ||
+                                      absorb_input_scale(gr, p, n));
+    });
 }
 
 }  // namespace ckc

@@ -84,18 +84,8 @@ bool rewrite(Graph &g, const Node &n, const std::string &x)
 {
     Node cm;
     cm.op = Op::CAUSAL_MASK;
-    cm.name = n.name;
-    cm.output = n.output;
     cm.inputs = {x};
-    cm.origin = n.origin;
-    std::string name = n.name, out = n.output;
-    Storage st = g.tensor(out).storage;
-    int at = g.node_index(name);
-    g.remove_node(name);
-    std::string before = at < static_cast<int>(g.nodes().size()) ? g.nodes()[at].name : "";
-    g.insert_node(cm, before, st);
-    for (const auto &in : n.inputs)
-        if (in != x) remove_if_dead(g, in);
+    replace_node(g, n, cm);
     return true;
 }
 
@@ -127,18 +117,7 @@ bool try_absorb(Graph &g, Program &p, const Node &n)
 
 bool absorb_causal_mask(Graph &g, Program &p)
 {
-    bool changed = false, again = true;
-    while (again) {
-        again = false;
-        for (const Node &n0 : g.nodes()) {
-            Node n = n0;
-            if (try_absorb(g, p, n)) {
-                changed = again = true;
-                break;
-            }
-        }
-    }
-    return changed;
+    return rewrite_all(g, [&p](Graph &gr, const Node &n) { return try_absorb(gr, p, n); });
 }
 
 }  // namespace ckc

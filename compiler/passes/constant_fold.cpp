@@ -63,18 +63,7 @@ bool try_fold(Graph &g, Program &p, const Node &n)
 
 bool constant_fold(Graph &g, Program &p)
 {
-    bool changed = false, again = true;
-    while (again) {
-        again = false;
-        for (const Node &n0 : g.nodes()) {
-            Node n = n0;
-            if (try_fold(g, p, n)) {
-                changed = again = true;
-                break;
-            }
-        }
-    }
-    return changed;
+    return rewrite_all(g, [&p](Graph &gr, const Node &n) { return try_fold(gr, p, n); });
 }
 
 }  // namespace ckc

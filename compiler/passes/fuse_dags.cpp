@@ -42,25 +42,6 @@ std::optional<std::string> times(const Node &n, double s)
     return std::nullopt;
 }
 
-void replace(Graph &g, const Node &last, Node repl, const std::vector<std::string> &dead)
-{
-    repl.name = last.name;
-    repl.output = last.output;
-    repl.origin = last.origin;
-    Storage st = g.tensor(last.output).storage;
-    int at = g.node_index(last.name);
-    g.remove_node(last.name);
-    std::string before = at < static_cast<int>(g.nodes().size()) ? g.nodes()[at].name : "";
-    g.insert_node(repl, before, st);
-    for (const auto &d : dead) {  // interior nodes, now unread: last to first
-        const Node *n = g.node(d);
-        if (!n || !g.consumers(n->output).empty()) continue;
-        std::string out = n->output;
-        g.remove_node(d);
-        g.remove_tensor(out);
-    }
-}
-
 bool gelu_tanh(Graph &g, const Node &out)
 {
     // out = MUL(half, a1) with half = x * 0.5 and a1 = tanh(..) + 1
@@ -91,7 +72,7 @@ bool gelu_tanh(Graph &g, const Node &out)
         gelu.op = Op::GELU;
         gelu.inputs = {*x};
         gelu.attrs["act"] = std::string("gelu_tanh");
-        replace(g, out, gelu, {half->name, a1->name, th->name, u->name, v->name, w->name, p3->name});
+        replace_node(g, out, gelu);  // the interior, read only inside, dies with it
         return true;
     }
     return false;
@@ -110,14 +91,11 @@ bool softmax(Graph &g, const Node &out)
     size_t rank = g.tensor(e).shape.size();
     int64_t axis = axis_attr(*z, rank);
     std::string s = ex->inputs[0];
-    std::vector<std::string> dead = {z->name, ex->name};
     if (const Node *sub = interior(g, s, Op::SUB, {ex->name}); sub && sub->inputs.size() == 2) {
         const Node *mx = made_by(g, sub->inputs[1], Op::REDUCE_MAX);
         if (mx && mx->inputs[0] == sub->inputs[0] && mx->i("keepdim", 0) && axis_attr(*mx, rank) == axis &&
             g.consumers(sub->inputs[1]).size() == 1 && !g.is_output(sub->inputs[1])) {
             s = sub->inputs[0];
-            dead.push_back(sub->name);
-            dead.push_back(mx->name);
         }
     }
     if (g.tensor(s).shape != g.tensor(out.output).shape) return false;
@@ -125,7 +103,7 @@ bool softmax(Graph &g, const Node &out)
     sm.op = Op::SOFTMAX;
     sm.inputs = {s};
     sm.attrs["axis"] = axis;
-    replace(g, out, sm, dead);
+    replace_node(g, out, sm);
     return true;
 }
 
@@ -133,18 +111,7 @@ bool softmax(Graph &g, const Node &out)
 
 bool fuse_dags(Graph &g)
 {
-    bool changed = false, again = true;
-    while (again) {
-        again = false;
-        for (const Node &n0 : g.nodes()) {
-            Node n = n0;
-            if (gelu_tanh(g, n) || softmax(g, n)) {
-                changed = again = true;
-                break;
-            }
-        }
-    }
-    return changed;
+    return rewrite_all(g, [](Graph &gr, const Node &n) { return gelu_tanh(gr, n) || softmax(gr, n); });
 }
 
 }  // namespace ckc

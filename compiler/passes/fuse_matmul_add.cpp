@@ -14,6 +14,7 @@
 // output; an ADD whose operands are both non-GEMMs.
 // The fused node takes over the ADD's output tensor (name and storage), so
 // consumers and section outputs are untouched.
+#include "passes/match.h"
 #include "passes/pass.h"
 
 namespace ckc {
@@ -74,19 +75,9 @@ bool try_fuse(Graph &g, const Node &add, int which)
 
 bool fuse_matmul_add(Graph &g)
 {
-    bool changed = false, again = true;
-    while (again) {
-        again = false;
-        for (const Node &n : g.nodes()) {
-            if (n.op != Op::ADD) continue;
-            Node add = n;  // copy: the graph changes under us
-            if (try_fuse(g, add, 1) || try_fuse(g, add, 0)) {
-                changed = again = true;
-                break;
-            }
-        }
-    }
-    return changed;
+    return rewrite_all(g, [](Graph &gr, const Node &n) {
+        return n.op == Op::ADD && (try_fuse(gr, n, 1) || try_fuse(gr, n, 0));
+    });
 }
 
 }  // namespace ckc

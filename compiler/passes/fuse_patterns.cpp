@@ -27,23 +27,6 @@ namespace ckc {
 
 namespace {
 
-void replace_chain(Graph &g, const Node &last, Node fused, const std::vector<std::string> &interior)
-{
-    fused.name = last.name;
-    fused.output = last.output;
-    fused.origin = last.origin;
-    Storage st = g.tensor(last.output).storage;
-    int at = g.node_index(last.name);
-    g.remove_node(last.name);
-    std::string before = at < static_cast<int>(g.nodes().size()) ? g.nodes()[at].name : "";
-    g.insert_node(fused, before, st);
-    for (const auto &name : interior) {
-        std::string out = g.node(name)->output;
-        g.remove_node(name);
-        g.remove_tensor(out);
-    }
-}
-
 bool attention(Graph &g, const Node &pv)
 {
     if (pv.op != Op::MATMUL || pv.i("transpose_b", 0) || pv.f("alpha", 1.0) != 1.0) return false;
@@ -51,17 +34,14 @@ bool attention(Graph &g, const Node &pv)
     if (!sm) return false;
     size_t rank = g.tensor(sm->output).shape.size();
     if (axis_attr(*sm, rank) != static_cast<int64_t>(rank) - 1) return false;
-    std::vector<std::string> interior = {sm->name};
     std::string scores = sm->inputs[0];
     bool causal = false;
     if (const Node *cm = sole(g, scores, Op::CAUSAL_MASK)) {
         causal = true;
-        interior.push_back(cm->name);
         scores = cm->inputs[0];
     }
     const Node *qk = sole(g, scores, Op::MATMUL);
     if (!qk || !qk->i("transpose_b", 0)) return false;
-    interior.push_back(qk->name);
     const Shape &q = g.tensor(qk->inputs[0]).shape, &k = g.tensor(qk->inputs[1]).shape, &v = g.tensor(pv.inputs[1]).shape;
     if (q.size() < 2 || k.size() != q.size() || v != k) return false;  // per-head K and V of one shape
     if (causal && q[q.size() - 2] > k[k.size() - 2]) return false;
@@ -70,7 +50,7 @@ bool attention(Graph &g, const Node &pv)
     att.inputs = {qk->inputs[0], qk->inputs[1], pv.inputs[1]};
     att.attrs["scale"] = qk->f("alpha", 1.0);
     att.attrs["causal"] = int64_t(causal ? 1 : 0);
-    replace_chain(g, pv, att, interior);
+    replace_node(g, pv, att);  // the chain, read only by its next op, dies with it
     return true;
 }
 
@@ -110,25 +90,11 @@ bool attention_heads(Graph &g, const Node &att)
     if (!rs || g.tensor(rs->output).shape != Shape{o[0], o[2], o[1] * o[3]}) return false;
     Node fused;
     fused.op = Op::ATTENTION;
-    fused.name = rs->name;
-    fused.output = rs->output;
     fused.inputs = x;
     fused.attrs = att.attrs;
     fused.attrs["heads"] = H;
     fused.origin = att.origin;
-    std::string att_name = att.name, tr_name = tr->name, rs_name = rs->name, att_out = att.output, tr_out = tr->output;
-    std::vector<std::string> ins = att.inputs;
-    Storage st = g.tensor(rs->output).storage;
-    g.remove_node(rs_name);
-    g.remove_node(tr_name);
-    g.remove_tensor(tr_out);
-    int at = g.node_index(att_name);
-    g.remove_node(att_name);
-    g.remove_tensor(att_out);
-    std::string before = at < static_cast<int>(g.nodes().size()) ? g.nodes()[at].name : "";
-    g.insert_node(fused, before, st);
-    for (const auto &in : ins)
-        if (g.has_tensor(in)) remove_if_dead(g, in);
+    replace_node(g, *rs, fused);  // the transposes, reshapes and the per-head attention die with it
     return true;
 }
 
@@ -143,35 +109,19 @@ bool bias_relu(Graph &g, const Node &relu)
         Node f;
         f.op = Op::BIAS_RELU;
         f.inputs = {add->inputs[1 - b], add->inputs[b]};
-        replace_chain(g, relu, f, {add->name});
+        replace_node(g, relu, f);
         return true;
     }
     return false;
-}
-
-bool run_priority(Graph &g, bool (*pattern)(Graph &, const Node &))
-{
-    bool changed = false, again = true;
-    while (again) {
-        again = false;
-        for (const Node &n0 : g.nodes()) {
-            Node n = n0;
-            if (pattern(g, n)) {
-                changed = again = true;
-                break;
-            }
-        }
-    }
-    return changed;
 }
 
 }  // namespace
 
 bool fuse_patterns(Graph &g)
 {
-    bool changed = run_priority(g, attention);
-    changed |= run_priority(g, attention_heads);
-    changed |= run_priority(g, bias_relu);
+    bool changed = rewrite_all(g, attention);
+    changed |= rewrite_all(g, attention_heads);
+    changed |= rewrite_all(g, bias_relu);
     return changed;
 }
 

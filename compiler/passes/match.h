@@ -56,6 +56,44 @@ inline void remove_if_dead(Graph &g, const std::string &t)
         if (g.has_tensor(in)) remove_if_dead(g, in);
 }
 
+// Rewrites until nothing matches: `rule(g, node)` is tried on every node in
+// order (on a copy: the graph may change under it) and returns true when it
+// rewrote something, which restarts the scan. True if anything changed.
+template <typename Rule>
+bool rewrite_all(Graph &g, Rule rule)
+{
+    bool changed = false;
+    for (bool again = true; again;) {
+        again = false;
+        for (const Node &n0 : g.nodes()) {
+            Node n = n0;
+            if (rule(g, n)) {
+                changed = again = true;
+                break;
+            }
+        }
+    }
+    return changed;
+}
+
+// Puts `repl` in the place of node `old` (its position in the order, its
+// output tensor with that tensor's storage, its name and origin), then
+// removes what only `old` was reading and is dead now.
+inline void replace_node(Graph &g, const Node &old, Node repl)
+{
+    repl.name = old.name;
+    repl.output = old.output;
+    if (repl.origin.empty()) repl.origin = old.origin;
+    std::vector<std::string> inputs = old.inputs;
+    Storage st = g.tensor(old.output).storage;
+    int at = g.node_index(old.name);
+    g.remove_node(old.name);
+    std::string before = at < static_cast<int>(g.nodes().size()) ? g.nodes()[at].name : "";
+    g.insert_node(repl, before, st);
+    for (const auto &in : inputs)
+        if (g.has_tensor(in)) remove_if_dead(g, in);
+}
+
 inline bool near(double a, double b, double rel = 1e-4) { return std::fabs(a - b) <= rel * std::max(1.0, std::fabs(b)); }
 
 // An axis attribute normalized to [0, rank).

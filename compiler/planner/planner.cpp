@@ -69,13 +69,19 @@ std::string human_bytes(double b)
 void print_plan_report(const Program &p, const Plan &plan, int64_t tokens, std::ostream &os)
 {
     const PlanOptions &o = plan.options;
+    bool graph = p.info.kind == "graph";  // static shapes: every byte is fixed
     os << fmt::format("memory plan: {} placement, {} order, in-place {}\n",
                       o.placement == PlacementPolicy::FirstFit ? "first-fit" : "naive",
                       o.order == OrderPolicy::MemoryAware ? "memory-aware" : "fifo", o.inplace ? "on" : "off");
-    os << fmt::format("  {:<8} {:>14} {:>14} {:>14} {:>6}   (per token; x T at run time)\n", "section", "arena",
-                      "naive sum", "lower bound", "roots");
+    os << fmt::format("  {:<8} {:>14} {:>14} {:>14} {:>6}{}\n", "section", "arena", "naive sum", "lower bound", "roots",
+                      graph ? "" : "   (per token; x T at run time)");
     for (int s = 0; s < 3; s++) {
         const SectionPlan &sp = plan.sections[s];
+        if (graph) {
+            os << fmt::format("  {:<8} {:>14} {:>14} {:>14} {:>6}\n", Program::section_name(s), human_bytes(sp.fixed.arena),
+                              human_bytes(sp.fixed.naive), human_bytes(sp.fixed.lower_bound), sp.alloc.size());
+            continue;
+        }
         os << fmt::format("  {:<8} {:>14} {:>14} {:>14} {:>6}\n", Program::section_name(s),
                           human_bytes(sp.per_token.arena), human_bytes(sp.per_token.naive),
                           human_bytes(sp.per_token.lower_bound), sp.alloc.size());
@@ -83,9 +89,6 @@ void print_plan_report(const Program &p, const Plan &plan, int64_t tokens, std::
             os << fmt::format("  {:<8} {:>14} {:>14} {:>14}   (fixed)\n", "", human_bytes(sp.fixed.arena),
                               human_bytes(sp.fixed.naive), human_bytes(sp.fixed.lower_bound));
     }
-    double T = static_cast<double>(tokens);
-    os << fmt::format("  arena: {}/token + {} fixed = {} at T = {}\n", human_bytes(plan.arena_per_token),
-                      human_bytes(plan.arena_fixed), human_bytes(plan.arena_per_token * T + plan.arena_fixed), tokens);
     // what lives outside the arena
     double weights = 0, kv = 0;
     for (int s = 0; s < 3; s++)
@@ -94,10 +97,20 @@ void print_plan_report(const Program &p, const Plan &plan, int64_t tokens, std::
                 double b = static_cast<double>(tensor_bytes(t));
                 weights += s == 1 ? b * static_cast<double>(p.info.n_layers) : b;
             }
+    double carry = static_cast<double>(shape_numel_fixed(p.carry_shape)) * 4.0;
+    if (graph) {
+        os << fmt::format("  arena: {}\n", human_bytes(plan.arena_fixed));
+        os << fmt::format("  outside: weights and constants {}, the value between layers {}, inputs and outputs in the "
+                          "caller's buffers\n",
+                          human_bytes(weights), human_bytes(p.info.n_layers ? carry : 0.0));
+        return;
+    }
+    double T = static_cast<double>(tokens);
+    os << fmt::format("  arena: {}/token + {} fixed = {} at T = {}\n", human_bytes(plan.arena_per_token),
+                      human_bytes(plan.arena_fixed), human_bytes(plan.arena_per_token * T + plan.arena_fixed), tokens);
     for (const Node &n : p.block.nodes())
         if (n.op == Op::KV_STORE)
             kv += 2.0 * 4.0 * static_cast<double>(n.i("kv_heads") * n.i("head_dim")) * static_cast<double>(p.info.n_layers);
-    double carry = static_cast<double>(shape_numel_fixed(p.carry_shape)) * 4.0;
     os << fmt::format("  outside: weights {} (f32), KV cache {}/token of capacity, residual stream {}/token, logits {}/token\n",
                       human_bytes(weights), human_bytes(kv), human_bytes(carry),
                       human_bytes(static_cast<double>(p.info.vocab_size) * 4.0));

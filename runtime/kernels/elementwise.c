@@ -76,7 +76,11 @@ void ck_glu_ref(float *out, int ldo, const float *gate, int ldg, const float *up
                 (float)(activate_ref(gate[(size_t)t * ldg + f], act) * up[(size_t)t * ldu + f]);
 }
 
-void ck_gelu(float *out, const float *x, size_t n, ck_act act)
+static void unary_chunk(float *y, const float *x, float *e, int m, ck_unop op, float param);
+
+/* out = f(x) over n values in CK_CHUNK pieces, split over the team when large:
+ * f is the activation `act` when op < 0, else the unary op. */
+static void map_chunks(float *out, const float *x, size_t n, int op, float param, ck_act act)
 {
     long c;
 #pragma omp parallel for schedule(static) if (n >= 65536)
@@ -84,9 +88,14 @@ void ck_gelu(float *out, const float *x, size_t n, ck_act act)
         float e[CK_CHUNK];
         size_t i0 = (size_t)c * CK_CHUNK;
         int m = n - i0 < CK_CHUNK ? (int)(n - i0) : CK_CHUNK;
-        activate(out + i0, x + i0, e, m, act);
+        if (op < 0)
+            activate(out + i0, x + i0, e, m, act);
+        else
+            unary_chunk(out + i0, x + i0, e, m, (ck_unop)op, param);
     }
 }
+
+void ck_gelu(float *out, const float *x, size_t n, ck_act act) { map_chunks(out, x, n, -1, 0.0f, act); }
 
 void ck_gelu_ref(float *out, const float *x, size_t n, ck_act act)
 {
@@ -185,14 +194,7 @@ static void unary_chunk(float *y, const float *x, float *e, int m, ck_unop op, f
 
 void ck_unary(float *out, const float *x, size_t n, ck_unop op, float param)
 {
-    long c;
-#pragma omp parallel for schedule(static) if (n >= 65536)
-    for (c = 0; c < (long)((n + CK_CHUNK - 1) / CK_CHUNK); c++) {
-        float e[CK_CHUNK];
-        size_t i0 = (size_t)c * CK_CHUNK;
-        int m = n - i0 < CK_CHUNK ? (int)(n - i0) : CK_CHUNK;
-        unary_chunk(out + i0, x + i0, e, m, op, param);
-    }
+    map_chunks(out, x, n, (int)op, param, CK_ACT_SILU);
 }
 
 void ck_unary_ref(float *out, const float *x, size_t n, ck_unop op, float param)

@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from .llm import CkError
+from .llm import CkError, _Handle
 
 _DTYPES = {0: np.float32, 1: np.int64, 2: np.int32, 3: np.bool_}
 
@@ -42,15 +42,15 @@ class TensorSpec:
         return f"{self.name}: {np.dtype(self.dtype).name}{list(self.shape)}"
 
 
-class GraphModel:
+class GraphModel(_Handle):
     """A compiled exported graph, callable on numpy arrays."""
 
     def __init__(self, lib_path, weights_path=None, threads=None):
-        self.h = None
         self.lib = ctypes.CDLL(os.path.abspath(lib_path))
         for name, (res, args) in _SIGNATURES.items():
             fn = getattr(self.lib, name)
             fn.restype, fn.argtypes = res, args
+        self._free = self.lib.ck_graph_free
         self.inputs = [self._spec(i, "input") for i in range(self.lib.ck_graph_num_inputs())]
         self.outputs = [self._spec(i, "output") for i in range(self.lib.ck_graph_num_outputs())]
         if weights_path is None:
@@ -124,17 +124,3 @@ class GraphModel:
     def __call__(self, *inputs):
         outs = self.run(*inputs)
         return outs[0] if len(outs) == 1 else tuple(outs)
-
-    def close(self):
-        if self.h:
-            self.lib.ck_graph_free(self.h)
-            self.h = None
-
-    def __del__(self):
-        self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

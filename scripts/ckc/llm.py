@@ -38,30 +38,14 @@ _SIGNATURES = {
 }
 
 
-def load_library(path):
-    lib = ctypes.CDLL(path)
-    for name, (res, args) in _SIGNATURES.items():
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = res, args
-    return lib
-
-
-class LlmModel:
-    def __init__(self, lib_path, weights_path, threads=None):
-        self.h = None  # so close() is safe if loading fails
-        self.lib = load_library(lib_path)
-        self.h = self.lib.ck_model_init(str(weights_path).encode())
-        if not self.h:
-            raise CkError(-1, self.lib.ck_last_error().decode())
-        self.vocab_size = self.lib.ck_model_get_vocab_size(self.h)
-        self.context_length = self.lib.ck_model_get_context_length(self.h)
-        self.num_layers = self.lib.ck_model_get_num_layers(self.h)
-        if threads:
-            self.set_threads(threads)
+class _Handle:
+    """A C handle freed by `_free` on close(), on `with` exit and on garbage collection."""
+    h = None
+    _free = None
 
     def close(self):
         if self.h:
-            self.lib.ck_model_free(self.h)
+            self._free(self.h)
             self.h = None
 
     def __del__(self):
@@ -72,6 +56,28 @@ class LlmModel:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def load_library(path):
+    lib = ctypes.CDLL(path)
+    for name, (res, args) in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+    return lib
+
+
+class LlmModel(_Handle):
+    def __init__(self, lib_path, weights_path, threads=None):
+        self.lib = load_library(lib_path)
+        self._free = self.lib.ck_model_free
+        self.h = self.lib.ck_model_init(str(weights_path).encode())
+        if not self.h:
+            raise CkError(-1, self.lib.ck_last_error().decode())
+        self.vocab_size = self.lib.ck_model_get_vocab_size(self.h)
+        self.context_length = self.lib.ck_model_get_context_length(self.h)
+        self.num_layers = self.lib.ck_model_get_num_layers(self.h)
+        if threads:
+            self.set_threads(threads)
 
     def _check(self, rc):
         if rc < 0:

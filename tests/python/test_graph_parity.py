@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 import torch
 
-import ckc
 from ckc.examples import GPT, MLP, Block, has_sdpa, randomize
 from conftest import max_diff, op_counts
 

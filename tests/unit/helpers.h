@@ -67,4 +67,17 @@ inline std::string build_error(const std::string &config_text, ckc::ErrorKind ki
     return "";
 }
 
+// Appends a node named after its output (the pass and planner tests' builder).
+inline void add_op(ckc::Graph &g, ckc::Op op, std::vector<std::string> in, const std::string &out,
+                   std::map<std::string, ckc::Attr> attrs = {}, ckc::Storage st = ckc::Storage::Activation)
+{
+    ckc::Node n;
+    n.name = out;
+    n.op = op;
+    n.inputs = std::move(in);
+    n.output = out;
+    n.attrs = std::move(attrs);
+    g.add_node(n, st);
+}
+
 }  // namespace ckc_test

@@ -23,13 +23,7 @@ struct G {
     void node(Op op, std::vector<std::string> in, const std::string &out, std::map<std::string, Attr> attrs = {},
               Storage st = Storage::Activation)
     {
-        Node n;
-        n.name = out;
-        n.op = op;
-        n.inputs = std::move(in);
-        n.output = out;
-        n.attrs = std::move(attrs);
-        g.add_node(n, st);
+        add_op(g, op, std::move(in), out, std::move(attrs), st);
     }
 };
 
