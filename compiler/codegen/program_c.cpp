@@ -353,6 +353,13 @@ std::string section_c(const Program &p, int sec, const SectionPlan &sp, const We
                         fmt::format("node '{}' ({}{}) could not be computed at compile time: {} only runs on constants, "
                                     "and one of its inputs is not constant",
                                     n.name, op_name(n.op), n.origin.empty() ? "" : ", from " + n.origin, op_name(n.op)));
+        for (size_t i = 0; i < n.inputs.size(); i++)
+            if (g.tensor(n.inputs[i]).dtype != DType::F32 && !(d.any_dtype & (1u << i)))
+                throw Error(ErrorKind::Input,
+                            fmt::format("node '{}' ({}{}) reads '{}', a {} tensor, and computes only on float32 (ckc runs "
+                                        "integer and bool tensors as ids, masks and moved data)",
+                                        n.name, op_name(n.op), n.origin.empty() ? "" : ", from " + n.origin, n.inputs[i],
+                                        dtype_name(g.tensor(n.inputs[i]).dtype)));
         body.comment(comment_safe(n.origin.empty() ? n.name : n.origin));
         SectionEmitCtx ctx(body, st, n);
         d.emit(ctx);

@@ -237,7 +237,7 @@ void binary_emit(EmitCtx &c)
 {
     const Node &n = c.n;
     if (c.tout().dtype != DType::F32)
-        internal_error(fmt::format("node '{}' ({}) on {} values has no kernel (fold it or cast it)", n.name, op_name(n.op),
+        input_error(fmt::format("node '{}' ({}) on {} values has no kernel (fold it or cast it)", n.name, op_name(n.op),
                                    dtype_name(c.tout().dtype)));
     if (n.inputs.size() == 1) {
         c.w.line(fmt::format("ck_binary_scalar({}, {}, {}, {}, {}, {});", c.out(), c.in(0), c.numel(n.output),
@@ -703,7 +703,7 @@ void no_emit(EmitCtx &) {}
 
 // ---- the table --------------------------------------------------------------------------
 
-constexpr uint32_t in0 = 1, in1 = 2, in2 = 4;
+constexpr uint32_t in0 = 1, in1 = 2, in2 = 4, all_inputs = ~0u >> 1;
 
 struct Def {
     OpDef d;
@@ -725,6 +725,7 @@ struct Def {
     Def &eval(bool (*f)(const Node &, const std::vector<const ConstData *> &, ConstData &)) { d.eval = f; return *this; }
     Def &fold_only() { d.fold_only = true; return *this; }
     Def &scratch(int64_t (*f)(const Node &, const Inputs &)) { d.scratch = f; return *this; }
+    Def &any_dtype(uint32_t bits) { d.any_dtype = bits; return *this; }
 };
 
 const char *const K_EMB = "kernels/embedding.c", *const K_NORM = "kernels/norm.c", *const K_LIN = "kernels/linear.c",
@@ -735,7 +736,7 @@ std::vector<OpDef> build_table()
 {
     std::vector<Def> t = {
         // ---- language-model ops
-        Def("EMBEDDING", 2, 2, embedding_shape, embedding_emit, {K_EMB}).eval(eval_embedding),
+        Def("EMBEDDING", 2, 2, embedding_shape, embedding_emit, {K_EMB}).eval(eval_embedding).any_dtype(in0),
         Def("POS_EMBED", 2, 2, pos_embed_shape, pos_embed_emit, {K_EMB}).inplace({0}),
         Def("RMSNORM", 2, 2, rmsnorm_shape, rmsnorm_emit, {K_NORM}).inplace({0}),
         Def("LAYERNORM", 3, 3, layernorm_shape, layernorm_emit, {K_NORM}).inplace({0}),
@@ -744,7 +745,7 @@ std::vector<OpDef> build_table()
         Def("ADD", 1, 2, binary_shape, binary_emit, {K_EW, K_BIN}).dtype(binary_dtype).inplace({0, 1}).eval(eval_binary),
         Def("SCALE", 1, 1, same_shape, scale_emit, {K_EW}).inplace({0}),
         Def("SOFTCAP", 1, 1, same_shape, softcap_emit, {K_EW}).inplace({0}),
-        Def("SLICE", 1, 1, slice_shape, slice_emit, {K_LAY}).dtype(same_dtype).view(slice_view).strided(in0 | kStridedOut).eval(eval_slice),
+        Def("SLICE", 1, 1, slice_shape, slice_emit, {K_LAY}).dtype(same_dtype).view(slice_view).strided(in0 | kStridedOut).eval(eval_slice).any_dtype(all_inputs),
         Def("ROPE", 1, 1, rope_shape, rope_emit, {K_ROPE}).inplace({0}).strided(in0 | kStridedOut),
         Def("KV_STORE", 2, 2, kv_store_shape, kv_store_emit, {K_ATT}).strided(in0 | in1).side_effects(),
         Def("KV_ATTENTION", 2, 2, kv_attention_shape, kv_attention_emit, {K_ATT}).strided(in0 | kStridedOut),
@@ -765,13 +766,13 @@ std::vector<OpDef> build_table()
         Def("REDUCE_SUM", 1, 1, reduce_shape, reduce_emit, {K_RED}).eval(eval_reduce),
         Def("REDUCE_MEAN", 1, 1, reduce_shape, reduce_emit, {K_RED}).eval(eval_reduce),
         Def("REDUCE_MAX", 1, 1, reduce_shape, reduce_emit, {K_RED}).eval(eval_reduce),
-        Def("RESHAPE", 1, 1, reshape_shape, reshape_emit, {K_LAY}).dtype(same_dtype).view(whole_view).strided(in0).eval(eval_reshape),
-        Def("TRANSPOSE", 1, 1, permute_shape, permute_emit, {K_LAY}).dtype(same_dtype).eval(eval_permute),
-        Def("PERMUTE", 1, 1, permute_shape, permute_emit, {K_LAY}).dtype(same_dtype).eval(eval_permute),
-        Def("EXPAND", 1, 1, expand_shape, expand_emit, {K_LAY}).dtype(same_dtype).eval(eval_expand),
-        Def("CAT", 1, 64, cat_shape, cat_emit, {K_LAY}).dtype(same_dtype).eval(eval_cat),
-        Def("COPY", 1, 1, same_shape, copy_emit, {K_LAY}).dtype(same_dtype).strided(in0).eval(eval_reshape),
-        Def("MASKED_FILL", 2, 2, masked_fill_shape, masked_fill_emit, {K_BIN}).inplace({0}).eval(eval_masked_fill),
+        Def("RESHAPE", 1, 1, reshape_shape, reshape_emit, {K_LAY}).dtype(same_dtype).view(whole_view).strided(in0).eval(eval_reshape).any_dtype(all_inputs),
+        Def("TRANSPOSE", 1, 1, permute_shape, permute_emit, {K_LAY}).dtype(same_dtype).eval(eval_permute).any_dtype(all_inputs),
+        Def("PERMUTE", 1, 1, permute_shape, permute_emit, {K_LAY}).dtype(same_dtype).eval(eval_permute).any_dtype(all_inputs),
+        Def("EXPAND", 1, 1, expand_shape, expand_emit, {K_LAY}).dtype(same_dtype).eval(eval_expand).any_dtype(all_inputs),
+        Def("CAT", 1, 64, cat_shape, cat_emit, {K_LAY}).dtype(same_dtype).eval(eval_cat).any_dtype(all_inputs),
+        Def("COPY", 1, 1, same_shape, copy_emit, {K_LAY}).dtype(same_dtype).strided(in0).eval(eval_reshape).any_dtype(all_inputs),
+        Def("MASKED_FILL", 2, 2, masked_fill_shape, masked_fill_emit, {K_BIN}).inplace({0}).eval(eval_masked_fill).any_dtype(in1),
         Def("CAUSAL_MASK", 1, 1, causal_mask_shape, causal_mask_emit, {K_RED}).inplace({0}),
         Def("ATTENTION", 3, 3, attention_shape, attention_emit, {K_ATT}).scratch(attention_scratch).strided(in0 | in1 | in2 | kStridedOut),
         Def("BIAS_RELU", 2, 2, bias_relu_shape, bias_relu_emit, {K_EW}).inplace({0}),

@@ -111,6 +111,9 @@ struct OpDef {
     // Bit i: input i may be a column view (the kernel takes a row stride);
     // kStridedOut: the output may be written with a row stride.
     uint32_t strided = 0;
+    // Bit i: input i may have any dtype (ids, masks, data that is only moved);
+    // every other input must be float32 when the op runs.
+    uint32_t any_dtype = 0;
     bool side_effects = false;  // dead-code elimination must keep it
     // Compile-time evaluation from constant inputs (constant folding);
     // nullptr when the op is not folded.

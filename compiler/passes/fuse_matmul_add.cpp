@@ -76,7 +76,7 @@ bool try_fuse(Graph &g, const Node &add, int which)
 bool fuse_matmul_add(Graph &g)
 {
     return rewrite_all(g, [](Graph &gr, const Node &n) {
-        return n.op == Op::ADD && (try_fuse(gr, n, 1) || try_fuse(gr, n, 0));
+        return n.op == Op::ADD && n.inputs.size() == 2 && (try_fuse(gr, n, 1) || try_fuse(gr, n, 0));
     });
 }
 

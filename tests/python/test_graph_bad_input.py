@@ -39,6 +39,23 @@ def test_export_rejects_training_dropout_and_float64(tmp_path):
         ckc.export(MLP(4).eval(), (torch.randn(2, 4, dtype=torch.float64),), str(tmp_path / "f"))
 
 
+class IdArithmetic(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 4)
+
+    def forward(self, idx):
+        return self.emb(idx) * (idx + 1).unsqueeze(-1)  # integer math at run time
+
+
+def test_integer_math_at_run_time_is_a_compile_error(tmp_path):
+    graph = ckc.export(IdArithmetic().eval(), (torch.arange(6).view(2, 3),), str(tmp_path / "e"))
+    r = ckc_compile(graph, tmp_path / "model.c")
+    assert r.returncode == 1, r.stderr
+    assert "node 'add'" in r.stderr and "i64" in r.stderr, r.stderr
+    assert not os.path.exists(tmp_path / "model.c")
+
+
 def ckc_compile(graph, out):
     return subprocess.run([ckc.ckc_binary(), "compile", str(graph), "-o", str(out)], capture_output=True, text=True)
 

@@ -477,3 +477,15 @@ TEST_CASE("fuse_patterns: ADD(x, bias) -> RELU becomes BIAS_RELU, unless the sum
     u.output("z");
     CHECK_FALSE(fuse_patterns(u.g));
 }
+
+TEST_CASE("fuse_matmul_add: an ADD of a scalar (one input) is left alone", "[graph-passes]")
+{
+    P t;
+    t.input("x", {4, 8});
+    t.weight("w", {8, 8});
+    t.node(Op::MATMUL, {"x", "w"}, "mm", {{"transpose_b", int64_t(1)}});
+    t.node(Op::ADD, {"mm"}, "y", {{"scalar", 1.0}});
+    t.output("y");
+    CHECK_FALSE(fuse_matmul_add(t.g));
+    CHECK(ops(t.g) == V{"MATMUL", "ADD"});
+}
