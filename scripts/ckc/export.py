@@ -168,7 +168,7 @@ def _record_values(gm, placeholders, feeds, consts):
 # ---- conversion ------------------------------------------------------------------------------
 
 class _Converter:
-    def __init__(self, gm, placeholders, feeds, consts, values, input_names):
+    def __init__(self, gm, placeholders, consts, values, input_names):
         self.gm, self.values, self.consts = gm, values, consts
         self.nodes, self.inputs, self.constants = [], [], {}
         self.const_data = {}
@@ -211,8 +211,8 @@ class _Converter:
         t = tensor.detach()
         if t.dtype in (torch.float64, torch.float16, torch.bfloat16):
             t = t.float()
-        if t.dtype in (torch.int16, torch.int8, torch.uint8) or t.dtype == torch.int32:
-            t = t.long() if t.dtype != torch.int32 else t
+        if t.dtype in (torch.int16, torch.int8, torch.uint8):
+            t = t.long()
         dt = _dtype_name(t.dtype)
         ir = self.fresh(name)
         self.constants[ir] = {"name": ir, "shape": list(t.shape), "dtype": dt}
@@ -220,11 +220,11 @@ class _Converter:
         self.const_ids[key] = ir
         return ir
 
-    def scalar_const(self, value, dtype="f32"):
-        """A 0-d constant (an operand position that must be a tensor)."""
-        arr = np.array(value, dtype={"f32": np.float32, "i64": np.int64, "bool": np.bool_}[dtype])
-        ir = self.fresh("scalar")
-        self.constants[ir] = {"name": ir, "shape": [], "dtype": dtype}
+    def array_const(self, arr, hint, dtype="f32"):
+        """A constant made up by the exporter (a scalar operand, LayerNorm's missing weight)."""
+        arr = np.asarray(arr, dtype={"f32": np.float32, "i64": np.int64, "bool": np.bool_}[dtype])
+        ir = self.fresh(hint)
+        self.constants[ir] = {"name": ir, "shape": list(arr.shape), "dtype": dtype}
         self.const_data[ir] = arr
         return ir
 
@@ -360,12 +360,8 @@ def _dropout(c, n, x, p=0.5, train=False, *args, **kwargs):
     return c.t(x)
 
 
-def _matmul2(c, n, a, b, out, attrs=None):
-    return c.op("MATMUL", [a, b], attrs, out=out)
-
-
 def _mm(c, n, a, b):
-    return _matmul2(c, n, c.t(a), c.t(b), n)
+    return c.op("MATMUL", [c.t(a), c.t(b)], out=n)
 
 
 def _addmm(c, n, bias, a, b, beta=1, alpha=1):
@@ -500,13 +496,12 @@ def _layer_norm_common(c, n, x, shape, w, b, eps, out):
     if list(shape) != xs[-len(shape):] or len(shape) != 1:
         c.fail(f"layer norm over {list(shape)} of {xs}: only the last dimension is supported")
     C = xs[-1]
-    tw = c.t(w) if w is not None else c.scalar_const_vec(np.ones(C, np.float32), "ln_ones")
-    tb = c.t(b) if b is not None else c.scalar_const_vec(np.zeros(C, np.float32), "ln_zeros")
+    tw = c.t(w) if w is not None else c.array_const(np.ones(C), "ln_ones")
+    tb = c.t(b) if b is not None else c.array_const(np.zeros(C), "ln_zeros")
     return c.op("LAYERNORM", [c.t(x), tw, tb], {"eps": eps}, out=out)
 
 
 def _native_layer_norm(c, n, x, shape, w, b, eps):
-    c.current = n
     y = _layer_norm_common(c, n, x, shape, w, b, eps, None)
     return (y, None, None)
 
@@ -669,8 +664,8 @@ def _logical_not(c, n, x):
 
 def _where(c, n, cond, a, b):
     dt = c.meta(n)[1]
-    ta = c.t(a) if _is_tensor(a) else c.scalar_const(a, dt)
-    tb = c.t(b) if _is_tensor(b) else c.scalar_const(b, dt)
+    ta = c.t(a) if _is_tensor(a) else c.array_const(a, "scalar", dt)
+    tb = c.t(b) if _is_tensor(b) else c.array_const(b, "scalar", dt)
     return c.op("WHERE", [c.t(cond), ta, tb], out=n)
 
 
@@ -705,15 +700,6 @@ def _getitem(c, n, src, idx):
                "max indices)")
     return v[idx]
 
-
-def _scalar_const_vec(self, arr, hint):
-    ir = self.fresh(hint)
-    self.constants[ir] = {"name": ir, "shape": list(arr.shape), "dtype": "f32"}
-    self.const_data[ir] = arr
-    return ir
-
-
-_Converter.scalar_const_vec = _scalar_const_vec
 
 _HANDLERS = {
     # GEMMs
@@ -802,7 +788,7 @@ def export(model, example_inputs, out_dir, capture=None):
     else:
         raise ExportError(f"unknown capture {capture!r}: torch.export or make_fx")
     values = _record_values(gm, placeholders, feeds, consts)
-    conv = _Converter(gm, placeholders, feeds, consts, values, _input_names(model, len(example_inputs)))
+    conv = _Converter(gm, placeholders, consts, values, _input_names(model, len(example_inputs)))
     outputs = conv.convert()
 
     doc = {

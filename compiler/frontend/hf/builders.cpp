@@ -253,6 +253,26 @@ void build_footer(Program &p, const LlmConfig &c, const FooterSpec &spec)
     p.footer.mark_output("logits");
 }
 
+PreNormBlock llama_block(const LlmConfig &c, NormKind norm)
+{
+    PreNormBlock blk;
+    blk.norm = {norm, c.norm_eps};
+    blk.mlp.act = c.hidden_act;
+    return blk;
+}
+
+void build_llama_layout(Program &p, const LlmConfig &c, const PreNormBlock &blk, const HeaderSpec &header)
+{
+    p.info.optional_prefix = "model.";
+    if (const auto *w = std::get_if<int64_t>(&blk.attn.window); w && *w > 0)
+        p.info.summary += fmt::format(", sliding window {}", *w);
+    build_header(p, c, header);
+    build_pre_norm_block(p, c, "model.layers.{L}.", blk);
+    FooterSpec f;
+    f.norm = blk.norm;
+    build_footer(p, c, f);
+}
+
 Attr per_layer(Program &p, const std::string &name, const std::vector<double> &values, bool is_int)
 {
     bool same = true;

@@ -130,6 +130,14 @@ struct FooterSpec {
 };
 void build_footer(Program &p, const LlmConfig &c, const FooterSpec &spec);
 
+// The Llama layout most families share: "model." names (optional in the
+// checkpoint), token embeddings, the pre-norm block at "model.layers.{L}.",
+// the final norm (the block's kind) and the head. `llama_block` is the
+// Llama block (RMSNorm with the config's eps, the config's activation) for a
+// family to adjust before building.
+PreNormBlock llama_block(const LlmConfig &c, NormKind norm = NormKind::Rms);
+void build_llama_layout(Program &p, const LlmConfig &c, const PreNormBlock &blk, const HeaderSpec &header = {});
+
 // `values` as one attribute: a literal when every layer agrees, else a
 // per-layer table registered in the Program and referenced as "@name".
 Attr per_layer(Program &p, const std::string &name, const std::vector<double> &values, bool is_int);

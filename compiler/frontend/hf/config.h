@@ -100,5 +100,10 @@ std::string read_activation(const ConfigReader &r, const std::string &key, const
 std::string activation_from_hf(const ConfigReader &r, const std::string &key, const std::string &hf_name);
 // A sliding window: the key's value; null (or absent when dflt is 0) -> 0 (none).
 int64_t read_window(const ConfigReader &r, const std::string &key, int64_t dflt);
+// The window of every layer from "layer_types" (sliding_attention: `window`,
+// full_attention: 0; one entry per layer), or when absent from `sliding`
+// (the family's default: which layers slide). Errors name the key.
+std::vector<double> read_layer_windows(const ConfigReader &r, int64_t n_layers, int64_t window,
+                                       const std::vector<bool> &sliding);
 
 }  // namespace ckc

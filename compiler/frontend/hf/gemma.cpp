@@ -35,18 +35,11 @@ LlmConfig parse_gemma(const ConfigReader &r)
 Program build_gemma(const ConfigReader &, const LlmConfig &c)
 {
     Program p = start_program(c);
-    p.info.optional_prefix = "model.";
     HeaderSpec h;
     h.scale = std::sqrt(static_cast<double>(c.hidden_size));
-    build_header(p, c, h);
-    PreNormBlock blk;
-    blk.norm = {NormKind::RmsPlusOne, c.norm_eps};
+    PreNormBlock blk = llama_block(c, NormKind::RmsPlusOne);
     blk.attn.qkv_bias = blk.attn.o_bias = c.attention_bias;
-    blk.mlp.act = c.hidden_act;
-    build_pre_norm_block(p, c, "model.layers.{L}.", blk);
-    FooterSpec f;
-    f.norm = blk.norm;
-    build_footer(p, c, f);
+    build_llama_layout(p, c, blk, h);
     return p;
 }
 

@@ -44,20 +44,9 @@ Program build_gemma2(const ConfigReader &r, const LlmConfig &c)
     Program p = start_program(c);
     p.info.optional_prefix = "model.";
     int64_t window = read_window(r, "sliding_window", 4096);
-    std::vector<std::string> types;
-    if (auto given = r.string_list("layer_types")) {
-        types = *given;
-        if (static_cast<int64_t>(types.size()) != c.n_layers)
-            r.fail("layer_types", fmt::format("has {} entries for {} layers", types.size(), c.n_layers));
-    } else {
-        for (int64_t i = 0; i < c.n_layers; i++) types.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");
-    }
-    std::vector<double> windows;
-    for (const auto &t : types) {
-        if (t != "sliding_attention" && t != "full_attention")
-            r.fail("layer_types", "\"" + t + "\" is not sliding_attention or full_attention");
-        windows.push_back(t == "sliding_attention" ? static_cast<double>(window) : 0.0);
-    }
+    std::vector<bool> sliding;  // even layers slide
+    for (int64_t i = 0; i < c.n_layers; i++) sliding.push_back(i % 2 == 0);
+    std::vector<double> windows = read_layer_windows(r, c.n_layers, window, sliding);
     double query_scalar = r.positive_number("query_pre_attn_scalar", 256);
     double attn_cap = optional_cap(r, "attn_logit_softcapping", 50.0);
     double final_cap = optional_cap(r, "final_logit_softcapping", 30.0);

@@ -29,17 +29,10 @@ LlmConfig parse_llama(const ConfigReader &r)
 Program build_llama(const ConfigReader &, const LlmConfig &c)
 {
     Program p = start_program(c);
-    p.info.optional_prefix = "model.";
-    build_header(p, c, HeaderSpec{});
-    PreNormBlock blk;
-    blk.norm = {NormKind::Rms, c.norm_eps};
+    PreNormBlock blk = llama_block(c);
     blk.attn.qkv_bias = blk.attn.o_bias = c.attention_bias;
     blk.mlp.bias = c.mlp_bias;
-    blk.mlp.act = c.hidden_act;
-    build_pre_norm_block(p, c, "model.layers.{L}.", blk);
-    FooterSpec f;
-    f.norm = blk.norm;
-    build_footer(p, c, f);
+    build_llama_layout(p, c, blk);
     return p;
 }
 

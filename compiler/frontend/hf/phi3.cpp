@@ -2,8 +2,6 @@
 // qkv_proj (rows q | k | v) and gate_up_proj (rows gate | up), untied head,
 // optional partial rotary and a sliding window on every layer (Phi3Model
 // masks like Mistral). The "longrope" RoPE scaling is not supported yet.
-#include <fmt/format.h>
-
 #include "frontend/hf/builders.h"
 #include "frontend/hf/families.h"
 
@@ -25,21 +23,12 @@ LlmConfig parse_phi3(const ConfigReader &r)
 Program build_phi3(const ConfigReader &r, const LlmConfig &c)
 {
     Program p = start_program(c);
-    p.info.optional_prefix = "model.";
-    int64_t window = read_window(r, "sliding_window", 0);
-    if (window) p.info.summary += fmt::format(", sliding window {}", window);
-    build_header(p, c, HeaderSpec{});
-    PreNormBlock blk;
-    blk.norm = {NormKind::Rms, c.norm_eps};
+    PreNormBlock blk = llama_block(c);
     blk.attn.qkv = AttentionSpec::Qkv::Fused;
     blk.attn.fused = "qkv_proj";
-    blk.attn.window = window;
+    blk.attn.window = read_window(r, "sliding_window", 0);
     blk.mlp.fused_gate_up = true;
-    blk.mlp.act = c.hidden_act;
-    build_pre_norm_block(p, c, "model.layers.{L}.", blk);
-    FooterSpec f;
-    f.norm = blk.norm;
-    build_footer(p, c, f);
+    build_llama_layout(p, c, blk);
     return p;
 }
 

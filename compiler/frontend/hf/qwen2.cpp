@@ -4,8 +4,6 @@
 // Qwen2Config: sliding_window applies only when use_sliding_window is true
 // (default false), on the layers whose layer_types entry is
 // "sliding_attention" — by default those with index >= max_window_layers (28).
-#include <fmt/format.h>
-
 #include "frontend/hf/builders.h"
 #include "frontend/hf/families.h"
 
@@ -28,34 +26,14 @@ LlmConfig parse_qwen2(const ConfigReader &r)
 Program build_qwen2(const ConfigReader &r, const LlmConfig &c)
 {
     Program p = start_program(c);
-    p.info.optional_prefix = "model.";
     int64_t window = r.boolean("use_sliding_window", false) ? read_window(r, "sliding_window", 4096) : 0;
     int64_t max_window_layers = r.non_negative_int("max_window_layers", 28);
-    std::vector<std::string> types;
-    if (auto given = r.string_list("layer_types")) {
-        types = *given;
-        if (static_cast<int64_t>(types.size()) != c.n_layers)
-            r.fail("layer_types", fmt::format("has {} entries for {} layers", types.size(), c.n_layers));
-    } else {
-        for (int64_t i = 0; i < c.n_layers; i++)
-            types.push_back(window && i >= max_window_layers ? "sliding_attention" : "full_attention");
-    }
-    std::vector<double> windows;
-    for (const auto &t : types) {
-        if (t != "sliding_attention" && t != "full_attention")
-            r.fail("layer_types", "\"" + t + "\" is not sliding_attention or full_attention");
-        windows.push_back(t == "sliding_attention" ? static_cast<double>(window) : 0.0);
-    }
-    build_header(p, c, HeaderSpec{});
-    PreNormBlock blk;
-    blk.norm = {NormKind::Rms, c.norm_eps};
+    std::vector<bool> sliding;
+    for (int64_t i = 0; i < c.n_layers; i++) sliding.push_back(window && i >= max_window_layers);
+    PreNormBlock blk = llama_block(c);
     blk.attn.qkv_bias = true;
-    blk.attn.window = per_layer(p, "window", windows, true);
-    blk.mlp.act = c.hidden_act;
-    build_pre_norm_block(p, c, "model.layers.{L}.", blk);
-    FooterSpec f;
-    f.norm = blk.norm;
-    build_footer(p, c, f);
+    blk.attn.window = per_layer(p, "window", read_layer_windows(r, c.n_layers, window, sliding), true);
+    build_llama_layout(p, c, blk);
     return p;
 }
 
