@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env -S sh -c 'exec "$(dirname "$0")/py" "$0" "$@"'
 """Benchmark compiled exported graphs against PyTorch eager, in one run (the seeds' tables).
 
 Workloads (scripts/ckc/examples.py, deterministic random weights):
@@ -26,10 +26,8 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import ckc  # noqa: E402
-from ckc.contenders import configure_torch, worker_env  # noqa: E402
+import ckc
+from ckc.contenders import configure_torch, worker_env
 
 MLP_CONFIGS = [(1, 512), (32, 512), (128, 512), (1, 2048), (32, 2048)]
 BLOCK_CONFIGS = [(1, 16, 64), (4, 16, 64), (1, 64, 128), (4, 64, 128), (1, 128, 256), (4, 128, 256)]

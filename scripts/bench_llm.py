@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env -S sh -c 'exec "$(dirname "$0")/py" "$0" "$@"'
 """Benchmark a compiled LLM against PyTorch eager on the same weights, in one run.
 
 Default: the stories110M shape (models/stories110m: dim 768, 12 layers, 12 heads,
@@ -26,11 +26,9 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import ckc  # noqa: E402
-from ckc.contenders import configure_torch, worker_env  # noqa: E402
-import ckc.safetensors  # noqa: E402,F401
+import ckc
+from ckc.contenders import configure_torch, worker_env
+import ckc.safetensors,F401
 
 
 # ---- worker: one contender, driven over stdin/stdout --------------------------

@@ -25,7 +25,7 @@ echo "== random weights (seed 0) in $OUT/weights"
 build/ckc random-weights "$CONFIG" -o "$OUT/weights" --seed 0 --std 0.15
 
 echo "== generate through ctypes (scripts/generate.py)"
-/usr/bin/python3 scripts/generate.py --lib "$OUT/libmodel.so" --weights "$OUT/weights" --prompt 1 2 3 4 \
+scripts/py scripts/generate.py --lib "$OUT/libmodel.so" --weights "$OUT/weights" --prompt 1 2 3 4 \
     --max-new-tokens 24
 
 echo "== the same model.c as an executable (-DCK_MODEL_MAIN)"

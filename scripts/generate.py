@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env -S sh -c 'exec "$(dirname "$0")/py" "$0" "$@"'
 """Generate tokens with a compiled model (libmodel.so) through ctypes.
 
     scripts/generate.py --lib out/libmodel.so --weights path/to/hf-folder --prompt 1 2 3 --max-new-tokens 32
@@ -8,8 +8,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ckc  # noqa: E402
+import ckc
 
 
 def main():

@@ -44,11 +44,10 @@ echo "corrupt checkpoint: $(cat "$OUT/bad.txt")"
 
 # an exported graph (the GPT-style example: int64 ids, folded layers, fused
 # causal attention) through the ck_graph ABI and its misuse (tests/c/graph_check.c)
-PY=${3:-/usr/bin/python3}
+PY=${3:-.venv/bin/python}
 if "$PY" -c "import torch" 2>/dev/null; then
     "$PY" - "$OUT/graph" <<'PYEOF'
 import sys, torch
-sys.path.insert(0, "scripts")
 import ckc
 from ckc.examples import GPT, randomize
 m = randomize(GPT(vocab=96, dim=64, heads=4, layers=3, max_len=32))

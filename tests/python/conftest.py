@@ -2,7 +2,8 @@
 line, write deterministic random weights, and load both the compiled library
 and the independent PyTorch reference.
 
-Run with Debian's interpreter (numpy + torch): /usr/bin/python3 -m pytest tests/python
+Run with the project's Python (scripts/install_deps.sh makes it):
+    scripts/py -m pytest tests/python
 """
 import hashlib
 import json
@@ -12,12 +13,11 @@ import sys
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import ckc
+from ckc import safetensors as st
+from reference.decoders import DecoderReference
 
-import ckc  # noqa: E402
-from ckc import safetensors as st  # noqa: E402
-from ckc.reference.decoders import DecoderReference  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 TINY = {"model_type": "llama", "vocab_size": 256, "hidden_size": 64, "intermediate_size": 172,
         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,

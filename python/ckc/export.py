@@ -3,12 +3,15 @@
     import ckc
     path = ckc.export(model, (example_input,), "out/export")   # -> out/export/graph.json
 
-Capture is ATen-level: `torch.export` when the installed torch has it,
-otherwise `make_fx` (Debian's torch 1.13). Each ATen op is mapped by one
+Capture is `torch.export.export` + `run_decompositions()` (core ATen, with
+scaled_dot_product_attention kept whole). Each ATen op is mapped by one
 handler to ckc's primitive ops (MATMUL, ADD, RESHAPE, ...): the exporter
 emits primitives and the compiler's passes optimize (absorb transposes and
-scales into GEMMs, fold constants, fuse attention). An op without a handler
-is an error naming the op, the FX node and the module it came from.
+scales into GEMMs, fold constants, fuse attention). What is computed from
+buffers and constants only (Hugging Face's mask building: arange, cumsum,
+index, bitwise ops; RoPE tables) is folded here with PyTorch's own values.
+An op without a handler is an error naming the op, the FX node and the
+module it came from.
 
 Shapes are static: the example inputs fix them. The graph.json schema is
 documented in docs/graph-schema.md; the weights file holds every parameter
@@ -61,52 +64,6 @@ def _num(v):
 
 # ---- capture -------------------------------------------------------------------------------
 
-def _module_names(model):
-    return {id(m): name for name, m in model.named_modules()}
-
-
-def _capture_make_fx(model, args):
-    """torch 1.13: make_fx with a tracer that tags each node with the module it ran in."""
-    import torch
-    from torch.fx.experimental import proxy_tensor
-
-    names = _module_names(model)
-    stack = []
-    base = proxy_tensor.PythonKeyTracer
-
-    class ModuleTaggingTracer(base):
-        def call_module(self, m, forward, args, kwargs):
-            stack.append(names.get(id(m), stack[-1] if stack else ""))
-            try:
-                return forward(*args, **kwargs)
-            finally:
-                stack.pop()
-
-        def create_node(self, *a, **kw):
-            node = super().create_node(*a, **kw)
-            node.meta["ck_module"] = stack[-1] if stack else ""
-            return node
-
-    proxy_tensor.PythonKeyTracer = ModuleTaggingTracer
-    try:
-        with torch.no_grad():
-            gm = proxy_tensor.make_fx(lambda *xs: model(*xs))(*args)
-    finally:
-        proxy_tensor.PythonKeyTracer = base
-
-    by_id = {}
-    for name, t in list(model.named_parameters()) + list(model.named_buffers()):
-        by_id.setdefault(id(t), name)
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    feeds = {p: a for p, a in zip(placeholders, args)}
-    consts = {}
-    for n in gm.graph.nodes:
-        if n.op == "get_attr":
-            t = getattr(gm, n.target)
-            consts[n] = (by_id.get(id(t)), t)
-    return gm, placeholders, feeds, consts
-
-
 def _module_path(stack):
     """The innermost module path of a torch.export nn_module_stack entry, as a dotted name."""
     if not stack:
@@ -117,29 +74,43 @@ def _module_path(stack):
     return path.replace("_modules['", "").replace("']", "").strip(".")
 
 
-def _capture_torch_export(model, args):
-    """torch >= 2.1: torch.export + core ATen decompositions; parameters are placeholders there."""
+# Ops kept whole through the core ATen decompositions: ckc lowers them itself
+# (the decomposition of scaled_dot_product_attention adds a guard for fully
+# masked rows — any / logical_not / where — that would hide the attention).
+_PRESERVED = ("scaled_dot_product_attention.default",)
+
+
+def _capture(model, args):
+    """torch.export + core ATen decompositions (minus _PRESERVED).
+
+    Returns (graph module, user-input placeholders, {placeholder: example}, {node: (name, tensor)} for
+    parameters, buffers and constants, the set of parameter nodes, the return value's pytree spec)."""
     import torch
     ep = torch.export.export(model, tuple(args))
-    ep = ep.run_decompositions()
+    table = torch.export.default_decompositions()
+    for name in _PRESERVED:
+        op = getattr(torch.ops.aten, name.split(".")[0])
+        table.pop(getattr(op, name.split(".")[1]), None)
+    ep = ep.run_decompositions(table)
     gm = ep.graph_module
     for n in gm.graph.nodes:
         n.meta["ck_module"] = _module_path(n.meta.get("nn_module_stack"))
     state = dict(ep.state_dict)
     state.update(getattr(ep, "constants", {}) or {})
-    placeholders, feeds, consts, user = [], {}, {}, iter(args)
-    specs = ep.graph_signature.input_specs
+    placeholders, feeds, consts, params, user = [], {}, {}, set(), iter(args)
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    for node, spec in zip(phs, specs):
+    for node, spec in zip(phs, ep.graph_signature.input_specs):
         if spec.kind.name == "USER_INPUT":
             placeholders.append(node)
             feeds[node] = next(user)
         else:
             consts[node] = (spec.target, state[spec.target])
+            if spec.kind.name == "PARAMETER":
+                params.add(node)
     for n in gm.graph.nodes:
         if n.op == "get_attr":
             consts[n] = (None, getattr(gm, n.target))
-    return gm, placeholders, feeds, consts
+    return gm, placeholders, feeds, consts, params, ep.call_spec.out_spec
 
 
 def _record_values(gm, placeholders, feeds, consts):
@@ -151,10 +122,9 @@ def _record_values(gm, placeholders, feeds, consts):
 
     class Recorder(torch.fx.Interpreter):
         def run_node(self, n):
+            out = super().run_node(n)  # a placeholder consumes its feed even when it is a constant
             if n in consts:
                 out = consts[n][1]
-            else:
-                out = super().run_node(n)
             values[n] = out
             return out
 
@@ -168,8 +138,14 @@ def _record_values(gm, placeholders, feeds, consts):
 # ---- conversion ------------------------------------------------------------------------------
 
 class _Converter:
-    def __init__(self, gm, placeholders, consts, values, input_names):
-        self.gm, self.values, self.consts = gm, values, consts
+    """FX graph -> graph.json nodes. Nodes computed only from buffers and constants (never from an input
+    or a parameter: masks, position ids, RoPE tables) are folded here, with PyTorch's own values, and
+    become constants where a computed node reads them; parameters stay named weights."""
+
+    def __init__(self, gm, placeholders, consts, params, values, input_names):
+        self.gm, self.values, self.consts, self.params = gm, values, consts, params
+        self.static = set()  # FX nodes whose value is known at export (folded)
+        self.out_spec = None  # the pytree spec of the module's return value
         self.nodes, self.inputs, self.constants = [], [], {}
         self.const_data = {}
         self.env = {}  # fx node -> IR tensor name (or a tuple of them)
@@ -235,11 +211,34 @@ class _Converter:
         if not isinstance(a, torch.fx.Node):
             self.fail(f"expected a tensor argument, got {a!r}")
         v = self.env.get(a)
+        if v is None and a in self.static:
+            v = self.env[a] = self.folded(a)
         if v is None:
             self.fail(f"uses '{a.name}', which produced no tensor")
         if isinstance(v, tuple):
             self.fail(f"uses the tuple '{a.name}' as a tensor")
         return v
+
+    def folded(self, a):
+        """The constant holding the export-time value of the static node `a`."""
+        import torch
+        v = self.values[a]
+        if not isinstance(v, torch.Tensor):
+            self.fail(f"uses '{a.name}' ({type(v).__name__}) as a tensor")
+        if a in self.consts:
+            name = self.consts[a][0]
+        else:
+            mod = a.meta.get("ck_module", "")
+            name = f"{mod}.{a.name}" if mod else a.name
+        return self.constant(name or "constant", v)
+
+    def static_scalar(self, a):
+        """The number `a` stands for when it is a Python number or a one-element static tensor, else None."""
+        if isinstance(a, (int, float)) and not isinstance(a, bool):
+            return a
+        if _is_tensor(a) and a in self.static and self.values[a].numel() == 1:
+            return self.values[a].item()
+        return None
 
     def meta(self, n):
         v = self.values[n]
@@ -274,17 +273,24 @@ class _Converter:
             if n.op == "placeholder" and n in self.env:
                 continue
             if n in self.consts:
-                name, tensor = self.consts[n]
-                mod = n.meta.get("ck_module", "")
-                self.env[n] = self.constant(name or (f"{mod}.constant" if mod else "constant"), tensor)
+                if n in self.params:
+                    name, tensor = self.consts[n]
+                    mod = n.meta.get("ck_module", "")
+                    self.env[n] = self.constant(name or (f"{mod}.constant" if mod else "constant"), tensor)
+                else:
+                    self.static.add(n)  # a buffer: a constant where a computed node reads it
                 continue
             if n.op == "output":
-                return self.outputs(n.args[0])
+                return self.outputs(n.args[0], self.out_spec)
             if n.op != "call_function":
                 self.fail(f"unsupported FX node kind '{n.op}'")
             if not n.users:
-                continue  # dead (detach of an activation, unused getitem)
-            if any(isinstance(a, torch.fx.Node) and a in self.depends_on_input for a in _flat_args(n)):
+                continue  # dead (detach of an activation, unused getitem, metadata asserts)
+            node_args = [a for a in _flat_args(n) if isinstance(a, torch.fx.Node)]
+            if all(a in self.static for a in node_args):
+                self.static.add(n)  # computed from constants only: PyTorch's value is used
+                continue
+            if any(a in self.depends_on_input for a in node_args):
                 self.depends_on_input.add(n)
             handler = _HANDLERS.get(_target_name(n))
             if handler is None:
@@ -292,15 +298,17 @@ class _Converter:
                                   f"{', '.join(sorted(_HANDLERS))}")
             self.env[n] = handler(self, n, *n.args, **n.kwargs)
 
-    def outputs(self, out):
-        import torch.fx
-        if isinstance(out, torch.fx.Node):
-            return [("output", self.t(out))]
-        if isinstance(out, (list, tuple)):
-            return [(f"output{i}", self.t(o)) for i, o in enumerate(out)]
-        if isinstance(out, dict):
-            return [(str(k), self.t(v)) for k, v in out.items()]
-        raise ExportError(f"the module returns {type(out).__name__}; ckc needs a tensor, a tuple or a dict of tensors")
+    def outputs(self, out, spec):
+        """Output names from the module's return structure (torch.export flattens it into a tuple):
+        "output" for one tensor, the keys of a dict, else output0, output1, ..."""
+        flat = list(out) if isinstance(out, (list, tuple)) else [out]
+        if spec is not None and spec.is_leaf():
+            names = ["output"]
+        elif spec is not None and spec.type is dict and len(spec.context) == len(flat):
+            names = [str(k) for k in spec.context]
+        else:
+            names = [f"output{i}" for i in range(len(flat))]
+        return [(name, self.t(o)) for name, o in zip(names, flat)]
 
 
 def _target_name(n):
@@ -663,6 +671,18 @@ def _logical_not(c, n, x):
 
 
 def _where(c, n, cond, a, b):
+    """where(cond, fill, x) and where(cond, x, fill) with a one-value fill are MASKED_FILL (what
+    masked_fill decomposes to); the passes recognize causal masks in that form. Else WHERE."""
+    import torch
+    fa, fb = c.static_scalar(a), c.static_scalar(b)
+    if (fa is None) != (fb is None):
+        x, fill = (b, fa) if fa is not None else (a, fb)
+        mask_shape = c.shape(cond) if _is_tensor(cond) else []
+        if list(torch.broadcast_shapes(tuple(c.shape(x)), tuple(mask_shape))) == c.meta(n)[0]:
+            mask = c.t(cond)
+            if fb is not None:
+                mask = c.op("CMP", [mask], {"fn": "eq", "scalar": 0}, hint="keep_not")
+            return c.op("MASKED_FILL", [c.t(x), mask], {"value": fill}, out=n)
     dt = c.meta(n)[1]
     ta = c.t(a) if _is_tensor(a) else c.array_const(a, "scalar", dt)
     tb = c.t(b) if _is_tensor(b) else c.array_const(b, "scalar", dt)
@@ -749,18 +769,25 @@ def _input_names(model, n):
     return names + [f"input{i}" for i in range(len(names), n)]
 
 
-def has_torch_export():
-    import torch
-    return hasattr(torch, "export") and hasattr(getattr(torch, "export"), "export")
+def require_torch():
+    """The torch module, or ExportError saying what to install when it is missing or older than 2.x."""
+    hint = "run scripts/install_deps.sh in the ckc checkout, or pip install torch==2.13.0"
+    try:
+        import torch
+    except ImportError as e:
+        raise ExportError(f"ckc.export needs PyTorch 2.x, which is not installed ({e}); {hint}") from None
+    if int(torch.__version__.split(".")[0]) < 2 or not hasattr(torch, "export"):
+        raise ExportError(f"ckc.export needs PyTorch 2.x (torch.export); this is torch {torch.__version__}; {hint}")
+    return torch
 
 
-def export(model, example_inputs, out_dir, capture=None):
+def export(model, example_inputs, out_dir):
     """Writes OUT_DIR/graph.json and OUT_DIR/weights.safetensors; returns the graph.json path.
 
     example_inputs: a tuple of tensors (float32, int64, int32 or bool); their shapes become the
-    compiled shapes. capture: "torch.export" or "make_fx" (default: torch.export when available).
+    compiled shapes.
     """
-    import torch
+    torch = require_torch()
     from . import safetensors
 
     if not isinstance(model, torch.nn.Module):
@@ -778,23 +805,16 @@ def export(model, example_inputs, out_dir, capture=None):
         if mod.training and isinstance(mod, torch.nn.modules.dropout._DropoutNd) and mod.p > 0:
             raise ExportError(f"module '{name}' ({type(mod).__name__}, p={mod.p}) is in training mode, where dropout is "
                               "random; call model.eval() before exporting")
-    capture = capture or ("torch.export" if has_torch_export() else "make_fx")
-    if capture == "torch.export":
-        if not has_torch_export():
-            raise ExportError(f"torch {torch.__version__} has no torch.export; use capture='make_fx'")
-        gm, placeholders, feeds, consts = _capture_torch_export(model, example_inputs)
-    elif capture == "make_fx":
-        gm, placeholders, feeds, consts = _capture_make_fx(model, example_inputs)
-    else:
-        raise ExportError(f"unknown capture {capture!r}: torch.export or make_fx")
+    gm, placeholders, feeds, consts, params, out_spec = _capture(model, example_inputs)
     values = _record_values(gm, placeholders, feeds, consts)
-    conv = _Converter(gm, placeholders, consts, values, _input_names(model, len(example_inputs)))
+    conv = _Converter(gm, placeholders, consts, params, values, _input_names(model, len(example_inputs)))
+    conv.out_spec = out_spec
     outputs = conv.convert()
 
     doc = {
         "schema": SCHEMA,
         "version": SCHEMA_VERSION,
-        "producer": f"ckc.export ({capture}, torch {torch.__version__})",
+        "producer": f"ckc.export (torch.export, torch {torch.__version__})",
         "module": type(model).__name__,
         "weights": "weights.safetensors",
         "inputs": conv.inputs,

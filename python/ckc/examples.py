@@ -4,7 +4,7 @@ scripts/bench_graph.py export, compile and compare against eager PyTorch.
     MLP          3 Linear layers with ReLU (the seeds' MLP benchmark)
     Block        a pre-norm transformer block; attention written three ways:
                  "hand" (max/exp/sum softmax), "softmax" (F.softmax), "sdpa"
-                 (F.scaled_dot_product_attention, torch >= 2.0)
+                 (F.scaled_dot_product_attention)
     GPT          a nanoGPT-style LM: token + position embeddings, a `tril`
                  mask buffer per layer, fused qkv split, tanh GELU written
                  out, weight-tied head, int64 token ids
@@ -26,10 +26,6 @@ class MLP(nn.Module):
 
     def forward(self, x):
         return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
-
-
-def has_sdpa():
-    return hasattr(F, "scaled_dot_product_attention")
 
 
 class SelfAttention(nn.Module):
