@@ -1,7 +1,8 @@
 // constant_fold — nodes whose inputs are all constants are evaluated now.
 //
 // The node's evaluator (OpDef::eval, ir/eval.cpp) computes the value, which
-// becomes a new constant tensor (written to model.weights.safetensors, or
+// becomes a new constant tensor, named after the node's first input and the op
+// (const.NODE for an op without inputs), (written to model.weights.safetensors, or
 // inlined in model.c when it is not float32) and the node disappears; dead
 // inputs go in DCE. This is how a causal mask built from arange / tril / a
 // registered buffer becomes one constant that absorb_causal_mask can
@@ -50,7 +51,10 @@ bool try_fold(Graph &g, Program &p, const Node &n)
     out.v.assign(static_cast<size_t>(out_n), 0.0);
     if (!d.eval(n, in, out)) return false;
     std::string old = n.output, name = n.name;
-    std::string c = add_constant(p, g, "const." + name, std::move(out));
+    // named after the first input and the op ("model.layers.3.norm.weight.add" for Gemma's 1 + w), so
+    // that a value derived from a layer's weight keeps the layer in its name and the layers still fold
+    std::string base = n.inputs.empty() ? "const." + name : fmt::format("{}.{}", n.inputs[0], to_lower(op_name(n.op)));
+    std::string c = add_constant(p, g, base, std::move(out));
     g.replace_uses(old, c);
     std::vector<std::string> inputs = n.inputs;
     g.remove_node(name);

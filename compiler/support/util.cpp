@@ -1,5 +1,6 @@
 #include "support/util.h"
 
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -58,6 +59,12 @@ bool starts_with(const std::string &s, const std::string &prefix) { return s.com
 bool ends_with(const std::string &s, const std::string &suffix)
 {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string to_lower(std::string s)
+{
+    for (char &c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
 }
 
 std::string replace_all(std::string s, const std::string &from, const std::string &to)

@@ -15,6 +15,7 @@ std::string join(const std::vector<std::string> &parts, const std::string &sep);
 bool starts_with(const std::string &s, const std::string &prefix);
 bool ends_with(const std::string &s, const std::string &suffix);
 std::string replace_all(std::string s, const std::string &from, const std::string &to);
+std::string to_lower(std::string s);  // ASCII
 
 // A valid C identifier from any name: non [A-Za-z0-9_] become '_', runs of
 // '_' collapse, a leading digit gets a '_' prefix. Braces and commas (from

@@ -17,6 +17,7 @@ Shapes are static: the example inputs fix them. The graph.json schema is
 documented in docs/graph-schema.md; the weights file holds every parameter
 and buffer the graph reads, under the module's own names.
 """
+import hashlib
 import inspect
 import json
 import math
@@ -76,8 +77,9 @@ def _module_path(stack):
 
 # Ops kept whole through the core ATen decompositions: ckc lowers them itself
 # (the decomposition of scaled_dot_product_attention adds a guard for fully
-# masked rows — any / logical_not / where — that would hide the attention).
-_PRESERVED = ("scaled_dot_product_attention.default",)
+# masked rows — any / logical_not / where — that would hide the attention;
+# silu would become x * sigmoid(x).
+_PRESERVED = ("scaled_dot_product_attention.default", "silu.default")
 
 
 def _capture(model, args):
@@ -146,6 +148,7 @@ class _Converter:
         self.gm, self.values, self.consts, self.params = gm, values, consts, params
         self.static = set()  # FX nodes whose value is known at export (folded)
         self.out_spec = None  # the pytree spec of the module's return value
+        self.folded_by_value = {}  # (dtype, shape, sha1 of the bytes) -> constant name
         self.nodes, self.inputs, self.constants = [], [], {}
         self.const_data = {}
         self.env = {}  # fx node -> IR tensor name (or a tuple of them)
@@ -226,11 +229,15 @@ class _Converter:
         if not isinstance(v, torch.Tensor):
             self.fail(f"uses '{a.name}' ({type(v).__name__}) as a tensor")
         if a in self.consts:
-            name = self.consts[a][0]
-        else:
-            mod = a.meta.get("ck_module", "")
-            name = f"{mod}.{a.name}" if mod else a.name
-        return self.constant(name or "constant", v)
+            return self.constant(self.consts[a][0] or "constant", v)
+        # equal values are one constant: each layer's copy of a shared table (a RoPE cos/sin unsqueezed
+        # inside every attention module) must be the very same constant for the layers to fold
+        arr = v.detach().contiguous().cpu()
+        key = (str(arr.dtype), tuple(arr.shape), hashlib.sha1(arr.view(-1).view(torch.uint8).numpy()).hexdigest()
+               if arr.numel() else "")
+        if key not in self.folded_by_value:  # named by the node, not its module: it may serve every layer
+            self.folded_by_value[key] = self.constant(f"folded.{a.name}", v)
+        return self.folded_by_value[key]
 
     def static_scalar(self, a):
         """The number `a` stands for when it is a Python number or a one-element static tensor, else None."""
@@ -304,7 +311,8 @@ class _Converter:
         flat = list(out) if isinstance(out, (list, tuple)) else [out]
         if spec is not None and spec.is_leaf():
             names = ["output"]
-        elif spec is not None and spec.type is dict and len(spec.context) == len(flat):
+        elif spec is not None and isinstance(spec.type, type) and issubclass(spec.type, dict) \
+                and len(spec.context) == len(flat):  # dicts and ModelOutputs (transformers)
             names = [str(k) for k in spec.context]
         else:
             names = [f"output{i}" for i in range(len(flat))]

@@ -236,6 +236,20 @@ TEST_CASE("constant_fold: a causal mask built from arange folds to one constant"
     CHECK(m.dtype == DType::Bool);
     CHECK(t.p.constants.at(m.source.parts[0]).v == std::vector<double>{0, 1, 1, 0, 0, 1, 0, 0, 0});
 
+    SECTION("a value derived from a layer's weight keeps the layer in its name (the layers still fold)")
+    {
+        P u;
+        u.input("x", {4});
+        u.constant("model.layers.3.norm.weight", {4}, {0.5, -1, 2, 0});
+        u.node(Op::ADD, {"model.layers.3.norm.weight"}, "w1", {{"scalar", 1.0}});  // Gemma's 1 + w
+        u.node(Op::MUL, {"x", "w1"}, "y");
+        u.output("y");
+        CHECK(constant_fold(u.g, u.p));
+        const Tensor &w = u.g.tensor(only(u.g, Op::MUL).inputs[1]);
+        CHECK(w.name == "model.layers.3.norm.weight.add");
+        CHECK(u.p.constants.at(w.name).v == std::vector<double>{1.5, 0, 3, 1});
+    }
+
     SECTION("a fold-only op on a run-time value is left for codegen to reject")
     {
         P u;
