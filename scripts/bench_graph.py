@@ -1,15 +1,15 @@
 #!/usr/bin/env -S sh -c 'exec "$(dirname "$0")/py" "$0" "$@"'
 """Benchmark compiled exported graphs against PyTorch eager, in one run (the seeds' tables).
 
-Workloads (scripts/ckc/examples.py, deterministic random weights):
+Workloads (python/ckc/examples.py, deterministic random weights):
   MLP    3 x (Linear + ReLU), batch x dim: 1x512 32x512 128x512 1x2048 32x2048
   Block  pre-norm transformer block, F.softmax attention (4 heads), batch x seq x dim:
          1x16x64 4x16x64 1x64x128 4x64x128 1x128x256 4x128x256
 
 Contenders, each in its own worker process (its own OpenMP / OpenBLAS setup):
   ckc          the compiled library (one ctypes call per run), 2 threads
-  torch        PyTorch eager with its default threading (scripts/ckc/contenders.py)
-  torch-tuned  PyTorch eager, 1 intra-op thread + 2 OpenBLAS threads + OMP_WAIT_POLICY=passive
+  torch        PyTorch eager with its default threading (python/ckc/contenders.py)
+  torch-tuned  PyTorch eager with OMP_WAIT_POLICY=passive
 The parent interleaves measurements round-robin so every contender sees the same
 machine conditions, and reports medians; every contender's outputs are compared.
 

@@ -8,10 +8,8 @@ FFN 2048, vocab 32000, tied) with deterministic random weights, 2 threads:
 
 Contenders, each in its own worker process (so each has its own OpenMP setup):
   ckc            the compiled library, 2 threads
-  torch          PyTorch eager (scripts/ckc/reference/decoders.py), torch.set_num_threads(2): the defaults
-  torch-tuned    PyTorch eager, 1 intra-op thread + 2 OpenBLAS threads + OMP_WAIT_POLICY=passive:
-                 the fastest PyTorch setup found on a 2-core machine, where the default OpenMP pool
-                 spinning next to OpenBLAS's pool costs ~3x
+  torch          transformers' model class, eager, torch.set_num_threads(2): the defaults
+  torch-tuned    the same with OMP_WAIT_POLICY=passive (python/ckc/contenders.py)
 The parent interleaves single measurements round-robin, so every contender sees
 the same machine conditions (shared VMs drift), and reports medians. Logits of
 every contender are compared, so a fast wrong answer cannot pass.
@@ -28,7 +26,6 @@ import time
 
 import ckc
 from ckc.contenders import configure_torch, worker_env
-import ckc.safetensors,F401
 
 
 # ---- worker: one contender, driven over stdin/stdout --------------------------
@@ -54,22 +51,23 @@ def worker(kind, so, weights, config, threads, n_prefill, n_decode, logits_path)
                 m.decode(toks[16 + i])
             return time.perf_counter() - t0
     else:
-        from ckc import safetensors as st
-        from ckc.reference.decoders import DecoderReference
+        import torch
+        from transformers import AutoModelForCausalLM
 
         configure_torch(kind, threads)
-        ref = DecoderReference(cfg, st.load(weights))
+        ref = AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32).eval()
 
         def prefill():
-            return ref.forward(toks[:n_prefill]).numpy()
+            with torch.no_grad():
+                return ref(torch.tensor([toks[:n_prefill]])).logits[0].numpy()
 
         def decode():
-            cache = ref.new_cache(16 + n_decode)
-            ref.forward(prompt, cache)
-            t0 = time.perf_counter()
-            for i in range(n_decode):
-                ref.forward([toks[16 + i]], cache)
-            return time.perf_counter() - t0
+            with torch.no_grad():
+                past = ref(torch.tensor([prompt]), use_cache=True).past_key_values
+                t0 = time.perf_counter()
+                for i in range(n_decode):
+                    past = ref(torch.tensor([[toks[16 + i]]]), past_key_values=past, use_cache=True).past_key_values
+                return time.perf_counter() - t0
 
     np.save(logits_path, prefill())  # warm-up, and the answer to compare
     print("ready", flush=True)

@@ -1,11 +1,11 @@
 """The PyTorch setups the benchmarks (scripts/bench_*.py) compare against.
 
   torch        torch.set_num_threads(threads): PyTorch's defaults
-  torch-tuned  1 intra-op thread + `threads` OpenBLAS threads, with OMP_WAIT_POLICY=passive in the
-               worker's environment: the fastest PyTorch setup found on a 2-core machine, where the
-               default OpenMP pool spinning next to OpenBLAS's pool costs ~3x
+  torch-tuned  the same with OMP_WAIT_POLICY=passive in the worker's environment, so that PyTorch's
+               OpenMP pool does not spin on the cores between ops (on a 2-core machine, with Debian's
+               OpenBLAS-based torch 1.13, spinning pools cost ~3x; pip's torch 2.x uses MKL inside
+               its own OpenMP pool)
 """
-import ctypes
 
 
 def worker_env(kind, env):
@@ -19,8 +19,4 @@ def worker_env(kind, env):
 def configure_torch(kind, threads):
     """Sets up PyTorch's threads in a worker for contender `kind`."""
     import torch
-    if kind == "torch-tuned":
-        torch.set_num_threads(1)
-        ctypes.CDLL("libopenblas.so.0").openblas_set_num_threads(threads)
-    else:
-        torch.set_num_threads(threads)
+    torch.set_num_threads(threads)

@@ -24,8 +24,6 @@ def test_half_precision_weights_match_their_f32_conversion(build, tmp_path, dtyp
     a = b.model(str(half)).forward(toks)
     c = b.model(str(rounded)).forward(toks)
     assert max_diff(a, c) < 1e-6  # identical values, converted at load vs used in place
-    ref = b.reference(str(rounded)).forward(toks).numpy()
-    assert max_diff(a, ref) < 1e-4
     assert max_diff(a, b.model().forward(toks)) > 1e-4  # the rounding really changed the weights
 
 
