@@ -5,7 +5,7 @@
 //   ckc inspect INPUT                the header/block/footer IR (--json, --plan, --weights)
 //
 // INPUT is a Hugging Face config.json (a decoder LLM) or a graph.json written
-// by scripts/ckc/export.py (an exported PyTorch module), told apart by its
+// by ckc.export (python/ckc/export.py) (an exported PyTorch module), told apart by its
 // "schema" key.
 //   ckc random-weights CONFIG -o DIR a deterministic random checkpoint for testing
 //
@@ -36,8 +36,10 @@ using namespace ckc;
 
 namespace {
 
-// The ckc checkout holding runtime/ and templates/: $CKC_HOME, else the
-// directory above the executable (build/ckc), else where it was built from.
+// The folder holding runtime/ and templates/: $CKC_HOME, else found from the
+// executable: the directory above it (build/ckc in a checkout, ckc/bin/ckc in
+// the Python package) or PREFIX/share/ckc (bin/ckc after `cmake --install`),
+// else the checkout it was built from.
 std::string find_home()
 {
     auto valid = [](const std::string &d) {
@@ -55,11 +57,13 @@ std::string find_home()
         std::string dir = exe.substr(0, exe.rfind('/'));
         std::string parent = dir.substr(0, dir.rfind('/'));
         if (valid(parent)) return absolute_path(parent);
+        if (valid(parent + "/share/ckc")) return absolute_path(parent + "/share/ckc");
     }
 #ifdef CKC_SOURCE_DIR
     if (valid(CKC_SOURCE_DIR)) return CKC_SOURCE_DIR;
 #endif
-    io_error("cannot find the ckc runtime/ and templates/ folders; set CKC_HOME to the ckc checkout");
+    io_error("cannot find the ckc runtime/ and templates/ folders next to this executable; set CKC_HOME to the "
+             "folder that holds them (a ckc checkout, the installed Python package, or PREFIX/share/ckc)");
 }
 
 struct CommonOptions {
@@ -75,7 +79,7 @@ struct CommonOptions {
 
 void add_common(CLI::App *cmd, CommonOptions &o)
 {
-    cmd->add_option("INPUT", o.input, "a Hugging Face config.json, or a graph.json from scripts/ckc/export.py")
+    cmd->add_option("INPUT", o.input, "a Hugging Face config.json, or a graph.json from ckc.export (python/ckc/export.py)")
         ->required();
     cmd->add_option("--max-context", o.max_context,
                     "LLM: cap the context length (positions, KV-cache capacity); default: max_position_embeddings")
@@ -169,9 +173,11 @@ int main(int argc, char **argv)
     CLI::App app{"ckc " CKC_VERSION " — compile a model to one standalone C file.\n"
                  "Exit codes: 0 ok, 1 invalid input, 2 usage, 3 I/O, 4 internal error."};
     app.require_subcommand(0, 1);
-    bool list_passes = false, version = false;
+    bool list_passes = false, version = false, include_dir = false;
     app.add_flag("--list-passes", list_passes, "list the optimization passes, in pipeline order");
     app.add_flag("--version", version, "print the version");
+    app.add_flag("--include-dir", include_dir,
+                 "print the folder of the runtime headers, for cc -I \"$(ckc --include-dir)\"");
 
     CommonOptions co;
     std::string output;
@@ -180,9 +186,9 @@ int main(int argc, char **argv)
     add_common(compile, co);
     compile->add_option("-o,--output", output, "the C file to write, e.g. out/model.c")->required();
     compile->add_flag("--report", report, "print the memory plan (arena vs naive sum vs max-live lower bound)");
-    compile->footer("Then, from the ckc repository root:\n"
-                    "  cc -O3 -fPIC -shared -I runtime/include OUTPUT $(cat OUTPUT.kernels) -lopenblas -lm -fopenmp "
-                    "-o libmodel.so");
+    compile->footer("Then build it (OUTPUT.kernels lists the runtime sources it needs, by absolute path):\n"
+                    "  cc -O3 -fPIC -shared -I \"$(ckc --include-dir)\" OUTPUT $(cat OUTPUT.kernels) -lopenblas -lm "
+                    "-fopenmp -o libmodel.so");
 
     CommonOptions io;
     bool as_json = false, with_plan = false, weights = false;
@@ -213,6 +219,10 @@ int main(int argc, char **argv)
     try {
         if (version) {
             std::cout << "ckc " CKC_VERSION "\n";
+            return 0;
+        }
+        if (include_dir) {
+            std::cout << find_home() << "/runtime/include\n";
             return 0;
         }
         if (list_passes) {

@@ -144,7 +144,7 @@ GraphCodegenResult generate_graph_c(Program &p, const Plan &plan, const CodegenO
             if (t.storage == Storage::Weight) n_params += shape_numel_fixed(t.shape) * (s == 1 ? p.info.n_layers : 1);
     }
     std::string weights_name = graph_weights_path(o.output_name);
-    std::string build = "cc -O3 -fPIC -shared -I runtime/include " + o.output_name + " $(cat " + o.output_name +
+    std::string build = "cc -O3 -fPIC -shared -I \"$(ckc --include-dir)\" " + o.output_name + " $(cat " + o.output_name +
                         ".kernels) -lopenblas -lm -fopenmp -o libmodel.so";
     CWriter fm;
     fm.line("/*");
@@ -165,9 +165,9 @@ GraphCodegenResult generate_graph_c(Program &p, const Plan &plan, const CodegenO
                         }()),
                         n_params, weights_name));
     fm.line(" *");
-    fm.line(" * Build a shared library (from the ckc repository root):");
+    fm.line(" * Build a shared library (from any folder; the .kernels file holds absolute paths):");
     fm.line(" *   " + build);
-    fm.line(" * and use it through runtime/include/ck_graph.h:");
+    fm.line(" * and use it through ck_graph.h (in the same folder):");
     fm.line(" *   ck_graph *g = ck_graph_init(\"" + weights_name + "\");");
     fm.line(" *   ck_graph_run(g, inputs, outputs);   (contiguous buffers, in the order below)");
     fm.line(" */");

@@ -132,7 +132,7 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
         for (const auto &[name, t] : p.section(s).tensors())
             if (t.storage == Storage::Weight) n_params += shape_numel_fixed(t.shape) * (s == 1 ? p.info.n_layers : 1);
 
-    std::string build = "cc -O3 -fPIC -shared -I runtime/include " + o.output_name + " $(cat " + o.output_name +
+    std::string build = "cc -O3 -fPIC -shared -I \"$(ckc --include-dir)\" " + o.output_name + " $(cat " + o.output_name +
                         ".kernels) -lopenblas -lm -fopenmp -o libmodel.so";
     CWriter fm;
     fm.line("/*");
@@ -146,10 +146,10 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     fm.line(fmt::format(" *   memory  : arena {}/token (+ {} fixed); weights {} floats outside it",
                         human_bytes(plan.arena_per_token), human_bytes(plan.arena_fixed), n_params));
     fm.line(" *");
-    fm.line(" * Build a shared library (from the ckc repository root):");
+    fm.line(" * Build a shared library (from any folder; the .kernels file holds absolute paths):");
     fm.line(" *   " + build);
     fm.line(" * or an executable that greedily generates (see main() at the end):");
-    fm.line(" *   cc -O3 -DCK_MODEL_MAIN -I runtime/include " + o.output_name + " $(cat " + o.output_name +
+    fm.line(" *   cc -O3 -DCK_MODEL_MAIN -I \"$(ckc --include-dir)\" " + o.output_name + " $(cat " + o.output_name +
             ".kernels) -lopenblas -lm -fopenmp -o model");
     fm.line(" *");
     fm.line(" * Dimension letters: T tokens in this call, C model width (CK_DIM), V vocabulary,");

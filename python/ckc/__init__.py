@@ -1,18 +1,27 @@
-"""ckc's Python side: build compiled models and run them through ctypes.
+"""ckc's Python side: compile models, build them with cc, run them through ctypes.
 
-    import sys; sys.path.insert(0, "scripts")
     import ckc
-    c = ckc.compile_model("models/tiny-llama/config.json", "out")
-    m = ckc.LlmModel(ckc.build_library(c), "weights-folder")
+    c = ckc.compile_model("path/to/config.json", "out")              # out/model.c (+ .kernels)
+    m = ckc.LlmModel(ckc.build_library(c), "path/to/hf-folder")       # logits = m.forward([1, 2, 3])
 
-    path = ckc.export(module, (example_input,), "out/export")       # graph.json + weights
-    c = ckc.compile_model(path, "out")                                # model.c + model.weights.safetensors
-    g = ckc.GraphModel(ckc.build_library(c))                          # y = g(x), numpy in and out
+    path = ckc.export(module, (example_input,), "out/export")        # graph.json + weights (torch 2.x)
+    c = ckc.compile_model(path, "out")                                 # model.c + model.weights.safetensors
+    g = ckc.GraphModel(ckc.build_library(c))                           # y = g(x): numpy or torch in and out
+
+Installed with `pip install .` the package carries the compiler (ckc/bin/ckc),
+the runtime sources and the templates; in a checkout it uses build/ckc and the
+checkout's runtime/ (scripts/install_deps.sh puts python/ on the venv's path).
 """
-from .build import ROOT, build_library, ckc_binary, compile_model, random_weights
+try:
+    import numpy  # noqa: F401
+except ImportError as e:  # the one hard dependency
+    raise ImportError(f"ckc needs numpy ({e}): pip install numpy, or in a ckc checkout run scripts/install_deps.sh "
+                      "and use its Python (scripts/py)") from None
+
+from .build import ROOT, build_library, ckc_binary, compile_model, include_dir, random_weights
 from .export import ExportError, export
 from .graph import GraphModel
 from .llm import CkError, LlmModel, sample
 
-__all__ = ["ROOT", "build_library", "ckc_binary", "compile_model", "random_weights", "CkError", "LlmModel", "sample",
-           "ExportError", "export", "GraphModel"]
+__all__ = ["ROOT", "build_library", "ckc_binary", "compile_model", "include_dir", "random_weights", "CkError",
+           "LlmModel", "sample", "ExportError", "export", "GraphModel"]

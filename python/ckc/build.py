@@ -1,24 +1,51 @@
-"""Compile a model with the ckc binary and build it with the documented cc line.
+"""Find the ckc compiler and runtime, compile a model, build it with the documented cc line.
 
-    c_path = compile_model("models/tiny-llama/config.json", "out")   # out/model.c (+ .kernels)
-    so     = build_library(c_path)                                     # out/libmodel.so
+    c_path = compile_model("path/to/config.json", "out")   # out/model.c (+ .kernels)
+    so     = build_library(c_path)                          # out/libmodel.so
+
+Where things are: an installed package (pip install .) holds ckc/bin/ckc, ckc/runtime and
+ckc/templates; a checkout has build/ckc and runtime/ at its root (ROOT). $CKC_BIN overrides the binary.
 """
 import os
 import shlex
 import subprocess
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_root = os.path.dirname(os.path.dirname(PACKAGE))
+# the checkout this package lives in (python/ckc), or None when installed
+ROOT = _root if os.path.isdir(os.path.join(_root, "runtime", "include")) else None
+
+
+def _home():
+    """The folder holding runtime/ (and templates/): the installed package, else the checkout."""
+    if os.path.isdir(os.path.join(PACKAGE, "runtime", "include")):
+        return PACKAGE
+    if ROOT:
+        return ROOT
+    raise FileNotFoundError(f"no runtime/ in {PACKAGE} and no ckc checkout around it: reinstall ckc (pip install .)")
 
 
 def ckc_binary():
-    """build/ckc in this checkout, or $CKC_BIN."""
-    path = os.environ.get("CKC_BIN", os.path.join(ROOT, "build", "ckc"))
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} does not exist: build ckc first (cmake -S . -B build && cmake --build build)")
-    return path
+    """$CKC_BIN, else the binary installed in the package, else build/ckc in the checkout."""
+    candidates = [os.environ.get("CKC_BIN"), os.path.join(PACKAGE, "bin", "ckc"),
+                  os.path.join(ROOT, "build", "ckc") if ROOT else None]
+    for path in candidates:
+        if path:
+            if not os.path.exists(path):
+                if path == candidates[0]:
+                    raise FileNotFoundError(f"CKC_BIN={path} does not exist")
+                continue
+            return path
+    raise FileNotFoundError("the ckc compiler is not built: in the checkout run "
+                            "cmake -S . -B build && cmake --build build (or pip install .)")
 
 
-def run(cmd, cwd=ROOT):
+def include_dir():
+    """The runtime headers (ck_model.h, ck_graph.h, ...): what `ckc --include-dir` prints."""
+    return os.path.join(_home(), "runtime", "include")
+
+
+def run(cmd, cwd=None):
     """Runs a command; raises RuntimeError with its output when it fails."""
     p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     if p.returncode != 0:
@@ -35,11 +62,12 @@ def compile_model(config, out_dir, name="model.c", args=()):
 
 
 def build_library(c_path, so_path=None, extra_flags=()):
-    """cc -O3 -fPIC -shared -I runtime/include model.c $(cat model.c.kernels) -lopenblas -lm -fopenmp, run from the
-    repository root exactly as documented."""
+    """The documented line, from any folder (model.c.kernels holds absolute paths):
+    cc -O3 -fPIC -shared -I "$(ckc --include-dir)" model.c $(cat model.c.kernels) -lopenblas -lm -fopenmp"""
     so_path = so_path or os.path.join(os.path.dirname(c_path), "lib" + os.path.splitext(os.path.basename(c_path))[0] + ".so")
-    line = (f"cc -O3 -fPIC -shared -I runtime/include {shlex.quote(c_path)} $(cat {shlex.quote(c_path + '.kernels')}) "
-            f"-lopenblas -lm -fopenmp {' '.join(extra_flags)} -o {shlex.quote(so_path)}")
+    line = (f"cc -O3 -fPIC -shared -I {shlex.quote(include_dir())} {shlex.quote(c_path)} "
+            f"$(cat {shlex.quote(c_path + '.kernels')}) -lopenblas -lm -fopenmp {' '.join(extra_flags)} "
+            f"-o {shlex.quote(so_path)}")
     run(["sh", "-c", line])
     return so_path
 

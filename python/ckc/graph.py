@@ -2,6 +2,7 @@
 
     g = GraphModel("out/libmodel.so", "out/model.weights.safetensors")
     y = g(x)                     # numpy in, numpy out (a tuple when the module returns several)
+    y = g(torch_x)               # torch tensors in, torch tensors out; contiguous CPU inputs are not copied
 
 Inputs are checked against the compiled shapes and dtypes before the call;
 a mismatch raises CkError naming the input.
@@ -11,7 +12,7 @@ import os
 
 import numpy as np
 
-from .llm import CkError, _Handle
+from .llm import CkError, _Handle, as_numpy, is_torch
 
 _DTYPES = {0: np.float32, 1: np.int64, 2: np.int32, 3: np.bool_}
 
@@ -82,17 +83,7 @@ class GraphModel(_Handle):
         if len(inputs) != len(self.inputs):
             raise CkError(-1, f"the graph takes {len(self.inputs)} inputs ({', '.join(map(repr, self.inputs))}), "
                               f"got {len(inputs)}")
-        arrays = []
-        for spec, x in zip(self.inputs, inputs):
-            a = np.asarray(x)
-            if a.shape != spec.shape:
-                raise CkError(-1, f"input '{spec.name}' must have shape {list(spec.shape)}, got {list(a.shape)}")
-            if a.dtype != spec.dtype:
-                if np.can_cast(a.dtype, spec.dtype, casting="same_kind"):
-                    a = a.astype(spec.dtype)
-                else:
-                    raise CkError(-1, f"input '{spec.name}' must be {np.dtype(spec.dtype).name}, got {a.dtype}")
-            arrays.append(np.ascontiguousarray(a))
+        arrays = self.prepare(*inputs)
         outs = out if out is not None else [np.empty(s.shape, s.dtype) for s in self.outputs]
         for spec, o in zip(self.outputs, outs):
             if o.shape != spec.shape or o.dtype != spec.dtype or not o.flags.c_contiguous:
@@ -103,11 +94,27 @@ class GraphModel(_Handle):
         self._check(self.lib.ck_graph_run(self.h, in_p, out_p))
         return outs
 
+    def prepare(self, *inputs):
+        """The C-contiguous numpy arrays the graph reads, checked against the compiled inputs. numpy arrays
+        and CPU torch tensors of the right dtype and layout are used in place (no copy)."""
+        arrays = []
+        for spec, x in zip(self.inputs, inputs):
+            a = as_numpy(x)
+            if a.shape != spec.shape:
+                raise CkError(-1, f"input '{spec.name}' must have shape {list(spec.shape)}, got {list(a.shape)}")
+            if a.dtype != spec.dtype:
+                if np.can_cast(a.dtype, spec.dtype, casting="same_kind"):
+                    a = a.astype(spec.dtype)
+                else:
+                    raise CkError(-1, f"input '{spec.name}' must be {np.dtype(spec.dtype).name}, got {a.dtype}")
+            arrays.append(np.ascontiguousarray(a))
+        return arrays
+
     def bind(self, *inputs):
         """A zero-argument function running the graph on these inputs into fixed output arrays (returned
         as `.outputs`): the per-call cost is one C call, for benchmarks and tight loops."""
         outs = [np.empty(s.shape, s.dtype) for s in self.outputs]
-        arrays = [np.ascontiguousarray(np.asarray(x, dtype=s.dtype)) for s, x in zip(self.inputs, inputs)]
+        arrays = self.prepare(*inputs)
         self.run(*arrays, out=outs)  # validates once
         in_p = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
         out_p = (ctypes.c_void_p * max(1, len(outs)))(*[o.ctypes.data for o in outs])
@@ -122,5 +129,9 @@ class GraphModel(_Handle):
         return call
 
     def __call__(self, *inputs):
+        """numpy in, numpy out; torch tensors in, torch tensors out (sharing the result arrays)."""
         outs = self.run(*inputs)
+        if any(is_torch(x) for x in inputs):
+            import torch
+            outs = [torch.from_numpy(o) for o in outs]
         return outs[0] if len(outs) == 1 else tuple(outs)

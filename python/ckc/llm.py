@@ -38,6 +38,22 @@ _SIGNATURES = {
 }
 
 
+def is_torch(x):
+    t = type(x)
+    return t.__module__.startswith("torch") and t.__name__ in ("Tensor", "Parameter")
+
+
+def as_numpy(x):
+    """numpy view of x: numpy arrays as they are, torch tensors through .numpy() (the same memory for a
+    CPU tensor), anything else through np.asarray."""
+    if is_torch(x):
+        x = x.detach()
+        if x.device.type != "cpu":
+            raise CkError(-1, f"a {x.device} tensor: ckc runs on the CPU, pass tensor.cpu()")
+        return x.numpy()
+    return np.asarray(x)
+
+
 class _Handle:
     """A C handle freed by `_free` on close(), on `with` exit and on garbage collection."""
     h = None
@@ -92,7 +108,7 @@ class LlmModel(_Handle):
         return self._check(self.lib.ck_model_get_threads(self.h))
 
     def embed(self, tokens):
-        arr = np.ascontiguousarray(tokens, dtype=np.int32)
+        arr = np.ascontiguousarray(as_numpy(tokens), dtype=np.int32)
         self._check(self.lib.ck_model_embed_tokens(self.h, arr.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), arr.size))
 
     def logits(self):
@@ -103,10 +119,15 @@ class LlmModel(_Handle):
         return np.ctypeslib.as_array(ptr, shape=(n, self.vocab_size)).copy()
 
     def forward(self, tokens):
-        """Logits [len(tokens), vocab] for every position. Appends to the KV cache when it is enabled."""
+        """Logits [len(tokens), vocab] for every position (a torch tensor when `tokens` is one, else numpy).
+        Appends to the KV cache when it is enabled."""
         self.embed(tokens)
         self._check(self.lib.ck_model_forward(self.h))
-        return self.logits()
+        out = self.logits()
+        if is_torch(tokens):
+            import torch
+            return torch.from_numpy(out)
+        return out
 
     def kv_cache_enable(self, capacity):
         self._check(self.lib.ck_model_kv_cache_enable(self.h, int(capacity)))
@@ -129,7 +150,7 @@ class LlmModel(_Handle):
 
     def generate(self, prompt_tokens, max_new_tokens, temperature=0.0, top_k=None, top_p=None, seed=None):
         """Prompt ids + up to max_new_tokens sampled ids (greedy when temperature == 0), via the KV cache."""
-        prompt = [int(t) for t in prompt_tokens]
+        prompt = [int(t) for t in as_numpy(prompt_tokens).reshape(-1)]
         if not prompt:
             raise ValueError("generate: the prompt needs at least one token")
         steps = min(max_new_tokens, self.context_length - len(prompt))

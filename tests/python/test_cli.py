@@ -32,7 +32,8 @@ def test_help_and_version():
     out = ckc_run("--help").stdout
     for word in ("compile", "inspect", "random-weights", "Exit codes"):
         assert word in out
-    assert "cc -O3 -fPIC -shared -I runtime/include" in ckc_run("compile", "--help").stdout
+    assert 'cc -O3 -fPIC -shared -I "$(ckc --include-dir)"' in ckc_run("compile", "--help").stdout
+    assert ckc_run("--include-dir").stdout.strip() == os.path.join(ROOT, "runtime", "include") == ckc.include_dir()
     assert re.match(r"ckc \d+\.\d+\.\d+", ckc_run("--version").stdout)
 
 
@@ -84,12 +85,17 @@ def test_generated_c_is_warning_free_c99(build, config):
     sh("cc -std=c99 -Wall -Wextra -pedantic -Werror -fopenmp -fsyntax-only -I runtime/include " + " ".join(kernels))
 
 
-def test_the_documented_cc_line_from_the_repo_root(tmp_path):
-    out = tmp_path / "out"
-    ckc_run("compile", "models/tiny-llama/config.json", "-o", str(out / "model.c"))
-    sh(f"cc -O3 -fPIC -shared -I runtime/include {out}/model.c $(cat {out}/model.c.kernels) "
-       f"-lopenblas -lm -fopenmp -o {out}/libmodel.so")
-    assert (out / "libmodel.so").exists()
+def test_the_documented_cc_line_from_any_folder(tmp_path):
+    """`python -m ckc` (what the `ckc` command runs) from a folder outside the checkout, then the README's
+    cc line with -I "$(ckc --include-dir)" and relative paths."""
+    import sys
+    cfg = os.path.join(ROOT, "models", "tiny-llama", "config.json")
+    ckc_cmd = f"{sys.executable} -m ckc"
+    sh(f"{ckc_cmd} compile {cfg} -o out/model.c", cwd=tmp_path)
+    sh(f'cc -O3 -fPIC -shared -I "$({ckc_cmd} --include-dir)" out/model.c $(cat out/model.c.kernels) '
+       f"-lopenblas -lm -fopenmp -o out/libmodel.so", cwd=tmp_path)
+    assert (tmp_path / "out" / "libmodel.so").exists()
+    assert "-I \"$(ckc --include-dir)\"" in (tmp_path / "out" / "model.c").read_text()
 
 
 def test_main_executable_and_build_examples_generate_like_python(build, tmp_path):

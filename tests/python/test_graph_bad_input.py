@@ -120,3 +120,21 @@ def test_run_time_errors_name_the_input(exported, tmp_path):
         ckc.GraphModel(so, str(tmp_path / "broken.safetensors"))
     with pytest.raises(ckc.CkError, match="ck_graph_init: .*does-not-exist"):
         ckc.GraphModel(so, str(tmp_path / "does-not-exist.safetensors"))
+
+
+def test_a_broken_environment_says_what_to_run(monkeypatch):
+    """No numpy: `import ckc` says what to install; a torch older than 2.x: ckc.export says it needs 2.x."""
+    import sys
+    p = subprocess.run([sys.executable, "-c", "import sys; sys.modules['numpy'] = None; import ckc"],
+                       capture_output=True, text=True)
+    assert p.returncode != 0 and "ckc needs numpy" in p.stderr and "install_deps.sh" in p.stderr
+
+    import types
+    ex = sys.modules["ckc.export"]  # the module (ckc.export is the function)
+    old = types.SimpleNamespace(__version__="1.13.1")
+    monkeypatch.setitem(sys.modules, "torch", old)
+    with pytest.raises(ckc.ExportError, match=r"needs PyTorch 2.x.*torch 1.13.1.*install_deps.sh"):
+        ex.require_torch()
+    monkeypatch.setitem(sys.modules, "torch", None)  # not installed
+    with pytest.raises(ckc.ExportError, match=r"needs PyTorch 2.x, which is not installed"):
+        ex.require_torch()

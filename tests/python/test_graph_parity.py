@@ -138,3 +138,40 @@ def test_threads_and_repeated_calls(compile_graph):
         for _ in range(3):
             assert max_diff(g(x.numpy()), ref) < TOL
         g.close()
+
+
+def test_torch_tensors_in_and_out_without_copies(compile_graph):
+    m = randomize(MLP(16, 24), seed=7)
+    x = torch.randn(3, 16)
+    g = compile_graph("mlp_torch", m, (x,)).model()
+    a = g.prepare(x)[0]
+    assert a.ctypes.data == x.data_ptr()  # a contiguous CPU float32 tensor is read in place
+    strided = torch.randn(16, 3).t()       # not contiguous: copied, same values
+    assert g.prepare(strided)[0].ctypes.data != strided.data_ptr()
+    y = g(x)
+    assert isinstance(y, torch.Tensor) and y.dtype == torch.float32 and y.shape == (3, 16)
+    assert max_diff(y.numpy(), g(x.numpy())) == 0.0
+    assert max_diff(g(strided).numpy(), eager(m, strided.contiguous())) < TOL
+    with torch.no_grad():
+        assert max_diff(y.numpy(), m(x).numpy()) < TOL
+    p = torch.nn.Parameter(x.clone())      # requires_grad: detached, not refused
+    assert max_diff(g(p).numpy(), y.numpy()) == 0.0
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_torch_transformer_encoder(compile_graph, norm_first, activation):
+    """nn.TransformerEncoder of three nn.TransformerEncoderLayer (batch_first, eval mode): the layers fold
+    into one block with one fused attention."""
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.1, activation=activation, batch_first=True,
+                                             norm_first=norm_first)
+    m = randomize(torch.nn.TransformerEncoder(layer, 3, enable_nested_tensor=False), seed=3)
+    x = torch.randn(2, 7, 32, generator=torch.Generator().manual_seed(4))
+    c = compile_graph(f"encoder_{int(norm_first)}_{activation}", m, (x,))
+    assert max_diff(c.model()(x).numpy(), eager(m, x)) < TOL
+    ins = c.inspect()
+    assert ins["block"]["layers"] == 3
+    block = op_counts({"header": {"nodes": []}, "block": ins["block"], "footer": {"nodes": []}})
+    assert block["ATTENTION"] == 1 and block["LAYERNORM"] == 2, block
+    assert "SOFTMAX" not in block
+    assert ("GELU" in block) == (activation == "gelu") and ("BIAS_RELU" in block) == (activation == "relu")

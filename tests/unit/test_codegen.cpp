@@ -54,7 +54,7 @@ TEST_CASE("codegen: frontmatter, sections, the layer loop", "[codegen]")
     CHECK(std::regex_search(src, std::regex("source  : .* \\(fnv1a64 [0-9a-f]{16}\\)")));
     CHECK_THAT(src, Contains("passes  : eliminate_reshapes, absorb_blas, constant_fold, absorb_causal_mask, fuse_dags, fuse_patterns, "
                                  "fuse_matmul_add, fuse_parallel_linears, dce"));
-    CHECK_THAT(src, Contains("cc -O3 -fPIC -shared -I runtime/include model.c $(cat model.c.kernels) -lopenblas -lm -fopenmp"));
+    CHECK_THAT(src, Contains("cc -O3 -fPIC -shared -I \"$(ckc --include-dir)\" model.c $(cat model.c.kernels) -lopenblas -lm -fopenmp"));
     CHECK_THAT(src, Contains("static int ck_header(ck_model *m, int layer, int T, int pos0)"));
     CHECK_THAT(src, Contains("static int ck_footer(ck_model *m, int layer, int T, int pos0)"));
     CHECK_THAT(src, Contains("for (layer = 0; rc == CK_OK && layer < CK_N_LAYERS; layer++) rc = ck_block(m, layer, T, pos0);"));

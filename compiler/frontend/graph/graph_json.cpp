@@ -161,7 +161,7 @@ Program build_from_graph_json(const std::string &path)
     }
     if (!doc.is_object()) r.fail("the top level must be an object");
     if (!doc.contains("schema") || doc["schema"] != "ckc.graph")
-        r.fail("not a ckc graph: \"schema\" must be \"ckc.graph\" (write it with scripts/ckc/export.py)");
+        r.fail("not a ckc graph: \"schema\" must be \"ckc.graph\" (write it with ckc.export)");
     const json &ver = r.field(doc, "version", json::value_t::number_integer, "top level");
     if (ver.get<int64_t>() != kSchemaVersion)
         r.fail(fmt::format("schema version {} is not supported: this ckc reads version {}{}", ver.get<int64_t>(),

@@ -1,5 +1,5 @@
 // graph_json.h — the exported-graph front end: graph.json (written by
-// scripts/ckc/export.py, schema in docs/graph-schema.md) -> Program.
+// ckc.export (python/ckc/export.py), schema in docs/graph-schema.md) -> Program.
 //
 // The file is validated completely before anything is built: schema and
 // version, unique names, known ops and arities, inputs that exist, no
