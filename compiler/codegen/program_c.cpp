@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "ck_safetensors.h"  // CK_WEIGHT_MAX_PARTS, CK_WEIGHT_MAX_DIMS
 #include "codegen/emit.h"
 #include "support/error.h"
 #include "support/util.h"
@@ -53,6 +54,12 @@ private:
 std::string spec_row(const std::string &strct, const WeightField &f)
 {
     const Tensor &t = *f.t;
+    if (t.source.parts.empty() || t.source.parts.size() > CK_WEIGHT_MAX_PARTS ||
+        t.source.part_shapes[0].size() > CK_WEIGHT_MAX_DIMS)
+        throw Error(ErrorKind::Internal, fmt::format("weight '{}': {} parts of rank {}; the loader takes 1..{} of "
+                                                     "rank <= {}", t.name, t.source.parts.size(),
+                                                     t.source.part_shapes.empty() ? 0 : t.source.part_shapes[0].size(),
+                                                     CK_WEIGHT_MAX_PARTS, CK_WEIGHT_MAX_DIMS));
     std::vector<std::string> names, shapes;
     for (size_t i = 0; i < t.source.parts.size(); i++) {
         names.push_back("\"" + replace_all(replace_all(t.source.parts[i], "%", "%%"), "{L}", "%d") + "\"");

@@ -11,12 +11,16 @@
 // The slices are column views (no copy): the rewrite only fires when every
 // reader of every product accepts a row-strided input (OpDef::strided).
 //
+// More than CK_WEIGHT_MAX_PARTS GEMMs (what the weight loader concatenates)
+// fuse in runs of that many.
+//
 // Left alone: GEMMs whose B is not a weight or is stored transposed (Conv1D),
-// a mix of biased and unbiased
-// GEMMs, GEMMs with a full-size addend (a residual), products that are graph
-// outputs, and groups of one.
+// a mix of biased and unbiased GEMMs, GEMMs with a full-size addend (a
+// residual), products that are graph outputs, and groups of one.
+#include <algorithm>
 #include <map>
 
+#include "ck_safetensors.h"  // CK_WEIGHT_MAX_PARTS
 #include "passes/pass.h"
 #include "support/util.h"
 
@@ -82,7 +86,7 @@ bool fuse_group(Graph &g, const std::vector<std::string> &node_names)
         outputs.push_back(n.output);
         origins.push_back(n.origin);
     }
-    if (weights.size() + biases.size() > 2 * 4) return false;  // runtime loader: at most 4 parts
+    if (weights.size() > CK_WEIGHT_MAX_PARTS) return false;  // the runtime loader concatenates this many parts
     for (const auto &w : weights)  // the loader concatenates plain parts; transposed ones load alone
         if (g.tensor(w).source.parts.size() != 1 || g.tensor(w).source.transposed) return false;
 
@@ -142,9 +146,15 @@ bool fuse_parallel_linears(Graph &g)
         if (!groups.count(key)) order.push_back(key);
         groups[key].push_back(n.name);
     }
+    // the loader concatenates at most CK_WEIGHT_MAX_PARTS parts: larger groups fuse in runs of that many
     bool changed = false;
-    for (const auto &key : order)
-        if (groups[key].size() >= 2) changed |= fuse_group(g, groups[key]);
+    for (const auto &key : order) {
+        const std::vector<std::string> &all = groups[key];
+        for (size_t at = 0; at + 1 < all.size(); at += CK_WEIGHT_MAX_PARTS) {
+            size_t end = std::min(all.size(), at + CK_WEIGHT_MAX_PARTS);
+            if (end - at >= 2) changed |= fuse_group(g, {all.begin() + at, all.begin() + end});
+        }
+    }
     return changed;
 }
 

@@ -75,24 +75,24 @@ def _module_path(stack):
     return path.replace("_modules['", "").replace("']", "").strip(".")
 
 
-# Ops kept whole through the core ATen decompositions: ckc lowers them itself
-# (the decomposition of scaled_dot_product_attention adds a guard for fully
-# masked rows — any / logical_not / where — that would hide the attention;
-# silu would become x * sigmoid(x).
-_PRESERVED = ("scaled_dot_product_attention.default", "silu.default")
+def _preserved(torch):
+    """Ops kept whole through the core ATen decompositions, because ckc lowers them better itself:
+    scaled_dot_product_attention (its decomposition adds a guard for fully masked rows — any /
+    logical_not / where — that would hide the attention) and silu (it would become x * sigmoid(x))."""
+    aten = torch.ops.aten
+    return (aten.scaled_dot_product_attention.default, aten.silu.default)
 
 
 def _capture(model, args):
-    """torch.export + core ATen decompositions (minus _PRESERVED).
+    """torch.export + core ATen decompositions (but _preserved ops).
 
     Returns (graph module, user-input placeholders, {placeholder: example}, {node: (name, tensor)} for
     parameters, buffers and constants, the set of parameter nodes, the return value's pytree spec)."""
     import torch
     ep = torch.export.export(model, tuple(args))
     table = torch.export.default_decompositions()
-    for name in _PRESERVED:
-        op = getattr(torch.ops.aten, name.split(".")[0])
-        table.pop(getattr(op, name.split(".")[1]), None)
+    for op in _preserved(torch):
+        table.pop(op, None)
     ep = ep.run_decompositions(table)
     gm = ep.graph_module
     for n in gm.graph.nodes:

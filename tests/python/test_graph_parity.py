@@ -175,3 +175,25 @@ def test_torch_transformer_encoder(compile_graph, norm_first, activation):
     assert block["ATTENTION"] == 1 and block["LAYERNORM"] == 2, block
     assert "SOFTMAX" not in block
     assert ("GELU" in block) == (activation == "gelu") and ("BIAS_RELU" in block) == (activation == "relu")
+
+
+class FiveBranches(torch.nn.Module):
+    """Five bias-free projections of one input, each read by another GEMM: more parallel GEMMs than the
+    weight loader concatenates (CK_WEIGHT_MAX_PARTS = 4)."""
+
+    def __init__(self, n=5):
+        super().__init__()
+        self.inp = torch.nn.ModuleList(torch.nn.Linear(16, 8, bias=False) for _ in range(n))
+        self.out = torch.nn.ModuleList(torch.nn.Linear(8, 4, bias=False) for _ in range(n))
+
+    def forward(self, x):
+        return sum(o(i(x)) for i, o in zip(self.inp, self.out))
+
+
+def test_more_parallel_gemms_than_the_loader_takes(compile_graph):
+    m = randomize(FiveBranches(), seed=9)
+    x = torch.randn(3, 16)
+    c = compile_graph("five_branches", m, (x,))
+    assert max_diff(c.model()(x).numpy(), eager(m, x)) < TOL
+    fused = [n for n in c.inspect()["header"]["nodes"] if n["op"] == "MATMUL" and "," in n["inputs"][1]]
+    assert fused, "the parallel GEMMs did not fuse"

@@ -1,6 +1,7 @@
 // Passes: graph in -> expected graph out, including the cases each pass must leave alone.
 #include "helpers.h"
 
+#include "ck_safetensors.h"
 #include "passes/pass.h"
 #include "support/util.h"
 
@@ -133,6 +134,38 @@ TEST_CASE("fuse_parallel_linears: leaves alone readers that need contiguous rows
     for (const Node &n : p.block.nodes()) matmuls += n.op == Op::MATMUL;
     CHECK(matmuls == 7);  // nothing fused: every projection still has its own GEMM
     CHECK(p.block.has_tensor("self_attn.q_proj.weight"));
+}
+
+TEST_CASE("fuse_parallel_linears: more GEMMs than the loader's parts fuse in runs of CK_WEIGHT_MAX_PARTS",
+          "[passes]")
+{
+    for (int count : {5, 8, 9}) {
+        G t;
+        t.act("x", {kTokens, 8}, Storage::Carry);
+        std::vector<std::string> outs;
+        for (int i = 0; i < count; i++) {
+            std::string w = "w" + std::to_string(i), y = "y" + std::to_string(i);
+            t.weight(w, {4, 8});
+            t.node(Op::MATMUL, {"x", w}, y, {{"transpose_b", int64_t(1)}});
+            outs.push_back(y);
+        }
+        for (int i = 0; i < count; i++) {  // each read by a GEMM, which takes a row-strided view
+            std::string v = "v" + std::to_string(i), z = "z" + std::to_string(i);
+            t.weight(v, {2, 4});
+            t.node(Op::MATMUL, {outs[i], v}, z, {{"transpose_b", int64_t(1)}});
+            t.g.mark_output(z);
+        }
+        CHECK(fuse_parallel_linears(t.g));
+        t.g.verify("test");
+        std::vector<size_t> parts;
+        for (const Node &n : t.g.nodes())
+            if (n.op == Op::MATMUL && n.inputs[0] == "x") parts.push_back(t.g.tensor(n.inputs[1]).source.parts.size());
+        for (size_t k : parts) CHECK(k <= CK_WEIGHT_MAX_PARTS);
+        size_t total = 0;
+        for (size_t k : parts) total += k;
+        CHECK(total == static_cast<size_t>(count));
+        CHECK(parts.size() == static_cast<size_t>((count + CK_WEIGHT_MAX_PARTS - 1) / CK_WEIGHT_MAX_PARTS));
+    }
 }
 
 TEST_CASE("fuse_parallel_linears: GEMMs of different inputs do not group", "[passes]")
