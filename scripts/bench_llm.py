@@ -25,6 +25,7 @@ import sys
 import time
 
 import ckc
+from ckc import safetensors
 from ckc.contenders import configure_torch, worker_env
 
 
@@ -158,7 +159,7 @@ def main():
         row = f"{what + ' ' + str(n):18}" + "".join(f"{rate[k][what]:13.1f}" for k in kinds)
         row += "".join(f"{rate[kinds[0]][what] / rate[k][what]:19.2f}x" for k in kinds[1:])
         print(row)
-    n_params = sum(v.size for v in ckc.safetensors.load(weights).values())
+    n_params = sum(v.size for v in safetensors.load(weights).values())
     print(f"decode streams {n_params * 4 / 1e6:.0f} MB of f32 weights per token: "
           f"{n_params * 4 * rate[kinds[0]]['decode'] / 1e9:.1f} GB/s for {kinds[0]}")
 

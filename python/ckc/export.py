@@ -88,12 +88,16 @@ def _capture(model, args):
 
     Returns (graph module, user-input placeholders, {placeholder: example}, {node: (name, tensor)} for
     parameters, buffers and constants, the set of parameter nodes, the return value's pytree spec)."""
+    import warnings
+
     import torch
-    ep = torch.export.export(model, tuple(args))
-    table = torch.export.default_decompositions()
-    for op in _preserved(torch):
-        table.pop(op, None)
-    ep = ep.run_decompositions(table)
+    with warnings.catch_warnings():  # torch's own pytree deprecation, nothing a caller can act on
+        warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+        ep = torch.export.export(model, tuple(args))
+        table = torch.export.default_decompositions()
+        for op in _preserved(torch):
+            table.pop(op, None)
+        ep = ep.run_decompositions(table)
     gm = ep.graph_module
     for n in gm.graph.nodes:
         n.meta["ck_module"] = _module_path(n.meta.get("nn_module_stack"))
