@@ -530,8 +530,8 @@ int ck_weights_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int lay
     size_t numel[CK_WEIGHT_MAX_PARTS], total = 0;
     int i, in_place = 1;
     float *buf, *w;
-    if (spec->n_parts < 1 || spec->n_parts > CK_WEIGHT_MAX_PARTS || spec->ndim < 1 || spec->ndim > CK_WEIGHT_MAX_DIMS) {
-        seterr(err, errlen, "weight spec '%s': %d parts of rank %d (1..%d parts of rank 1..%d supported)",
+    if (spec->n_parts < 1 || spec->n_parts > CK_WEIGHT_MAX_PARTS || spec->ndim < 0 || spec->ndim > CK_WEIGHT_MAX_DIMS) {
+        seterr(err, errlen, "weight spec '%s': %d parts of rank %d (1..%d parts of rank 0..%d supported)",
                spec->n_parts > 0 ? spec->names[0] : "?", spec->n_parts, spec->ndim, CK_WEIGHT_MAX_PARTS,
                CK_WEIGHT_MAX_DIMS);
         return -1;

@@ -240,6 +240,13 @@ TEST_CASE("weights: load, convert, concatenate, and name what is wrong", "[io]")
     CHECK(ck_weights_load(ck, &dtype, -1, &w, &store, err, sizeof err) != 0);
     CHECK_THAT(std::string(err), Contains("'ids'"));
     CHECK_THAT(std::string(err), Contains("I64"));
+    // a malformed table (more parts than the arrays hold, no part) is refused before any array is read
+    ck_weight_spec none = {0, 0, {"h"}, 1, {{4}}};
+    CHECK(ck_weights_load(ck, &none, -1, &w, &store, err, sizeof err) != 0);
+    CHECK_THAT(std::string(err), Contains("0 parts"));
+    ck_weight_spec many = {0, CK_WEIGHT_MAX_PARTS + 1, {"h"}, 1, {{4}}};
+    CHECK(ck_weights_load(ck, &many, -1, &w, &store, err, sizeof err) != 0);
+    CHECK_THAT(std::string(err), Contains("5 parts"));
 
     ck_weight_store_free(&store);
     ck_checkpoint_close(ck);
