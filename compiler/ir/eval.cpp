@@ -3,6 +3,8 @@
 // scalars) or folded once at compile time.
 #include "ir/eval.h"
 
+#include <math.h>  // the CK_UNARY_OPS formulas call exp, tanh, ... unqualified
+
 #include <cmath>
 #include <limits>
 
@@ -94,17 +96,15 @@ bool eval_binary(const Node &n, const ConstInputs &in, ConstData &out)
 
 bool eval_unary(const Node &n, const ConstInputs &in, ConstData &out)
 {
+    const double p = n.f("exponent", 0.0);
     out.v.resize(in[0]->v.size());
     for (size_t i = 0; i < in[0]->v.size(); i++) {
         double x = in[0]->v[i], y;
         switch (n.op) {
-        case Op::RELU: y = x > 0 ? x : 0; break;
-        case Op::SILU: y = x / (1 + std::exp(-x)); break;
-        case Op::TANH: y = std::tanh(x); break;
-        case Op::EXP: y = std::exp(x); break;
-        case Op::RSQRT: y = 1 / std::sqrt(x); break;
-        case Op::NEG: y = -x; break;
-        case Op::POW: y = std::pow(x, n.f("exponent")); break;
+#define CK_UNARY_EVAL(name, formula) \
+        case Op::name: y = formula; break;
+        CK_UNARY_OPS(CK_UNARY_EVAL)  // the formulas of runtime/include/ck_kernels.h, with p the exponent
+#undef CK_UNARY_EVAL
         case Op::GELU: y = n.s("act") == "gelu_tanh" ? gelu_tanh(x) : 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); break;
         default: return false;
         }

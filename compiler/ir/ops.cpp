@@ -177,22 +177,9 @@ void gelu_emit(EmitCtx &c)
 {
     c.w.line(fmt::format("ck_gelu({}, {}, {}, {});", c.out(), c.in(0), c.numel(c.n.output), act_enum(c.n)));
 }
-std::string unop_enum(Op op)
-{
-    switch (op) {
-    case Op::RELU: return "CK_UN_RELU";
-    case Op::SILU: return "CK_UN_SILU";
-    case Op::TANH: return "CK_UN_TANH";
-    case Op::EXP: return "CK_UN_EXP";
-    case Op::RSQRT: return "CK_UN_RSQRT";
-    case Op::NEG: return "CK_UN_NEG";
-    case Op::POW: return "CK_UN_POW";
-    default: internal_error(std::string("not a unary op: ") + op_name(op));
-    }
-}
 void unary_emit(EmitCtx &c)
 {
-    c.w.line(fmt::format("ck_unary({}, {}, {}, {}, {});", c.out(), c.in(0), c.numel(c.n.output), unop_enum(c.n.op),
+    c.w.line(fmt::format("ck_unary({}, {}, {}, CK_UN_{}, {});", c.out(), c.in(0), c.numel(c.n.output), op_name(c.n.op),
                          c_float(c.n.f("exponent", 0.0))));
 }
 
@@ -726,6 +713,7 @@ struct Def {
     Def &fold_only() { d.fold_only = true; return *this; }
     Def &scratch(int64_t (*f)(const Node &, const Inputs &)) { d.scratch = f; return *this; }
     Def &any_dtype(uint32_t bits) { d.any_dtype = bits; return *this; }
+    Def &elementwise() { d.elementwise = true; return *this; }
 };
 
 const char *const K_EMB = "kernels/embedding.c", *const K_NORM = "kernels/norm.c", *const K_LIN = "kernels/linear.c",
@@ -742,26 +730,24 @@ std::vector<OpDef> build_table()
         Def("LAYERNORM", 3, 3, layernorm_shape, layernorm_emit, {K_NORM}).inplace({0}),
         Def("MATMUL", 2, 2, matmul_shape, matmul_emit, {K_LIN}).strided(in0 | kStridedOut),
         Def("MATMUL_ADD", 3, 4, matmul_shape, matmul_emit, {K_LIN}).inplace({2}).strided(in0 | in2 | kStridedOut),
-        Def("ADD", 1, 2, binary_shape, binary_emit, {K_EW, K_BIN}).dtype(binary_dtype).inplace({0, 1}).eval(eval_binary),
-        Def("SCALE", 1, 1, same_shape, scale_emit, {K_EW}).inplace({0}),
-        Def("SOFTCAP", 1, 1, same_shape, softcap_emit, {K_EW}).inplace({0}),
+        Def("ADD", 1, 2, binary_shape, binary_emit, {K_EW, K_BIN}).dtype(binary_dtype).inplace({0, 1}).eval(eval_binary).elementwise(),
+        Def("SCALE", 1, 1, same_shape, scale_emit, {K_EW}).inplace({0}).elementwise(),
+        Def("SOFTCAP", 1, 1, same_shape, softcap_emit, {K_EW}).inplace({0}).elementwise(),
         Def("SLICE", 1, 1, slice_shape, slice_emit, {K_LAY}).dtype(same_dtype).view(slice_view).strided(in0 | kStridedOut).eval(eval_slice).any_dtype(all_inputs),
         Def("ROPE", 1, 1, rope_shape, rope_emit, {K_ROPE}).inplace({0}).strided(in0 | kStridedOut),
         Def("KV_STORE", 2, 2, kv_store_shape, kv_store_emit, {K_ATT}).strided(in0 | in1).side_effects(),
         Def("KV_ATTENTION", 2, 2, kv_attention_shape, kv_attention_emit, {K_ATT}).strided(in0 | kStridedOut),
-        Def("GELU", 1, 1, gelu_shape, gelu_emit, {K_EW}).inplace({0}).eval(eval_unary),
+        Def("GELU", 1, 1, gelu_shape, gelu_emit, {K_EW}).inplace({0}).eval(eval_unary).elementwise(),
         Def("GLU", 2, 2, glu_shape, glu_emit, {K_EW}).inplace({0, 1}).strided(in0 | in1 | kStridedOut),
         // ---- graph ops
-        Def("SUB", 1, 2, binary_shape, binary_emit, {K_BIN}).dtype(binary_dtype).inplace({0, 1}).eval(eval_binary),
-        Def("MUL", 1, 2, binary_shape, binary_emit, {K_BIN}).dtype(binary_dtype).inplace({0, 1}).eval(eval_binary),
-        Def("DIV", 1, 2, binary_shape, binary_emit, {K_BIN}).dtype(binary_dtype).inplace({0, 1}).eval(eval_binary),
-        Def("POW", 1, 1, same_shape, unary_emit, {K_EW}).inplace({0}).eval(eval_unary),
-        Def("RELU", 1, 1, same_shape, unary_emit, {K_EW}).inplace({0}).eval(eval_unary),
-        Def("SILU", 1, 1, same_shape, unary_emit, {K_EW}).inplace({0}).eval(eval_unary),
-        Def("TANH", 1, 1, same_shape, unary_emit, {K_EW}).inplace({0}).eval(eval_unary),
-        Def("EXP", 1, 1, same_shape, unary_emit, {K_EW}).inplace({0}).eval(eval_unary),
-        Def("RSQRT", 1, 1, same_shape, unary_emit, {K_EW}).inplace({0}).eval(eval_unary),
-        Def("NEG", 1, 1, same_shape, unary_emit, {K_EW}).inplace({0}).eval(eval_unary),
+        Def("SUB", 1, 2, binary_shape, binary_emit, {K_BIN}).dtype(binary_dtype).inplace({0, 1}).eval(eval_binary).elementwise(),
+        Def("MUL", 1, 2, binary_shape, binary_emit, {K_BIN}).dtype(binary_dtype).inplace({0, 1}).eval(eval_binary).elementwise(),
+        Def("DIV", 1, 2, binary_shape, binary_emit, {K_BIN}).dtype(binary_dtype).inplace({0, 1}).eval(eval_binary).elementwise(),
+        // every row of CK_UNARY_OPS (runtime/include/ck_kernels.h), in that order
+#define CK_UNARY_DEF(name, formula) \
+        Def(#name, 1, 1, same_shape, unary_emit, {K_EW}).inplace({0}).eval(eval_unary).elementwise(),
+        CK_UNARY_OPS(CK_UNARY_DEF)
+#undef CK_UNARY_DEF
         Def("SOFTMAX", 1, 1, same_shape, softmax_emit, {K_RED}).inplace({0}),
         Def("REDUCE_SUM", 1, 1, reduce_shape, reduce_emit, {K_RED}).eval(eval_reduce),
         Def("REDUCE_MEAN", 1, 1, reduce_shape, reduce_emit, {K_RED}).eval(eval_reduce),
@@ -794,7 +780,7 @@ const std::vector<OpDef> &table()
     static const std::vector<OpDef> t = [] {
         std::vector<OpDef> defs = build_table();
         const char *names[] = {
-#define CK_OP_STR(name) #name,
+#define CK_OP_STR(name, ...) #name,
             CK_OPS(CK_OP_STR)
 #undef CK_OP_STR
         };
@@ -822,7 +808,7 @@ std::optional<Op> op_from_name(const std::string &name)
 std::vector<Op> all_ops()
 {
     std::vector<Op> out;
-#define CK_OP_LIST(name) out.push_back(Op::name);
+#define CK_OP_LIST(name, ...) out.push_back(Op::name);
     CK_OPS(CK_OP_LIST)
 #undef CK_OP_LIST
     return out;

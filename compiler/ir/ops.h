@@ -4,16 +4,26 @@
 // strides / side effects / scratch), the reference evaluator used by constant
 // folding, the C emitter and the runtime kernel files it calls.
 //
-// How to add an op: add it to CK_OPS, write its OpDef entry in ir/ops.cpp
-// (an evaluator in ir/eval.cpp if it should fold), write the kernel (with a
-// *_ref twin) in runtime/kernels/, and add a row to tests/unit/test_kernels.cpp.
-// Nothing else should need to change.
+// How to add an op:
+//   * an elementwise unary op (SIGMOID, SOFTPLUS, ...): one row in
+//     CK_UNARY_OPS (runtime/include/ck_kernels.h) with its formula, and one
+//     row in kUnaryPoints (tests/unit/test_graph_kernels.cpp; a test fails for
+//     an op without one). The IR op, its shape rule, constant evaluator,
+//     emitter and kernel all come from the row. For exported graphs, map the
+//     ATen op to it in python/ckc/export.py (_HANDLERS).
+//   * any other op: add it to CK_OPS, write its OpDef entry in ir/ops.cpp
+//     (flags: inplace, strided, elementwise, any_dtype...; an evaluator in
+//     ir/eval.cpp if it should fold), write the kernel (with a *_ref twin) in
+//     runtime/kernels/, and add a row to the kernel tests.
+// Passes read the flags; nothing else should need to change.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "ck_kernels.h"  // CK_UNARY_OPS: the elementwise unary ops, one row each
 
 namespace ckc {
 
@@ -38,13 +48,7 @@ namespace ckc {
     X(SUB)           /* (a, b) or (a) - scalar (attr reverse: scalar - a)                     */ \
     X(MUL)           /* (a, b) or (a) * scalar                                                */ \
     X(DIV)           /* (a, b) or (a) / scalar (attr reverse: scalar / a)                     */ \
-    X(POW)           /* (x) -> x ^ exponent                                                   */ \
-    X(RELU)          /* (x) -> max(x, 0)                                                      */ \
-    X(SILU)          /* (x) -> x * sigmoid(x)                                                 */ \
-    X(TANH)          /* (x) -> tanh(x)                                                        */ \
-    X(EXP)           /* (x) -> exp(x)                                                         */ \
-    X(RSQRT)         /* (x) -> 1 / sqrt(x)                                                    */ \
-    X(NEG)           /* (x) -> -x                                                             */ \
+    CK_UNARY_OPS(X)  /* (x) -> formula(x): RELU SILU TANH EXP RSQRT NEG POW... (ck_kernels.h)  */ \
     X(SOFTMAX)       /* (x) -> softmax along axis                                             */ \
     X(REDUCE_SUM)    /* (x) -> sum along axis (attr keepdim)                                  */ \
     X(REDUCE_MEAN)   /* (x) -> mean along axis                                                */ \
@@ -68,12 +72,12 @@ namespace ckc {
     X(TRIL)          /* (x) -> x with zeros above diagonal + attr diagonal                    */
 
 enum class Op {
-#define CK_OP_ENUM(name) name,
+#define CK_OP_ENUM(name, ...) name,
     CK_OPS(CK_OP_ENUM)
 #undef CK_OP_ENUM
 };
 
-#define CK_OP_COUNT(name) +1
+#define CK_OP_COUNT(name, ...) +1
 constexpr size_t kNumOps = 0 CK_OPS(CK_OP_COUNT);
 #undef CK_OP_COUNT
 
@@ -119,6 +123,9 @@ struct OpDef {
     // nullptr when the op is not folded.
     bool (*eval)(const Node &n, const std::vector<const ConstData *> &in, ConstData &out) = nullptr;
     bool fold_only = false;  // has no kernel: must be folded away before codegen
+    // Each output element depends only on the same element of input 0 (and a scalar or a broadcast
+    // operand): reshapes may move across it (eliminate_reshapes).
+    bool elementwise = false;
     // Scratch bytes the kernel needs while it runs (planned into the arena).
     int64_t (*scratch)(const Node &n, const Inputs &in) = nullptr;
     void (*emit)(EmitCtx &c) = nullptr;

@@ -157,21 +157,10 @@ bool unflatten_matmul(Graph &g, const Node &mm)
     return true;
 }
 
-bool elementwise(Op op)
-{
-    switch (op) {
-    case Op::ADD: case Op::SUB: case Op::MUL: case Op::DIV: case Op::RELU: case Op::SILU: case Op::TANH:
-    case Op::EXP: case Op::RSQRT: case Op::NEG: case Op::POW: case Op::GELU: case Op::SCALE: case Op::SOFTCAP:
-        return true;
-    default:
-        return false;
-    }
-}
-
 // op(RESHAPE(y), [v]) -> RESHAPE(op(y, [v])) for elementwise ops.
 bool sink(Graph &g, const Node &n)
 {
-    if (!elementwise(n.op) || !rewritable(g, n)) return false;
+    if (!op_def(n.op).elementwise || !rewritable(g, n)) return false;
     const Node *r = sole(g, n.inputs[0], Op::RESHAPE);
     if (!r) return false;
     const Shape &y = g.tensor(r->inputs[0]).shape, &out = g.tensor(n.output).shape;

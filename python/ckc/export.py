@@ -488,8 +488,10 @@ def _rsub(c, n, a, b, alpha=1):
 
 
 def _unary(op):
+    """An elementwise unary op of the compiler's table (CK_UNARY_OPS in runtime/include/ck_kernels.h)."""
     def handler(c, n, x):
         return c.op(op, [c.t(x)], out=n)
+    handler.ck_unary = op  # tests/python/test_graph_parity.py runs every one of them against PyTorch
     return handler
 
 

@@ -146,10 +146,27 @@ void ck_softcap_ref(float *out, const float *x, size_t n, float cap);
  * given right-aligned to the output rank (missing leading dims as 1). */
 #define CK_MAX_RANK 8
 
-/* ---- unary (elementwise.c) ---- */
-typedef enum ck_unop {
-    CK_UN_RELU, CK_UN_SILU, CK_UN_TANH, CK_UN_EXP, CK_UN_RSQRT, CK_UN_NEG, CK_UN_POW
-} ck_unop;
+/* ---- unary (elementwise.c) ----
+ * The elementwise unary ops, one row each: X(NAME, formula). The formula is a
+ * C expression of `double x` (the input) and `double p` (the op's parameter:
+ * POW's exponent), in parentheses. Everything else comes from this list: the
+ * ck_unop enum, the reference kernel, the fast kernel (a vectorized path where
+ * elementwise.c has one, else this formula), the compiler's IR op of the same
+ * name with its shape rule, constant evaluator and emitter (compiler/ir/ops.h),
+ * and the kernel test, which loops over every row. Adding an op is a row here
+ * and, for exported graphs, the ATen name in python/ckc/export.py. */
+#define CK_UNARY_OPS(X)                           \
+    X(RELU, (x > 0 ? x : 0))                      \
+    X(SILU, (x / (1 + exp(-x))))                  \
+    X(TANH, (tanh(x)))                            \
+    X(EXP, (exp(x)))                              \
+    X(RSQRT, (1 / sqrt(x)))                       \
+    X(NEG, (-x))                                  \
+    X(POW, (pow(x, p)))
+
+#define CK_UN_ENUM_ROW(name, formula) CK_UN_##name,
+typedef enum ck_unop { CK_UNARY_OPS(CK_UN_ENUM_ROW) CK_UN_COUNT } ck_unop;
+#undef CK_UN_ENUM_ROW
 /* out[i] = op(x[i]) (POW: x^param); out may equal x. */
 void ck_unary(float *out, const float *x, size_t n, ck_unop op, float param);
 void ck_unary_ref(float *out, const float *x, size_t n, ck_unop op, float param);

@@ -155,31 +155,32 @@ void ck_add_bias(float *out, const float *a, const float *bias, int T, int N)
 
 /* ---- graph unary ops ------------------------------------------------------ */
 
-static void unary_chunk(float *y, const float *x, float *e, int m, ck_unop op, float param)
+/* The vectorized paths; 0 for an op without one. */
+static int unary_fast(float *y, const float *x, float *e, int m, ck_unop op, float param)
 {
     int k;
     switch (op) {
     case CK_UN_RELU:
         for (k = 0; k < m; k++) y[k] = x[k] > 0.0f ? x[k] : 0.0f;
-        break;
+        return 1;
     case CK_UN_SILU:
         activate(y, x, e, m, CK_ACT_SILU);
-        break;
+        return 1;
     case CK_UN_TANH: /* 1 - 2 / (exp(2x) + 1) */
         for (k = 0; k < m; k++) e[k] = 2.0f * x[k];
         ck_vexp(e, e, m);
         for (k = 0; k < m; k++) y[k] = 1.0f - 2.0f / (e[k] + 1.0f);
-        break;
+        return 1;
     case CK_UN_EXP:
         ck_vexp(y, x, m);
-        break;
+        return 1;
     case CK_UN_RSQRT:
         for (k = 0; k < m; k++) y[k] = 1.0f / sqrtf(x[k]);
-        break;
+        return 1;
     case CK_UN_NEG:
         for (k = 0; k < m; k++) y[k] = -x[k];
-        break;
-    default: /* CK_UN_POW: the common exponents exactly, the rest through powf */
+        return 1;
+    case CK_UN_POW: /* the common exponents exactly, the rest through powf */
         if (param == 2.0f)
             for (k = 0; k < m; k++) y[k] = x[k] * x[k];
         else if (param == 3.0f)
@@ -188,8 +189,35 @@ static void unary_chunk(float *y, const float *x, float *e, int m, ck_unop op, f
             for (k = 0; k < m; k++) y[k] = sqrtf(x[k]);
         else
             for (k = 0; k < m; k++) y[k] = powf(x[k], param);
+        return 1;
+    default: /* the ops of CK_UNARY_OPS without a vectorized path: unary_formula */
+        return 0;
+    }
+}
+
+/* Every op of CK_UNARY_OPS through its formula (double), element by element. */
+static void unary_formula(float *y, const float *xs, size_t m, ck_unop op, double p)
+{
+    size_t k;
+    switch (op) {
+#define CK_UN_FORMULA_CASE(name, formula)                 \
+    case CK_UN_##name:                                    \
+        for (k = 0; k < m; k++) {                         \
+            double x = xs[k];                             \
+            y[k] = (float)formula;                        \
+        }                                                 \
+        break;
+        CK_UNARY_OPS(CK_UN_FORMULA_CASE)
+#undef CK_UN_FORMULA_CASE
+    case CK_UN_COUNT:
         break;
     }
+    (void)p;
+}
+
+static void unary_chunk(float *y, const float *x, float *e, int m, ck_unop op, float param)
+{
+    if (!unary_fast(y, x, e, m, op, param)) unary_formula(y, x, (size_t)m, op, param);
 }
 
 void ck_unary(float *out, const float *x, size_t n, ck_unop op, float param)
@@ -197,22 +225,10 @@ void ck_unary(float *out, const float *x, size_t n, ck_unop op, float param)
     map_chunks(out, x, n, (int)op, param, CK_ACT_SILU);
 }
 
+/* The definition: each op's CK_UNARY_OPS formula in double precision. */
 void ck_unary_ref(float *out, const float *x, size_t n, ck_unop op, float param)
 {
-    size_t i;
-    for (i = 0; i < n; i++) {
-        double v = x[i];
-        switch (op) {
-        case CK_UN_RELU: v = v > 0.0 ? v : 0.0; break;
-        case CK_UN_SILU: v = v / (1.0 + exp(-v)); break;
-        case CK_UN_TANH: v = tanh(v); break;
-        case CK_UN_EXP: v = exp(v); break;
-        case CK_UN_RSQRT: v = 1.0 / sqrt(v); break;
-        case CK_UN_NEG: v = -v; break;
-        default: v = pow(v, (double)param); break;
-        }
-        out[i] = (float)v;
-    }
+    unary_formula(out, x, n, op, (double)param);
 }
 
 void ck_bias_relu(float *out, const float *x, const float *bias, size_t rows, int n)

@@ -1,12 +1,16 @@
 """Exported PyTorch modules: ckc.export -> ckc compile -> cc -> run, against
 eager PyTorch (within 1e-4), with the fusions asserted to fire and the
 results unchanged with the pipeline off."""
+import importlib
+
 import numpy as np
 import pytest
 import torch
 
 from ckc.examples import GPT, MLP, Block, randomize
 from conftest import max_diff, op_counts
+
+EXPORT = importlib.import_module("ckc.export")  # the module (ckc.export is the function)
 
 TOL = 1e-4
 ALL_PASSES = ["eliminate_reshapes", "absorb_blas", "constant_fold", "absorb_causal_mask", "fuse_dags", "fuse_patterns",
@@ -197,3 +201,23 @@ def test_more_parallel_gemms_than_the_loader_takes(compile_graph):
     assert max_diff(c.model()(x).numpy(), eager(m, x)) < TOL
     fused = [n for n in c.inspect()["header"]["nodes"] if n["op"] == "MATMUL" and "," in n["inputs"][1]]
     assert fused, "the parallel GEMMs did not fuse"
+
+
+class AtenOp(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x * 1.5 - 0.25)
+
+
+@pytest.mark.parametrize("aten", sorted(k for k, h in EXPORT._HANDLERS.items() if hasattr(h, "ck_unary")))
+def test_every_unary_op_against_pytorch(compile_graph, aten):
+    """Every ATen op mapped to an op of the unary table compiles and matches PyTorch (positive inputs, so
+    that RSQRT is defined)."""
+    m = AtenOp(getattr(torch.ops.aten, aten.split(".")[1]))
+    x = torch.rand(3, 50, generator=torch.Generator().manual_seed(5)) + 0.5
+    c = compile_graph("unary_" + aten.split(".")[1], m, (x,))
+    assert op_counts(c.inspect()).get(EXPORT._HANDLERS[aten].ck_unary) == 1
+    assert max_diff(c.model()(x).numpy(), eager(m, x)) < TOL

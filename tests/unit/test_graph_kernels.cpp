@@ -147,9 +147,39 @@ TEST_CASE("ck_binary_scalar and ck_masked_fill", "[kernels]")
     CHECK(x == std::vector<float>{1, -1, 3, 4, -1, 6});
 }
 
+// One row per op of CK_UNARY_OPS (runtime/include/ck_kernels.h): an input, the op's parameter and the
+// value it must give (PyTorch's). The first test fails for an op without a row.
+struct UnaryPoint {
+    ck_unop op;
+    float x, param, want;
+};
+const UnaryPoint kUnaryPoints[] = {
+    {CK_UN_RELU, -1.5f, 0, 0.0f},         {CK_UN_SILU, 1.0f, 0, 0.7310586f},  {CK_UN_TANH, 0.5f, 0, 0.46211716f},
+    {CK_UN_EXP, 1.0f, 0, 2.7182817f},     {CK_UN_RSQRT, 4.0f, 0, 0.5f},        {CK_UN_NEG, 2.0f, 0, -2.0f},
+    {CK_UN_POW, 3.0f, 2.0f, 9.0f},
+};
+
+TEST_CASE("every unary op has a test row, and gives its value there", "[kernels]")
+{
+    for (int op = 0; op < CK_UN_COUNT; op++) {
+        int rows = 0;
+        for (const auto &r : kUnaryPoints) {
+            if (r.op != op) continue;
+            rows++;
+            float got = 0, want = 0;
+            ck_unary(&got, &r.x, 1, r.op, r.param);
+            ck_unary_ref(&want, &r.x, 1, r.op, r.param);
+            CHECK(got == Approx(r.want).epsilon(1e-6));
+            CHECK(want == Approx(r.want).epsilon(1e-6));
+        }
+        INFO("ck_unop " << op << " has no row in kUnaryPoints");
+        CHECK(rows > 0);
+    }
+}
+
 TEST_CASE("ck_unary and ck_bias_relu match the reference", "[kernels]")
 {
-    int op = GENERATE(range(0, 7));
+    int op = GENERATE(range(0, static_cast<int>(CK_UN_COUNT)));
     bool portable = GENERATE(false, true);
     Portable p(portable);
     Threads th(2);
