@@ -1,4 +1,4 @@
-// emit.h — what an op's emitter (OpDef::emit, ir/ops.cpp) sees while the
+// emit.h — what an op's emitter (codegen/emitters.cpp) sees while the
 // code generator walks a section: the node, the writer, and how to name the
 // memory of each tensor (a C pointer expression and its row stride).
 //

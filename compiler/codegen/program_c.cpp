@@ -8,6 +8,7 @@
 
 #include "ck_safetensors.h"  // CK_WEIGHT_MAX_PARTS, CK_WEIGHT_MAX_DIMS
 #include "codegen/emit.h"
+#include "codegen/emitters.h"
 #include "support/error.h"
 #include "support/util.h"
 
@@ -369,7 +370,7 @@ std::string section_c(const Program &p, int sec, const SectionPlan &sp, const We
                                         dtype_name(g.tensor(n.inputs[i]).dtype)));
         body.comment(comment_safe(n.origin.empty() ? n.name : n.origin));
         SectionEmitCtx ctx(body, st, n);
-        d.emit(ctx);
+        lowering(n.op).emit(ctx);
     }
     for (const auto &[t, pin] : sp.copies) {
         std::string dst = pin == kCarryRoot ? target.carry() : target.output(g.tensor(pin));
@@ -421,7 +422,7 @@ std::set<std::string> kernel_files(const Program &p, const std::set<std::string>
     std::set<std::string> files = always;
     for (int s = 0; s < 3; s++)
         for (const Node &n : p.section(s).nodes())
-            for (const char *k : op_def(n.op).kernels) files.insert(k);
+            for (const char *k : lowering(n.op).kernels) files.insert(k);
     return files;
 }
 

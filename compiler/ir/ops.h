@@ -1,8 +1,9 @@
 // ops.h — the op registry: every op is declared once, in CK_OPS below, and
-// one OpDef entry (ir/ops.cpp) carries everything the pipeline needs about
-// it: arity, shape and dtype rules, memory behaviour (view / in-place / row
-// strides / side effects / scratch), the reference evaluator used by constant
-// folding, the C emitter and the runtime kernel files it calls.
+// one OpDef entry (ir/ops.cpp) carries everything the passes and the planner
+// need about it: arity, shape and dtype rules, memory behaviour (view /
+// in-place / row strides / side effects / scratch) and the reference evaluator
+// used by constant folding. Its C emitter and runtime kernel files are
+// codegen's (codegen/emitters.cpp), checked at start-up to cover every op.
 //
 // How to add an op:
 //   * an elementwise unary op (SIGMOID, SOFTPLUS, ...): one row in
@@ -13,8 +14,9 @@
 //     ATen op to it in python/ckc/export.py (_HANDLERS).
 //   * any other op: add it to CK_OPS, write its OpDef entry in ir/ops.cpp
 //     (flags: inplace, strided, elementwise, any_dtype...; an evaluator in
-//     ir/eval.cpp if it should fold), write the kernel (with a *_ref twin) in
-//     runtime/kernels/, and add a row to the kernel tests.
+//     ir/eval.cpp if it should fold), its emitter row in codegen/emitters.cpp
+//     (unless it is fold-only), the kernel (with a *_ref twin) in
+//     runtime/kernels/, and a row in the kernel tests.
 // Passes read the flags; nothing else should need to change.
 #pragma once
 
@@ -84,7 +86,6 @@ constexpr size_t kNumOps = 0 CK_OPS(CK_OP_COUNT);
 struct Node;
 struct Tensor;
 struct ConstData;
-class EmitCtx;
 enum class DType;
 using Shape = std::vector<int64_t>;
 
@@ -128,8 +129,6 @@ struct OpDef {
     bool elementwise = false;
     // Scratch bytes the kernel needs while it runs (planned into the arena).
     int64_t (*scratch)(const Node &n, const Inputs &in) = nullptr;
-    void (*emit)(EmitCtx &c) = nullptr;
-    std::vector<const char *> kernels;  // runtime sources it calls, relative to runtime/
 };
 
 const OpDef &op_def(Op op);

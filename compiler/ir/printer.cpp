@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "codegen/cwriter.h"
 #include "support/util.h"
 #include "support/version.h"
 

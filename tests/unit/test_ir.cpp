@@ -1,8 +1,12 @@
 // IR builder and Graph invariants.
 #include "helpers.h"
 
+#include <filesystem>
+
+#include "codegen/emitters.h"
 #include "ir/graph.h"
 #include "ir/printer.h"
+#include "support/util.h"
 
 using namespace ckc;
 using namespace ckc_test;
@@ -116,4 +120,26 @@ TEST_CASE("printer: one line per node and a JSON map", "[ir]")
     CHECK(j["block"]["nodes"].size() == p.block.nodes().size());
     CHECK(j["block"]["tensors"]["kv"]["shape"] == nlohmann::json({2, 2, "T", 16}));
     CHECK(j["footer"]["tensors"]["lm_head.weight"]["source"][0] == "lm_head.weight");
+}
+
+TEST_CASE("the IR does not depend on codegen: no file in compiler/ir includes compiler/codegen", "[ir]")
+{
+    namespace fs = std::filesystem;
+    int files = 0;
+    for (const auto &e : fs::directory_iterator(CKC_SOURCE_DIR "/compiler/ir")) {
+        std::string text = read_file(e.path().string());
+        files++;
+        INFO(e.path().filename().string());
+        CHECK(text.find("#include \"codegen/") == std::string::npos);
+    }
+    CHECK(files >= 8);
+}
+
+TEST_CASE("every op that runs has an emitter, and fold-only ops have none", "[ir]")
+{
+    for (Op op : all_ops()) {
+        INFO(op_name(op));
+        CHECK((lowering(op).emit != nullptr) == !op_def(op).fold_only);
+        CHECK(lowering(op).kernels.empty() == op_def(op).fold_only);
+    }
 }

@@ -1,0 +1,19 @@
+// emitters.h — each op's C: its emitter and the runtime sources it calls.
+#pragma once
+
+#include <vector>
+
+#include "codegen/emit.h"
+#include "ir/ops.h"
+
+namespace ckc {
+
+struct Lowering {
+    void (*emit)(EmitCtx &c) = nullptr;  // nullptr for fold-only ops (folded before codegen)
+    std::vector<const char *> kernels;   // runtime sources it calls, relative to runtime/
+};
+
+// The row of `op`; the first call checks that every op that runs has one (an internal error otherwise).
+const Lowering &lowering(Op op);
+
+}  // namespace ckc
