@@ -117,7 +117,8 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
         init.line(fmt::format("m->rope{0}_cos = (float *)malloc(sizeof(float) * CK_CONTEXT * {1});", i, rot / 2));
         init.line(fmt::format("m->rope{0}_sin = (float *)malloc(sizeof(float) * CK_CONTEXT * {1});", i, rot / 2));
         init.open(fmt::format("if (!m->rope{0}_cos || !m->rope{0}_sin)", i));
-        init.line("snprintf(err, sizeof err, \"out of memory for the RoPE tables\");");
+        init.line("snprintf(err, sizeof err, \"out of memory for the RoPE tables (%d positions)\", CK_CONTEXT);");
+        init.line("rc = CK_ENOMEM;");
         init.line("goto fail;");
         init.close();
         init.line(fmt::format("ck_rope_inv_freq(inv_freq, {}, &params);", rot));

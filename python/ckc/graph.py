@@ -22,6 +22,7 @@ _SIGNATURES = {
     "ck_graph_run": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p)]),
     "ck_graph_set_threads": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int]),
     "ck_last_error": (ctypes.c_char_p, []),
+    "ck_last_error_code": (ctypes.c_int, []),
     "ck_graph_num_inputs": (ctypes.c_int, []),
     "ck_graph_num_outputs": (ctypes.c_int, []),
     "ck_graph_input_name": (ctypes.c_char_p, [ctypes.c_int]),
@@ -60,7 +61,7 @@ class GraphModel(_Handle):
             weights_path = guess if os.path.exists(guess) else None
         self.h = self.lib.ck_graph_init(None if weights_path is None else str(weights_path).encode())
         if not self.h:
-            raise CkError(-1, self.lib.ck_last_error().decode())
+            raise CkError(self.lib.ck_last_error_code(), self.lib.ck_last_error().decode())
         if threads:
             self._check(self.lib.ck_graph_set_threads(self.h, threads))
 

@@ -5,6 +5,7 @@
     ids = m.generate([1, 2, 3], max_new_tokens=16, temperature=0.8, top_k=40, seed=0)
 """
 import ctypes
+import warnings
 
 import numpy as np
 
@@ -21,6 +22,7 @@ _SIGNATURES = {
     "ck_model_init": (ctypes.c_void_p, [ctypes.c_char_p]),
     "ck_model_free": (None, [ctypes.c_void_p]),
     "ck_last_error": (ctypes.c_char_p, []),
+    "ck_last_error_code": (ctypes.c_int, []),
     "ck_model_embed_tokens": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32), ctypes.c_int]),
     "ck_model_forward": (ctypes.c_int, [ctypes.c_void_p]),
     "ck_model_get_logits": (ctypes.POINTER(ctypes.c_float), [ctypes.c_void_p]),
@@ -88,7 +90,7 @@ class LlmModel(_Handle):
         self._free = self.lib.ck_model_free
         self.h = self.lib.ck_model_init(str(weights_path).encode())
         if not self.h:
-            raise CkError(-1, self.lib.ck_last_error().decode())
+            raise CkError(self.lib.ck_last_error_code(), self.lib.ck_last_error().decode())
         self.vocab_size = self.lib.ck_model_get_vocab_size(self.h)
         self.context_length = self.lib.ck_model_get_context_length(self.h)
         self.num_layers = self.lib.ck_model_get_num_layers(self.h)
@@ -156,6 +158,9 @@ class LlmModel(_Handle):
         steps = min(max_new_tokens, self.context_length - len(prompt))
         if steps < 0:
             raise ValueError(f"generate: prompt of {len(prompt)} tokens exceeds the context {self.context_length}")
+        if steps < max_new_tokens:
+            warnings.warn(f"generate: the context holds {self.context_length} tokens: {steps} new tokens after the "
+                          f"{len(prompt)}-token prompt, not {max_new_tokens}", stacklevel=2)
         self.kv_cache_enable(min(self.context_length, len(prompt) + max(steps, 1)))
         rng = np.random.default_rng(seed)
         row = self.forward(prompt)[-1]

@@ -23,6 +23,7 @@ enum {
 };
 
 const char *ck_last_error(void);
+int ck_last_error_code(void); /* the CK_E* code of that failure (what a NULL from *_init cannot return) */
 
 #ifdef __cplusplus
 }

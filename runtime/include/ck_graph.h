@@ -36,7 +36,7 @@ void ck_graph_free(ck_graph *g);
  * dtypes below, in export order. Outputs are fully written on success. */
 int ck_graph_run(ck_graph *g, const void *const *inputs, void *const *outputs);
 
-/* Threads used by ck_graph_run (default: all available cores). */
+/* Threads used by ck_graph_run; 0 (the default) means all available cores, negative is CK_EINVAL. */
 int ck_graph_set_threads(ck_graph *g, int n_threads);
 
 /* ---- introspection (no handle needed) ---- */

@@ -55,7 +55,7 @@ int ck_model_decode(ck_model *m, int32_t token);
 int ck_model_get_vocab_size(const ck_model *m);
 int ck_model_get_context_length(const ck_model *m);
 int ck_model_get_num_layers(const ck_model *m);
-/* Threads used by forward/decode; n <= 0 means all available cores. */
+/* Threads used by forward/decode; 0 means all available cores, negative is CK_EINVAL (as ck_graph_set_threads). */
 int ck_model_set_threads(ck_model *m, int n_threads);
 int ck_model_get_threads(const ck_model *m);
 

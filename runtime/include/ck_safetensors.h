@@ -81,7 +81,8 @@ typedef struct ck_weight_store {
 
 /* Validates every part (present, dtype F32/F16/BF16, shape) and sets *dst to
  * float32 data: the mapping itself when the parts are f32, aligned and (for
- * several parts) adjacent in the file; otherwise a converted copy. */
+ * several parts) adjacent in the file; otherwise a converted copy. Returns 0,
+ * CK_EFORMAT (what is wrong with the file or the spec, in err) or CK_ENOMEM. */
 int ck_weights_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int layer, const float **dst,
                     ck_weight_store *store, char *err, size_t errlen);
 void ck_weight_store_free(ck_weight_store *store);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "ck_json.h"
+#include "ck_errors.h"
 #include "ck_safetensors.h"
 
 #define CK_ST_MAX_HEADER (100u * 1024u * 1024u) /* same cap as the reference implementation */
@@ -534,7 +535,7 @@ int ck_weights_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int lay
         seterr(err, errlen, "weight spec '%s': %d parts of rank %d (1..%d parts of rank 0..%d supported)",
                spec->n_parts > 0 ? spec->names[0] : "?", spec->n_parts, spec->ndim, CK_WEIGHT_MAX_PARTS,
                CK_WEIGHT_MAX_DIMS);
-        return -1;
+        return CK_EFORMAT;
     }
     for (i = 0; i < spec->n_parts; i++) {
         int d, same;
@@ -544,12 +545,12 @@ int ck_weights_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int lay
         if (!t) {
             seterr(err, errlen, "missing tensor '%s' (the checkpoint has %d tensors; HINT: check that the "
                    "weights match the config the model was compiled from)", names[i], ck_checkpoint_count(ck));
-            return -1;
+            return CK_EFORMAT;
         }
         if (t->dtype != CK_DT_F32 && t->dtype != CK_DT_F16 && t->dtype != CK_DT_BF16) {
             seterr(err, errlen, "tensor '%s' in %s has dtype %s; this model loads F32, F16 or BF16", names[i],
                    t->file, ck_dtype_name(t->dtype));
-            return -1;
+            return CK_EFORMAT;
         }
         same = t->ndim == spec->ndim;
         for (d = 0; same && d < spec->ndim; d++) same = t->shape[d] == spec->shape[i][d];
@@ -559,7 +560,7 @@ int ck_weights_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int lay
             shape_str(want, sizeof want, spec->shape[i], spec->ndim);
             seterr(err, errlen, "tensor '%s' in %s has shape %s, but the model expects %s", names[i], t->file, got,
                    want);
-            return -1;
+            return CK_EFORMAT;
         }
         numel[i] = t->nbytes / ck_dtype_size(t->dtype);
         total += numel[i];
@@ -568,7 +569,7 @@ int ck_weights_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int lay
     }
     if (spec->transpose && (spec->n_parts != 1 || spec->ndim != 2)) {
         seterr(err, errlen, "'%s': only a single 2-D tensor can be loaded transposed", names[0]);
-        return -1;
+        return CK_EFORMAT;
     }
     if (in_place && !spec->transpose) {
         *dst = (const float *)part[0]->data;
@@ -579,7 +580,7 @@ int ck_weights_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int lay
     if (!buf || !store_keep(store, buf, total * sizeof(float))) {
         free(buf);
         seterr(err, errlen, "out of memory loading '%s' (%lu floats)", names[0], (unsigned long)total);
-        return -1;
+        return CK_ENOMEM;
     }
     w = buf;
     for (i = 0; i < spec->n_parts; i++) {
@@ -600,7 +601,7 @@ int ck_weights_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int lay
         float *t = (float *)malloc(total * sizeof(float) + 1);
         if (!t) {
             seterr(err, errlen, "out of memory transposing '%s'", names[0]);
-            return -1; /* buf is owned by the store */
+            return CK_ENOMEM; /* buf is owned by the store */
         }
         for (r = 0; r < rows; r++)
             for (c = 0; c < cols; c++) t[c * rows + r] = buf[r * cols + c];

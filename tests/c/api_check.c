@@ -67,6 +67,7 @@ int main(int argc, char **argv)
     for (i = 0; i < 64; i++) CHECK(ck_model_decode(m, i % 7) == CK_OK);
     CHECK(ck_model_set_threads(m, 1) == CK_OK && ck_model_get_threads(m) == 1);
     CHECK(ck_model_set_threads(m, 0) == CK_OK && ck_model_get_threads(m) >= 1);
+    CHECK(ck_model_set_threads(m, -2) == CK_EINVAL && ck_model_get_threads(m) >= 1);  /* as ck_graph_set_threads */
     ck_model_free(m);
     if (failures) fprintf(stderr, "api_check: %d failures\n", failures);
     else printf("api_check: all checks passed\n");

@@ -79,6 +79,7 @@ int main(int argc, char **argv)
 
     /* two runs, one and two threads: the same numbers */
     out[0] = out1;
+    CHECK(ck_graph_set_threads(g, -2) == CK_EINVAL); /* as ck_model_set_threads */
     CHECK(ck_graph_set_threads(g, 1) == CK_OK);
     CHECK(ck_graph_run(g, in, out) == CK_OK);
     out[0] = out2;

@@ -197,3 +197,23 @@ def test_python_wrapper_raises_ckerror(built):
         m.decode(1)
     with pytest.raises(CkError):
         ckc.LlmModel(built.so, "/nonexistent/folder")
+
+
+def test_max_context_above_the_config_is_refused(tmp_path):
+    good = os.path.join(ROOT, "models", "tiny-llama", "config.json")
+    p = subprocess.run([ckc.ckc_binary(), "compile", good, "-o", str(tmp_path / "m.c"), "--max-context", "4096"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "--max-context 4096 is above the context length" in p.stderr and "128" in p.stderr
+    assert not (tmp_path / "m.c").exists()
+
+
+def test_out_of_memory_at_init_is_ck_enomem_and_negative_threads_are_einval(build):
+    """2^30 positions: the RoPE tables (2 x 32 GiB) cannot be allocated; init says so with CK_ENOMEM."""
+    b = build(tiny(max_position_embeddings=1 << 30))
+    with pytest.raises(ckc.CkError) as e:
+        b.model()
+    assert e.value.code == -6 and "out of memory for the RoPE tables" in str(e.value)
+    m = build(tiny()).model()
+    with pytest.raises(ckc.CkError) as e:
+        m.set_threads(-1)
+    assert e.value.code == -1 and m.threads >= 1

@@ -3,6 +3,7 @@ seeded and reproducible; sampling helpers behave as documented."""
 import numpy as np
 import pytest
 
+import ckc
 from ckc.llm import sample
 from conftest import prompt, tiny
 
@@ -26,12 +27,26 @@ def test_top_k_1_and_zero_temperature_are_greedy(build):
     assert m.generate(p, 16, temperature=0.0, top_k=5, top_p=0.5, seed=3) == greedy
 
 
-def test_generation_stops_at_the_context(build):
-    m = build(tiny(max_position_embeddings=16)).model()
-    out = m.generate([1, 2, 3], 100)
+def test_generation_stops_at_the_context_and_says_so(build, tmp_path):
+    b = build(tiny(max_position_embeddings=16))
+    m = b.model()
+    with pytest.warns(UserWarning, match="the context holds 16 tokens: 13 new tokens"):
+        out = m.generate([1, 2, 3], 100)
     assert len(out) == 16
     with pytest.raises(ValueError):
         m.generate([], 4)
+    # the executable: a note on stderr, the same 16 tokens, exit 0
+    import os
+    import subprocess
+    c = os.path.join(b.folder, "model.c")
+    exe = tmp_path / "model"
+    subprocess.run(f"cc -O1 -DCK_MODEL_MAIN -I {ckc.include_dir()} {c} $(cat {c}.kernels) -lopenblas -lm -fopenmp "
+                   f"-o {exe}", shell=True, check=True)
+    p = subprocess.run([str(exe), b.weights, "-n", "100", "1", "2", "3"], capture_output=True, text=True)
+    assert p.returncode == 0 and "generating 13 new tokens, not 100" in p.stderr
+    assert [int(t) for t in p.stdout.split()] == out
+    p = subprocess.run([str(exe), b.weights, "-t", "-1", "1"], capture_output=True, text=True)
+    assert p.returncode == 1 and "-1 threads" in p.stderr
 
 
 def test_sample_top_p_keeps_the_nucleus():

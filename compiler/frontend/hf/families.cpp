@@ -59,7 +59,11 @@ Program build_from_hf_config(const std::string &config_path, const HfOptions &op
     LlmConfig c = fam.parse(r);
     if (c.head_dim > 512)
         r.fail("head_dim", fmt::format("{} is larger than the attention kernel supports (512)", c.head_dim));
-    if (opts.max_context > 0 && opts.max_context < c.context_length) c.context_length = opts.max_context;
+    if (opts.max_context > c.context_length)
+        throw Error(ErrorKind::Usage, fmt::format("--max-context {} is above the context length of {}, {} "
+                                                  "(max_position_embeddings or n_positions): it can only lower it",
+                                                  opts.max_context, config_path, c.context_length));
+    if (opts.max_context > 0) c.context_length = opts.max_context;
     if (c.context_length > (int64_t(1) << 30)) r.fail("max_position_embeddings", "is unreasonably large");
     Program p = fam.build(r, c);
     p.info.source_path = config_path;
