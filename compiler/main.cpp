@@ -125,6 +125,7 @@ Built build(const CommonOptions &o)
     plo.placement = o.placement == "naive" ? PlacementPolicy::Naive : PlacementPolicy::FirstFit;
     plo.inplace = !o.no_inplace;
     b.plan = plan_program(b.program, plo);
+    for (const auto &note : b.program.info.notes) std::cerr << "ckc: note: " << note << "\n";
     return b;
 }
 

@@ -157,6 +157,7 @@ struct ModelInfo {
     uint64_t source_hash = 0;  // fnv1a64 of its bytes
     int64_t vocab_size = 0, hidden_size = 0, n_layers = 0, context_length = 0;
     std::string summary;       // one human line (heads, dims...)
+    std::vector<std::string> notes;  // worth telling the user (printed by the CLI), e.g. a defaulted vocab_size
 };
 
 // Values of one attribute across layers (index = layer).

@@ -3,8 +3,11 @@
 
 #include <algorithm>
 #include <ostream>
+#include <set>
 
 #include <fmt/format.h>
+
+#include "support/util.h"
 
 namespace ckc {
 
@@ -90,10 +93,12 @@ void print_plan_report(const Program &p, const Plan &plan, int64_t tokens, std::
                               human_bytes(sp.fixed.naive), human_bytes(sp.fixed.lower_bound));
     }
     // what lives outside the arena
+    // each checkpoint tensor once: a tied embedding is read by the header and the footer
     double weights = 0, kv = 0;
+    std::set<std::string> counted;
     for (int s = 0; s < 3; s++)
         for (const auto &[name, t] : p.section(s).tensors())
-            if (t.storage == Storage::Weight) {
+            if (t.storage == Storage::Weight && counted.insert(join(t.source.parts, "|")).second) {
                 double b = static_cast<double>(tensor_bytes(t));
                 weights += s == 1 ? b * static_cast<double>(p.info.n_layers) : b;
             }

@@ -217,3 +217,17 @@ def test_out_of_memory_at_init_is_ck_enomem_and_negative_threads_are_einval(buil
     with pytest.raises(ckc.CkError) as e:
         m.set_threads(-1)
     assert e.value.code == -1 and m.threads >= 1
+
+
+def test_a_defaulted_vocab_size_is_said(tmp_path):
+    """HF's class default applies (LlamaConfig: 32000), but a config without vocab_size is worth a note."""
+    cfg = json.load(open(os.path.join(ROOT, "models", "tiny-llama", "config.json")))
+    del cfg["vocab_size"]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    p = subprocess.run([ckc.ckc_binary(), "compile", str(path), "-o", str(tmp_path / "m.c")], capture_output=True,
+                       text=True)
+    assert p.returncode == 0 and f"note: {path} has no vocab_size: using the llama default, 32000" in p.stderr
+    p = subprocess.run([ckc.ckc_binary(), "compile", os.path.join(ROOT, "models", "tiny-llama", "config.json"), "-o",
+                        str(tmp_path / "n.c")], capture_output=True, text=True)
+    assert "note:" not in p.stderr

@@ -4,12 +4,15 @@
 #include "helpers.h"
 
 #include <random>
+#include <sstream>
 
 #include "passes/pass.h"
 #include "planner/planner.h"
+#include "weights/random_weights.h"
 
 using namespace ckc;
 using namespace ckc_test;
+using Catch::Matchers::Contains;
 
 namespace {
 
@@ -336,4 +339,19 @@ TEST_CASE("planner: pinned outputs pull their in-place producers into the pinned
     no.inplace = false;
     SectionPlan plain = plan_section(p.footer, no);
     check_plan(p.footer, plain, no);
+}
+
+TEST_CASE("planner report: weights count each checkpoint tensor once (a tied embedding too)", "[planner]")
+{
+    for (bool tied : {false, true}) {
+        Program p = program_of(tiny_llama({{"tie_word_embeddings", tied}}));
+        run_pipeline(p, {});
+        Plan plan = plan_program(p, {});
+        double expected = 0;
+        for (const auto &[name, shape] : required_tensors(p)) expected += 4.0 * static_cast<double>(shape_numel_fixed(shape));
+        std::ostringstream os;
+        print_plan_report(p, plan, 16, os);
+        INFO(os.str());
+        CHECK_THAT(os.str(), Contains("outside: weights " + human_bytes(expected) + " (f32)"));
+    }
 }

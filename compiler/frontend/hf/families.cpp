@@ -66,6 +66,9 @@ Program build_from_hf_config(const std::string &config_path, const HfOptions &op
     if (opts.max_context > 0) c.context_length = opts.max_context;
     if (c.context_length > (int64_t(1) << 30)) r.fail("max_position_embeddings", "is unreasonably large");
     Program p = fam.build(r, c);
+    if (!r.has("vocab_size"))  // the class default rarely matches a checkpoint: say it
+        p.info.notes.push_back(fmt::format("{} has no vocab_size: using the {} default, {}", config_path, c.model_type,
+                                           c.vocab_size));
     p.info.source_path = config_path;
     p.info.source_hash = fnv1a64(read_file(config_path));
     for (int s = 0; s < 3; s++) p.section(s).verify(std::string("front end, ") + Program::section_name(s));
