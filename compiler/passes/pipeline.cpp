@@ -47,9 +47,12 @@ std::vector<std::string> run_pipeline(Program &prog, const PipelineOptions &opts
     std::vector<std::string> known;
     for (const auto &p : default_pipeline()) known.push_back(p.name);
     for (const auto &d : opts.disabled)
-        if (!find_pass(d)) throw Error(ErrorKind::Usage, "unknown pass '" + d + "'; passes: " + join(known, ", "));
+        if (!find_pass(d))
+            throw Error(ErrorKind::Usage,
+                        "unknown pass '" + d + "'" + did_you_mean(d, known) + "; passes: " + join(known, ", "));
     if (!opts.dump_after.empty() && !find_pass(opts.dump_after))
-        throw Error(ErrorKind::Usage, "unknown pass '" + opts.dump_after + "'; passes: " + join(known, ", "));
+        throw Error(ErrorKind::Usage, "unknown pass '" + opts.dump_after + "'" + did_you_mean(opts.dump_after, known) +
+                                          "; passes: " + join(known, ", "));
 
     std::vector<std::string> ran;
     for (const auto &pass : default_pipeline()) {

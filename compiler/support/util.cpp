@@ -1,5 +1,6 @@
 #include "support/util.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -65,6 +66,34 @@ std::string to_lower(std::string s)
 {
     for (char &c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return s;
+}
+
+std::string did_you_mean(const std::string &name, const std::vector<std::string> &known)
+{
+    const std::string a = to_lower(name);
+    std::string best;
+    size_t best_d = std::string::npos;
+    for (const auto &k : known) {
+        const std::string b = to_lower(k);
+        std::vector<size_t> row(b.size() + 1);  // Levenshtein distance, one row at a time
+        for (size_t j = 0; j <= b.size(); j++) row[j] = j;
+        for (size_t i2 = 1; i2 <= a.size(); i2++) {
+            size_t diag = row[0];
+            row[0] = i2;
+            for (size_t j = 1; j <= b.size(); j++) {
+                size_t up = row[j];
+                row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i2 - 1] == b[j - 1] ? 0 : 1)});
+                diag = up;
+            }
+        }
+        if (row[b.size()] < best_d) {
+            best_d = row[b.size()];
+            best = k;
+        }
+    }
+    // close: a third of the name's length, at least 1 and at most 3 edits
+    size_t limit = std::max<size_t>(1, std::min<size_t>(3, a.size() / 3));
+    return best_d <= limit && best_d > 0 ? " (did you mean '" + best + "'?)" : "";
 }
 
 std::string replace_all(std::string s, const std::string &from, const std::string &to)

@@ -16,6 +16,9 @@ bool starts_with(const std::string &s, const std::string &prefix);
 bool ends_with(const std::string &s, const std::string &suffix);
 std::string replace_all(std::string s, const std::string &from, const std::string &to);
 std::string to_lower(std::string s);  // ASCII
+// " (did you mean 'fuse_dags'?)" when one of `known` is a close spelling of `name` (edit distance, case
+// ignored), else "": for errors about unknown names.
+std::string did_you_mean(const std::string &name, const std::vector<std::string> &known);
 
 // A valid C identifier from any name: non [A-Za-z0-9_] become '_', runs of
 // '_' collapse, a leading digit gets a '_' prefix. Braces and commas (from

@@ -61,7 +61,9 @@ def test_usage_and_io_errors(tmp_path):
     run = lambda *a: subprocess.run([ckc.ckc_binary(), *a], capture_output=True, text=True)
     assert run("compile", good).returncode == 2  # no -o
     p = run("compile", good, "-o", str(tmp_path / "m.c"), "--disable-pass", "nope")
-    assert p.returncode == 2 and "unknown pass 'nope'" in p.stderr
+    assert p.returncode == 2 and "unknown pass 'nope'; passes:" in p.stderr
+    p = run("compile", good, "-o", str(tmp_path / "m.c"), "--dump-after", "constant_folding")
+    assert p.returncode == 2 and "unknown pass 'constant_folding' (did you mean 'constant_fold'?)" in p.stderr
     p = run("compile", str(tmp_path / "missing.json"), "-o", str(tmp_path / "m.c"))
     assert p.returncode == 3 and "missing.json" in p.stderr
 

@@ -136,7 +136,10 @@ TEST_CASE("graph.json: every kind of bad input is a clear error", "[graph-fronte
         json d = linear_relu();
         d["nodes"][2]["op"] = "FROBNICATE";
         Exported e(d, linear_weights());
-        CHECK_THAT(error_of(e.path()), Catch::Contains("node 'relu': unknown op 'FROBNICATE'"));
+        CHECK_THAT(error_of(e.path()), Catch::Contains("node 'relu': unknown op 'FROBNICATE' (ckc ops:"));
+        d["nodes"][2]["op"] = "RELLU";
+        Exported e2(d, linear_weights());
+        CHECK_THAT(error_of(e2.path()), Catch::Contains("unknown op 'RELLU' (did you mean 'RELU'?)"));
     }
     SECTION("unknown tensor")
     {

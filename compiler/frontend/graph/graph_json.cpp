@@ -97,11 +97,11 @@ Attr attr_of(const Reader &r, const json &v, const std::string &where)
     r.fail(where + ": unsupported attribute value " + v.dump());
 }
 
-std::string known_ops()
+std::vector<std::string> known_ops()
 {
     std::vector<std::string> names;
     for (Op op : all_ops()) names.push_back(op_name(op));
-    return join(names, ", ");
+    return names;
 }
 
 // Nodes in an order where every input is defined first (stable: file order
@@ -248,7 +248,9 @@ Program build_from_graph_json(const std::string &path)
         new_name(name, where);
         where = fmt::format("node '{}'", name);
         std::string op = r.str(nodes[i], "op", where);
-        if (!op_from_name(op)) r.fail(fmt::format("{}: unknown op '{}' (ckc ops: {})", where, op, known_ops()));
+        if (!op_from_name(op))
+            r.fail(fmt::format("{}: unknown op '{}'{} (ckc ops: {})", where, op, did_you_mean(op, known_ops()),
+                               join(known_ops(), ", ")));
         const json &ins = r.field(nodes[i], "inputs", json::value_t::array, where);
         for (const auto &in : ins)
             if (!in.is_string()) r.fail(where + ": \"inputs\" must list tensor names");

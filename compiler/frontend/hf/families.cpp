@@ -47,7 +47,8 @@ static const Family &find_family(const ConfigReader &r)
     std::string type = r.string("model_type");
     for (const auto &f : families())
         if (type == f.model_type) return f;
-    r.fail("model_type", "\"" + type + "\" is not supported; supported: " + join(supported_model_types(), ", "));
+    r.fail("model_type", "\"" + type + "\" is not supported" + did_you_mean(type, supported_model_types()) +
+                             "; supported: " + join(supported_model_types(), ", "));
 }
 
 LlmConfig parse_hf_config(const ConfigReader &r) { return find_family(r).parse(r); }
