@@ -167,6 +167,22 @@ TEST_CASE("a missing config file is an I/O error", "[config][errors]")
 
 static Program program_from(const nlohmann::json &j) { return program_of(j); }
 
+TEST_CASE("config errors point at the key: file:line:col, the line, a caret", "[config]")
+{
+    // one key per line, as HF writes config.json
+    std::string text = "{\n  \"model_type\": \"llama\",\n  \"hidden_size\": 64,\n  \"num_attention_heads\": 4,\n"
+                       "  \"head_dim\": 1024,\n  \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": -2}\n}\n";
+    std::string msg = build_error(text);
+    CHECK_THAT(msg, Contains(":6:43: key \"rope_scaling.factor\": must be positive, got -2\n"
+                             "      \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": -2}\n" +
+                             std::string(4 + 42, ' ') + "^~~~~~~~"));
+    text.replace(text.find("-2"), 2, "2");
+    CHECK_THAT(build_error(text), Contains(":5:3: key \"head_dim\": 1024 is larger than the attention kernel supports "
+                                           "(512)\n      \"head_dim\": 1024,\n      ^~~~~~~~~~"));
+    CHECK_THAT(build_error("{\n  \"model_type\": \"llama\" \"x\": 1\n}"),
+               Contains(":2:27: not valid JSON: syntax error"));  // where the JSON parser stopped
+}
+
 TEST_CASE("families: every supported model_type is listed in errors", "[config][families]")
 {
     std::string msg = build_error(tiny_llama({{"model_type", "falcon"}}).dump());

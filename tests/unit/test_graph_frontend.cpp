@@ -139,7 +139,10 @@ TEST_CASE("graph.json: every kind of bad input is a clear error", "[graph-fronte
         CHECK_THAT(error_of(e.path()), Catch::Contains("node 'relu': unknown op 'FROBNICATE' (ckc ops:"));
         d["nodes"][2]["op"] = "RELLU";
         Exported e2(d, linear_weights());
-        CHECK_THAT(error_of(e2.path()), Catch::Contains("unknown op 'RELLU' (did you mean 'RELU'?)"));
+        std::string msg = error_of(e2.path());
+        CHECK_THAT(msg, Catch::Contains("unknown op 'RELLU' (did you mean 'RELU'?)"));
+        CHECK_THAT(msg, Catch::Matches(".*\\.json:[0-9]+:[0-9]+: node 'relu': (.|\\n)*"));
+        CHECK_THAT(msg, Catch::Matches("(.|\\n)*\"name\": \"relu\",\\n +\\^~~~~~"));  // the caret under its name
     }
     SECTION("unknown tensor")
     {

@@ -13,6 +13,7 @@
 
 #include "ck_safetensors.h"
 #include "support/error.h"
+#include "support/source_location.h"
 #include "support/util.h"
 
 namespace ckc {
@@ -26,7 +27,24 @@ constexpr int kSchemaVersion = 1;
 class Reader {
 public:
     explicit Reader(std::string path) : path_(std::move(path)) {}
-    [[noreturn]] void fail(const std::string &msg) const { input_error(path_ + ": " + msg); }
+    void set_text(std::string text) { text_ = std::move(text); }
+    // The message names what it is about ("node 'relu': ..."): the error points at that object's
+    // "name" in the file (file:line:col and a caret).
+    [[noreturn]] void fail(const std::string &msg) const
+    {
+        size_t at = kNoPosition, len = 0, q = msg.find('\'');
+        size_t q2 = q == std::string::npos ? std::string::npos : msg.find('\'', q + 1);
+        if (q2 != std::string::npos) {
+            std::string name = msg.substr(q + 1, q2 - q - 1);
+            at = find_json_string_value(text_, "name", name);
+            len = name.size() + 2;
+        }
+        input_error(located_message(path_, text_, at, len, msg));
+    }
+    [[noreturn]] void fail_at(size_t at, const std::string &msg) const
+    {
+        input_error(located_message(path_, text_, at, 1, msg));
+    }
 
     const json &field(const json &obj, const std::string &key, json::value_t type, const std::string &where) const
     {
@@ -72,6 +90,7 @@ private:
         }
     }
     std::string path_;
+    std::string text_;  // the file, for error positions
 };
 
 Attr attr_of(const Reader &r, const json &v, const std::string &where)
@@ -153,11 +172,15 @@ Program build_from_graph_json(const std::string &path)
 {
     Reader r(path);
     std::string text = read_file(path);
+    r.set_text(text);
     json doc;
     try {
         doc = json::parse(text);
     } catch (const json::parse_error &e) {
-        r.fail(std::string("not valid JSON: ") + e.what());
+        std::string what = e.what();
+        auto pos = what.find("syntax error");
+        r.fail_at(text.empty() ? kNoPosition : std::min<size_t>(e.byte ? e.byte - 1 : 0, text.size() - 1),
+                  "not valid JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
     }
     if (!doc.is_object()) r.fail("the top level must be an object");
     if (!doc.contains("schema") || doc["schema"] != "ckc.graph")

@@ -1,10 +1,12 @@
 #include "frontend/hf/config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
 #include "support/error.h"
+#include "support/source_location.h"
 #include "support/util.h"
 
 namespace ckc {
@@ -18,28 +20,32 @@ ConfigReader ConfigReader::load(const std::string &path)
     try {
         j = json::parse(text);
     } catch (const json::parse_error &e) {
-        // e.byte is 1-based; turn it into line:column for the user
-        size_t line = 1, col = 1;
-        for (size_t i = 0; i + 1 < e.byte && i < text.size(); i++) {
-            if (text[i] == '\n') {
-                line++;
-                col = 1;
-            } else {
-                col++;
-            }
-        }
-        std::string what = e.what();
+        std::string what = e.what();  // e.byte is 1-based (0 when unknown)
         auto pos = what.find("syntax error");
-        input_error(fmt::format("{}:{}:{}: not valid JSON: {}", path, line, col,
-                                pos == std::string::npos ? what : what.substr(pos)));
+        size_t at = text.empty() ? kNoPosition : std::min<size_t>(e.byte ? e.byte - 1 : 0, text.size() - 1);
+        input_error(located_message(path, text, at, 1,
+                                    "not valid JSON: " + (pos == std::string::npos ? what : what.substr(pos))));
     }
     if (!j.is_object()) input_error(path + ": expected a JSON object at the top level");
-    return ConfigReader(std::move(j), path);
+    return ConfigReader(std::move(j), path, std::move(text));
 }
 
 void ConfigReader::fail(const std::string &key, const std::string &msg) const
 {
-    input_error(fmt::format("{}: key \"{}{}\": {}", path_, prefix_, key, msg));
+    // the key, found after each enclosing key of a nested reader ("rope_scaling.factor"); a missing key
+    // points at the object it is missing from, when that is nested
+    size_t at = 0, found = kNoPosition, len = 0;
+    std::string rest = prefix_ + key;
+    while (!rest.empty()) {
+        size_t dot = rest.find('.');
+        std::string part = rest.substr(0, dot);
+        at = find_json_key(*text_, part, at);
+        if (at == kNoPosition) break;
+        found = at;
+        len = part.size() + 2;
+        rest = dot == std::string::npos ? "" : rest.substr(dot + 1);
+    }
+    input_error(located_message(path_, *text_, found, len, fmt::format("key \"{}{}\": {}", prefix_, key, msg)));
 }
 
 bool ConfigReader::has(const std::string &key) const { return j_.contains(key) && !j_.at(key).is_null(); }
@@ -131,6 +137,7 @@ std::optional<ConfigReader> ConfigReader::object(const std::string &key) const
     if (!v.is_object()) fail(key, "must be an object or null, got " + show(v));
     ConfigReader r(v, path_);
     r.prefix_ = prefix_ + key + ".";
+    r.text_ = text_;
     return r;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,7 +17,10 @@ namespace ckc {
 
 class ConfigReader {
 public:
-    ConfigReader(nlohmann::json j, std::string path) : j_(std::move(j)), path_(std::move(path)) {}
+    ConfigReader(nlohmann::json j, std::string path, std::string text = "")
+        : j_(std::move(j)), path_(std::move(path)), text_(std::make_shared<const std::string>(std::move(text)))
+    {
+    }
     static ConfigReader load(const std::string &path);  // parse errors give line and column
 
     const std::string &path() const { return path_; }
@@ -43,6 +47,7 @@ private:
     const nlohmann::json &require(const std::string &key) const;
     nlohmann::json j_;
     std::string path_;
+    std::shared_ptr<const std::string> text_;  // the file's text, for error positions (shared with nested readers)
     std::string prefix_;  // "rope_scaling." for nested readers
 };
 

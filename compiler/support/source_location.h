@@ -1,0 +1,28 @@
+// source_location.h — errors that point into the JSON file they are about:
+//
+//   config.json:7:3: key "head_dim": 1024 is larger than the attention kernel supports (512)
+//       "head_dim": 1024,
+//       ^~~~~~~~~~
+//
+// The JSON library keeps no positions, so a key or a value is found again in
+// the text (the first `"key":` after its enclosing key, or `"key": "value"`).
+// When it is not found, the message is just "file: ...".
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace ckc {
+
+constexpr size_t kNoPosition = std::string::npos;
+
+// The byte of `"key"` used as an object key (followed by ':') at or after `from`; kNoPosition if absent.
+size_t find_json_key(const std::string &text, const std::string &key, size_t from = 0);
+// The byte of the string `"value"` given to `"key"` (`"key": "value"`); kNoPosition if absent.
+size_t find_json_string_value(const std::string &text, const std::string &key, const std::string &value);
+
+// "path:line:col: msg" with the line and a caret under `len` bytes from `at`; "path: msg" for kNoPosition.
+std::string located_message(const std::string &path, const std::string &text, size_t at, size_t len,
+                            const std::string &msg);
+
+}  // namespace ckc
