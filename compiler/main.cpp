@@ -66,13 +66,37 @@ std::string find_home()
              "folder that holds them (a ckc checkout, the installed Python package, or PREFIX/share/ckc)");
 }
 
+template <class P>
+std::vector<std::string> policy_names(const std::vector<NamedPolicy<P>> &t)
+{
+    std::vector<std::string> out;
+    for (const auto &p : t) out.push_back(p.name);
+    return out;
+}
+
+template <class P>
+std::string policy_help(const std::vector<NamedPolicy<P>> &t)
+{
+    std::vector<std::string> out;
+    for (const auto &p : t) out.push_back(std::string(p.name) + " (" + p.doc + ")");
+    return join(out, ", ") + "; default " + t.front().name;
+}
+
+template <class P>
+P policy_named(const std::vector<NamedPolicy<P>> &t, const std::string &name)
+{
+    for (const auto &p : t)
+        if (name == p.name) return p.policy;
+    throw Error(ErrorKind::Usage, "unknown planner policy '" + name + "'" + did_you_mean(name, policy_names(t)));
+}
+
 struct CommonOptions {
     std::string input;
     int64_t max_context = 0;
     std::vector<std::string> disable;
     std::string dump_after;
-    std::string order = "memory";
-    std::string placement = "first-fit";
+    std::string order = order_policies().front().name;
+    std::string placement = placement_policies().front().name;
     bool no_inplace = false;
     bool no_fold_layers = false;
 };
@@ -86,19 +110,20 @@ void add_common(CLI::App *cmd, CommonOptions &o)
         ->check(CLI::PositiveNumber);
     cmd->add_option("--disable-pass", o.disable, "skip a pass (repeatable); see `ckc --list-passes`");
     cmd->add_option("--dump-after", o.dump_after, "print the IR to stderr after this pass");
-    cmd->add_option("--order", o.order, "planner execution order: memory (memory-aware) or fifo")
-        ->check(CLI::IsMember({"memory", "fifo"}));
-    cmd->add_option("--placement", o.placement, "planner placement: first-fit or naive (no reuse)")
-        ->check(CLI::IsMember({"first-fit", "naive"}));
+    cmd->add_option("--order", o.order, "planner execution order: " + policy_help(order_policies()))
+        ->check(CLI::IsMember(policy_names(order_policies())));
+    cmd->add_option("--placement", o.placement, "planner placement: " + policy_help(placement_policies()))
+        ->check(CLI::IsMember(policy_names(placement_policies())));
     cmd->add_flag("--no-inplace", o.no_inplace, "planner: never let an output reuse a dying input's memory");
     cmd->add_flag("--no-fold-layers", o.no_fold_layers,
-                  "graph: keep repeated submodules (layers.N / h.N / blocks.N) unrolled instead of one block run N times");
+                  "graph: keep repeated submodules (layers.N / h.N / blocks.N) unrolled (= --disable-pass fold_layers)");
 }
 
 struct Built {
     Program program;
     Plan plan;
     std::vector<std::string> passes;
+    std::vector<PassStat> pass_stats;
 };
 
 Built build(const CommonOptions &o)
@@ -116,13 +141,14 @@ Built build(const CommonOptions &o)
     }
     PipelineOptions po;
     po.disabled = {o.disable.begin(), o.disable.end()};
+    if (o.no_fold_layers) po.disabled.insert("fold_layers");
     po.dump_after = o.dump_after;
     po.dump = &std::cerr;
+    po.stats = &b.pass_stats;
     b.passes = run_pipeline(b.program, po);
-    if (graph && !o.no_fold_layers) fold_layers(b.program);
     PlanOptions plo;
-    plo.order = o.order == "fifo" ? OrderPolicy::Fifo : OrderPolicy::MemoryAware;
-    plo.placement = o.placement == "naive" ? PlacementPolicy::Naive : PlacementPolicy::FirstFit;
+    plo.order = policy_named(order_policies(), o.order);
+    plo.placement = policy_named(placement_policies(), o.placement);
     plo.inplace = !o.no_inplace;
     b.plan = plan_program(b.program, plo);
     for (const auto &note : b.program.info.notes) std::cerr << "ckc: note: " << note << "\n";
@@ -186,7 +212,8 @@ int main(int argc, char **argv)
     CLI::App *compile = app.add_subcommand("compile", "compile INPUT to a C file (writes OUTPUT and OUTPUT.kernels)");
     add_common(compile, co);
     compile->add_option("-o,--output", output, "the C file to write, e.g. out/model.c")->required();
-    compile->add_flag("--report", report, "print the memory plan (arena vs naive sum vs max-live lower bound)");
+    compile->add_flag("--report", report,
+                      "print node counts around each pass and the memory plan (arena vs naive sum vs max-live lower bound)");
     compile->footer("Then build it (OUTPUT.kernels lists the runtime sources it needs, by absolute path):\n"
                     "  cc -O3 -fPIC -shared -I \"$(ckc --include-dir)\" OUTPUT $(cat OUTPUT.kernels) -lopenblas -lm "
                     "-fopenmp -o libmodel.so");
@@ -252,7 +279,13 @@ int main(int argc, char **argv)
                 files.add(output + ".kernels", join(r.kernels, "\n") + "\n");
             }
             files.commit();
-            if (report) print_plan_report(b.program, b.plan, b.program.info.context_length, std::cout);
+            if (report) {
+                std::cout << "passes (nodes in all sections, before -> after):\n";
+                for (const auto &st : b.pass_stats)
+                    std::cout << fmt::format("  {:<24} {:>6} -> {:<6}{}\n", st.name, st.nodes_before, st.nodes_after,
+                                             st.nodes_after == st.nodes_before ? "" : "  *");
+                print_plan_report(b.program, b.plan, b.program.info.context_length, std::cout);
+            }
             std::cerr << fmt::format("ckc: wrote {} and {}.kernels ({})\n", output, output, b.program.info.summary);
             return 0;
         }

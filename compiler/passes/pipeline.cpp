@@ -14,7 +14,7 @@ const std::vector<Pass> &default_pipeline()
     // transposes it absorbs); the causal mask is recognized once folding has
     // made it a constant; DAG fusion (GELU, hand softmax) before the chain
     // patterns that consume SOFTMAX; the GEMM + ADD fusion last, for what the
-    // patterns left.
+    // patterns left; layers fold once every layer has reached its final form.
     static const std::vector<Pass> passes = {
         {"eliminate_reshapes", "drop identity reshapes/expands, collapse reshape chains, run GEMMs on un-flattened batches",
          [](Graph &g, Program &) { return eliminate_reshapes(g); }},
@@ -31,6 +31,8 @@ const std::vector<Pass> &default_pipeline()
         {"fuse_parallel_linears", "one GEMM over concatenated weights for projections of the same input (QKV, gate|up)",
          [](Graph &g, Program &) { return fuse_parallel_linears(g); }},
         {"dce", "remove nodes and weights nothing reads", [](Graph &g, Program &) { return eliminate_dead_code(g); }},
+        {"fold_layers", "exported graphs: repeated submodules (layers.N, h.N, blocks.N) -> one block run N times",
+         nullptr, [](Program &p) { return p.info.kind == "graph" && fold_layers(p) > 0; }},
     };
     return passes;
 }
@@ -54,14 +56,22 @@ std::vector<std::string> run_pipeline(Program &prog, const PipelineOptions &opts
         throw Error(ErrorKind::Usage, "unknown pass '" + opts.dump_after + "'" + did_you_mean(opts.dump_after, known) +
                                           "; passes: " + join(known, ", "));
 
+    auto node_count = [&prog] {
+        size_t n = 0;
+        for (int s = 0; s < 3; s++) n += prog.section(s).nodes().size();
+        return n;
+    };
     std::vector<std::string> ran;
     for (const auto &pass : default_pipeline()) {
         if (opts.disabled.count(pass.name)) continue;
+        size_t before = node_count();
+        if (pass.run_program) pass.run_program(prog);
         for (int s = 0; s < 3; s++) {
-            pass.run(prog.section(s), prog);
+            if (!pass.run_program) pass.run(prog.section(s), prog);
             prog.section(s).verify(std::string("after pass ") + pass.name + ", " + Program::section_name(s));
         }
         ran.push_back(pass.name);
+        if (opts.stats) opts.stats->push_back({pass.name, before, node_count()});
         if (opts.dump && opts.dump_after == pass.name) {
             *opts.dump << "; IR after " << pass.name << "\n";
             print_program(prog, *opts.dump);

@@ -11,6 +11,24 @@
 
 namespace ckc {
 
+const std::vector<NamedPolicy<OrderPolicy>> &order_policies()
+{
+    static const std::vector<NamedPolicy<OrderPolicy>> t = {
+        {"memory", OrderPolicy::MemoryAware, "memory-aware topological order (planner/order.cpp)"},
+        {"fifo", OrderPolicy::Fifo, "the nodes' own order"},
+    };
+    return t;
+}
+
+const std::vector<NamedPolicy<PlacementPolicy>> &placement_policies()
+{
+    static const std::vector<NamedPolicy<PlacementPolicy>> t = {
+        {"first-fit", PlacementPolicy::FirstFit, "largest first, into the lowest gap that fits (planner/placement.cpp)"},
+        {"naive", PlacementPolicy::Naive, "every tensor its own memory (no reuse)"},
+    };
+    return t;
+}
+
 static void compute_stats(const Graph &g, SectionPlan &sp, int64_t align)
 {
     int n_steps = static_cast<int>(sp.order.size());

@@ -38,6 +38,16 @@ namespace ckc {
 enum class OrderPolicy { MemoryAware, Fifo };
 enum class PlacementPolicy { FirstFit, Naive };
 
+// The algorithms by the names the command line uses (--order, --placement), with one line each.
+template <class Policy>
+struct NamedPolicy {
+    const char *name;
+    Policy policy;
+    const char *doc;
+};
+const std::vector<NamedPolicy<OrderPolicy>> &order_policies();          // "memory" first: the default
+const std::vector<NamedPolicy<PlacementPolicy>> &placement_policies();  // "first-fit" first: the default
+
 struct PlanOptions {
     OrderPolicy order = OrderPolicy::MemoryAware;
     PlacementPolicy placement = PlacementPolicy::FirstFit;

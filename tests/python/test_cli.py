@@ -40,7 +40,20 @@ def test_help_and_version():
 def test_list_passes_in_pipeline_order():
     names = [line.split()[0] for line in ckc_run("--list-passes").stdout.splitlines()]
     assert names == ["eliminate_reshapes", "absorb_blas", "constant_fold", "absorb_causal_mask", "fuse_dags",
-                     "fuse_patterns", "fuse_matmul_add", "fuse_parallel_linears", "dce"]
+                     "fuse_patterns", "fuse_matmul_add", "fuse_parallel_linears", "dce", "fold_layers"]
+
+
+def test_report_counts_nodes_around_every_pass(tmp_path):
+    cfg = os.path.join(ROOT, "models", "tiny-llama", "config.json")
+    rep = ckc_run("compile", cfg, "-o", str(tmp_path / "m.c"), "--report").stdout
+    rows = {l.split()[0]: (int(l.split()[1]), int(l.split()[3])) for l in rep.splitlines()
+            if l.startswith("  ") and "->" in l}
+    assert list(rows) == [line.split()[0] for line in ckc_run("--list-passes").stdout.splitlines()]
+    assert rows["fuse_parallel_linears"][1] < rows["fuse_parallel_linears"][0] + 4  # 2 GEMMs instead of 5, + slices
+    assert rows["fuse_matmul_add"][1] < rows["fuse_matmul_add"][0]  # the residual adds went into the GEMMs
+    assert all(rows[a][1] == rows[b][0] for a, b in zip(list(rows), list(rows)[1:]))  # counts chain up
+    off = ckc_run("compile", cfg, "-o", str(tmp_path / "n.c"), "--report", "--disable-pass", "fuse_matmul_add").stdout
+    assert "fuse_matmul_add" not in off.split("memory plan")[0]
 
 
 def test_inspect_text_json_weights():

@@ -102,6 +102,8 @@ def test_gpt(compile_graph):
     # unrolled (no folding) and with the pipeline off: the same numbers
     flat = compile_graph("gpt_flat", m, (idx,), args=["--no-fold-layers"])
     assert flat.inspect()["model"]["num_layers"] == 0
+    assert flat.inspect("--disable-pass", "fold_layers")["model"]["num_layers"] == 0  # the same thing, by pass name
+    assert "fold_layers" in c.inspect()["passes"] and "fold_layers" not in flat.inspect()["passes"]
     assert max_diff(flat.model()(idx.numpy()), y) < 1e-5
     off = compile_graph("gpt_off", m, (idx,), args=no_passes("constant_fold"))
     assert max_diff(off.model()(idx.numpy()), ref) < TOL

@@ -5,8 +5,9 @@
 // version, unique names, known ops and arities, inputs that exist, no
 // cycles, attribute types, and every declared output shape / dtype against
 // what ckc's shape rules compute. Errors name the file and the node, tensor
-// or key. The whole graph goes into the header; fold_layers() (after the
-// passes) moves repeated submodules into the block.
+// or key. The whole graph goes into the header; the pass fold_layers
+// (passes/fold_layers.cpp, last in the pipeline) moves repeated submodules
+// into the block.
 #pragma once
 
 #include <string>
@@ -19,11 +20,5 @@ namespace ckc {
 bool is_graph_json(const std::string &path);
 
 Program build_from_graph_json(const std::string &path);
-
-// Repeated submodules (module paths with layers.N. / h.N. / blocks.N.) become
-// the block, run once per layer, when every layer is the same computation on
-// its own weights with one tensor (the carry) flowing from layer to layer.
-// Returns the number of layers folded (0: the program is left as it was).
-int64_t fold_layers(Program &p);
 
 }  // namespace ckc

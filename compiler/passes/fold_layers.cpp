@@ -1,4 +1,4 @@
-// fold_layers.cpp — repeated submodules of an exported graph -> the block.
+// fold_layers — repeated submodules of an exported graph -> the block.
 //
 // A module path like "transformer.h.3.attn" puts a node in layer 3 of the
 // container "transformer.h" (also layers.N / blocks.N). Folding applies when
@@ -20,7 +20,7 @@
 
 #include <fmt/format.h>
 
-#include "frontend/graph/graph_json.h"
+#include "passes/pass.h"
 #include "support/error.h"
 #include "support/util.h"
 #include "weights/constants.h"
