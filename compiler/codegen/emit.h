@@ -33,6 +33,8 @@ public:
     // CK_LAYER_<NAME>[layer] when it is a per-layer table ("@name").
     virtual std::string param(const std::string &key, double dflt, bool is_int) const = 0;
     virtual std::string scratch() const = 0;  // the node's scratch buffer (float *)
+    // A size as C: the program's name for it (ModelInfo::sizes: "CK_FFN") or the number.
+    virtual std::string dim(int64_t v) const { return std::to_string(v); }
     virtual bool aliased() const = 0;         // the planner made the output a view: no kernel to run
 
     // conveniences over the current node

@@ -38,7 +38,7 @@ void embedding_emit(EmitCtx &c)
 {
     int64_t C = c.tin(1).shape[1], V = c.tin(1).shape[0];
     if (c.tin(0).dtype == DType::I32) {  // LM tokens, checked by ck_model_embed_tokens
-        c.w.line(fmt::format("ck_embedding({}, {}, {}, {}, {});", c.out(), c.in(1), c.in(0), c.rows(c.n.output), C));
+        c.w.line(fmt::format("ck_embedding({}, {}, {}, {}, {});", c.out(), c.in(1), c.in(0), c.rows(c.n.output), c.dim(C)));
         return;
     }
     c.w.open(fmt::format("if (ck_embedding_i64({}, {}, {}, {}, {}, {}) >= 0)", c.out(), c.in(1), c.in(0),
@@ -63,13 +63,13 @@ std::string row_count(EmitCtx &c, const Tensor &t)
 void rmsnorm_emit(EmitCtx &c)
 {
     c.w.line(fmt::format("ck_rmsnorm({}, {}, {}, {}, {}, {}, {});", c.out(), c.in(0), c.in(1), row_count(c, c.tin(0)),
-                         last(c.tin(0).shape), c_float(c.n.f("eps")), c_float(c.n.f("w_offset", 0.0))));
+                         c.dim(last(c.tin(0).shape)), c_float(c.n.f("eps")), c_float(c.n.f("w_offset", 0.0))));
 }
 
 void layernorm_emit(EmitCtx &c)
 {
     c.w.line(fmt::format("ck_layernorm({}, {}, {}, {}, {}, {}, {});", c.out(), c.in(0), c.in(1), c.in(2),
-                         row_count(c, c.tin(0)), last(c.tin(0).shape), c_float(c.n.f("eps"))));
+                         row_count(c, c.tin(0)), c.dim(last(c.tin(0).shape)), c_float(c.n.f("eps"))));
 }
 
 void scale_emit(EmitCtx &c)
@@ -160,13 +160,15 @@ void matmul_emit(EmitCtx &c)
         }
     }
     double alpha = n.f("alpha", 1.0);
-    bool strided = c.ld_in(0) != std::to_string(d.K) || c.ld_out() != std::to_string(d.N) ||
-                   (add != "NULL" && ld_add != std::to_string(d.N));
+    bool strided = c.ld_in(0) != c.dim(d.K) || c.ld_out() != c.dim(d.N) || (add != "NULL" && ld_add != c.dim(d.N));
     if (!d.b_batched && d.trans_b && alpha == 1.0) {
         // weights in nn.Linear layout: the threaded, row-stride-aware GEMM/GEMV
         std::string rows = shape_has_tokens(c.tin(0).shape) ? c.rows(n.inputs[0]) : std::to_string(d.batch * d.M);
+        if (add != "NULL")  // say what beta = 1 does here
+            c.w.comment(fmt::format("{} = {} + {} W^T: the residual add folded into the GEMM (beta = 1)", n.output,
+                                    n.inputs[2], n.inputs[0]));
         c.w.line(fmt::format("ck_linear({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});", c.out(), c.ld_out(), c.in(0),
-                             c.ld_in(0), c.in(1), bias, add, ld_add, rows, d.K, d.N));
+                             c.ld_in(0), c.in(1), bias, add, ld_add, rows, c.dim(d.K), c.dim(d.N)));
         return;
     }
     if (strided) internal_error("node '" + n.name + "': ck_matmul needs contiguous operands");
@@ -217,7 +219,7 @@ void kv_attention_emit(EmitCtx &c)
 void glu_emit(EmitCtx &c)
 {
     c.w.line(fmt::format("ck_glu({}, {}, {}, {}, {}, {}, {}, {}, {});", c.out(), c.ld_out(), c.in(0), c.ld_in(0), c.in(1),
-                         c.ld_in(1), row_count(c, c.tin(0)), last(c.tin(0).shape), act_enum(c.n)));
+                         c.ld_in(1), row_count(c, c.tin(0)), c.dim(last(c.tin(0).shape)), act_enum(c.n)));
 }
 
 void softmax_emit(EmitCtx &c)
@@ -290,7 +292,7 @@ void cat_emit(EmitCtx &c)
 
 void copy_emit(EmitCtx &c)
 {
-    if (c.ld_in(0) != std::to_string(last(c.tin(0).shape))) {
+    if (c.ld_in(0) != c.dim(last(c.tin(0).shape))) {
         c.w.line(fmt::format("ck_copy_rows({}, {}, {}, {}, {});", c.out(), c.in(0), c.ld_in(0), row_count(c, c.tin(0)),
                              last(c.tin(0).shape)));
         return;

@@ -12,6 +12,8 @@
 //   MODEL_FIELDS, INIT_TABLES, FREE_TABLES   RoPE cos/sin tables
 #include "codegen/llm_codegen.h"
 
+#include <map>
+
 #include <fmt/format.h>
 
 #include "codegen/program_c.h"
@@ -165,6 +167,13 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
                          p.info.context_length));
     cfg.line(fmt::format("#define CK_KV_HEADS {:<10} /* key/value heads (KV cache) */", kv->i("kv_heads")));
     cfg.line(fmt::format("#define CK_HEAD_DIM {:<10} /* per head (KV cache) */", kv->i("head_dim")));
+    static const std::map<std::string, std::string> size_docs = {
+        {"CK_FFN", "MLP width"}, {"CK_QKV_DIM", "the fused q|k|v projection"},
+        {"CK_GATE_UP_DIM", "the fused gate|up projection"}, {"CK_Q_DIM", "query heads x head_dim"},
+        {"CK_KV_DIM", "key/value heads x head_dim"}};
+    for (const auto &[name, value] : p.info.sizes)
+        if (size_docs.count(name))
+            cfg.line(fmt::format("#define {:<18} {:<6} /* {} */", name, value, size_docs.at(name)));
     cfg.line(fmt::format("#define CK_OPTIONAL_PREFIX \"{}\" /* checkpoint names may lack it (base-model files) */",
                          p.info.optional_prefix));
 

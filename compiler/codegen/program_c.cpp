@@ -107,8 +107,14 @@ public:
     {
         const Tensor &tt = g.tensor(t);
         const Region &r = st_.sp.region.at(t);
-        if (tt.storage != Storage::Weight && r.strided) return std::to_string(st_.root_shape(r.root).back());
-        return std::to_string(tt.shape.empty() ? 1 : tt.shape.back());
+        if (tt.storage != Storage::Weight && r.strided) return dim(st_.root_shape(r.root).back());
+        return dim(tt.shape.empty() ? 1 : tt.shape.back());
+    }
+    std::string dim(int64_t v) const override
+    {
+        for (const auto &[name, value] : st_.p.info.sizes)
+            if (value == v && v > 1) return name;
+        return std::to_string(v);
     }
     std::string name(const std::string &t) const override
     {

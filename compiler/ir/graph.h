@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <utility>
 #include <vector>
 
 #include "ir/ops.h"
@@ -158,6 +159,9 @@ struct ModelInfo {
     int64_t vocab_size = 0, hidden_size = 0, n_layers = 0, context_length = 0;
     std::string summary;       // one human line (heads, dims...)
     std::vector<std::string> notes;  // worth telling the user (printed by the CLI), e.g. a defaulted vocab_size
+    // Named sizes for the generated C (#define CK_FFN 172), most telling first: a size argument of a
+    // kernel call prints as the first name with its value.
+    std::vector<std::pair<std::string, int64_t>> sizes;
 };
 
 // Values of one attribute across layers (index = layer).

@@ -70,8 +70,17 @@ TEST_CASE("codegen: one call per node, each under a comment naming its HF module
     CHECK(count(block, "ck_rmsnorm(") == 2);
     CHECK(count(block, "ck_rope(") == 2);
     CHECK(count(block, "ck_attention(") == 1);
-    CHECK_THAT(block, Contains("/* model.layers.{L}.self_attn.{q,k,v}_proj */\n    ck_linear(qkv, 128, attn_in, 64, w->self_attn_qkv_proj_weight"));
-    CHECK_THAT(block, Contains("/* model.layers.{L}.mlp.down_proj */\n    ck_linear(x_out, 64, ffn_act, 344, w->mlp_down_proj_weight, NULL, h, 64, T, 172, 64);"));
+    // sizes by name (#define CK_QKV_DIM 128 ...), and the folded residual said in words
+    CHECK_THAT(block, Contains("/* model.layers.{L}.self_attn.{q,k,v}_proj */\n    ck_linear(qkv, CK_QKV_DIM, attn_in, "
+                               "CK_DIM, w->self_attn_qkv_proj_weight, NULL, NULL, 0, T, CK_DIM, CK_QKV_DIM);"));
+    CHECK_THAT(block, Contains("/* model.layers.{L}.mlp.down_proj */\n"
+                               "    /* x_out = h + ffn_act W^T: the residual add folded into the GEMM (beta = 1) */\n"
+                               "    ck_linear(x_out, CK_DIM, ffn_act, CK_GATE_UP_DIM, w->mlp_down_proj_weight, NULL, h, "
+                               "CK_DIM, T, CK_FFN, CK_DIM);"));
+    std::string src = generate(tiny_llama());
+    for (const char *d : {"#define CK_FFN             172", "#define CK_QKV_DIM         128",
+                          "#define CK_GATE_UP_DIM     344", "#define CK_KV_DIM          32"})
+        CHECK_THAT(src, Contains(d));
     // q and k are column views of the fused output; k_rope is rotated in place
     CHECK(std::regex_search(block, std::regex(R"(float \*k = qkv \+ 64; +/\* \[T, 32\] columns 64\.\.95 of qkv \(row stride 128\))")));
     CHECK_THAT(block, Contains("float *h = m->x;"));
