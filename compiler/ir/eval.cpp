@@ -56,7 +56,7 @@ void split_axis(const Shape &s, int64_t axis, int64_t &outer, int64_t &n, int64_
 
 int64_t norm_axis(int64_t a, size_t rank) { return a < 0 ? a + static_cast<int64_t>(rank) : a; }
 
-double gelu_tanh(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+double gelu_tanh(double x) { return 0.5 * x * (1.0 + std::tanh(CK_GELU_TANH_C * (x + CK_GELU_TANH_A * x * x * x))); }
 
 }  // namespace
 

@@ -39,6 +39,8 @@ struct Att {
     int64_t B, H, Sq, Sk, D;
 };
 Att attention_dims(const Node &n, const Inputs &in);
+// Keys beyond which "auto" picks the flash kernel (bounded scratch) over the standard one.
+constexpr int64_t kFlashMinKeys = 512;
 bool use_flash(const Node &n, const Att &a);  // the flash kernel (impl attr, or auto for long keys)
 
 }  // namespace ckc::rules

@@ -233,7 +233,8 @@ Shape kv_attention_shape(const Node &n, const Inputs &in)
     expect(in[0]->shape[1] == h * d, n, "q must be [T, heads*head_dim]: " + shapes(in));
     expect(h % kvh == 0, n, fmt::format("heads {} not a multiple of kv_heads {}", h, kvh));
     expect(in[1]->shape == Shape({2, kvh, in[0]->shape[0], d}), n, "kv must come from KV_STORE: " + shapes(in));
-    expect(d <= 512, n, fmt::format("head_dim {} exceeds the kernel limit 512", d));
+    expect(d <= CK_ATTENTION_MAX_HEAD_DIM, n,
+           fmt::format("head_dim {} exceeds the kernel limit {}", d, CK_ATTENTION_MAX_HEAD_DIM));
     return in[0]->shape;
 }
 
@@ -367,7 +368,7 @@ Shape attention_shape(const Node &n, const Inputs &in)
 bool use_flash(const Node &n, const Att &a)
 {
     std::string impl = n.has("impl") ? n.s("impl") : "auto";
-    return impl == "flash" || (impl == "auto" && a.Sk > 512);
+    return impl == "flash" || (impl == "auto" && a.Sk > kFlashMinKeys);
 }
 int64_t attention_scratch(const Node &n, const Inputs &in)
 {

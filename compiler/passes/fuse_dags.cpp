@@ -59,13 +59,13 @@ bool gelu_tanh(Graph &g, const Node &out)
         const Node *th = interior(g, a1->inputs[0], Op::TANH, {a1->name});
         if (!th || !interior(g, out.inputs[h], Op::MUL, in) || !interior(g, out.inputs[1 - h], Op::ADD, in)) continue;
         const Node *u = interior(g, th->inputs[0], Op::MUL, {th->name});
-        if (!u || !times(*u, 0.7978845608028654)) continue;
+        if (!u || !times(*u, CK_GELU_TANH_C)) continue;
         const Node *v = interior(g, u->inputs[0], Op::ADD, {u->name});
         if (!v || v->inputs.size() != 2) continue;
         int xi = v->inputs[0] == *x ? 0 : v->inputs[1] == *x ? 1 : -1;
         if (xi < 0) continue;
         const Node *w = interior(g, v->inputs[1 - xi], Op::MUL, {v->name});
-        if (!w || !times(*w, 0.044715)) continue;
+        if (!w || !times(*w, CK_GELU_TANH_A)) continue;
         const Node *p3 = interior(g, w->inputs[0], Op::POW, {w->name});
         if (!p3 || p3->inputs[0] != *x || !near(p3->f("exponent", 0), 3.0)) continue;
         Node gelu;

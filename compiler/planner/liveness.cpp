@@ -217,7 +217,7 @@ void compute_liveness(const Graph &g, const std::vector<std::string> &order, con
                 Allocation a;
                 a.root = nd.name + "#scratch";
                 a.per_token = false;
-                a.size = (bytes + o.align - 1) / o.align * o.align;
+                a.size = align_up(bytes, o.align);
                 a.birth = a.death = s;
                 sp.alloc[a.root] = a;
                 sp.scratch[nd.name] = a.root;
@@ -230,7 +230,7 @@ void compute_liveness(const Graph &g, const std::vector<std::string> &order, con
         Allocation a;
         a.root = t;
         a.per_token = shape_has_tokens(tt.shape);
-        a.size = (tensor_bytes(tt) + o.align - 1) / o.align * o.align;
+        a.size = align_up(tensor_bytes(tt), o.align);
         a.birth = step_of.at(g.producer(t)->name);
         a.death = a.birth;
         for (const auto &[u, ru] : sp.region)

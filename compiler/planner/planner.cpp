@@ -41,10 +41,10 @@ static void compute_stats(const Graph &g, SectionPlan &sp, int64_t align)
             const Tensor &t = g.tensor(n.output);
             bool arena_copy = sp.alloc.count(n.output) && t.storage != Storage::Activation;
             if ((t.storage == Storage::Activation || arena_copy) && shape_has_tokens(t.shape) == per_token)
-                st.naive += (tensor_bytes(t) + align - 1) / align * align;
+                st.naive += align_up(tensor_bytes(t), align);
         }
         for (const auto &[root, a] : sp.alloc)  // per-op scratch: its own slot in a naive plan too
-            if (!g.has_tensor(root) && a.per_token == per_token) st.naive += (a.size + align - 1) / align * align;
+            if (!g.has_tensor(root) && a.per_token == per_token) st.naive += align_up(a.size, align);
         st.lower_bound = 0;
         for (int s = 0; s <= n_steps; s++) {
             int64_t live = 0;

@@ -35,6 +35,9 @@
 
 namespace ckc {
 
+// `bytes` rounded up to a multiple of `align`
+constexpr int64_t align_up(int64_t bytes, int64_t align) { return (bytes + align - 1) / align * align; }
+
 enum class OrderPolicy { MemoryAware, Fifo };
 enum class PlacementPolicy { FirstFit, Naive };
 

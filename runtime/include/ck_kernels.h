@@ -24,6 +24,16 @@
 extern "C" {
 #endif
 
+/* ---- when a kernel threads --------------------------------------------------
+ * Below these many elements of work a kernel runs on the calling thread:
+ * waking the OpenMP team costs more than the split saves on small inputs.
+ * Cheap elementwise work (adds, copies, norms, RoPE) waits for CK_PAR_MIN;
+ * work with a transcendental per element (exp: activations, softmax,
+ * attention) splits earlier. */
+#define CK_PAR_MIN 65536
+#define CK_PAR_MIN_EXP 16384
+#define CK_PAR_MIN_ACT 32768
+
 /* ---- threads (threads.c) ------------------------------------------------ */
 /* One OpenMP pool runs everything. While a model call is in progress OpenBLAS
  * is set to one thread (each OpenMP thread calls it on its own slice), so the
@@ -118,9 +128,14 @@ void ck_attention_ref(float *out, int ldo, const float *q, int ldq,
                       int T, int pos0, int H, int KVH, int D, float scale, int window, float softcap);
 
 /* ---- activations and elementwise (elementwise.c) ------------------------ */
+/* The tanh approximation of GELU: sqrt(2/pi) and the cubic coefficient (the
+ * compiler's evaluator and its GELU pattern match use these too). */
+#define CK_GELU_TANH_C 0.7978845608028654
+#define CK_GELU_TANH_A 0.044715
+
 typedef enum ck_act {
     CK_ACT_SILU = 0,      /* x * sigmoid(x) */
-    CK_ACT_GELU_TANH = 1, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): gelu_new, gelu_pytorch_tanh */
+    CK_ACT_GELU_TANH = 1, /* 0.5 x (1 + tanh(CK_GELU_TANH_C (x + CK_GELU_TANH_A x^3))): gelu_new, gelu_pytorch_tanh */
     CK_ACT_GELU = 2       /* 0.5 x (1 + erf(x / sqrt 2)) */
 } ck_act;
 

@@ -76,7 +76,7 @@ void ck_attention(float *out, int ldo, const float *q, int ldq,
                   int T, int pos0, int H, int KVH, int D, float scale, int window, float softcap)
 {
     int group = H / KVH, total = T * H, idx;
-#pragma omp parallel for schedule(dynamic, 4) if (total > 1 && (long)total * (pos0 + T) * D >= 32768)
+#pragma omp parallel for schedule(dynamic, 4) if (total > 1 && (long)total * (pos0 + T) * D >= CK_PAR_MIN_ACT)
     for (idx = 0; idx < total; idx++) {
         int t = idx / H, h = idx % H, p = pos0 + t;
         size_t kv = (size_t)(h / group) * cap * D;
@@ -154,7 +154,7 @@ void ck_attention_std(float *out, ck_seq so, const float *q, ck_seq sq, const fl
 {
     int64_t BH = B * H, slots = (int64_t)ck_attention_slots(BH), g0;
     int team = CK_MAX_THREADS();
-    if ((double)BH * Sq * Sk * D < 32768.0) team = 1;
+    if ((double)BH * Sq * Sk * D < CK_PAR_MIN_ACT) team = 1;
     for (g0 = 0; g0 < BH; g0 += slots) {
         int64_t gn = BH - g0 < slots ? BH - g0 : slots;
         int64_t blocks = gn >= team ? 1 : (team + gn - 1) / gn, rb, tasks, t;
@@ -194,7 +194,7 @@ void ck_attention_flash(float *out, ck_seq so, const float *q, ck_seq sq, const 
     int64_t BH = B * H, tiles = (Sq + TL - 1) / TL, tasks = BH * tiles, t;
     int team = CK_MAX_THREADS();
     if (team > (int)ck_attention_slots(BH)) team = (int)ck_attention_slots(BH);
-    if ((double)BH * Sq * Sk * D < 32768.0) team = 1;
+    if ((double)BH * Sq * Sk * D < CK_PAR_MIN_ACT) team = 1;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(team) if (team > 1)
     for (t = 0; t < tasks; t++) {
         float *S = scratch + (int64_t)CK_THREAD_ID() * per_slot, *acc = S + TL * TL, *m = acc + TL * D, *l = m + TL;

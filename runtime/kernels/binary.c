@@ -62,7 +62,7 @@ void ck_binary(float *out, const int64_t *os, int rank, const float *a, const in
     size_t i, pos;
     long k;
     if (same(as, os, rank) && same(bs, os, rank)) {
-#pragma omp parallel for schedule(static) if (n >= 65536)
+#pragma omp parallel for schedule(static) if (n >= CK_PAR_MIN)
         for (k = 0; k < (long)n; k++) out[k] = apply(op, a[k], b[k]);
         return;
     }
@@ -76,7 +76,7 @@ void ck_binary(float *out, const int64_t *os, int rank, const float *a, const in
     }
     if (na == n && row_vector(bs, os, rank)) {
         int64_t N = os[rank - 1], rows = (int64_t)(n / (size_t)N);
-#pragma omp parallel for schedule(static) if (n >= 65536)
+#pragma omp parallel for schedule(static) if (n >= CK_PAR_MIN)
         for (k = 0; k < (long)rows; k++) {
             int64_t j;
             for (j = 0; j < N; j++) out[k * N + j] = apply(op, a[k * N + j], b[j]);
@@ -125,10 +125,10 @@ void ck_binary_scalar(float *out, const float *a, size_t n, float s, ck_binop op
 {
     long k;
     if (reverse) {
-#pragma omp parallel for schedule(static) if (n >= 65536)
+#pragma omp parallel for schedule(static) if (n >= CK_PAR_MIN)
         for (k = 0; k < (long)n; k++) out[k] = apply(op, s, a[k]);
     } else {
-#pragma omp parallel for schedule(static) if (n >= 65536)
+#pragma omp parallel for schedule(static) if (n >= CK_PAR_MIN)
         for (k = 0; k < (long)n; k++) out[k] = apply(op, a[k], s);
     }
 }

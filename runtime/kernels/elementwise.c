@@ -20,7 +20,7 @@ static void activate(float *y, const float *v, float *e, int n, ck_act act)
         ck_vexp(e, e, n);
         for (k = 0; k < n; k++) y[k] = v[k] / (1.0f + e[k]);
     } else if (act == CK_ACT_GELU_TANH) { /* 0.5 v (1 + tanh(u)), tanh(u) = 1 - 2 / (exp(2u) + 1) */
-        for (k = 0; k < n; k++) e[k] = 2.0f * 0.7978845608028654f * (v[k] + 0.044715f * v[k] * v[k] * v[k]);
+        for (k = 0; k < n; k++) e[k] = 2.0f * (float)CK_GELU_TANH_C * (v[k] + (float)CK_GELU_TANH_A * v[k] * v[k] * v[k]);
         ck_vexp(e, e, n);
         for (k = 0; k < n; k++) y[k] = 0.5f * v[k] * (2.0f - 2.0f / (e[k] + 1.0f));
     } else { /* exact GELU: 0.5 v (1 + erf(v / sqrt 2)), erf by Abramowitz & Stegun 7.1.26
@@ -44,7 +44,7 @@ static void activate(float *y, const float *v, float *e, int n, ck_act act)
 static double activate_ref(double v, ck_act act)
 {
     if (act == CK_ACT_SILU) return v / (1.0 + exp(-v));
-    if (act == CK_ACT_GELU_TANH) return 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+    if (act == CK_ACT_GELU_TANH) return 0.5 * v * (1.0 + tanh(CK_GELU_TANH_C * (v + CK_GELU_TANH_A * v * v * v)));
     return 0.5 * v * (1.0 + erf(v * 0.7071067811865476));
 }
 
@@ -53,7 +53,7 @@ static double activate_ref(double v, ck_act act)
 void ck_glu(float *out, int ldo, const float *gate, int ldg, const float *up, int ldu, int T, int F, ck_act act)
 {
     int t;
-#pragma omp parallel for schedule(static) if ((long)T * F >= 32768)
+#pragma omp parallel for schedule(static) if ((long)T * F >= CK_PAR_MIN_ACT)
     for (t = 0; t < T; t++) {
         const float *g = gate + (size_t)t * ldg, *u = up + (size_t)t * ldu;
         float *o = out + (size_t)t * ldo;
@@ -83,7 +83,7 @@ static void unary_chunk(float *y, const float *x, float *e, int m, ck_unop op, f
 static void map_chunks(float *out, const float *x, size_t n, int op, float param, ck_act act)
 {
     long c;
-#pragma omp parallel for schedule(static) if (n >= 65536)
+#pragma omp parallel for schedule(static) if (n >= CK_PAR_MIN)
     for (c = 0; c < (long)((n + CK_CHUNK - 1) / CK_CHUNK); c++) {
         float e[CK_CHUNK];
         size_t i0 = (size_t)c * CK_CHUNK;
@@ -131,7 +131,7 @@ void ck_softcap_ref(float *out, const float *x, size_t n, float cap)
 void ck_add(float *out, const float *a, const float *b, size_t n)
 {
     long i;
-#pragma omp parallel for schedule(static) if (n >= 65536)
+#pragma omp parallel for schedule(static) if (n >= CK_PAR_MIN)
     for (i = 0; i < (long)n; i++) out[i] = a[i] + b[i];
 }
 
@@ -144,7 +144,7 @@ void ck_add_ref(float *out, const float *a, const float *b, size_t n)
 void ck_add_bias(float *out, const float *a, const float *bias, int T, int N)
 {
     int t;
-#pragma omp parallel for schedule(static) if ((long)T * N >= 65536)
+#pragma omp parallel for schedule(static) if ((long)T * N >= CK_PAR_MIN)
     for (t = 0; t < T; t++) {
         const float *ar = a + (size_t)t * N;
         float *o = out + (size_t)t * N;
@@ -234,7 +234,7 @@ void ck_unary_ref(float *out, const float *x, size_t n, ck_unop op, float param)
 void ck_bias_relu(float *out, const float *x, const float *bias, size_t rows, int n)
 {
     long r;
-#pragma omp parallel for schedule(static) if (rows * (size_t)n >= 65536)
+#pragma omp parallel for schedule(static) if (rows * (size_t)n >= CK_PAR_MIN)
     for (r = 0; r < (long)rows; r++) {
         const float *xr = x + (size_t)r * n;
         float *o = out + (size_t)r * n;

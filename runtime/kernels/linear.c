@@ -56,7 +56,7 @@ void ck_linear(float *out, int ldo, const float *x, int ldx, const float *w,
 {
 #ifdef _OPENMP
     /* Below ~64k multiply-adds a parallel region costs more than it saves. */
-    int team = omp_in_parallel() || (double)T * K * N < 65536.0 ? 1 : omp_get_max_threads();
+    int team = omp_in_parallel() || (double)T * K * N < CK_PAR_MIN ? 1 : omp_get_max_threads();
     if (team > 1) {
 #pragma omp parallel num_threads(team)
         {
@@ -135,7 +135,7 @@ void ck_matmul(float *out, const float *a, const float *b, const float *add, con
         batch = 1;
     }
 #ifdef _OPENMP
-    team = omp_in_parallel() || (double)batch * M * N * K < 65536.0 ? 1 : omp_get_max_threads();
+    team = omp_in_parallel() || (double)batch * M * N * K < CK_PAR_MIN ? 1 : omp_get_max_threads();
 #endif
     if (team == 1) {
         int64_t i;

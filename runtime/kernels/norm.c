@@ -26,7 +26,7 @@ static void rmsnorm_row(float *o, const float *x, const float *w, int C, float e
 void ck_rmsnorm(float *out, const float *x, const float *w, int T, int C, float eps, float w_offset)
 {
     int t;
-#pragma omp parallel for schedule(static) if ((long)T * C >= 65536)
+#pragma omp parallel for schedule(static) if ((long)T * C >= CK_PAR_MIN)
     for (t = 0; t < T; t++)
         rmsnorm_row(out + (size_t)t * C, x + (size_t)t * C, w, C, eps, w_offset);
 }
@@ -71,7 +71,7 @@ static void layernorm_row(float *o, const float *x, const float *w, const float 
 void ck_layernorm(float *out, const float *x, const float *w, const float *b, int T, int C, float eps)
 {
     int t;
-#pragma omp parallel for schedule(static) if ((long)T * C >= 65536)
+#pragma omp parallel for schedule(static) if ((long)T * C >= CK_PAR_MIN)
     for (t = 0; t < T; t++) layernorm_row(out + (size_t)t * C, x + (size_t)t * C, w, b, C, eps);
 }
 

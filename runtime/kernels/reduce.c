@@ -14,7 +14,7 @@ void ck_softmax(float *out, const float *x, int64_t outer, int64_t n, int64_t in
 {
     long r;
     if (inner == 1) {
-#pragma omp parallel for schedule(static) if (outer * n >= 16384)
+#pragma omp parallel for schedule(static) if (outer * n >= CK_PAR_MIN_EXP)
         for (r = 0; r < (long)outer; r++) ck_vsoftmax(out + r * n, x + r * n, (int)n);
         return;
     }
@@ -39,7 +39,7 @@ void ck_softmax_ref(float *out, const float *x, int64_t outer, int64_t n, int64_
 void ck_reduce(float *out, const float *x, int64_t outer, int64_t n, int64_t inner, ck_redop op)
 {
     long o;
-#pragma omp parallel for schedule(static) if (outer * n * inner >= 65536)
+#pragma omp parallel for schedule(static) if (outer * n * inner >= CK_PAR_MIN)
     for (o = 0; o < (long)outer; o++) {
         int64_t j, k;
         for (j = 0; j < inner; j++) {

@@ -68,7 +68,7 @@ void ck_rope(float *out, int ldo, const float *x, int ldx, int T, int n_heads, i
              int pos0, const float *cos_t, const float *sin_t)
 {
     int half = rot_dim / 2, t;
-#pragma omp parallel for schedule(static) if ((long)T * n_heads * head_dim >= 65536)
+#pragma omp parallel for schedule(static) if ((long)T * n_heads * head_dim >= CK_PAR_MIN)
     for (t = 0; t < T; t++) {
         const float *c = cos_t + (size_t)(pos0 + t) * half, *s = sin_t + (size_t)(pos0 + t) * half;
         int h;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "ck_kernels.h"  // CK_ATTENTION_MAX_HEAD_DIM
 #include "support/error.h"
 #include "support/util.h"
 
@@ -58,8 +59,9 @@ Program build_from_hf_config(const std::string &config_path, const HfOptions &op
     ConfigReader r = ConfigReader::load(config_path);
     const Family &fam = find_family(r);
     LlmConfig c = fam.parse(r);
-    if (c.head_dim > 512)
-        r.fail("head_dim", fmt::format("{} is larger than the attention kernel supports (512)", c.head_dim));
+    if (c.head_dim > CK_ATTENTION_MAX_HEAD_DIM)
+        r.fail("head_dim", fmt::format("{} is larger than the attention kernel supports ({})", c.head_dim,
+                                       CK_ATTENTION_MAX_HEAD_DIM));
     if (opts.max_context > c.context_length)
         throw Error(ErrorKind::Usage, fmt::format("--max-context {} is above the context length of {}, {} "
                                                   "(max_position_embeddings or n_positions): it can only lower it",
