@@ -160,8 +160,8 @@ nlohmann::json plan_json(const Plan &plan)
     nlohmann::json j;
     j["arena_bytes_per_token"] = plan.arena_per_token;
     j["arena_bytes_fixed"] = plan.arena_fixed;
-    for (int s = 0; s < 3; s++) {
-        const SectionPlan &sp = plan.sections[s];
+    for (Section s : kSections) {
+        const SectionPlan &sp = plan.section(s);
         nlohmann::json allocs = nlohmann::json::array(), regions = nlohmann::json::object();
         for (const auto &[name, a] : sp.alloc)
             allocs.push_back({{"root", a.root}, {"offset", a.offset}, {"size", a.size}, {"per_token", a.per_token},

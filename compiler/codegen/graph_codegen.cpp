@@ -35,7 +35,7 @@ int index_of(const std::vector<std::string> &v, const std::string &x)
 class GraphTarget : public Target {
 public:
     explicit GraphTarget(const Program &p) : p_(p) {}
-    std::string signature(int s) const override
+    std::string signature(Section s) const override
     {
         return fmt::format("static int ckg_{}(ck_graph *g, int layer)", Program::section_name(s));
     }
@@ -58,7 +58,7 @@ public:
         if (i < 0) internal_error("codegen: '" + t.name + "' is not a graph output");
         return fmt::format("(({} *)g->out[{}])", c_type(t.dtype), i);
     }
-    std::string weights(int s) const override { return s == 1 ? "w->" : "g->w."; }
+    std::string weights(Section s) const override { return s == Section::Block ? "w->" : "g->w."; }
     std::string block_preamble() const override { return "const ck_layer_weights *w = &g->w.layers[layer];"; }
     std::string rope_table(const Node &n) override
     {
@@ -82,7 +82,7 @@ std::string dtype_enum(DType t)
 
 const Tensor &io_tensor(const Program &p, const std::string &name)
 {
-    for (int s = 0; s < 3; s++)
+    for (Section s : kSections)
         if (p.section(s).has_tensor(name)) return p.section(s).tensor(name);
     internal_error("codegen: no tensor '" + name + "'");
 }
@@ -135,13 +135,13 @@ GraphCodegenResult generate_graph_c(Program &p, const Plan &plan, const CodegenO
     GraphTarget target(p);
 
     std::string sections;
-    for (int s : {0, 1, 2}) sections += section_c(p, s, plan.sections[s], wt, target) + (s < 2 ? "\n" : "");
+    for (Section s : kSections) sections += section_c(p, s, plan.section(s), wt, target) + (s != Section::Footer ? "\n" : "");
 
     int64_t n_params = 0, nodes = 0;
-    for (int s = 0; s < 3; s++) {
+    for (Section s : kSections) {
         nodes += static_cast<int64_t>(p.section(s).nodes().size());
         for (const auto &[name, t] : p.section(s).tensors())
-            if (t.storage == Storage::Weight) n_params += shape_numel_fixed(t.shape) * (s == 1 ? p.info.n_layers : 1);
+            if (t.storage == Storage::Weight) n_params += shape_numel_fixed(t.shape) * (s == Section::Block ? p.info.n_layers : 1);
     }
     std::string weights_name = graph_weights_path(o.output_name);
     std::string build = "cc -O3 -fPIC -shared -I \"$(ckc --include-dir)\" " + o.output_name + " $(cat " + o.output_name +

@@ -58,7 +58,7 @@ std::string rope_kind(const std::string &type)
 class LlmTarget : public Target {
 public:
     RopeTables rope;
-    std::string signature(int s) const override
+    std::string signature(Section s) const override
     {
         return fmt::format("static int ck_{}(ck_model *m, int layer, int T, int pos0)", Program::section_name(s));
     }
@@ -79,7 +79,7 @@ public:
         if (t.name != "logits") internal_error("codegen: a language model's only output is logits, not " + t.name);
         return "m->logits";
     }
-    std::string weights(int s) const override { return s == 1 ? "w->" : "m->w."; }
+    std::string weights(Section s) const override { return s == Section::Block ? "w->" : "m->w."; }
     std::string block_preamble() const override { return "const ck_layer_weights *w = &m->w.layers[layer];"; }
     std::string rope_table(const Node &n) override { return rope.prefix(n); }
 };
@@ -98,7 +98,7 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     if (!kv) internal_error("codegen: the block has no KV_STORE");
 
     std::string sections;
-    for (int s : {0, 1, 2}) sections += section_c(p, s, plan.sections[s], wt, target) + (s < 2 ? "\n" : "");
+    for (Section s : kSections) sections += section_c(p, s, plan.section(s), wt, target) + (s != Section::Footer ? "\n" : "");
 
     // RoPE tables, discovered while emitting
     CWriter fields, init, fr;
@@ -131,9 +131,9 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     }
 
     int64_t n_params = 0;
-    for (int s = 0; s < 3; s++)
+    for (Section s : kSections)
         for (const auto &[name, t] : p.section(s).tensors())
-            if (t.storage == Storage::Weight) n_params += shape_numel_fixed(t.shape) * (s == 1 ? p.info.n_layers : 1);
+            if (t.storage == Storage::Weight) n_params += shape_numel_fixed(t.shape) * (s == Section::Block ? p.info.n_layers : 1);
 
     std::string build = "cc -O3 -fPIC -shared -I \"$(ckc --include-dir)\" " + o.output_name + " $(cat " + o.output_name +
                         ".kernels) -lopenblas -lm -fopenmp -o libmodel.so";

@@ -73,7 +73,7 @@ std::string spec_row(const std::string &strct, const WeightField &f)
                        join(names, ", "), t.source.part_shapes[0].size(), join(shapes, ", "), t.source.transposed ? 1 : 0);
 }
 
-std::string offset_name(int section, const std::string &root)
+std::string offset_name(Section section, const std::string &root)
 {
     return "CK_OFF_" + upper(Program::section_name(section)) + "_" + upper(c_identifier(root));
 }
@@ -81,7 +81,7 @@ std::string offset_name(int section, const std::string &root)
 // The per-node emit context of a section.
 struct SectionState {
     const Program &p;
-    int sec;
+    Section sec;
     const Graph &g;
     const SectionPlan &sp;
     const WeightTable &wt;
@@ -127,7 +127,7 @@ public:
     {
         std::string table = n.table(key);
         if (!table.empty()) {
-            if (!st_.p.layer_tables.count(table) || st_.sec != 1)
+            if (!st_.p.layer_tables.count(table) || st_.sec != Section::Block)
                 internal_error("codegen: node '" + n.name + "' uses unknown per-layer table '" + table + "'");
             return "CK_LAYER_" + upper(c_identifier(table)) + "[layer]";
         }
@@ -151,14 +151,14 @@ private:
 void WeightTable::collect(const Program &p)
 {
     NameSet gnames, lnames;
-    for (int s : {0, 2, 1})
+    for (Section s : {Section::Header, Section::Footer, Section::Block})
         for (const Node &n : p.section(s).nodes())
             for (const auto &name : n.inputs) {
                 const Tensor &t = p.section(s).tensor(name);
                 if (t.storage != Storage::Weight) continue;
                 std::string key = source_key(t);
                 if (t.dtype != DType::F32) {
-                    if (s == 1 && key.find("{L}") != std::string::npos)
+                    if (s == Section::Block && key.find("{L}") != std::string::npos)
                         input_error("constant '" + name + "' (" + dtype_name(t.dtype) +
                                     ") differs by layer; only float32 weights can");
                     if (inline_by_key.count(key)) continue;
@@ -167,17 +167,17 @@ void WeightTable::collect(const Program &p)
                     inline_consts.push_back({field, &t});
                     continue;
                 }
-                auto &by_key = s == 1 ? layer_by_key : global_by_key;
+                auto &by_key = s == Section::Block ? layer_by_key : global_by_key;
                 if (by_key.count(key)) continue;
-                std::string want = s == 1 ? name : merge_names(t.source.parts);
+                std::string want = s == Section::Block ? name : merge_names(t.source.parts);
                 if (starts_with(want, "model.")) want = want.substr(6);
-                std::string field = (s == 1 ? lnames : gnames).take(want);
+                std::string field = (s == Section::Block ? lnames : gnames).take(want);
                 by_key[key] = field;
-                (s == 1 ? layer : global).push_back({field, &t});
+                (s == Section::Block ? layer : global).push_back({field, &t});
             }
 }
 
-std::string WeightTable::expr(int section, const Tensor &t, const std::string &prefix) const
+std::string WeightTable::expr(Section section, const Tensor &t, const std::string &prefix) const
 {
     if (t.dtype != DType::F32) {
         auto it = inline_by_key.find(source_key(t));
@@ -220,9 +220,9 @@ std::string inline_constants_c(const WeightTable &wt, const Program &p)
     return w.str();
 }
 
-std::string WeightTable::field(int section, const Tensor &t) const
+std::string WeightTable::field(Section section, const Tensor &t) const
 {
-    const auto &by_key = section == 1 ? layer_by_key : global_by_key;
+    const auto &by_key = section == Section::Block ? layer_by_key : global_by_key;
     auto it = by_key.find(source_key(t));
     if (it == by_key.end()) internal_error("codegen: weight '" + t.name + "' has no field");
     return it->second;
@@ -266,8 +266,8 @@ std::string plan_c(const Program &p, const Plan &plan)
     CWriter w;
     w.line(fmt::format("#define CK_ACT_PER_TOKEN {} /* bytes per token: the largest section */", plan.arena_per_token));
     w.line(fmt::format("#define CK_ACT_FIXED {} /* bytes independent of T */", plan.arena_fixed));
-    for (int s = 0; s < 3; s++) {
-        const SectionPlan &sp = plan.sections[s];
+    for (Section s : kSections) {
+        const SectionPlan &sp = plan.section(s);
         if (sp.alloc.empty() && p.section(s).nodes().empty()) continue;
         w.comment(fmt::format("{}: arena {}/token + {}; naive sum {}/token + {}; max-live lower bound {}/token + {}",
                               Program::section_name(s), human_bytes(sp.per_token.arena), human_bytes(sp.fixed.arena),
@@ -302,7 +302,7 @@ std::string layer_tables_c(const Program &p)
     return w.str();
 }
 
-std::string section_c(const Program &p, int sec, const SectionPlan &sp, const WeightTable &wt, Target &target)
+std::string section_c(const Program &p, Section sec, const SectionPlan &sp, const WeightTable &wt, Target &target)
 {
     const Graph &g = p.section(sec);
     SectionState st{p, sec, g, sp, wt, target, {}};
@@ -390,8 +390,8 @@ std::string section_c(const Program &p, int sec, const SectionPlan &sp, const We
 
     CWriter w;
     const char *name = Program::section_name(sec);
-    std::string what = sec == 0 ? "runs once before the layers"
-                     : sec == 1 ? "one layer, run for layer = 0 .. CK_N_LAYERS-1"
+    std::string what = sec == Section::Header ? "runs once before the layers"
+                     : sec == Section::Block ? "one layer, run for layer = 0 .. CK_N_LAYERS-1"
                                 : "runs once after the layers";
     w.line(fmt::format("/* ---- {}: {} ", name, what) +
            std::string(std::max<int>(0, 70 - static_cast<int>(what.size()) - static_cast<int>(std::string(name).size())), '-'));
@@ -403,7 +403,7 @@ std::string section_c(const Program &p, int sec, const SectionPlan &sp, const We
     w.line(target.signature(sec));
     w.line("{");
     w.indent();
-    if (sec == 1 && body.str().find("w->") != std::string::npos) w.line(target.block_preamble());
+    if (sec == Section::Block && body.str().find("w->") != std::string::npos) w.line(target.block_preamble());
     size_t width = 0;
     for (const auto &[decl, note] : decls) width = std::max(width, decl.size());
     for (const auto &[decl, note] : decls) w.line(fmt::format("{:<{}} /* {} */", decl, width, comment_safe(note)));
@@ -411,7 +411,7 @@ std::string section_c(const Program &p, int sec, const SectionPlan &sp, const We
     std::vector<std::string> unused;
     for (const auto &param : target.maybe_unused()) {
         std::regex word("\\b" + param + "\\b");
-        if (!std::regex_search(text, word) && !(param == "layer" && sec == 1)) unused.push_back(param);
+        if (!std::regex_search(text, word) && !(param == "layer" && sec == Section::Block)) unused.push_back(param);
     }
     if (!unused.empty()) {
         std::string casts;
@@ -426,7 +426,7 @@ std::string section_c(const Program &p, int sec, const SectionPlan &sp, const We
 std::set<std::string> kernel_files(const Program &p, const std::set<std::string> &always)
 {
     std::set<std::string> files = always;
-    for (int s = 0; s < 3; s++)
+    for (Section s : kSections)
         for (const Node &n : p.section(s).nodes())
             for (const char *k : lowering(n.op).kernels) files.insert(k);
     return files;

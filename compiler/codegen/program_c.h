@@ -20,13 +20,13 @@ namespace ckc {
 class Target {
 public:
     virtual ~Target() = default;
-    virtual std::string signature(int section) const = 0;           // "static int ck_block(ck_model *m, int layer, ...)"
+    virtual std::string signature(Section section) const = 0;           // "static int ck_block(ck_model *m, int layer, ...)"
     virtual std::vector<std::string> maybe_unused() const = 0;      // parameters to (void) when unused
     virtual std::string arena(const std::string &offset, bool per_token) const = 0;  // a byte pointer expression
     virtual std::string carry() const = 0;                           // the residual stream buffer
     virtual std::string input(const Tensor &t) const = 0;            // a caller input
     virtual std::string output(const Tensor &t) const = 0;           // a caller output buffer
-    virtual std::string weights(int section) const = 0;              // "w->" in the block, "m->w." elsewhere
+    virtual std::string weights(Section section) const = 0;              // "w->" in the block, "m->w." elsewhere
     virtual std::string block_preamble() const = 0;                  // first line of the block function
     virtual std::string rope_table(const Node &rope) = 0;            // C prefix of a RoPE table
 };
@@ -47,8 +47,8 @@ struct WeightTable {
     std::map<std::string, std::string> global_by_key, layer_by_key, inline_by_key;
     void collect(const Program &p);
     // the C expression reading weight `t` in `section` (prefix: the target's weights())
-    std::string expr(int section, const Tensor &t, const std::string &prefix) const;
-    std::string field(int section, const Tensor &t) const;
+    std::string expr(Section section, const Tensor &t, const std::string &prefix) const;
+    std::string field(Section section, const Tensor &t) const;
 };
 
 // typedefs of the weight structs + CK_GLOBAL_WEIGHTS / CK_LAYER_WEIGHTS tables.
@@ -60,7 +60,7 @@ std::string plan_c(const Program &p, const Plan &plan);
 // static const CK_LAYER_<NAME>[] tables of per-layer attributes.
 std::string layer_tables_c(const Program &p);
 // One C function per section.
-std::string section_c(const Program &p, int section, const SectionPlan &sp, const WeightTable &wt, Target &target);
+std::string section_c(const Program &p, Section section, const SectionPlan &sp, const WeightTable &wt, Target &target);
 // The runtime sources a Program needs (relative to runtime/).
 std::set<std::string> kernel_files(const Program &p, const std::set<std::string> &always);
 

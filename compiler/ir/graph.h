@@ -170,6 +170,10 @@ struct LayerTable {
     std::vector<double> values;
 };
 
+// The three sections of a Program, in the order they run: header once, block once per layer, footer once.
+enum class Section { Header, Block, Footer };
+constexpr Section kSections[] = {Section::Header, Section::Block, Section::Footer};
+
 struct Program {
     ModelInfo info;
     Graph header, block, footer;
@@ -186,9 +190,12 @@ struct Program {
     // order, and the outputs' names as the exported module returned them.
     std::vector<std::string> inputs, outputs, output_names;
 
-    Graph &section(int i) { return i == 0 ? header : i == 1 ? block : footer; }
-    const Graph &section(int i) const { return i == 0 ? header : i == 1 ? block : footer; }
-    static const char *section_name(int i) { return i == 0 ? "header" : i == 1 ? "block" : "footer"; }
+    Graph &section(Section s) { return s == Section::Header ? header : s == Section::Block ? block : footer; }
+    const Graph &section(Section s) const { return s == Section::Header ? header : s == Section::Block ? block : footer; }
+    static const char *section_name(Section s)
+    {
+        return s == Section::Header ? "header" : s == Section::Block ? "block" : "footer";
+    }
 };
 
 std::string shape_str(const Shape &s);          // "[T, 64]"

@@ -36,10 +36,10 @@ void print_program(const Program &p, std::ostream &os)
         for (double v : t.values) vals.push_back(fmt::format("{}", v));
         os << "; per-layer @" << name << " = [" << join(vals, ", ") << "]\n";
     }
-    for (int s = 0; s < 3; s++) {
+    for (Section s : kSections) {
         const Graph &g = p.section(s);
         const char *sec = Program::section_name(s);
-        if (s == 1)
+        if (s == Section::Block)
             os << fmt::format("{} (runs for each layer L = 0..{})\n", sec, p.info.n_layers - 1);
         else
             os << sec << "\n";
@@ -48,7 +48,7 @@ void print_program(const Program &p, std::ostream &os)
             for (const auto &i : n.inputs) ins.push_back(tensor_ref(g, i));
             std::vector<std::string> attrs;
             for (const auto &[k, v] : n.attrs) attrs.push_back(k + "=" + attr_str(v));
-            os << fmt::format("  {:<6} {:<2} {:<12} {} -> {}", sec, s == 1 ? "L" : "-", op_name(n.op), join(ins, ", "),
+            os << fmt::format("  {:<6} {:<2} {:<12} {} -> {}", sec, s == Section::Block ? "L" : "-", op_name(n.op), join(ins, ", "),
                               tensor_ref(g, n.output));
             if (!attrs.empty()) os << "  " << join(attrs, " ");
             os << "\n";

@@ -367,7 +367,7 @@ int64_t fold_layers(Program &p)
     Folder f(p);
     int64_t n = f.run();
     if (n) {
-        for (int s = 0; s < 3; s++) p.section(s).verify(std::string("fold_layers, ") + Program::section_name(s));
+        for (Section s : kSections) p.section(s).verify(std::string("fold_layers, ") + Program::section_name(s));
     }
     return n;
 }

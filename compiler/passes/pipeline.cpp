@@ -58,7 +58,7 @@ std::vector<std::string> run_pipeline(Program &prog, const PipelineOptions &opts
 
     auto node_count = [&prog] {
         size_t n = 0;
-        for (int s = 0; s < 3; s++) n += prog.section(s).nodes().size();
+        for (Section s : kSections) n += prog.section(s).nodes().size();
         return n;
     };
     std::vector<std::string> ran;
@@ -66,7 +66,7 @@ std::vector<std::string> run_pipeline(Program &prog, const PipelineOptions &opts
         if (opts.disabled.count(pass.name)) continue;
         size_t before = node_count();
         if (pass.run_program) pass.run_program(prog);
-        for (int s = 0; s < 3; s++) {
+        for (Section s : kSections) {
             if (!pass.run_program) pass.run(prog.section(s), prog);
             prog.section(s).verify(std::string("after pass ") + pass.name + ", " + Program::section_name(s));
         }

@@ -112,7 +112,7 @@ std::string add_constant(Program &p, Graph &g, const std::string &base, ConstDat
 std::string graph_weights_bytes(const Program &p)
 {
     std::set<std::string> names;
-    for (int s = 0; s < 3; s++)
+    for (Section s : kSections)
         for (const Node &n : p.section(s).nodes())
             for (const auto &in : n.inputs) {
                 const Tensor &t = p.section(s).tensor(in);

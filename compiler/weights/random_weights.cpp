@@ -51,12 +51,12 @@ Role role_of(const std::string &name, const Shape &shape)
 std::vector<std::pair<std::string, Shape>> required_tensors(const Program &p)
 {
     std::map<std::string, Shape> out;
-    for (int s = 0; s < 3; s++)
+    for (Section s : kSections)
         for (const auto &[name, t] : p.section(s).tensors()) {
             if (t.storage != Storage::Weight) continue;
             for (size_t i = 0; i < t.source.parts.size(); i++) {
                 const std::string &part = t.source.parts[i];
-                if (s == 1) {
+                if (s == Section::Block) {
                     for (int64_t l = 0; l < p.info.n_layers; l++)
                         out[replace_all(part, "{L}", std::to_string(l))] = t.source.part_shapes[i];
                 } else {

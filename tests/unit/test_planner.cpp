@@ -285,7 +285,7 @@ TEST_CASE("planner: the Llama block before and after fusion", "[planner]")
     for (bool fuse : {false, true}) {
         Program p = program_of(tiny_llama({{"attention_bias", true}}));
         if (fuse) run_pipeline(p, {});
-        for (int s = 0; s < 3; s++)
+        for (Section s : kSections)
             for (const PlanOptions &o : all_ablations()) check_plan(p.section(s), plan_section(p.section(s), o), o);
     }
 }
@@ -333,7 +333,7 @@ TEST_CASE("planner: pinned outputs pull their in-place producers into the pinned
     SectionPlan head = plan_section(p.header, PlanOptions{});
     CHECK(head.region.at("tok_embed").root == kCarryRoot);
     CHECK(head.alloc.empty());
-    for (int s = 0; s < 3; s++) check_plan(p.section(s), plan_section(p.section(s), PlanOptions{}), PlanOptions{});
+    for (Section s : kSections) check_plan(p.section(s), plan_section(p.section(s), PlanOptions{}), PlanOptions{});
     // a preference never costs a copy: without in-place the plan stays valid
     PlanOptions no;
     no.inplace = false;

@@ -79,7 +79,7 @@ Program build_from_hf_config(const std::string &config_path, const HfOptions &op
                                            c.vocab_size));
     p.info.source_path = config_path;
     p.info.source_hash = fnv1a64(read_file(config_path));
-    for (int s = 0; s < 3; s++) p.section(s).verify(std::string("front end, ") + Program::section_name(s));
+    for (Section s : kSections) p.section(s).verify(std::string("front end, ") + Program::section_name(s));
     return p;
 }
 
