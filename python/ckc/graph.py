@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from .llm import CkError, _Handle, as_numpy, is_torch
+from .llm import CkError, _Handle, as_numpy, is_torch, spin_then_sleep
 
 _DTYPES = {0: np.float32, 1: np.int64, 2: np.int32, 3: np.bool_}
 
@@ -48,6 +48,7 @@ class GraphModel(_Handle):
     """A compiled exported graph, callable on numpy arrays."""
 
     def __init__(self, lib_path, weights_path=None, threads=None):
+        spin_then_sleep()
         self.lib = ctypes.CDLL(os.path.abspath(lib_path))
         for name, (res, args) in _SIGNATURES.items():
             fn = getattr(self.lib, name)

@@ -5,6 +5,7 @@
     ids = m.generate([1, 2, 3], max_new_tokens=16, temperature=0.8, top_k=40, seed=0)
 """
 import ctypes
+import os
 import warnings
 
 import numpy as np
@@ -76,7 +77,17 @@ class _Handle:
         self.close()
 
 
+def spin_then_sleep():
+    """OpenMP threads spin briefly, then sleep between parallel regions (GOMP_SPINCOUNT=10000, as
+    CK_GOMP_SPINCOUNT in ck_kernels.h): libgomp's default spin collapses throughput when other programs keep
+    the cores busy. libgomp reads it when it loads, so this runs before the first model library loads; a wait
+    policy the user set is kept."""
+    if "OMP_WAIT_POLICY" not in os.environ:
+        os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+
+
 def load_library(path):
+    spin_then_sleep()
     lib = ctypes.CDLL(path)
     for name, (res, args) in _SIGNATURES.items():
         fn = getattr(lib, name)

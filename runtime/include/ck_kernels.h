@@ -30,6 +30,11 @@ extern "C" {
  * Cheap elementwise work (adds, copies, norms, RoPE) waits for CK_PAR_MIN;
  * work with a transcendental per element (exp: activations, softmax,
  * attention) splits earlier. */
+/* libgomp's wait between parallel regions, as GOMP_SPINCOUNT: spin this many
+ * times, then sleep (the default, 300000, collapses throughput when other
+ * programs keep the cores busy). The model executable and the Python wrapper
+ * set it unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is already set. */
+#define CK_GOMP_SPINCOUNT "10000"
 #define CK_PAR_MIN 65536
 #define CK_PAR_MIN_EXP 16384
 #define CK_PAR_MIN_ACT 32768

@@ -72,3 +72,16 @@ def test_torch_token_tensors(build):
     got = m.forward(torch.tensor(toks))
     assert isinstance(got, torch.Tensor) and max_diff(got.numpy(), ref) == 0.0
     assert m.generate(torch.tensor([toks[:4]]), 6) == m.generate(toks[:4], 6)
+
+
+def test_openmp_waits_spin_briefly_then_sleep(build):
+    """Loading a model sets libgomp's GOMP_SPINCOUNT to ck_kernels.h's CK_GOMP_SPINCOUNT (scripts/bench_threads.py
+    measures why), unless a wait policy was chosen; the generated executable does the same for itself."""
+    import re
+    header = open(os.path.join(ROOT, "runtime", "include", "ck_kernels.h")).read()
+    value = re.search(r'#define CK_GOMP_SPINCOUNT "(\d+)"', header).group(1)
+    build(CONFIGS["gqa_untied"]).model()
+    if "OMP_WAIT_POLICY" not in os.environ:
+        assert os.environ.get("GOMP_SPINCOUNT") == value
+    src = open(os.path.join(build(CONFIGS["gqa_untied"]).folder, "model.c")).read()
+    assert 'setenv("GOMP_SPINCOUNT", CK_GOMP_SPINCOUNT, 1)' in src
