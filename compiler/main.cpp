@@ -193,6 +193,131 @@ std::string command_line(int argc, char **argv)
     return join(parts, " ");
 }
 
+// ---- ckc compile ---------------------------------------------------------------------------
+struct CompileArgs {
+    CommonOptions common;
+    std::string output;
+    bool report = false;
+};
+
+CLI::App *add_compile(CLI::App &app, CompileArgs &a)
+{
+    CLI::App *cmd = app.add_subcommand("compile", "compile INPUT to a C file (writes OUTPUT and OUTPUT.kernels)");
+    add_common(cmd, a.common);
+    cmd->add_option("-o,--output", a.output, "the C file to write, e.g. out/model.c")->required();
+    cmd->add_flag("--report", a.report,
+                  "print node counts around each pass and the memory plan (arena vs naive sum vs max-live lower bound)");
+    cmd->footer("Then build it (OUTPUT.kernels lists the runtime sources it needs, by absolute path):\n"
+                "  cc -O3 -fPIC -shared -I \"$(ckc --include-dir)\" OUTPUT $(cat OUTPUT.kernels) -lopenblas -lm "
+                "-fopenmp -o libmodel.so");
+    return cmd;
+}
+
+int run_compile(const CompileArgs &a, const std::string &command)
+{
+    std::string home = find_home();
+    Built b = build(a.common);
+    CodegenOptions cg;
+    cg.command_line = command;
+    cg.passes = b.passes;
+    cg.runtime_dir = home + "/runtime";
+    cg.output_name = a.output.substr(a.output.rfind('/') == std::string::npos ? 0 : a.output.rfind('/') + 1);
+    AtomicFiles files;  // model.c, model.c.kernels (and a graph's weights) appear together or not at all
+    if (b.program.info.kind == "graph") {
+        GraphCodegenResult r = generate_graph_c(b.program, b.plan, cg, read_file(home + "/templates/graph_model.c.in"));
+        files.add(a.output, r.source);
+        files.add(a.output + ".kernels", join(r.kernels, "\n") + "\n");
+        if (!r.weights.empty()) files.add(graph_weights_path(a.output), r.weights);
+    } else {
+        CodegenResult r = generate_llm_c(b.program, b.plan, cg, read_file(home + "/templates/llm_model.c.in"));
+        files.add(a.output, r.source);
+        files.add(a.output + ".kernels", join(r.kernels, "\n") + "\n");
+    }
+    files.commit();
+    if (a.report) {
+        std::cout << "passes (nodes in all sections, before -> after):\n";
+        for (const auto &st : b.pass_stats)
+            std::cout << fmt::format("  {:<24} {:>6} -> {:<6}{}\n", st.name, st.nodes_before, st.nodes_after,
+                                     st.nodes_after == st.nodes_before ? "" : "  *");
+        print_plan_report(b.program, b.plan, b.program.info.context_length, std::cout);
+    }
+    std::cerr << fmt::format("ckc: wrote {} and {}.kernels ({})\n", a.output, a.output, b.program.info.summary);
+    return 0;
+}
+
+// ---- ckc inspect ---------------------------------------------------------------------------
+struct InspectArgs {
+    CommonOptions common;
+    bool json = false, plan = false, weights = false;
+};
+
+CLI::App *add_inspect(CLI::App &app, InspectArgs &a)
+{
+    CLI::App *cmd = app.add_subcommand("inspect", "print the header/block/footer IR after the passes");
+    add_common(cmd, a.common);
+    cmd->add_flag("--json", a.json, "write the machine-readable map (IR + plan) as JSON");
+    cmd->add_flag("--plan", a.plan, "also print the memory plan");
+    cmd->add_flag("--weights", a.weights, "list the checkpoint tensors the model reads (name and shape)");
+    return cmd;
+}
+
+int run_inspect(const InspectArgs &a)
+{
+    Built b = build(a.common);
+    if (a.json) {
+        nlohmann::json j = program_to_json(b.program);
+        j["passes"] = b.passes;
+        j["plan"] = plan_json(b.plan);
+        std::cout << j.dump(2) << "\n";
+    } else if (a.weights) {
+        for (const auto &[name, shape] : required_tensors(b.program)) std::cout << name << " " << shape_str(shape) << "\n";
+    } else {
+        std::cout << "; passes: " << (b.passes.empty() ? "(none)" : join(b.passes, ", ")) << "\n";
+        print_program(b.program, std::cout);
+        if (a.plan) print_plan_report(b.program, b.plan, b.program.info.context_length, std::cout);
+    }
+    return 0;
+}
+
+// ---- ckc random-weights --------------------------------------------------------------------
+struct RandomWeightsArgs {
+    std::string config, out, dtype = "f32";
+    uint64_t seed = 0, shard = 0;
+    double std = 0.02;
+};
+
+CLI::App *add_random_weights(CLI::App &app, RandomWeightsArgs &a)
+{
+    CLI::App *cmd = app.add_subcommand("random-weights", "write a deterministic random checkpoint for CONFIG");
+    cmd->add_option("CONFIG", a.config, "a Hugging Face config.json")->required();
+    cmd->add_option("-o,--output", a.out, "folder to write model.safetensors (and config.json) into")->required();
+    cmd->add_option("--seed", a.seed, "random seed (default 0)");
+    cmd->add_option("--dtype", a.dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
+    cmd->add_option("--std", a.std, "standard deviation of matrix entries (default 0.02)");
+    cmd->add_option("--shard-size", a.shard, "split into shards of at most this many bytes + an index.json");
+    return cmd;
+}
+
+int run_random_weights(const RandomWeightsArgs &a)
+{
+    Program p = build_from_hf_config(a.config);
+    RandomWeightOptions o;
+    o.seed = a.seed;
+    o.std = a.std;
+    o.shard_bytes = a.shard;
+    o.dtype = a.dtype == "bf16" ? DType::BF16 : a.dtype == "f16" ? DType::F16 : DType::F32;
+    std::cerr << fmt::format("ckc: generating {} random weights (seed {})...\n", a.dtype, a.seed);
+    auto tensors = random_tensors(p, o);
+    write_checkpoint(a.out, tensors, o.shard_bytes);
+    if (absolute_path(a.config) != absolute_path(a.out + "/config.json")) {
+        AtomicFiles cfg;
+        cfg.add(a.out + "/config.json", read_file(a.config));
+        cfg.commit();
+    }
+    std::cerr << fmt::format("ckc: wrote {} tensors to {}\n", tensors.size(), a.out);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv)
@@ -205,37 +330,12 @@ int main(int argc, char **argv)
     app.add_flag("--version", version, "print the version");
     app.add_flag("--include-dir", include_dir,
                  "print the folder of the runtime headers, for cc -I \"$(ckc --include-dir)\"");
-
-    CommonOptions co;
-    std::string output;
-    bool report = false;
-    CLI::App *compile = app.add_subcommand("compile", "compile INPUT to a C file (writes OUTPUT and OUTPUT.kernels)");
-    add_common(compile, co);
-    compile->add_option("-o,--output", output, "the C file to write, e.g. out/model.c")->required();
-    compile->add_flag("--report", report,
-                      "print node counts around each pass and the memory plan (arena vs naive sum vs max-live lower bound)");
-    compile->footer("Then build it (OUTPUT.kernels lists the runtime sources it needs, by absolute path):\n"
-                    "  cc -O3 -fPIC -shared -I \"$(ckc --include-dir)\" OUTPUT $(cat OUTPUT.kernels) -lopenblas -lm "
-                    "-fopenmp -o libmodel.so");
-
-    CommonOptions io;
-    bool as_json = false, with_plan = false, weights = false;
-    CLI::App *inspect = app.add_subcommand("inspect", "print the header/block/footer IR after the passes");
-    add_common(inspect, io);
-    inspect->add_flag("--json", as_json, "write the machine-readable map (IR + plan) as JSON");
-    inspect->add_flag("--plan", with_plan, "also print the memory plan");
-    inspect->add_flag("--weights", weights, "list the checkpoint tensors the model reads (name and shape)");
-
-    std::string rw_config, rw_out, rw_dtype = "f32";
-    uint64_t rw_seed = 0, rw_shard = 0;
-    double rw_std = 0.02;
-    CLI::App *rw = app.add_subcommand("random-weights", "write a deterministic random checkpoint for CONFIG");
-    rw->add_option("CONFIG", rw_config, "a Hugging Face config.json")->required();
-    rw->add_option("-o,--output", rw_out, "folder to write model.safetensors (and config.json) into")->required();
-    rw->add_option("--seed", rw_seed, "random seed (default 0)");
-    rw->add_option("--dtype", rw_dtype, "f32, f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
-    rw->add_option("--std", rw_std, "standard deviation of matrix entries (default 0.02)");
-    rw->add_option("--shard-size", rw_shard, "split into shards of at most this many bytes + an index.json");
+    CompileArgs compile_args;
+    InspectArgs inspect_args;
+    RandomWeightsArgs rw_args;
+    CLI::App *compile = add_compile(app, compile_args);
+    CLI::App *inspect = add_inspect(app, inspect_args);
+    CLI::App *rw = add_random_weights(app, rw_args);
 
     try {
         app.parse(argc, argv);
@@ -257,73 +357,9 @@ int main(int argc, char **argv)
             for (const auto &p : default_pipeline()) std::cout << fmt::format("{:<24} {}\n", p.name, p.doc);
             return 0;
         }
-        if (*compile) {
-            std::string home = find_home();
-            Built b = build(co);
-            CodegenOptions cg;
-            cg.command_line = command_line(argc, argv);
-            cg.passes = b.passes;
-            cg.runtime_dir = home + "/runtime";
-            cg.output_name = output.substr(output.rfind('/') == std::string::npos ? 0 : output.rfind('/') + 1);
-            AtomicFiles files;
-            if (b.program.info.kind == "graph") {
-                std::string tmpl = read_file(home + "/templates/graph_model.c.in");
-                GraphCodegenResult r = generate_graph_c(b.program, b.plan, cg, tmpl);
-                files.add(output, r.source);
-                files.add(output + ".kernels", join(r.kernels, "\n") + "\n");
-                if (!r.weights.empty()) files.add(graph_weights_path(output), r.weights);
-            } else {
-                std::string tmpl = read_file(home + "/templates/llm_model.c.in");
-                CodegenResult r = generate_llm_c(b.program, b.plan, cg, tmpl);
-                files.add(output, r.source);
-                files.add(output + ".kernels", join(r.kernels, "\n") + "\n");
-            }
-            files.commit();
-            if (report) {
-                std::cout << "passes (nodes in all sections, before -> after):\n";
-                for (const auto &st : b.pass_stats)
-                    std::cout << fmt::format("  {:<24} {:>6} -> {:<6}{}\n", st.name, st.nodes_before, st.nodes_after,
-                                             st.nodes_after == st.nodes_before ? "" : "  *");
-                print_plan_report(b.program, b.plan, b.program.info.context_length, std::cout);
-            }
-            std::cerr << fmt::format("ckc: wrote {} and {}.kernels ({})\n", output, output, b.program.info.summary);
-            return 0;
-        }
-        if (*inspect) {
-            Built b = build(io);
-            if (as_json) {
-                nlohmann::json j = program_to_json(b.program);
-                j["passes"] = b.passes;
-                j["plan"] = plan_json(b.plan);
-                std::cout << j.dump(2) << "\n";
-            } else if (weights) {
-                for (const auto &[name, shape] : required_tensors(b.program))
-                    std::cout << name << " " << shape_str(shape) << "\n";
-            } else {
-                std::cout << "; passes: " << (b.passes.empty() ? "(none)" : join(b.passes, ", ")) << "\n";
-                print_program(b.program, std::cout);
-                if (with_plan) print_plan_report(b.program, b.plan, b.program.info.context_length, std::cout);
-            }
-            return 0;
-        }
-        if (*rw) {
-            Program p = build_from_hf_config(rw_config);
-            RandomWeightOptions o;
-            o.seed = rw_seed;
-            o.std = rw_std;
-            o.shard_bytes = rw_shard;
-            o.dtype = rw_dtype == "bf16" ? DType::BF16 : rw_dtype == "f16" ? DType::F16 : DType::F32;
-            std::cerr << fmt::format("ckc: generating {} random weights (seed {})...\n", rw_dtype, rw_seed);
-            auto tensors = random_tensors(p, o);
-            write_checkpoint(rw_out, tensors, o.shard_bytes);
-            if (absolute_path(rw_config) != absolute_path(rw_out + "/config.json")) {
-                AtomicFiles cfg;
-                cfg.add(rw_out + "/config.json", read_file(rw_config));
-                cfg.commit();
-            }
-            std::cerr << fmt::format("ckc: wrote {} tensors to {}\n", tensors.size(), rw_out);
-            return 0;
-        }
+        if (*compile) return run_compile(compile_args, command_line(argc, argv));
+        if (*inspect) return run_inspect(inspect_args);
+        if (*rw) return run_random_weights(rw_args);
         std::cout << app.help();
         return static_cast<int>(ErrorKind::Usage);
     } catch (const Error &e) {
