@@ -363,7 +363,7 @@ int main(int argc, char **argv)
         std::cout << app.help();
         return static_cast<int>(ErrorKind::Usage);
     } catch (const Error &e) {
-        std::cerr << "ckc: error: " << e.what() << "\n";
+        std::cerr << (e.kind() == ErrorKind::Internal ? "ckc: internal error: " : "ckc: error: ") << e.what() << "\n";
         return e.exit_code();
     } catch (const std::exception &e) {
         std::cerr << "ckc: internal error: " << e.what() << "\n";

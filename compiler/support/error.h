@@ -28,6 +28,7 @@ private:
 
 [[noreturn]] inline void input_error(const std::string &msg) { throw Error(ErrorKind::Input, msg); }
 [[noreturn]] inline void io_error(const std::string &msg) { throw Error(ErrorKind::IO, msg); }
-[[noreturn]] inline void internal_error(const std::string &msg) { throw Error(ErrorKind::Internal, "internal error: " + msg); }
+// A bug in ckc, not in the input: the CLI prints "ckc: internal error: " before the message.
+[[noreturn]] inline void internal_error(const std::string &msg) { throw Error(ErrorKind::Internal, msg); }
 
 }  // namespace ckc

@@ -168,11 +168,23 @@ bool is_graph_json(const std::string &path)
     return j.is_object() && j.contains("schema") && j["schema"] == "ckc.graph";
 }
 
-Program build_from_graph_json(const std::string &path)
+namespace {
+
+// The names of inputs, constants and nodes: each used once.
+struct Names {
+    const Reader &r;
+    std::set<std::string> used;
+    void add(const std::string &name, const std::string &where)
+    {
+        if (name.empty()) r.fail(where + ": empty name");
+        if (used.count(name)) r.fail(fmt::format("{}: the name '{}' is used twice", where, name));
+        used.insert(name);
+    }
+};
+
+// The document, checked to be a ckc graph of the version this ckc reads.
+json parse_document(const Reader &r, const std::string &text)
 {
-    Reader r(path);
-    std::string text = read_file(path);
-    r.set_text(text);
     json doc;
     try {
         doc = json::parse(text);
@@ -190,26 +202,18 @@ Program build_from_graph_json(const std::string &path)
         r.fail(fmt::format("schema version {} is not supported: this ckc reads version {}{}", ver.get<int64_t>(),
                            kSchemaVersion, ver.get<int64_t>() > kSchemaVersion ? " (re-export, or update ckc)" : ""));
 
-    Program p;
-    p.info.kind = "graph";
-    p.info.source_path = absolute_path(path);
-    p.info.source_hash = fnv1a64(text);
-    p.info.family = doc.value("module", std::string("graph"));
-    Graph &g = p.header;
-    std::set<std::string> sources;
-    auto new_name = [&](const std::string &name, const std::string &where) {
-        if (name.empty()) r.fail(where + ": empty name");
-        if (sources.count(name)) r.fail(fmt::format("{}: the name '{}' is used twice", where, name));
-        sources.insert(name);
-    };
+    return doc;
+}
 
-    // inputs
+void read_inputs(const Reader &r, const json &doc, Program &p, Names &names)
+{
+    Graph &g = p.header;
     const json &inputs = r.field(doc, "inputs", json::value_t::array, "top level");
     for (size_t i = 0; i < inputs.size(); i++) {
         std::string where = fmt::format("inputs[{}]", i);
         Tensor t;
         t.name = r.str(inputs[i], "name", where);
-        new_name(t.name, where);
+        names.add(t.name, where);
         t.shape = r.shape(inputs[i], where + " '" + t.name + "'");
         t.dtype = r.dtype(inputs[i], where + " '" + t.name + "'");
         t.storage = Storage::Input;
@@ -217,7 +221,12 @@ Program build_from_graph_json(const std::string &path)
         p.inputs.push_back(t.name);
     }
 
-    // constants, checked against the weights file
+}
+
+// Constants, each checked against the weights file (present, shape, dtype). Returns how many.
+size_t read_constants(const Reader &r, const json &doc, const std::string &path, Program &p, Names &names)
+{
+    Graph &g = p.header;
     const json &consts = doc.contains("constants") ? doc["constants"] : json::array();
     if (!consts.is_array()) r.fail("\"constants\" must be an array");
     if (!consts.empty()) {
@@ -231,7 +240,7 @@ Program build_from_graph_json(const std::string &path)
                 std::string where = fmt::format("constants[{}]", i);
                 Tensor t;
                 t.name = r.str(consts[i], "name", where);
-                new_name(t.name, where);
+                names.add(t.name, where);
                 where += " '" + t.name + "'";
                 t.shape = r.shape(consts[i], where);
                 t.dtype = r.dtype(consts[i], where);
@@ -262,13 +271,19 @@ Program build_from_graph_json(const std::string &path)
         ck_checkpoint_close(ck);
     }
 
-    // nodes: structure first, then in execution order with shape checks
+    return consts.size();
+}
+
+// Nodes: structure first, then in execution order, each shape checked against what the op computes.
+void read_nodes(const Reader &r, const json &doc, Program &p, Names &names)
+{
+    Graph &g = p.header;
     const json &nodes_j = r.field(doc, "nodes", json::value_t::array, "top level");
     std::vector<json> nodes(nodes_j.begin(), nodes_j.end());
     for (size_t i = 0; i < nodes.size(); i++) {
         std::string where = fmt::format("nodes[{}]", i);
         std::string name = r.str(nodes[i], "name", where);
-        new_name(name, where);
+        names.add(name, where);
         where = fmt::format("node '{}'", name);
         std::string op = r.str(nodes[i], "op", where);
         if (!op_from_name(op))
@@ -279,7 +294,7 @@ Program build_from_graph_json(const std::string &path)
             if (!in.is_string()) r.fail(where + ": \"inputs\" must list tensor names");
         if (nodes[i].contains("attrs") && !nodes[i]["attrs"].is_object()) r.fail(where + ": \"attrs\" must be an object");
     }
-    std::set<std::string> defined = sources;
+    std::set<std::string> defined = names.used;
     for (const auto &n : nodes) defined.erase(n["name"].get<std::string>());
     for (size_t i : execution_order(r, nodes, defined)) {
         const json &nj = nodes[i];
@@ -303,9 +318,7 @@ Program build_from_graph_json(const std::string &path)
         try {
             g.add_node(n);
         } catch (const Error &e) {
-            std::string msg = e.what();
-            if (starts_with(msg, "internal error: ")) msg = msg.substr(16);
-            r.fail(msg + (n.origin.empty() ? "" : " [" + n.origin + "]"));
+            r.fail(e.what() + (n.origin.empty() ? std::string() : " [" + n.origin + "]"));  // a shape rule's complaint
         }
         const Tensor &out = g.tensor(n.output);
         if (nj.contains("shape")) {
@@ -326,7 +339,12 @@ Program build_from_graph_json(const std::string &path)
         }
     }
 
-    // outputs: each gets its own caller buffer
+}
+
+// Outputs: each gets its own caller buffer.
+void read_outputs(const Reader &r, const json &doc, Program &p)
+{
+    Graph &g = p.header;
     const json &outs = r.field(doc, "outputs", json::value_t::array, "top level");
     if (outs.empty()) r.fail("the graph has no outputs");
     std::set<std::string> out_names;
@@ -355,11 +373,30 @@ Program build_from_graph_json(const std::string &path)
         p.outputs.push_back(t);
         p.output_names.push_back(name);
     }
-    g.verify("graph.json " + path);
+}
 
+}  // namespace
+
+Program build_from_graph_json(const std::string &path)
+{
+    Reader r(path);
+    std::string text = read_file(path);
+    r.set_text(text);
+    json doc = parse_document(r, text);
+    Program p;
+    p.info.kind = "graph";
+    p.info.source_path = absolute_path(path);
+    p.info.source_hash = fnv1a64(text);
+    p.info.family = doc.value("module", std::string("graph"));
+    Names names{r, {}};
+    read_inputs(r, doc, p, names);
+    size_t n_consts = read_constants(r, doc, path, p, names);
+    read_nodes(r, doc, p, names);
+    read_outputs(r, doc, p);
+    p.header.verify("graph.json " + path);
     p.info.n_layers = 0;
-    p.info.summary = fmt::format("{}: {} nodes, {} inputs, {} constants, {} outputs", p.info.family, g.nodes().size(),
-                                 p.inputs.size(), consts.size(), p.outputs.size());
+    p.info.summary = fmt::format("{}: {} nodes, {} inputs, {} constants, {} outputs", p.info.family,
+                                 p.header.nodes().size(), p.inputs.size(), n_consts, p.outputs.size());
     return p;
 }
 
