@@ -55,4 +55,11 @@ std::string located_message(const std::string &path, const std::string &text, si
     return fmt::format("{}:{}:{}: {}\n    {}\n    {}^{}", path, line, col, msg, src, pad, std::string(marks - 1, '~'));
 }
 
+std::string json_syntax_error(const std::string &path, const std::string &text, size_t byte, const std::string &what)
+{
+    size_t pos = what.find("syntax error");  // drop the library's "[json.exception.parse_error.101] ..." prefix
+    size_t at = text.empty() ? kNoPosition : std::min<size_t>(byte ? byte - 1 : 0, text.size() - 1);
+    return located_message(path, text, at, 1, "not valid JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
+}
+
 }  // namespace ckc

@@ -25,4 +25,7 @@ size_t find_json_string_value(const std::string &text, const std::string &key, c
 std::string located_message(const std::string &path, const std::string &text, size_t at, size_t len,
                             const std::string &msg);
 
+// A JSON parser's error as a located message: `byte` is its 1-based offset (0 when unknown), `what` its text.
+std::string json_syntax_error(const std::string &path, const std::string &text, size_t byte, const std::string &what);
+
 }  // namespace ckc

@@ -27,14 +27,13 @@ def _home():
 
 def ckc_binary():
     """$CKC_BIN, else the binary installed in the package, else build/ckc in the checkout."""
-    candidates = [os.environ.get("CKC_BIN"), os.path.join(PACKAGE, "bin", "ckc"),
-                  os.path.join(ROOT, "build", "ckc") if ROOT else None]
-    for path in candidates:
-        if path:
-            if not os.path.exists(path):
-                if path == candidates[0]:
-                    raise FileNotFoundError(f"CKC_BIN={path} does not exist")
-                continue
+    env = os.environ.get("CKC_BIN")
+    if env:
+        if not os.path.exists(env):
+            raise FileNotFoundError(f"CKC_BIN={env} does not exist")
+        return env
+    for path in (os.path.join(PACKAGE, "bin", "ckc"), os.path.join(ROOT, "build", "ckc") if ROOT else ""):
+        if path and os.path.exists(path):
             return path
     raise FileNotFoundError("the ckc compiler is not built: in the checkout run "
                             "cmake -S . -B build && cmake --build build (or pip install .)")

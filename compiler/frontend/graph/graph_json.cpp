@@ -41,10 +41,6 @@ public:
         }
         input_error(located_message(path_, text_, at, len, msg));
     }
-    [[noreturn]] void fail_at(size_t at, const std::string &msg) const
-    {
-        input_error(located_message(path_, text_, at, 1, msg));
-    }
 
     const json &field(const json &obj, const std::string &key, json::value_t type, const std::string &where) const
     {
@@ -189,10 +185,7 @@ json parse_document(const Reader &r, const std::string &text)
     try {
         doc = json::parse(text);
     } catch (const json::parse_error &e) {
-        std::string what = e.what();
-        auto pos = what.find("syntax error");
-        r.fail_at(text.empty() ? kNoPosition : std::min<size_t>(e.byte ? e.byte - 1 : 0, text.size() - 1),
-                  "not valid JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
+        input_error(json_syntax_error(r.path(), text, e.byte, e.what()));
     }
     if (!doc.is_object()) r.fail("the top level must be an object");
     if (!doc.contains("schema") || doc["schema"] != "ckc.graph")

@@ -20,11 +20,7 @@ ConfigReader ConfigReader::load(const std::string &path)
     try {
         j = json::parse(text);
     } catch (const json::parse_error &e) {
-        std::string what = e.what();  // e.byte is 1-based (0 when unknown)
-        auto pos = what.find("syntax error");
-        size_t at = text.empty() ? kNoPosition : std::min<size_t>(e.byte ? e.byte - 1 : 0, text.size() - 1);
-        input_error(located_message(path, text, at, 1,
-                                    "not valid JSON: " + (pos == std::string::npos ? what : what.substr(pos))));
+        input_error(json_syntax_error(path, text, e.byte, e.what()));
     }
     if (!j.is_object()) input_error(path + ": expected a JSON object at the top level");
     return ConfigReader(std::move(j), path, std::move(text));
