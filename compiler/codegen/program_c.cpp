@@ -366,15 +366,15 @@ std::string section_c(const Program &p, Section sec, const SectionPlan &sp, cons
             throw Error(ErrorKind::Input,
                         fmt::format("node '{}' ({}{}) could not be computed at compile time: {} only runs on constants, "
                                     "and one of its inputs is not constant",
-                                    n.name, op_name(n.op), n.origin.empty() ? "" : ", from " + n.origin, op_name(n.op)));
+                                    n.name, op_name(n.op), n.origin.empty() ? "" : ", from " + n.origin.str(), op_name(n.op)));
         for (size_t i = 0; i < n.inputs.size(); i++)
             if (g.tensor(n.inputs[i]).dtype != DType::F32 && !(d.any_dtype & (1u << i)))
                 throw Error(ErrorKind::Input,
                             fmt::format("node '{}' ({}{}) reads '{}', a {} tensor, and computes only on float32 (ckc runs "
                                         "integer and bool tensors as ids, masks and moved data)",
-                                        n.name, op_name(n.op), n.origin.empty() ? "" : ", from " + n.origin, n.inputs[i],
+                                        n.name, op_name(n.op), n.origin.empty() ? "" : ", from " + n.origin.str(), n.inputs[i],
                                         dtype_name(g.tensor(n.inputs[i]).dtype)));
-        body.comment(comment_safe(n.origin.empty() ? n.name : n.origin));
+        body.comment(comment_safe(n.origin.empty() ? n.name : n.origin.str()));
         SectionEmitCtx ctx(body, st, n);
         lowering(n.op).emit(ctx);
     }

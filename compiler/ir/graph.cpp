@@ -113,8 +113,14 @@ std::string Node::table(const std::string &key) const
 {
     auto it = attrs.find(key);
     if (it == attrs.end()) return "";
-    auto p = std::get_if<std::string>(&it->second);
-    return p && !p->empty() && (*p)[0] == '@' ? p->substr(1) : "";
+    auto p = std::get_if<LayerTableRef>(&it->second);
+    return p ? p->table : "";
+}
+
+std::string Origin::str() const
+{
+    if (module.empty()) return source;
+    return source.empty() ? module : module + ": " + source;
 }
 
 const std::string &Node::s(const std::string &key) const

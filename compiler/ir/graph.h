@@ -64,10 +64,25 @@ struct Tensor {
     WeightSource source;  // Storage::Weight only
 };
 
-// A node attribute. A string "@name" names a per-layer table of the Program
-// (Program::layer_tables): the value differs by layer (Gemma-2's alternating
-// sliding window), and the generated code indexes the table with `layer`.
-using Attr = std::variant<int64_t, double, std::string, std::vector<int64_t>>;
+// A node attribute whose value differs by layer (Gemma-2's alternating
+// sliding window): it names a per-layer table of the Program
+// (Program::layer_tables), which the generated code indexes with `layer`.
+// Printed as @name.
+struct LayerTableRef {
+    std::string table;
+    bool operator==(const LayerTableRef &o) const { return table == o.table; }
+};
+
+using Attr = std::variant<int64_t, double, std::string, std::vector<int64_t>, LayerTableRef>;
+
+// Where a node came from, for the comments of the generated C, error messages and traces.
+struct Origin {
+    std::string module;  // the source module: an HF module path ("model.layers.{L}.mlp.down_proj") or an
+                         // exported nn.Module path ("encoder.layers.{L}.linear1")
+    std::string source;  // within it: the exported node's source, or what a pass or front end made
+    bool empty() const { return module.empty() && source.empty(); }
+    std::string str() const;  // "module: source", or whichever is set
+};
 
 // A constant's value for compile-time work (constant folding, pre-transposed
 // weights): every dtype held as double (exact for f32, bool and |i| < 2^53).
@@ -84,7 +99,7 @@ struct Node {
     std::vector<std::string> inputs;
     std::string output;
     std::map<std::string, Attr> attrs;
-    std::string origin;  // the source module (HF module path, exported node)
+    Origin origin;
 
     bool has(const std::string &key) const { return attrs.count(key) != 0; }
     int64_t i(const std::string &key) const;
@@ -93,7 +108,7 @@ struct Node {
     const std::vector<int64_t> &ints(const std::string &key) const;
     int64_t i(const std::string &key, int64_t dflt) const { return has(key) ? i(key) : dflt; }
     double f(const std::string &key, double dflt) const { return has(key) ? f(key) : dflt; }
-    // "@name" when the attribute is a per-layer table, else "".
+    // The per-layer table's name when the attribute is one (LayerTableRef), else "".
     std::string table(const std::string &key) const;
 };
 
@@ -179,7 +194,7 @@ struct Program {
     Graph header, block, footer;
     std::string carry;  // name of the residual-stream tensor, e.g. "x"
     Shape carry_shape;
-    std::map<std::string, LayerTable> layer_tables;  // referenced by block attrs "@name"
+    std::map<std::string, LayerTable> layer_tables;  // referenced by block attrs (LayerTableRef)
     // Graph programs: the values of constant tensors, by tensor source name
     // (the exported weights, and what constant folding produced).
     std::map<std::string, ConstData> constants;

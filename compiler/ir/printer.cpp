@@ -15,6 +15,7 @@ std::string attr_str(const Attr &a)
     if (auto p = std::get_if<int64_t>(&a)) return std::to_string(*p);
     if (auto p = std::get_if<double>(&a)) return fmt::format("{}", *p);
     if (auto p = std::get_if<std::vector<int64_t>>(&a)) return "[" + fmt::format("{}", fmt::join(*p, ", ")) + "]";
+    if (auto p = std::get_if<LayerTableRef>(&a)) return "@" + p->table;
     return "\"" + std::get<std::string>(a) + "\"";
 }
 
@@ -74,6 +75,7 @@ static nlohmann::json attr_json(const Attr &a)
     if (auto p = std::get_if<int64_t>(&a)) return *p;
     if (auto p = std::get_if<double>(&a)) return *p;
     if (auto p = std::get_if<std::vector<int64_t>>(&a)) return *p;
+    if (auto p = std::get_if<LayerTableRef>(&a)) return {{"layer_table", p->table}};
     return std::get<std::string>(a);
 }
 
@@ -84,7 +86,7 @@ static nlohmann::json graph_json(const Graph &g)
         nlohmann::json attrs = nlohmann::json::object();
         for (const auto &[k, v] : n.attrs) attrs[k] = attr_json(v);
         nodes.push_back({{"name", n.name}, {"op", op_name(n.op)}, {"inputs", n.inputs}, {"output", n.output},
-                         {"attrs", attrs}, {"origin", n.origin}});
+                         {"attrs", attrs}, {"module", n.origin.module}, {"source", n.origin.source}});
     }
     for (const auto &[name, t] : g.tensors()) {
         nlohmann::json tj = {{"shape", shape_to_json(t.shape)}, {"dtype", dtype_name(t.dtype)},

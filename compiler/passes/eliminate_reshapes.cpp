@@ -69,7 +69,7 @@ bool replace_by_input(Graph &g, const Node &n)
 
 // A RESHAPE of `x` to `shape` inserted before node `before` (x itself when the shape is x's).
 std::string reshape_to(Graph &g, const std::string &x, const Shape &shape, const std::string &before,
-                       const std::string &origin)
+                       const Origin &origin)
 {
     if (g.tensor(x).shape == shape) return x;
     Node r;

@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "ir/printer.h"
 #include "passes/pass.h"
 #include "support/error.h"
 #include "support/util.h"
@@ -29,24 +30,16 @@ namespace ckc {
 
 namespace {
 
-std::string module_of(const std::string &origin)
-{
-    auto colon = origin.find(": ");
-    if (colon != std::string::npos) return origin.substr(0, colon);
-    return origin.find(" (") != std::string::npos ? std::string() : origin;
-}
-
 struct LayerTag {
     std::string container;  // "transformer.h"
     int64_t index = -1;
 };
 
-std::optional<LayerTag> layer_of(const std::string &origin)
+std::optional<LayerTag> layer_of(const Origin &origin)
 {
     static const std::regex re(R"(^((?:.*\.)?(?:layers|h|blocks))\.(\d+)(?:\.|$))");
     std::smatch m;
-    std::string mod = module_of(origin);
-    if (!std::regex_search(mod, m, re)) return std::nullopt;
+    if (!std::regex_search(origin.module, m, re)) return std::nullopt;
     return LayerTag{m[1].str(), std::stoll(m[2].str())};
 }
 
@@ -194,10 +187,7 @@ private:
             s += ")";
             for (const auto &[k, v] : n->attrs) {
                 s += " " + k + "=";
-                if (auto *i = std::get_if<int64_t>(&v)) s += std::to_string(*i);
-                else if (auto *d = std::get_if<double>(&v)) s += fmt::format("{}", *d);
-                else if (auto *str = std::get_if<std::string>(&v)) s += *str;
-                else for (int64_t x : std::get<std::vector<int64_t>>(v)) s += std::to_string(x) + ",";
+                s += attr_str(v);
             }
             s += " -> " + shape_str(g_.tensor(n->output).shape) + dtype_name(g_.tensor(n->output).dtype);
             out.push_back(s);
@@ -296,7 +286,7 @@ private:
             c.name = carry;
             c.output = carry;
             c.inputs = {first.carry_in};
-            c.origin = "the input enters the layers";
+            c.origin.source = "the input enters the layers";
             out.header.add_node(c, Storage::Carry);
         } else {
             copy_nodes(out.header, head_, rename, first.carry_in);
@@ -327,10 +317,10 @@ private:
         copy_nodes(b, first.nodes, brename, first.carry_out);
         b.mark_output(carry + "_out");
         // comments name the module of every layer: "h.0.attn" -> "h.{L}.attn"
-        std::regex layer0("(^|\\.)" + std::regex_replace(container_, std::regex("\\."), "\\.") + "\\.0(\\.|:|$)");
+        std::regex layer0("(^|\\.)" + std::regex_replace(container_, std::regex("\\."), "\\.") + "\\.0(\\.|$)");
         for (const Node &n : b.nodes())
-            b.edit(n.name).origin = std::regex_replace(n.origin, layer0, "$1" + container_ + ".{L}$2",
-                                                       std::regex_constants::format_first_only);
+            b.edit(n.name).origin.module = std::regex_replace(n.origin.module, layer0, "$1" + container_ + ".{L}$2",
+                                                              std::regex_constants::format_first_only);
 
         // footer: the carry in, everything after the last layer
         Graph &f = out.footer;
@@ -342,7 +332,7 @@ private:
             c.name = f.unique_name(last.carry_out);
             c.output = last.carry_out;
             c.inputs = {carry};
-            c.origin = "the layers' output";
+            c.origin.source = "the layers' output";
             f.add_node(c, Storage::Output);
         }
         copy_nodes(f, tail_, frename, "");

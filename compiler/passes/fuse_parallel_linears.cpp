@@ -79,12 +79,12 @@ bool fuse_group(Graph &g, const std::vector<std::string> &node_names)
     for (const auto &n : node_names) group.push_back(*g.node(n));
     for (const Node &n : group)  // one GEMM: the same layout and scale for all
         if (n.attrs != group[0].attrs) return false;
-    std::vector<std::string> weights, biases, outputs, origins;
+    std::vector<std::string> weights, biases, outputs, modules;
     for (const Node &n : group) {
         weights.push_back(n.inputs[1]);
         if (n.inputs.size() == 3) biases.push_back(n.inputs[2]);
         outputs.push_back(n.output);
-        origins.push_back(n.origin);
+        modules.push_back(n.origin.module);
     }
     if (weights.size() > CK_WEIGHT_MAX_PARTS) return false;  // the runtime loader concatenates this many parts
     for (const auto &w : weights)  // the loader concatenates plain parts; transposed ones load alone
@@ -103,7 +103,7 @@ bool fuse_group(Graph &g, const std::vector<std::string> &node_names)
     }
     fused.output = g.unique_name(merge_names(outputs));
     fused.name = fused.output;
-    fused.origin = merge_names(origins);
+    fused.origin = {merge_names(modules), "parallel GEMMs of one input, fused"};
 
     std::string first = group[0].name;
     for (const Node &n : group)

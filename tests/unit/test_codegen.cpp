@@ -71,7 +71,7 @@ TEST_CASE("codegen: one call per node, each under a comment naming its HF module
     CHECK(count(block, "ck_rope(") == 2);
     CHECK(count(block, "ck_attention(") == 1);
     // sizes by name (#define CK_QKV_DIM 128 ...), and the folded residual said in words
-    CHECK_THAT(block, Contains("/* model.layers.{L}.self_attn.{q,k,v}_proj */\n    ck_linear(qkv, CK_QKV_DIM, attn_in, "
+    CHECK_THAT(block, Contains("/* model.layers.{L}.self_attn.{q,k,v}_proj: parallel GEMMs of one input, fused */\n    ck_linear(qkv, CK_QKV_DIM, attn_in, "
                                "CK_DIM, w->self_attn_qkv_proj_weight, NULL, NULL, 0, T, CK_DIM, CK_QKV_DIM);"));
     CHECK_THAT(block, Contains("/* model.layers.{L}.mlp.down_proj */\n"
                                "    /* x_out = h + ffn_act W^T: the residual add folded into the GEMM (beta = 1) */\n"

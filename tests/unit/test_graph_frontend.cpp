@@ -91,7 +91,9 @@ TEST_CASE("graph.json: a valid graph builds, its output pinned to the caller's b
     CHECK(p.output_names == std::vector<std::string>{"output"});
     CHECK(p.header.tensor("relu").storage == Storage::Output);
     CHECK(p.header.tensor("fc.weight").storage == Storage::Weight);
-    CHECK(p.header.node("mm")->origin == "fc: mm (aten.x)");
+    CHECK(p.header.node("mm")->origin.module == "fc");
+    CHECK(p.header.node("mm")->origin.source == "mm (aten.x)");
+    CHECK(p.header.node("mm")->origin.str() == "fc: mm (aten.x)");
 }
 
 TEST_CASE("graph.json: an input or a twice-returned tensor is copied into its own output", "[graph-frontend]")
@@ -258,7 +260,7 @@ TEST_CASE("fold_layers: identical layers become one block run N times", "[graph-
         CHECK(p.footer.nodes().size() == 1);
         const Node &mm = p.block.nodes()[0];
         CHECK(p.block.tensor(mm.inputs[1]).source.parts == std::vector<std::string>{container + ".{L}.fc.weight"});
-        CHECK(mm.origin.find(container + ".{L}.fc") == 0);
+        CHECK(mm.origin.module.find(container + ".{L}.fc") == 0);
         CHECK(p.block.tensor(p.carry).storage == Storage::Carry);
         // the input enters the carry through a copy in the header
         REQUIRE(p.header.nodes().size() == 1);

@@ -36,7 +36,7 @@ TEST_CASE("llama builds header / block / footer with HF weight names", "[ir]")
     CHECK(wq.source.parts == std::vector<std::string>{"model.layers.{L}.self_attn.q_proj.weight"});
     CHECK(p.block.tensor("self_attn.k_proj.weight").shape == Shape{32, 64});  // GQA: 2 kv heads x 16
     CHECK(p.block.tensor("kv").shape == Shape{2, 2, kTokens, 16});
-    CHECK(p.block.node("q_rope")->origin == "model.layers.{L}.self_attn.rotary_emb");
+    CHECK(p.block.node("q_rope")->origin.module == "model.layers.{L}.self_attn.rotary_emb");
     CHECK(p.block.tensor("x").storage == Storage::Carry);
     CHECK(p.block.tensor("x_out").storage == Storage::Carry);
     CHECK(p.footer.tensor("logits").storage == Storage::Output);

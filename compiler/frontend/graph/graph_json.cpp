@@ -306,12 +306,11 @@ void read_nodes(const Reader &r, const json &doc, Program &p, Names &names)
                                arity));
         if (nj.contains("attrs"))
             for (const auto &[k, v] : nj["attrs"].items()) n.attrs[k] = attr_of(r, v, where + " attr \"" + k + "\"");
-        std::string module = nj.value("module", std::string()), source = nj.value("source", std::string());
-        n.origin = module.empty() ? source : (source.empty() ? module : module + ": " + source);
+        n.origin = {nj.value("module", std::string()), nj.value("source", std::string())};
         try {
             g.add_node(n);
         } catch (const Error &e) {
-            r.fail(e.what() + (n.origin.empty() ? std::string() : " [" + n.origin + "]"));  // a shape rule's complaint
+            r.fail(e.what() + (n.origin.empty() ? std::string() : " [" + n.origin.str() + "]"));  // a shape rule's complaint
         }
         const Tensor &out = g.tensor(n.output);
         if (nj.contains("shape")) {
@@ -356,7 +355,7 @@ void read_outputs(const Reader &r, const json &doc, Program &p)
             c.name = g.unique_name(name + "_copy");
             c.output = c.name;
             c.inputs = {t};
-            c.origin = "output '" + name + "'";
+            c.origin.source = "output '" + name + "'";
             g.add_node(c, Storage::Output);
             t = c.output;
         } else {

@@ -68,7 +68,7 @@ std::string SectionBuilder::op(Op op, const std::vector<std::string> &inputs, co
     n.output = g.unique_name(out);
     n.name = n.output;
     n.attrs = attrs;
-    n.origin = prefix + module;
+    n.origin.module = prefix + module;
     g.add_node(n, out_storage);
     return n.output;
 }
@@ -282,7 +282,7 @@ Attr per_layer(Program &p, const std::string &name, const std::vector<double> &v
         return values.front();
     }
     p.layer_tables[name] = LayerTable{is_int, values};
-    return "@" + name;
+    return LayerTableRef{name};
 }
 
 }  // namespace ckc
