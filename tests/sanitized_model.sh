@@ -23,6 +23,9 @@ echo "generated: $(cat "$OUT/generated.txt")"
 
 cc $SAN -I runtime/include tests/c/api_check.c "$OUT/model.c" $KERNELS -lopenblas -lm -fopenmp -o "$OUT/api_check"
 "$OUT/api_check" "$OUT/weights"
+cc $SAN -DCK_TRACE -I runtime/include tests/c/api_check.c "$OUT/model.c" $KERNELS -lopenblas -lm -fopenmp \
+   -o "$OUT/api_check_trace"
+"$OUT/api_check_trace" "$OUT/weights"
 
 # the other families' paths: Conv1D transposes, learned positions, per-layer
 # tables, soft-capping, LayerNorm, GELU, parallel blocks

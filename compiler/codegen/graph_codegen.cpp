@@ -60,6 +60,7 @@ public:
     }
     std::string weights(Section s) const override { return s == Section::Block ? "w->" : "g->w."; }
     std::string block_preamble() const override { return "const ck_layer_weights *w = &g->w.layers[layer];"; }
+    std::string tracer() const override { return "g->trace"; }
     std::string rope_table(const Node &n) override
     {
         internal_error("codegen: node '" + n.name + "': RoPE tables exist only in language models");
@@ -96,7 +97,7 @@ std::string io_c(const Program &p)
         std::vector<std::string> n, d, r, sh;
         for (size_t i = 0; i < tensors.size(); i++) {
             const Tensor &t = io_tensor(p, tensors[i]);
-            n.push_back("\"" + names[i] + "\"");
+            n.push_back(c_string(names[i]));
             d.push_back(dtype_enum(t.dtype));
             r.push_back(std::to_string(t.shape.size()));
             w.line(fmt::format("static const int64_t CK_{}_SHAPE_{}[] = {}; /* {} {} {} */", up, i, c_shape(t.shape),

@@ -81,6 +81,7 @@ public:
     }
     std::string weights(Section s) const override { return s == Section::Block ? "w->" : "m->w."; }
     std::string block_preamble() const override { return "const ck_layer_weights *w = &m->w.layers[layer];"; }
+    std::string tracer() const override { return "m->trace"; }
     std::string rope_table(const Node &n) override { return rope.prefix(n); }
 };
 

@@ -63,7 +63,7 @@ std::string spec_row(const std::string &strct, const WeightField &f)
                                                      CK_WEIGHT_MAX_PARTS, CK_WEIGHT_MAX_DIMS));
     std::vector<std::string> names, shapes;
     for (size_t i = 0; i < t.source.parts.size(); i++) {
-        names.push_back("\"" + replace_all(replace_all(t.source.parts[i], "%", "%%"), "{L}", "%d") + "\"");
+        names.push_back(c_string(replace_all(replace_all(t.source.parts[i], "%", "%%"), "{L}", "%d")));
         std::vector<std::string> dims;
         for (int64_t d : t.source.part_shapes[i]) dims.push_back(std::to_string(d));
         if (dims.empty()) dims.push_back("1");
@@ -302,29 +302,60 @@ std::string layer_tables_c(const Program &p)
     return w.str();
 }
 
-std::string section_c(const Program &p, Section sec, const SectionPlan &sp, const WeightTable &wt, Target &target)
-{
-    const Graph &g = p.section(sec);
-    SectionState st{p, sec, g, sp, wt, target, {}};
-    std::set<std::string> reserved = {"m", "g", "w", "T", "layer", "pos0"};
-    NameSet names(reserved);
-    std::vector<std::pair<std::string, std::string>> decls;  // declaration, comment
-    auto root_expr = [&](const std::string &root, const std::string &type) -> std::string {
-        if (root == kCarryRoot) return target.carry();
+namespace {
+
+// Writes one section's C function: pointer locals for every tensor, then per node (in the planner's
+// order) its kernel call under a comment naming its source, and a CK_TRACE_NODE hook.
+class SectionWriter {
+public:
+    SectionWriter(const Program &p, Section sec, const SectionPlan &sp, const WeightTable &wt, Target &target)
+        : st_{p, sec, p.section(sec), sp, wt, target, {}}, names_({"m", "g", "w", "T", "layer", "pos0"})
+    {
+    }
+
+    std::string write()
+    {
+        for (const auto &nn : st_.sp.order) {
+            const Node &n = *st_.g.node(nn);
+            for (const auto &in : n.inputs) declare(in);
+            declare(n.output);
+        }
+        body_.indent();
+        for (const auto &nn : st_.sp.order) {
+            const Node &n = *st_.g.node(nn);
+            if (!st_.sp.views.count(n.name)) emit_node(n);  // a view is just its pointer local
+            trace(n);
+        }
+        emit_copies();
+        body_.line("return CK_OK;");
+        return trace_table() + frame();
+    }
+
+private:
+    const char *section_name() const { return Program::section_name(st_.sec); }
+
+    std::string root_expr(const std::string &root, const std::string &type)
+    {
+        const Graph &g = st_.g;
+        if (root == kCarryRoot) return st_.target.carry();
         const Tensor &r = g.tensor(root);
-        if (r.storage == Storage::Input) return target.input(r);
-        if (r.storage == Storage::Output) return target.output(r);
-        if (st.local.count(root)) return st.local.at(root);
-        const Allocation &a = sp.alloc.at(root);
-        return fmt::format("({} *)({})", type, target.arena(offset_name(sec, root), a.per_token));
-    };
-    auto declare = [&](const std::string &t) {
-        if (st.local.count(t) || g.tensor(t).storage == Storage::Weight) return;
+        if (r.storage == Storage::Input) return st_.target.input(r);
+        if (r.storage == Storage::Output) return st_.target.output(r);
+        if (st_.local.count(root)) return st_.local.at(root);
+        const Allocation &a = st_.sp.alloc.at(root);
+        return fmt::format("({} *)({})", type, st_.target.arena(offset_name(st_.sec, root), a.per_token));
+    }
+
+    // A pointer local for tensor t: its arena slot, a view into another tensor, or a caller buffer.
+    void declare(const std::string &t)
+    {
+        const Graph &g = st_.g;
+        if (st_.local.count(t) || g.tensor(t).storage == Storage::Weight) return;
         const Tensor &tt = g.tensor(t);
-        const Region &r = sp.region.at(t);
+        const Region &r = st_.sp.region.at(t);
         bool input = tt.storage == Storage::Input || (r.root != kCarryRoot && g.has_tensor(r.root) &&
                                                       g.tensor(r.root).storage == Storage::Input);
-        std::string type = c_type(tt.dtype), name = names.take(t), expr, note;
+        std::string type = c_type(tt.dtype), name = names_.take(t), expr, note;
         std::string ctype = (input ? "const " : "") + type + " *";
         std::string shape = shape_str(tt.shape) + (tt.dtype != DType::F32 ? std::string(" ") + dtype_name(tt.dtype) : "");
         if (r.root == t) {
@@ -337,7 +368,7 @@ std::string section_c(const Program &p, Section sec, const SectionPlan &sp, cons
             expr = r.offset ? fmt::format("{} + {}", base, r.offset) : base;
             if (r.strided)
                 note = fmt::format("columns {}..{} of {} (row stride {})", r.offset, r.offset + tt.shape.back() - 1,
-                                   base, st.root_shape(r.root).back());
+                                   base, st_.root_shape(r.root).back());
             else if (r.root == kCarryRoot)
                 note = "the residual stream";
             else if (g.tensor(r.root).storage == Storage::Output)
@@ -347,80 +378,135 @@ std::string section_c(const Program &p, Section sec, const SectionPlan &sp, cons
             else
                 note = fmt::format("in place: {}'s memory", base);
         }
-        st.local[t] = name;
-        decls.push_back({fmt::format("{}{} = {};", ctype, name, expr), fmt::format("{} {}", shape, note)});
-    };
-    for (const auto &nn : sp.order) {
-        const Node &n = *g.node(nn);
-        for (const auto &in : n.inputs) declare(in);
-        declare(n.output);
+        st_.local[t] = name;
+        decls_.push_back({fmt::format("{}{} = {};", ctype, name, expr), fmt::format("{} {}", shape, note)});
     }
 
-    CWriter body;
-    body.indent();
-    for (const auto &nn : sp.order) {
-        const Node &n = *g.node(nn);
+    void emit_node(const Node &n)
+    {
+        const Graph &g = st_.g;
         const OpDef &d = op_def(n.op);
-        if (sp.views.count(n.name)) continue;  // a view is just its pointer local
+        std::string from = n.origin.empty() ? "" : ", from " + n.origin.str();
         if (d.fold_only)
             throw Error(ErrorKind::Input,
                         fmt::format("node '{}' ({}{}) could not be computed at compile time: {} only runs on constants, "
                                     "and one of its inputs is not constant",
-                                    n.name, op_name(n.op), n.origin.empty() ? "" : ", from " + n.origin.str(), op_name(n.op)));
+                                    n.name, op_name(n.op), from, op_name(n.op)));
         for (size_t i = 0; i < n.inputs.size(); i++)
             if (g.tensor(n.inputs[i]).dtype != DType::F32 && !(d.any_dtype & (1u << i)))
                 throw Error(ErrorKind::Input,
                             fmt::format("node '{}' ({}{}) reads '{}', a {} tensor, and computes only on float32 (ckc runs "
                                         "integer and bool tensors as ids, masks and moved data)",
-                                        n.name, op_name(n.op), n.origin.empty() ? "" : ", from " + n.origin.str(), n.inputs[i],
-                                        dtype_name(g.tensor(n.inputs[i]).dtype)));
-        body.comment(comment_safe(n.origin.empty() ? n.name : n.origin.str()));
-        SectionEmitCtx ctx(body, st, n);
+                                        n.name, op_name(n.op), from, n.inputs[i], dtype_name(g.tensor(n.inputs[i]).dtype)));
+        body_.comment(comment_safe(n.origin.empty() ? n.name : n.origin.str()));
+        SectionEmitCtx ctx(body_, st_, n);
         lowering(n.op).emit(ctx);
     }
-    for (const auto &[t, pin] : sp.copies) {
-        std::string dst = pin == kCarryRoot ? target.carry() : target.output(g.tensor(pin));
-        body.line(fmt::format("memcpy({}, {}, {} * sizeof(float)); /* {} -> {} */", dst, st.local.at(t),
-                              shape_has_tokens(g.tensor(t).shape)
-                                  ? fmt::format("(size_t)T * {}", shape_numel_fixed(g.tensor(t).shape))
-                                  : std::to_string(shape_numel_fixed(g.tensor(t).shape)),
-                              t, pin == kCarryRoot ? "residual stream" : pin));
-    }
-    body.line("return CK_OK;");
 
-    CWriter w;
-    const char *name = Program::section_name(sec);
-    std::string what = sec == Section::Header ? "runs once before the layers"
-                     : sec == Section::Block ? "one layer, run for layer = 0 .. CK_N_LAYERS-1"
-                                : "runs once after the layers";
-    w.line(fmt::format("/* ---- {}: {} ", name, what) +
-           std::string(std::max<int>(0, 70 - static_cast<int>(what.size()) - static_cast<int>(std::string(name).size())), '-'));
-    std::string arena = sp.per_token.arena || sp.per_token.naive
-                            ? fmt::format("{}/token (without a planner: {}/token)", human_bytes(sp.per_token.arena),
-                                          human_bytes(sp.per_token.naive))
-                            : fmt::format("{} (without a planner: {})", human_bytes(sp.fixed.arena), human_bytes(sp.fixed.naive));
-    w.line(" * arena " + arena + " */");
-    w.line(target.signature(sec));
-    w.line("{");
-    w.indent();
-    if (sec == Section::Block && body.str().find("w->") != std::string::npos) w.line(target.block_preamble());
-    size_t width = 0;
-    for (const auto &[decl, note] : decls) width = std::max(width, decl.size());
-    for (const auto &[decl, note] : decls) w.line(fmt::format("{:<{}} /* {} */", decl, width, comment_safe(note)));
-    std::string text = body.str();
-    std::vector<std::string> unused;
-    for (const auto &param : target.maybe_unused()) {
-        std::regex word("\\b" + param + "\\b");
-        if (!std::regex_search(text, word) && !(param == "layer" && sec == Section::Block)) unused.push_back(param);
+    // CK_TRACE_NODE after every node with a float32 output (not the KV store's side effect).
+    void trace(const Node &n)
+    {
+        const Tensor &t = st_.g.tensor(n.output);
+        if (t.dtype != DType::F32 || op_def(n.op).side_effects) return;
+        SectionEmitCtx ctx(body_, st_, n);
+        int64_t cols = t.shape.empty() ? 1 : t.shape.back();
+        Shape lead(t.shape.begin(), t.shape.empty() ? t.shape.end() : t.shape.end() - 1);
+        std::string rows = shape_has_tokens(lead) ? (shape_numel_fixed(lead) == 1
+                                                          ? std::string("T")
+                                                          : fmt::format("(int64_t)T * {}", shape_numel_fixed(lead)))
+                                                  : std::to_string(shape_numel_fixed(lead));
+        if (cols == kTokens) internal_error("codegen: node '" + n.name + "': a trace needs a fixed last dimension");
+        body_.line(fmt::format("CK_TRACE_NODE({}, CK_TRACE_{}[{}], {}, {}, {}, {}, {});", st_.target.tracer(),
+                               upper(section_name()), sites_.size(), st_.sec == Section::Block ? "layer" : "-1",
+                               ctx.out(), rows, ctx.dim(cols), ctx.ld_out()));
+        sites_.push_back(fmt::format("{{\"{}\", {}, \"{}\", {}, {}}},", section_name(), c_string(n.name), op_name(n.op),
+                                     c_string(n.origin.module), c_string(t.reference)));
     }
-    if (!unused.empty()) {
-        std::string casts;
-        for (const auto &u : unused) casts += "(void)" + u + "; ";
-        casts.pop_back();
-        w.line(casts);
+
+    void emit_copies()
+    {
+        const Graph &g = st_.g;
+        for (const auto &[t, pin] : st_.sp.copies) {
+            std::string dst = pin == kCarryRoot ? st_.target.carry() : st_.target.output(g.tensor(pin));
+            body_.line(fmt::format("memcpy({}, {}, {} * sizeof(float)); /* {} -> {} */", dst, st_.local.at(t),
+                                   shape_has_tokens(g.tensor(t).shape)
+                                       ? fmt::format("(size_t)T * {}", shape_numel_fixed(g.tensor(t).shape))
+                                       : std::to_string(shape_numel_fixed(g.tensor(t).shape)),
+                                   t, pin == kCarryRoot ? "residual stream" : pin));
+        }
     }
-    w.line();
-    return w.str() + text + "}\n";
+
+    // The node table CK_TRACE_NODE reads, compiled only with -DCK_TRACE.
+    std::string trace_table() const
+    {
+        if (sites_.empty()) return "";
+        CWriter w;
+        w.line("#ifdef CK_TRACE");
+        w.open(fmt::format("static const ck_trace_site CK_TRACE_{}[] =", upper(section_name())));
+        w.comment("section, node, op, source module, reference (ck_trace.h)");
+        for (const auto &s : sites_) w.line(s);
+        w.close("};");
+        w.line("#endif");
+        return w.str();
+    }
+
+    // The function around the body: a header comment, the signature, the locals, (void) for unused parameters.
+    std::string frame() const
+    {
+        const SectionPlan &sp = st_.sp;
+        Section sec = st_.sec;
+        CWriter w;
+        const char *name = section_name();
+        std::string what = sec == Section::Header ? "runs once before the layers"
+                           : sec == Section::Block ? "one layer, run for layer = 0 .. CK_N_LAYERS-1"
+                                                   : "runs once after the layers";
+        w.line(fmt::format("/* ---- {}: {} ", name, what) +
+               std::string(std::max<int>(0, 70 - static_cast<int>(what.size()) - static_cast<int>(std::string(name).size())),
+                           '-'));
+        std::string arena = sp.per_token.arena || sp.per_token.naive
+                                ? fmt::format("{}/token (without a planner: {}/token)", human_bytes(sp.per_token.arena),
+                                              human_bytes(sp.per_token.naive))
+                                : fmt::format("{} (without a planner: {})", human_bytes(sp.fixed.arena),
+                                              human_bytes(sp.fixed.naive));
+        w.line(" * arena " + arena + " */");
+        w.line(st_.target.signature(sec));
+        w.line("{");
+        w.indent();
+        std::string text = body_.str();
+        // what the function reads when CK_TRACE_NODE compiles to nothing
+        static const std::regex trace_line("\\s*CK_TRACE_NODE\\(.*\\n");
+        std::string code = std::regex_replace(text, trace_line, "\n");
+        if (sec == Section::Block && code.find("w->") != std::string::npos) w.line(st_.target.block_preamble());
+        size_t width = 0;
+        for (const auto &[decl, note] : decls_) width = std::max(width, decl.size());
+        for (const auto &[decl, note] : decls_) w.line(fmt::format("{:<{}} /* {} */", decl, width, comment_safe(note)));
+        std::vector<std::string> unused;
+        for (const auto &param : st_.target.maybe_unused()) {
+            std::regex word("\\b" + param + "\\b");
+            if (!std::regex_search(code, word) && !(param == "layer" && sec == Section::Block)) unused.push_back(param);
+        }
+        if (!unused.empty()) {
+            std::string casts;
+            for (const auto &u : unused) casts += "(void)" + u + "; ";
+            casts.pop_back();
+            w.line(casts);
+        }
+        w.line();
+        return w.str() + text + "}\n";
+    }
+
+    SectionState st_;
+    NameSet names_;
+    std::vector<std::pair<std::string, std::string>> decls_;  // declaration, comment
+    CWriter body_;
+    std::vector<std::string> sites_;  // CK_TRACE_<SECTION> rows
+};
+
+}  // namespace
+
+std::string section_c(const Program &p, Section sec, const SectionPlan &sp, const WeightTable &wt, Target &target)
+{
+    return SectionWriter(p, sec, sp, wt, target).write();
 }
 
 std::set<std::string> kernel_files(const Program &p, const std::set<std::string> &always)

@@ -29,6 +29,7 @@ public:
     virtual std::string weights(Section section) const = 0;              // "w->" in the block, "m->w." elsewhere
     virtual std::string block_preamble() const = 0;                  // first line of the block function
     virtual std::string rope_table(const Node &rope) = 0;            // C prefix of a RoPE table
+    virtual std::string tracer() const = 0;                          // the handle's ck_tracer: "m->trace"
 };
 
 std::string c_type(DType t);  // float, int64_t, int32_t, uint8_t
@@ -59,7 +60,7 @@ std::string inline_constants_c(const WeightTable &wt, const Program &p);
 std::string plan_c(const Program &p, const Plan &plan);
 // static const CK_LAYER_<NAME>[] tables of per-layer attributes.
 std::string layer_tables_c(const Program &p);
-// One C function per section.
+// One C function per section (and, for -DCK_TRACE, its table of traced nodes).
 std::string section_c(const Program &p, Section section, const SectionPlan &sp, const WeightTable &wt, Target &target);
 // The runtime sources a Program needs (relative to runtime/).
 std::set<std::string> kernel_files(const Program &p, const std::set<std::string> &always);

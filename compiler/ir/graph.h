@@ -62,6 +62,11 @@ struct Tensor {
     DType dtype = DType::F32;
     Storage storage = Storage::Activation;
     WeightSource source;  // Storage::Weight only
+    // Where a reference implementation computes exactly these values, if it does: the Hugging Face module
+    // whose forward output this is ("model.layers.{L}.mlp.down_proj"), or the exported graph node. Passes
+    // keep a tensor name's meaning (a fused node writes the tensor of the node it replaces), so the
+    // reference survives them; traces (ck_trace.h) report it and the parity tests compare by it.
+    std::string reference;
 };
 
 // A node attribute whose value differs by layer (Gemma-2's alternating

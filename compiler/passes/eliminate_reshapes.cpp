@@ -35,6 +35,12 @@ namespace ckc {
 
 namespace {
 
+// A reshape keeps the values in order: a tensor that now stands for a removed one takes its trace reference.
+void inherit_reference(Graph &g, const std::string &to, const std::string &from)
+{
+    if (g.tensor(to).reference.empty()) g.tensor(to).reference = g.tensor(from).reference;
+}
+
 // n = RESHAPE(x) with x's shape is an output: x's producer writes it directly.
 bool retarget_output(Graph &g, const Node &n)
 {
@@ -45,6 +51,7 @@ bool retarget_output(Graph &g, const Node &n)
         return false;
     Node moved = *p;
     moved.output = n.output;
+    inherit_reference(g, n.output, x);
     std::string reshape = n.name, prod = p->name;
     Storage st = g.tensor(n.output).storage;
     g.remove_node(reshape);
@@ -60,6 +67,7 @@ bool replace_by_input(Graph &g, const Node &n)
 {
     if (g.is_output(n.output) || g.tensor(n.output).storage != Storage::Activation) return retarget_output(g, n);
     std::string out = n.output, in = n.inputs[0], name = n.name;
+    inherit_reference(g, in, out);
     g.replace_uses(out, in);
     g.remove_node(name);
     g.remove_tensor(out);
@@ -102,6 +110,7 @@ void rewrite_through(Graph &g, const Node &n, const std::vector<std::string> &in
     g.insert_node(back, n.name);
     std::string old = n.output, old_name = n.name;
     std::vector<std::string> old_inputs = n.inputs;
+    inherit_reference(g, nn.output, old);
     g.replace_uses(old, back.output);
     g.remove_node(old_name);
     g.remove_tensor(old);

@@ -235,11 +235,13 @@ private:
         Tensor t = g_.tensor(name);
         t.name = as;
         t.storage = storage;
+        if (storage == Storage::Carry) t.reference.clear();  // one layer's input stands for every layer's
         dst.add_tensor(t);
     }
 
+    // `per_layer`: the copies run for every layer, so a reference to layer 0's exported node is dropped.
     void copy_nodes(Graph &dst, const std::vector<const Node *> &nodes, std::map<std::string, std::string> &rename,
-                    const std::string &carry_out)
+                    const std::string &carry_out, bool per_layer)
     {
         for (const Node *src : nodes) {
             Node n = *src;
@@ -258,6 +260,7 @@ private:
                 st = Storage::Carry;
             }
             dst.add_node(n, st);
+            if (!per_layer) dst.tensor(n.output).reference = g_.tensor(src->output).reference;
         }
     }
 
@@ -289,7 +292,7 @@ private:
             c.origin.source = "the input enters the layers";
             out.header.add_node(c, Storage::Carry);
         } else {
-            copy_nodes(out.header, head_, rename, first.carry_in);
+            copy_nodes(out.header, head_, rename, first.carry_in, false);
         }
         out.header.mark_output(carry);
 
@@ -314,7 +317,7 @@ private:
                 if (!b.has_tensor(w.name)) b.add_tensor(w);
                 brename[in] = w.name;
             }
-        copy_nodes(b, first.nodes, brename, first.carry_out);
+        copy_nodes(b, first.nodes, brename, first.carry_out, true);
         b.mark_output(carry + "_out");
         // comments name the module of every layer: "h.0.attn" -> "h.{L}.attn"
         std::regex layer0("(^|\\.)" + std::regex_replace(container_, std::regex("\\."), "\\.") + "\\.0(\\.|$)");
@@ -335,7 +338,7 @@ private:
             c.origin.source = "the layers' output";
             f.add_node(c, Storage::Output);
         }
-        copy_nodes(f, tail_, frename, "");
+        copy_nodes(f, tail_, frename, "", false);
         for (const auto &o : p_.outputs) f.mark_output(o);
         p_ = std::move(out);
     }

@@ -10,6 +10,8 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include "support/error.h"
 
 namespace fs = std::filesystem;
@@ -101,6 +103,18 @@ std::string replace_all(std::string s, const std::string &from, const std::strin
     if (from.empty()) return s;
     for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) s.replace(pos, from.size(), to);
     return s;
+}
+
+std::string c_string(const std::string &s)
+{
+    std::string out = "\"";
+    for (unsigned char c : s) {
+        if (c == '"' || c == '\\') out += std::string("\\") + static_cast<char>(c);
+        else if (c < 0x20 || c == 0x7f) out += fmt::format("\\{:03o}", c);
+        else if (c == '?') out += "\\?";  // no trigraphs
+        else out += static_cast<char>(c);
+    }
+    return out + "\"";
 }
 
 std::string c_identifier(const std::string &name)

@@ -25,6 +25,8 @@ std::string did_you_mean(const std::string &name, const std::vector<std::string>
 // fused names like "self_attn.{q,k,v}_proj.weight") are dropped first so the
 // result reads "self_attn_qkv_proj_weight".
 std::string c_identifier(const std::string &name);
+// A C string literal holding s: "a\"b" with quotes, backslashes and control bytes escaped.
+std::string c_string(const std::string &s);
 
 // "self_attn.q_proj.weight" + "self_attn.k_proj.weight" -> "self_attn.{q,k}_proj.weight"
 std::string merge_names(const std::vector<std::string> &names);

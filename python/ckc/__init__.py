@@ -22,6 +22,7 @@ from .build import ROOT, build_library, ckc_binary, compile_model, include_dir, 
 from .export import ExportError, export
 from .graph import GraphModel
 from .llm import CkError, LlmModel, sample
+from . import trace
 
 __all__ = ["ROOT", "build_library", "ckc_binary", "compile_model", "include_dir", "random_weights", "CkError",
-           "LlmModel", "sample", "ExportError", "export", "GraphModel"]
+           "LlmModel", "sample", "ExportError", "export", "GraphModel", "trace"]

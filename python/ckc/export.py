@@ -154,6 +154,7 @@ class _Converter:
         self.out_spec = None  # the pytree spec of the module's return value
         self.folded_by_value = {}  # (dtype, shape, sha1 of the bytes) -> constant name
         self.nodes, self.inputs, self.constants = [], [], {}
+        self.node_by_name = {}
         self.const_data = {}
         self.env = {}  # fx node -> IR tensor name (or a tuple of them)
         self.used = set()
@@ -268,9 +269,11 @@ class _Converter:
                                  v if isinstance(v, str) else _num(v)) for k, v in attrs.items()}
         if out is not None:
             node["shape"], node["dtype"] = self.meta(out)
+            node["reference"] = out.name  # a trace of the compiled model compares it with this FX node
         node["module"] = n.meta.get("ck_module", "")
         node["source"] = f"{n.name} ({_target_name(n)})"
         self.nodes.append(node)
+        self.node_by_name[name] = node
         return name
 
     def axis(self, d, rank):
@@ -732,6 +735,9 @@ def _getitem(c, n, src, idx):
     if v[idx] is None:
         c.fail(f"uses output {idx} of {_target_name(src)}, which ckc does not compute (e.g. LayerNorm mean/rstd, "
                "max indices)")
+    node = c.node_by_name.get(v[idx])
+    if node is not None:
+        node.setdefault("reference", n.name)  # LayerNorm's output 0, a split's part: this getitem's value
     return v[idx]
 
 
@@ -793,6 +799,18 @@ def require_torch():
     if int(torch.__version__.split(".")[0]) < 2 or not hasattr(torch, "export"):
         raise ExportError(f"ckc.export needs PyTorch 2.x (torch.export); this is torch {torch.__version__}; {hint}")
     return torch
+
+
+def reference_values(model, example_inputs):
+    """{FX node name: float32 numpy value} of one PyTorch run of the graph export() captures: what the
+    `reference` names of graph.json (and so the traces of the compiled model, ckc.trace) refer to."""
+    torch = require_torch()
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    gm, placeholders, feeds, consts, _params, _spec = _capture(model, tuple(example_inputs))
+    values = _record_values(gm, placeholders, feeds, consts)
+    return {n.name: v.detach().float().numpy() for n, v in values.items()
+            if isinstance(v, torch.Tensor) and v.is_floating_point()}
 
 
 def export(model, example_inputs, out_dir):

@@ -19,7 +19,8 @@ enum {
     CK_ESTATE = -3,  /* wrong state, e.g. decode before kv_cache_enable or forward before embed_tokens */
     CK_EIO = -4,     /* cannot open or map the weights */
     CK_EFORMAT = -5, /* malformed checkpoint, or a tensor missing / of the wrong shape or dtype */
-    CK_ENOMEM = -6   /* out of memory */
+    CK_ENOMEM = -6,  /* out of memory */
+    CK_ENOTSUP = -7  /* not compiled in, e.g. ck_model_set_trace without -DCK_TRACE */
 };
 
 const char *ck_last_error(void);

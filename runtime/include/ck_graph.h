@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "ck_errors.h"
+#include "ck_trace.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,6 +39,10 @@ int ck_graph_run(ck_graph *g, const void *const *inputs, void *const *outputs);
 
 /* Threads used by ck_graph_run; 0 (the default) means all available cores, negative is CK_EINVAL. */
 int ck_graph_set_threads(ck_graph *g, int n_threads);
+
+/* Calls fn(user, event) after every node of each ck_graph_run (ck_trace.h); fn NULL stops.
+ * CK_ENOTSUP unless model.c was compiled with -DCK_TRACE. */
+int ck_graph_set_trace(ck_graph *g, ck_trace_fn fn, void *user);
 
 /* ---- introspection (no handle needed) ---- */
 typedef enum ck_graph_dtype { CK_GRAPH_F32 = 0, CK_GRAPH_I64 = 1, CK_GRAPH_I32 = 2, CK_GRAPH_BOOL = 3 } ck_graph_dtype;

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "ck_errors.h"
+#include "ck_trace.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -58,6 +59,10 @@ int ck_model_get_num_layers(const ck_model *m);
 /* Threads used by forward/decode; 0 means all available cores, negative is CK_EINVAL (as ck_graph_set_threads). */
 int ck_model_set_threads(ck_model *m, int n_threads);
 int ck_model_get_threads(const ck_model *m);
+
+/* Calls fn(user, event) after every node of every forward and decode (ck_trace.h); fn NULL stops.
+ * CK_ENOTSUP unless model.c was compiled with -DCK_TRACE. */
+int ck_model_set_trace(ck_model *m, ck_trace_fn fn, void *user);
 
 #ifdef __cplusplus
 }

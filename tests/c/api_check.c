@@ -2,7 +2,8 @@
  * api_check.c — drives a generated model through its ABI, including every
  * misuse the ABI promises to survive (NULL handles, bad token ids, a full KV
  * cache, decode before the cache is on). Linked against the tiny Llama's
- * model.c and run under ASan + UBSan by tests/scripts/sanitized_model.sh.
+ * model.c and run under ASan + UBSan by tests/sanitized_model.sh, with and
+ * without -DCK_TRACE (the trace callback reads every element it is given).
  *   api_check WEIGHTS    exits 0 when every check holds
  */
 #include <stdio.h>
@@ -19,6 +20,18 @@ static int failures;
             failures++;                                                               \
         }                                                                             \
     } while (0)
+
+static long trace_events;
+static double trace_sum;
+
+static void on_trace(void *user, const ck_trace_event *e)
+{
+    int64_t r, c;
+    (void)user;
+    trace_events++;
+    for (r = 0; r < e->rows; r++)
+        for (c = 0; c < e->cols; c++) trace_sum += e->data[r * e->ld + c];
+}
 
 int main(int argc, char **argv)
 {
@@ -68,6 +81,20 @@ int main(int argc, char **argv)
     CHECK(ck_model_set_threads(m, 1) == CK_OK && ck_model_get_threads(m) == 1);
     CHECK(ck_model_set_threads(m, 0) == CK_OK && ck_model_get_threads(m) >= 1);
     CHECK(ck_model_set_threads(m, -2) == CK_EINVAL && ck_model_get_threads(m) >= 1);  /* as ck_graph_set_threads */
+
+    CHECK(ck_model_set_trace(NULL, on_trace, NULL) == CK_EINVAL);
+#ifdef CK_TRACE
+    ck_model_kv_cache_reset(m);
+    CHECK(ck_model_set_trace(m, on_trace, NULL) == CK_OK);
+    CHECK(ck_model_embed_tokens(m, toks, 3) == CK_OK && ck_model_forward(m) == CK_OK);
+    CHECK(trace_events > 3 * ck_model_get_num_layers(m) && trace_sum == trace_sum);
+    CHECK(ck_model_decode(m, 2) == CK_OK);
+    CHECK(ck_model_set_trace(m, NULL, NULL) == CK_OK);
+    i = (int)trace_events;
+    CHECK(ck_model_decode(m, 3) == CK_OK && trace_events == i);
+#else
+    CHECK(ck_model_set_trace(m, on_trace, NULL) == CK_ENOTSUP && strstr(ck_last_error(), "CK_TRACE"));
+#endif
     ck_model_free(m);
     if (failures) fprintf(stderr, "api_check: %d failures\n", failures);
     else printf("api_check: all checks passed\n");

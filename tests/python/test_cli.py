@@ -93,6 +93,7 @@ def test_generated_c_is_warning_free_c99(build, config):
     c = os.path.join(b.folder, "model.c")
     sh(f"cc -std=c99 -Wall -Wextra -pedantic -Werror -fsyntax-only -I runtime/include {c}")
     sh(f"cc -std=c99 -Wall -Wextra -pedantic -Werror -DCK_MODEL_MAIN -fsyntax-only -I runtime/include {c}")
+    sh(f"cc -std=c99 -Wall -Wextra -pedantic -Werror -DCK_TRACE -fsyntax-only -I runtime/include {c}")
     kernels = open(c + ".kernels").read().split()
     assert all(os.path.isabs(k) and os.path.exists(k) for k in kernels)
     sh("cc -std=c99 -Wall -Wextra -pedantic -Werror -fopenmp -fsyntax-only -I runtime/include " + " ".join(kernels))
@@ -151,3 +152,4 @@ def test_real_shaped_configs_plan_and_emit(config, tmp_path):
     assert f"#define CK_DIM {C} " in src
     assert src.count("static int ck_block(") == 1
     sh(f"cc -std=c99 -Wall -Wextra -pedantic -Werror -fsyntax-only -I runtime/include {out}")
+    sh(f"cc -std=c99 -Wall -Wextra -pedantic -Werror -DCK_TRACE -fsyntax-only -I runtime/include {out}")

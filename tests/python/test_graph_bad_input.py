@@ -77,6 +77,8 @@ def test_compile_errors_name_the_file_and_the_problem(exported, tmp_path):
         "malformed": ("{not json", "not valid JSON"),
         "unknown_op": (dict(doc, nodes=[dict(doc["nodes"][0], op="CONV9D")] + doc["nodes"][1:]), "unknown op 'CONV9D'"),
         "version": (dict(doc, version=99), "schema version 99 is not supported"),
+        "reference_type": (dict(doc, nodes=[dict(doc["nodes"][0], reference=3)] + doc["nodes"][1:]),
+                           '"reference" must be a string'),
     }
     for name, (content, want) in cases.items():
         g = tmp_path / name / "graph.json"

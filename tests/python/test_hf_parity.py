@@ -10,12 +10,17 @@ library loads each folder and is compared with transformers:
   prefill   logits of every position, within 1e-4
   decode    KV-cache decode logits against transformers' own cached decoding
   greedy    32 greedy tokens identical to generate(do_sample=False)
+  trace     every intermediate tensor ckc can name (its Tensor::reference: an HF module
+            whose output it is) against that module's output, via the -DCK_TRACE hooks;
+            a failing prefill names the first tensor that diverges
 
 The bf16 reference is transformers loading the bf16 folder into float32: the
 same rounded weights, computed in float32 as ckc does.
 """
 import json
 import os
+import re
+import shutil
 
 import numpy as np
 import pytest
@@ -103,6 +108,7 @@ class Case:
         self.so = ckc.build_library(ckc.compile_model(os.path.join(self.folders["f32"], "config.json"),
                                                       os.path.join(workdir, f"hf-{name}-c")))
         self.refs = {}
+        self.traced = None
 
     def reference(self, variant):
         """transformers reading the saved folder back, in float32."""
@@ -115,6 +121,27 @@ class Case:
 
     def ckc(self, variant):
         return ckc.LlmModel(self.so, self.folders[variant])
+
+    def trace_library(self):
+        """The same model.c built with -DCK_TRACE (once)."""
+        if self.traced is None:
+            c_path = os.path.join(os.path.dirname(self.so), "model.c")
+            self.traced = ckc.build_library(c_path, os.path.join(os.path.dirname(self.so), "libtraced.so"),
+                                            extra_flags=["-DCK_TRACE", "-O1"])
+        return self.traced
+
+    def trace(self, toks, folder, reference):
+        """ckc's traced forward on `folder` compared with `reference`'s module outputs:
+        (ckc.trace.compare rows, first divergence or None)."""
+        m = ckc.LlmModel(self.trace_library(), folder)
+        with ckc.trace.recording(m) as events:
+            m.forward(toks)
+        refs = ckc.trace.transformers_outputs(reference, toks)
+        return ckc.trace.compare(events, refs), ckc.trace.first_divergence(events, refs)
+
+    def divergence(self, variant, toks):
+        """What a failing parity assertion prints: where the numbers first part."""
+        return str(self.trace(toks, self.folders[variant], self.reference(variant))[1] or "no traced tensor diverges")
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +175,55 @@ def test_prefill_logits_match_transformers(cases, name, variant):
         theirs = c.reference(variant)(torch.tensor([toks])).logits[0].numpy()
     ours = c.ckc(variant).forward(toks)
     assert theirs.std() > 0.05, "logits too flat to test anything"
-    assert max_diff(ours, theirs) < 1e-4, (name, variant, max_diff(ours, theirs))
+    d = max_diff(ours, theirs)
+    assert d < 1e-4, f"{name} {variant}: max |diff| {d}; {c.divergence(variant, toks)}"
+
+
+def layer_modules(model):
+    return [n for n, _ in model.named_modules() if re.fullmatch(r"(model\.layers|transformer\.h)\.\d+", n)]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_trace_matches_transformers_module_by_module(cases, name):
+    """Every tensor ckc names a reference for equals that module's output in transformers, and the names
+    cover the embedding, every decoder layer's output and the head."""
+    c = cases(name)
+    ref = c.reference("f32")
+    rows, first = c.trace(prompt(12, c.vocab, seed=3), c.folders["f32"], ref)
+    assert first is None, str(first)
+    compared = [e.reference for e, *_ in rows]
+    layers = layer_modules(ref)
+    assert len(layers) == ref.config.num_hidden_layers and set(layers) <= set(compared), (layers, compared)
+    assert "lm_head" in compared and any("emb" in r or "wte" in r for r in compared), compared
+    assert len(compared) >= 4 * len(layers) + 3, compared
+
+
+def perturbed_folder(src, dst, tensor, delta):
+    """A copy of the HF folder `src` with `delta` added to one row of `tensor`."""
+    from safetensors.torch import load_file, save_file
+    shutil.copytree(src, dst, dirs_exist_ok=True)
+    tensors = load_file(os.path.join(src, "model.safetensors"))
+    t = tensors[tensor].clone()
+    t[0] += delta
+    tensors[tensor] = t
+    save_file(tensors, os.path.join(dst, "model.safetensors"), metadata={"format": "pt"})
+    return dst
+
+
+@pytest.mark.parametrize("tensor,where", [
+    ("model.layers.1.post_attention_layernorm.weight", "first divergence at model.layers.1.post_attention_layernorm ("),
+    # down_proj's GEMM also adds the residual (one fused node): the layer's output is where it shows, and the
+    # message names the node's source module
+    ("model.layers.1.mlp.down_proj.weight", "first divergence at model.layers.1 (block layer 1 node x_out (MATMUL_ADD "
+                                            "from model.layers.1.mlp.down_proj))"),
+])
+def test_trace_names_the_first_divergence(cases, workdir, tensor, where):
+    c = cases("llama")
+    bad = perturbed_folder(c.folders["f32"], os.path.join(workdir, "hf-llama-perturbed-" + tensor), tensor, 0.5)
+    rows, first = c.trace(prompt(12, c.vocab, seed=3), bad, c.reference("f32"))
+    assert first is not None and str(first).startswith(where), str(first)
+    assert first.compared >= 9, str(first)  # the embedding and layer 0 agree
+    assert first.max_diff > 1e-2
 
 
 @pytest.mark.parametrize("name,variant", MATRIX)

@@ -54,6 +54,10 @@ public:
     {
         return field(obj, key, json::value_t::string, where).get<std::string>();
     }
+    std::string optional_str(const json &obj, const std::string &key, const std::string &where) const
+    {
+        return obj.contains(key) ? str(obj, key, where) : std::string();
+    }
     Shape shape(const json &obj, const std::string &where) const
     {
         const json &a = field(obj, "shape", json::value_t::array, where);
@@ -306,12 +310,13 @@ void read_nodes(const Reader &r, const json &doc, Program &p, Names &names)
                                arity));
         if (nj.contains("attrs"))
             for (const auto &[k, v] : nj["attrs"].items()) n.attrs[k] = attr_of(r, v, where + " attr \"" + k + "\"");
-        n.origin = {nj.value("module", std::string()), nj.value("source", std::string())};
+        n.origin = {r.optional_str(nj, "module", where), r.optional_str(nj, "source", where)};
         try {
             g.add_node(n);
         } catch (const Error &e) {
             r.fail(e.what() + (n.origin.empty() ? std::string() : " [" + n.origin.str() + "]"));  // a shape rule's complaint
         }
+        g.tensor(n.output).reference = r.optional_str(nj, "reference", where);
         const Tensor &out = g.tensor(n.output);
         if (nj.contains("shape")) {
             Shape want = r.shape(nj, where);

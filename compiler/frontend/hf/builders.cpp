@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "support/error.h"
+#include "support/util.h"
 
 namespace ckc {
 
@@ -68,9 +69,28 @@ std::string SectionBuilder::op(Op op, const std::vector<std::string> &inputs, co
     n.output = g.unique_name(out);
     n.name = n.output;
     n.attrs = attrs;
-    n.origin.module = prefix + module;
+    n.origin.module = full_module(module);
     g.add_node(n, out_storage);
     return n.output;
+}
+
+std::string SectionBuilder::full_module(const std::string &module) const
+{
+    if (!module.empty()) return prefix + module;
+    return ends_with(prefix, ".") ? prefix.substr(0, prefix.size() - 1) : prefix;
+}
+
+void SectionBuilder::module_output(const std::string &t, const std::string &module)
+{
+    g.tensor(t).reference = full_module(module);
+}
+
+std::string SectionBuilder::layer_output(const std::string &a, const std::string &b)
+{
+    std::string out = add(a, b, "x_out", "", Storage::Carry);
+    g.mark_output(out);
+    module_output(out, "");
+    return out;
 }
 
 std::string SectionBuilder::norm(const std::string &x, const std::string &module, const NormSpec &spec,
@@ -80,10 +100,14 @@ std::string SectionBuilder::norm(const std::string &x, const std::string &module
     std::string w = weight(module + ".weight", {dim});
     if (spec.kind == NormKind::Layer) {
         std::string b = weight(module + ".bias", {dim});
-        return op(Op::LAYERNORM, {x, w, b}, out, {{"eps", spec.eps}}, module, out_storage);
+        std::string y = op(Op::LAYERNORM, {x, w, b}, out, {{"eps", spec.eps}}, module, out_storage);
+        module_output(y, module);
+        return y;
     }
     double offset = spec.kind == NormKind::RmsPlusOne ? 1.0 : 0.0;
-    return op(Op::RMSNORM, {x, w}, out, {{"eps", spec.eps}, {"w_offset", offset}}, module, out_storage);
+    std::string y = op(Op::RMSNORM, {x, w}, out, {{"eps", spec.eps}, {"w_offset", offset}}, module, out_storage);
+    module_output(y, module);
+    return y;
 }
 
 std::string SectionBuilder::linear(const std::string &x, const std::string &module, int64_t in, int64_t out_features,
@@ -91,9 +115,9 @@ std::string SectionBuilder::linear(const std::string &x, const std::string &modu
 {
     std::string w = add_weight(module + ".weight", prefix + module + ".weight", {out_features, in}, conv1d);
     std::string y = op(Op::MATMUL, {x, w}, bias ? out + "_mm" : out, {{"transpose_b", int64_t(1)}}, module);
-    if (!bias) return y;
-    std::string b = weight(module + ".bias", {out_features});
-    return op(Op::ADD, {y, b}, out, {}, module);
+    if (bias) y = op(Op::ADD, {y, weight(module + ".bias", {out_features})}, out, {}, module);
+    module_output(y, module);
+    return y;
 }
 
 std::string SectionBuilder::add(const std::string &a, const std::string &b, const std::string &out,
@@ -189,8 +213,7 @@ void build_pre_norm_block(Program &p, const LlmConfig &c, const std::string &lay
     std::string h = b.add(x, a, "h", "");
     std::string n2 = b.norm(h, spec.mlp_norm, spec.norm, "ffn_in");
     std::string f = build_mlp(b, n2, c, spec.mlp);
-    b.add(h, f, "x_out", "", Storage::Carry);
-    p.block.mark_output("x_out");
+    b.layer_output(h, f);
 }
 
 // ---- program, header, footer ---------------------------------------------------------
@@ -223,6 +246,7 @@ void build_header(Program &p, const LlmConfig &c, const HeaderSpec &spec)
         x = h.op(Op::SCALE, {x}, last ? p.carry : "scaled", {{"scale", spec.scale}}, module,
                  last ? Storage::Carry : Storage::Activation);
     }
+    h.module_output(x, module);  // transformers' Gemma embedding module applies the scale itself
     if (!spec.positions.empty()) {
         std::string pw = h.weight(spec.positions, {spec.n_positions, c.hidden_size});
         h.op(Op::POS_EMBED, {x, pw}, p.carry, {}, spec.positions.substr(0, spec.positions.rfind('.')), Storage::Carry);
@@ -248,6 +272,7 @@ void build_footer(Program &p, const LlmConfig &c, const FooterSpec &spec)
         y = head.op(Op::ADD, {y, b}, last ? "logits" : "logits_biased", {}, spec.head,
                     last ? Storage::Output : Storage::Activation);
     }
+    head.module_output(y, spec.head);
     if (spec.final_softcap > 0)
         head.op(Op::SOFTCAP, {y}, "logits", {{"cap", spec.final_softcap}}, "final_logit_softcapping", Storage::Output);
     p.footer.mark_output("logits");

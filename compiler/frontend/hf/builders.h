@@ -54,6 +54,11 @@ public:
                        const std::string &out, bool conv1d = false);
     std::string add(const std::string &a, const std::string &b, const std::string &out, const std::string &module,
                     Storage out_storage = Storage::Activation);
+    // The block's last node: out = a + b, the layer's output, written to the residual stream.
+    std::string layer_output(const std::string &a, const std::string &b);
+    // Tensor t is exactly what the HF module `module` (prefixed; "" for the prefix's own module) returns:
+    // its Tensor::reference, what traces compare.
+    void module_output(const std::string &t, const std::string &module);
     // Column views of a fused projection: sizes in order, names in order.
     std::vector<std::string> split(const std::string &x, const std::vector<int64_t> &widths,
                                    const std::vector<std::string> &names, const std::string &module);
@@ -62,6 +67,7 @@ public:
     std::string prefix;
 
 private:
+    std::string full_module(const std::string &module) const;  // prefix + module, "" for the prefix's own
     std::string add_weight(const std::string &tensor, const std::string &source, const Shape &shape, bool transposed);
 };
 

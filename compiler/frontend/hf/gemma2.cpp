@@ -69,8 +69,7 @@ Program build_gemma2(const ConfigReader &r, const LlmConfig &c)
     MlpSpec mlp;
     mlp.act = c.hidden_act;
     std::string f = build_mlp(b, b.norm(h1, "pre_feedforward_layernorm", norm, "ffn_in"), c, mlp);
-    b.add(h1, b.norm(f, "post_feedforward_layernorm", norm, "ffn_normed"), "x_out", "", Storage::Carry);
-    p.block.mark_output("x_out");
+    b.layer_output(h1, b.norm(f, "post_feedforward_layernorm", norm, "ffn_normed"));
 
     FooterSpec foot;
     foot.norm = norm;

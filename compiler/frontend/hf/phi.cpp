@@ -46,8 +46,7 @@ Program build_phi(const ConfigReader &, const LlmConfig &c)
     mlp.act = c.hidden_act;
     std::string f = build_mlp(b, n, c, mlp);
     std::string h = b.add(x, a, "h", "");
-    b.add(h, f, "x_out", "", Storage::Carry);
-    p.block.mark_output("x_out");
+    b.layer_output(h, f);
 
     FooterSpec foot;
     foot.norm_module = "final_layernorm";
