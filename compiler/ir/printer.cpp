@@ -13,18 +13,40 @@ namespace ckc {
 std::string attr_str(const Attr &a)
 {
     if (auto p = std::get_if<int64_t>(&a)) return std::to_string(*p);
-    if (auto p = std::get_if<double>(&a)) return fmt::format("{}", *p);
+    if (auto p = std::get_if<double>(&a)) {
+        std::string s = fmt::format("{}", *p);  // shortest round-trip form; a float stays a float when read back
+        return s.find_first_of(".ein") == std::string::npos ? s + ".0" : s;
+    }
     if (auto p = std::get_if<std::vector<int64_t>>(&a)) return "[" + fmt::format("{}", fmt::join(*p, ", ")) + "]";
     if (auto p = std::get_if<LayerTableRef>(&a)) return "@" + p->table;
     return "\"" + std::get<std::string>(a) + "\"";
 }
 
-static std::string tensor_ref(const Graph &g, const std::string &name)
+std::string tensor_ref(const Graph &g, const std::string &name)
 {
     const Tensor &t = g.tensor(name);
     std::string s = name + shape_str(t.shape);
     if (t.dtype != DType::F32) s += std::string(":") + dtype_name(t.dtype);
-    if (t.storage == Storage::Carry || t.storage == Storage::Output) s += std::string(":") + storage_name(t.storage);
+    if (t.storage != Storage::Activation) s += std::string(":") + storage_name(t.storage);
+    return s;
+}
+
+std::string node_line(const Graph &g, const Node &n)
+{
+    std::vector<std::string> ins;
+    for (const auto &i : n.inputs) ins.push_back(tensor_ref(g, i));
+    std::string s = n.name != n.output ? "[" + n.name + "] " : "";
+    s += fmt::format("{} {} -> {}", op_name(n.op), join(ins, ", "), tensor_ref(g, n.output));
+    std::vector<std::string> attrs;
+    for (const auto &[k, v] : n.attrs) attrs.push_back(k + "=" + attr_str(v));
+    if (!attrs.empty()) s += "  " + join(attrs, " ");
+    return s;
+}
+
+std::string graph_text(const Graph &g)
+{
+    std::string s;
+    for (const Node &n : g.nodes()) s += node_line(g, n) + "\n";
     return s;
 }
 
@@ -44,16 +66,8 @@ void print_program(const Program &p, std::ostream &os)
             os << fmt::format("{} (runs for each layer L = 0..{})\n", sec, p.info.n_layers - 1);
         else
             os << sec << "\n";
-        for (const Node &n : g.nodes()) {
-            std::vector<std::string> ins;
-            for (const auto &i : n.inputs) ins.push_back(tensor_ref(g, i));
-            std::vector<std::string> attrs;
-            for (const auto &[k, v] : n.attrs) attrs.push_back(k + "=" + attr_str(v));
-            os << fmt::format("  {:<6} {:<2} {:<12} {} -> {}", sec, s == Section::Block ? "L" : "-", op_name(n.op), join(ins, ", "),
-                              tensor_ref(g, n.output));
-            if (!attrs.empty()) os << "  " << join(attrs, " ");
-            os << "\n";
-        }
+        for (const Node &n : g.nodes())
+            os << fmt::format("  {:<6} {:<2} {}\n", sec, s == Section::Block ? "L" : "-", node_line(g, n));
     }
 }
 

@@ -35,7 +35,8 @@ def test_pip_install_into_a_fresh_venv_works_without_the_checkout(tmp_path):
     sh(f"{venv}/bin/pip install -q {src}", cwd=tmp_path)
     shutil.rmtree(src)  # the installed package must not need the clone
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CKC_")}
+    # nothing from the checkout: not its compiler (CKC_*) and not its python/ (a PYTHONPATH)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CKC_") and k != "PYTHONPATH"}
     env["PATH"] = f"{venv}/bin:" + env["PATH"]
     work = tmp_path / "elsewhere"
     work.mkdir()

@@ -6,12 +6,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "frontend/hf/families.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "passes/pass.h"
 #include "support/error.h"
 
 namespace ckc_test {
@@ -78,6 +82,36 @@ inline void add_op(ckc::Graph &g, ckc::Op op, std::vector<std::string> in, const
     n.output = out;
     n.attrs = std::move(attrs);
     g.add_node(n, st);
+}
+
+// The IR text without indentation and blank lines, for comparing a test's expected text.
+inline std::string ir_lines(const std::string &text)
+{
+    std::string out, line;
+    std::istringstream in(text);
+    while (std::getline(in, line)) {
+        size_t a = line.find_first_not_of(" \t"), b = line.find_last_not_of(" \t\r");
+        if (a != std::string::npos) out += line.substr(a, b - a + 1) + "\n";
+    }
+    return out;
+}
+
+// A pass test in the IR text form (ir/printer.h): `before` is parsed, the pass named `pass` runs on it as
+// the pipeline runs it (on a Program holding it as its header), and the result must print as `after`.
+// Returns whether the pass reported a change.
+inline bool check_pass(const std::string &pass, const std::string &before, const std::string &after)
+{
+    ckc::Program p;
+    p.info.kind = "graph";
+    p.header = ckc::parse_graph(before, pass + " input");
+    ckc::parse_graph(after, pass + " expected");  // the expectation is a graph too
+    const ckc::Pass *ps = ckc::find_pass(pass);
+    REQUIRE(ps != nullptr);
+    bool changed = ps->run(p.header, p);
+    p.header.verify(pass);
+    INFO("after " << pass << ":\n" << ckc::graph_text(p.header));
+    CHECK(ir_lines(ckc::graph_text(p.header)) == ir_lines(after));
+    return changed;
 }
 
 }  // namespace ckc_test

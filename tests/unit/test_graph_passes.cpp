@@ -77,37 +77,31 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 TEST_CASE("eliminate_reshapes: identity reshapes go, chains collapse", "[graph-passes]")
 {
-    P t;
-    t.input("x", {2, 3, 4});
-    t.node(Op::RESHAPE, {"x"}, "same", {{"shape", std::vector<int64_t>{2, 3, 4}}});
-    t.node(Op::RESHAPE, {"same"}, "a", {{"shape", std::vector<int64_t>{6, 4}}});
-    t.node(Op::RESHAPE, {"a"}, "b", {{"shape", std::vector<int64_t>{24}}});
-    t.node(Op::RELU, {"b"}, "y");
-    t.output("y");
-    CHECK(eliminate_reshapes(t.g));
-    t.g.verify("test");
-    CHECK(ops(t.g) == V{"RESHAPE", "RELU"});
-    CHECK(t.g.nodes()[0].inputs == V{"x"});
+    CHECK(check_pass("eliminate_reshapes", R"(
+        RESHAPE x[2, 3, 4]:input -> same[2, 3, 4]  shape=[2, 3, 4]
+        RESHAPE same[2, 3, 4] -> a[6, 4]  shape=[6, 4]
+        RESHAPE a[6, 4] -> b[24]  shape=[24]
+        RELU b[24] -> y[24]:output
+    )", R"(
+        RESHAPE x[2, 3, 4]:input -> b[24]  shape=[24]
+        RELU b[24] -> y[24]:output
+    )"));
 }
 
 TEST_CASE("eliminate_reshapes: GEMMs run on the unflattened batch; bias ADDs follow", "[graph-passes]")
 {
-    P t;
-    t.input("x", {2, 5, 8});
-    t.weight("w", {16, 8});
-    t.weight("b", {16});
     // torch's Linear on 3-D: view [10, 8], addmm, view back
-    t.node(Op::RESHAPE, {"x"}, "flat", {{"shape", std::vector<int64_t>{10, 8}}});
-    t.node(Op::MATMUL, {"flat", "w"}, "mm", {{"transpose_b", int64_t(1)}});
-    t.node(Op::ADD, {"mm", "b"}, "biased");
-    t.node(Op::RESHAPE, {"biased"}, "y", {{"shape", std::vector<int64_t>{2, 5, 16}}});
-    t.node(Op::RELU, {"y"}, "z");
-    t.output("z");
-    CHECK(eliminate_reshapes(t.g));
-    t.g.verify("test");
-    CHECK(ops(t.g) == V{"MATMUL", "ADD", "RELU"});
-    CHECK(t.g.tensor(t.g.nodes()[0].output).shape == Shape{2, 5, 16});
-    CHECK(t.g.nodes()[0].inputs[0] == "x");
+    CHECK(check_pass("eliminate_reshapes", R"(
+        RESHAPE x[2, 5, 8]:input -> flat[10, 8]  shape=[10, 8]
+        MATMUL flat[10, 8], w[16, 8]:weight -> mm[10, 16]  transpose_b=1
+        ADD mm[10, 16], b[16]:weight -> biased[10, 16]
+        RESHAPE biased[10, 16] -> y[2, 5, 16]  shape=[2, 5, 16]
+        RELU y[2, 5, 16] -> z[2, 5, 16]:output
+    )", R"(
+        MATMUL x[2, 5, 8]:input, w[16, 8]:weight -> mm_nd[2, 5, 16]  transpose_b=1
+        ADD mm_nd[2, 5, 16], b[16]:weight -> biased_nd[2, 5, 16]
+        RELU biased_nd[2, 5, 16] -> z[2, 5, 16]:output
+    )"));
 }
 
 TEST_CASE("eliminate_reshapes: bmm over flattened heads becomes a 4-D MATMUL", "[graph-passes]")
@@ -140,17 +134,12 @@ TEST_CASE("eliminate_reshapes: bmm over flattened heads becomes a 4-D MATMUL", "
 TEST_CASE("eliminate_reshapes: an identity reshape into an output hands the buffer to its producer",
           "[graph-passes]")
 {
-    P t;
-    t.input("x", {4, 8});
-    t.weight("w", {8, 8});
-    t.node(Op::MATMUL, {"x", "w"}, "mm", {{"transpose_b", int64_t(1)}});
-    t.node(Op::RESHAPE, {"mm"}, "out", {{"shape", std::vector<int64_t>{4, 8}}}, Storage::Output);
-    t.g.mark_output("out");
-    CHECK(eliminate_reshapes(t.g));
-    t.g.verify("test");
-    CHECK(ops(t.g) == V{"MATMUL"});
-    CHECK(t.g.nodes()[0].output == "out");
-    CHECK(t.g.tensor("out").storage == Storage::Output);
+    CHECK(check_pass("eliminate_reshapes", R"(
+        MATMUL x[4, 8]:input, w[8, 8]:weight -> mm[4, 8]  transpose_b=1
+        RESHAPE mm[4, 8] -> out[4, 8]:output  shape=[4, 8]
+    )", R"(
+        [mm] MATMUL x[4, 8]:input, w[8, 8]:weight -> out[4, 8]:output  transpose_b=1
+    )"));
 }
 
 // ---- absorb_blas ----------------------------------------------------------------------
@@ -472,34 +461,25 @@ TEST_CASE("fuse_patterns: attention reads heads in place of the head transposes"
 TEST_CASE("fuse_patterns: ADD(x, bias) -> RELU becomes BIAS_RELU, unless the sum is read elsewhere",
           "[graph-passes]")
 {
-    P t;
-    t.input("x", {4, 16});
-    t.weight("b", {16});
-    t.node(Op::ADD, {"x", "b"}, "s");
-    t.node(Op::RELU, {"s"}, "y");
-    t.output("y");
-    CHECK(fuse_patterns(t.g));
-    CHECK(ops(t.g) == V{"BIAS_RELU"});
-    CHECK(only(t.g, Op::BIAS_RELU).inputs == V{"x", "b"});
-
-    P u;
-    u.input("x", {4, 16});
-    u.weight("b", {16});
-    u.node(Op::ADD, {"x", "b"}, "s");
-    u.node(Op::RELU, {"s"}, "y");
-    u.node(Op::ADD, {"s", "y"}, "z");
-    u.output("z");
-    CHECK_FALSE(fuse_patterns(u.g));
+    CHECK(check_pass("fuse_patterns", R"(
+        ADD x[4, 16]:input, b[16]:weight -> s[4, 16]
+        RELU s[4, 16] -> y[4, 16]:output
+    )", R"(
+        BIAS_RELU x[4, 16]:input, b[16]:weight -> y[4, 16]:output
+    )"));
+    const char *read_twice = R"(
+        ADD x[4, 16]:input, b[16]:weight -> s[4, 16]
+        RELU s[4, 16] -> y[4, 16]
+        ADD s[4, 16], y[4, 16] -> z[4, 16]:output
+    )";
+    CHECK_FALSE(check_pass("fuse_patterns", read_twice, read_twice));
 }
 
 TEST_CASE("fuse_matmul_add: an ADD of a scalar (one input) is left alone", "[graph-passes]")
 {
-    P t;
-    t.input("x", {4, 8});
-    t.weight("w", {8, 8});
-    t.node(Op::MATMUL, {"x", "w"}, "mm", {{"transpose_b", int64_t(1)}});
-    t.node(Op::ADD, {"mm"}, "y", {{"scalar", 1.0}});
-    t.output("y");
-    CHECK_FALSE(fuse_matmul_add(t.g));
-    CHECK(ops(t.g) == V{"MATMUL", "ADD"});
+    const char *graph = R"(
+        MATMUL x[4, 8]:input, w[8, 8]:weight -> mm[4, 8]  transpose_b=1
+        ADD mm[4, 8] -> y[4, 8]:output  scalar=1.0
+    )";
+    CHECK_FALSE(check_pass("fuse_matmul_add", graph, graph));
 }

@@ -5,6 +5,7 @@
 
 #include "codegen/emitters.h"
 #include "ir/graph.h"
+#include "ir/parser.h"
 #include "ir/printer.h"
 #include "support/util.h"
 
@@ -114,12 +115,51 @@ TEST_CASE("printer: one line per node and a JSON map", "[ir]")
     print_program(p, os);
     std::string text = os.str();
     CHECK_THAT(text, Contains("block  L  KV_ATTENTION q_rope[T, 64], kv[2, 2, T, 16] -> attn[T, 64]"));
-    CHECK_THAT(text, Contains("header -  EMBEDDING    tokens[T]:i32, embed_tokens.weight[256, 64] -> x[T, 64]:carry"));
+    CHECK_THAT(text, Contains("header -  EMBEDDING tokens[T]:i32:input, embed_tokens.weight[256, 64]:weight -> x[T, 64]:carry"));
+    CHECK_THAT(text, Contains("RMSNORM x[T, 64]:carry, input_layernorm.weight[64]:weight -> attn_in[T, 64]  eps=1e-05 "
+                              "w_offset=0.0"));
     nlohmann::json j = program_to_json(p);
     CHECK(j["block"]["layers"] == 2);
     CHECK(j["block"]["nodes"].size() == p.block.nodes().size());
     CHECK(j["block"]["tensors"]["kv"]["shape"] == nlohmann::json({2, 2, "T", 16}));
     CHECK(j["footer"]["tensors"]["lm_head.weight"]["source"][0] == "lm_head.weight");
+}
+
+TEST_CASE("parser: the text form reads back to the same graph, for every section of every family", "[ir]")
+{
+    for (const char *family : {"llama", "gpt2", "gemma2", "phi", "qwen2"}) {
+        Program p = program_of(nlohmann::json::parse(ckc::read_file(std::string(CKC_SOURCE_DIR) + "/models/tiny-" +
+                                                                    family + "/config.json")));
+        for (Section s : kSections) {
+            INFO(family << " " << Program::section_name(s));
+            const Graph &g = p.section(s);
+            Graph back = parse_graph(graph_text(g));
+            CHECK(graph_text(back) == graph_text(g));
+            CHECK(back.outputs() == g.outputs());
+            for (const Node &n : g.nodes()) CHECK(back.node(n.name)->attrs == n.attrs);
+        }
+    }
+}
+
+TEST_CASE("parser: errors point at the line and the column", "[ir]")
+{
+    auto error_of = [](const std::string &text) {
+        try {
+            parse_graph(text, "t.ir");
+        } catch (const Error &e) {
+            CHECK(e.kind() == ErrorKind::Input);
+            return std::string(e.what());
+        }
+        FAIL("no error for: " << text);
+        return std::string();
+    };
+    CHECK_THAT(error_of("RELU x[4]:input -> y[4]\nSILUU y[4] -> z[4]"),
+               Contains("t.ir:2:1: unknown op 'SILUU' (did you mean 'SILU'?)") && Contains("\n    ^~~~~"));
+    CHECK_THAT(error_of("RELU x[4] -> y[4]"), Contains("t.ir:1:6: tensor 'x' is read before any node makes it"));
+    CHECK_THAT(error_of("MATMUL a[2, 3]:input, b[3, 5]:weight -> c[2, 4]"), Contains("t.ir:1:41: MATMUL computes [2, 5]:f32"));
+    CHECK_THAT(error_of("RELU x[4]:input -> y[4]  alpha"), Contains("expected key=value"));
+    CHECK_THAT(error_of("RELU x[4]:input -> y[4]\nRELU x[4]:input -> y[4]"), Contains("t.ir:2:20: tensor 'y' is made twice"));
+    CHECK_THAT(error_of("RELU x[4]:cpu -> y[4]"), Contains("unknown dtype or storage ':cpu'"));
 }
 
 TEST_CASE("the IR does not depend on codegen: no file in compiler/ir includes compiler/codegen", "[ir]")

@@ -39,50 +39,41 @@ std::vector<std::string> sig(const Graph &g)
 
 TEST_CASE("fuse_matmul_add: bias, residual, bias + residual", "[passes]")
 {
-    G t;
-    t.act("x", {kTokens, 8}, Storage::Carry);
-    t.weight("w", {8, 8});
-    t.weight("b", {8});
-    t.node(Op::MATMUL, {"x", "w"}, "mm", {{"transpose_b", int64_t(1)}});
-    t.node(Op::ADD, {"mm", "b"}, "y");    // bias
-    t.node(Op::MATMUL, {"y", "w"}, "mm2", {{"transpose_b", int64_t(1)}});
-    t.node(Op::ADD, {"mm2", "b"}, "z");   // bias ...
-    t.node(Op::ADD, {"y", "z"}, "out");   // ... then residual
-    t.g.mark_output("out");
-    CHECK(fuse_matmul_add(t.g));
-    t.g.verify("test");
-    CHECK(sig(t.g) == std::vector<std::string>{"MATMUL_ADD(x,w,b)->y", "MATMUL_ADD(y,w,y,b)->out"});
-    CHECK_FALSE(t.g.has_tensor("mm"));
-    CHECK_FALSE(fuse_matmul_add(t.g));  // idempotent
+    const char *before = R"(
+        MATMUL x[T, 8]:carry, w[8, 8]:weight -> mm[T, 8]  transpose_b=1
+        ADD mm[T, 8], b[8]:weight -> y[T, 8]
+        MATMUL y[T, 8], w[8, 8]:weight -> mm2[T, 8]  transpose_b=1
+        ADD mm2[T, 8], b[8]:weight -> z[T, 8]
+        ADD y[T, 8], z[T, 8] -> out[T, 8]:output
+    )";
+    const char *after = R"(
+        MATMUL_ADD x[T, 8]:carry, w[8, 8]:weight, b[8]:weight -> y[T, 8]  transpose_b=1
+        MATMUL_ADD y[T, 8], w[8, 8]:weight, y[T, 8], b[8]:weight -> out[T, 8]:output  transpose_b=1
+    )";
+    CHECK(check_pass("fuse_matmul_add", before, after));
+    CHECK_FALSE(check_pass("fuse_matmul_add", after, after));  // idempotent
 }
 
 TEST_CASE("fuse_matmul_add: a second consumer blocks the fusion", "[passes]")
 {
-    G t;
-    t.act("x", {kTokens, 8}, Storage::Carry);
-    t.weight("w", {8, 8});
-    t.node(Op::MATMUL, {"x", "w"}, "mm", {{"transpose_b", int64_t(1)}});
-    t.node(Op::ADD, {"mm", "x"}, "y");
-    t.node(Op::ADD, {"mm", "y"}, "z");  // mm read twice: it must survive
-    t.g.mark_output("z");
-    auto before = sig(t.g);
-    CHECK_FALSE(fuse_matmul_add(t.g));
-    CHECK(sig(t.g) == before);
+    const char *graph = R"(
+        MATMUL x[T, 8]:carry, w[8, 8]:weight -> mm[T, 8]  transpose_b=1
+        ADD mm[T, 8], x[T, 8]:carry -> y[T, 8]
+        ADD mm[T, 8], y[T, 8] -> z[T, 8]:output
+    )";  // mm is read twice: it must survive
+    CHECK_FALSE(check_pass("fuse_matmul_add", graph, graph));
 }
 
 TEST_CASE("fuse_matmul_add: the residual may be produced after the GEMM", "[passes]")
 {
-    G t;
-    t.act("x", {kTokens, 8}, Storage::Carry);
-    t.weight("w", {8, 8});
-    t.weight("nw", {8});
-    t.node(Op::MATMUL, {"x", "w"}, "mm", {{"transpose_b", int64_t(1)}});
-    t.node(Op::RMSNORM, {"x", "nw"}, "r", {{"eps", 1e-5}});
-    t.node(Op::ADD, {"r", "mm"}, "y");
-    t.g.mark_output("y");
-    CHECK(fuse_matmul_add(t.g));
-    t.g.verify("test");  // the fused GEMM now runs after r
-    CHECK(sig(t.g) == std::vector<std::string>{"RMSNORM(x,nw)->r", "MATMUL_ADD(x,w,r)->y"});
+    CHECK(check_pass("fuse_matmul_add", R"(
+        MATMUL x[T, 8]:carry, w[8, 8]:weight -> mm[T, 8]  transpose_b=1
+        RMSNORM x[T, 8]:carry, nw[8]:weight -> r[T, 8]  eps=1e-05
+        ADD r[T, 8], mm[T, 8] -> y[T, 8]:output
+    )", R"(
+        RMSNORM x[T, 8]:carry, nw[8]:weight -> r[T, 8]  eps=1e-05
+        MATMUL_ADD x[T, 8]:carry, w[8, 8]:weight, r[T, 8] -> y[T, 8]:output  transpose_b=1
+    )"));  // the fused GEMM now runs after r
 }
 
 TEST_CASE("fuse_parallel_linears: QKV and gate|up of the tiny Llama", "[passes]")
@@ -168,39 +159,51 @@ TEST_CASE("fuse_parallel_linears: more GEMMs than the loader's parts fuse in run
     }
 }
 
+TEST_CASE("fuse_parallel_linears: GEMMs of one input become one GEMM and column views", "[passes]")
+{
+    CHECK(check_pass("fuse_parallel_linears", R"(
+        MATMUL x[T, 8]:carry, wa[4, 8]:weight -> a[T, 4]  transpose_b=1
+        MATMUL x[T, 8]:carry, wb[6, 8]:weight -> b[T, 6]  transpose_b=1
+        MATMUL a[T, 4], v[2, 4]:weight -> c[T, 2]  transpose_b=1
+        MATMUL b[T, 6], u[2, 6]:weight -> d[T, 2]  transpose_b=1
+        ADD c[T, 2], d[T, 2] -> out[T, 2]:output
+    )", R"(
+        MATMUL x[T, 8]:carry, w{a,b}[10, 8]:weight -> {a,b}[T, 10]  transpose_b=1
+        SLICE {a,b}[T, 10] -> a[T, 4]  length=4 start=0
+        SLICE {a,b}[T, 10] -> b[T, 6]  length=6 start=4
+        MATMUL a[T, 4], v[2, 4]:weight -> c[T, 2]  transpose_b=1
+        MATMUL b[T, 6], u[2, 6]:weight -> d[T, 2]  transpose_b=1
+        ADD c[T, 2], d[T, 2] -> out[T, 2]:output
+    )"));
+}
+
 TEST_CASE("fuse_parallel_linears: GEMMs of different inputs do not group", "[passes]")
 {
-    G t;
-    t.act("x", {kTokens, 8}, Storage::Carry);
-    t.weight("w1", {4, 8});
-    t.weight("w2", {4, 8});
-    t.weight("nw", {8});
-    t.node(Op::RMSNORM, {"x", "nw"}, "y", {{"eps", 1e-5}});
-    t.node(Op::MATMUL, {"x", "w1"}, "a", {{"transpose_b", int64_t(1)}});
-    t.node(Op::MATMUL, {"y", "w2"}, "b", {{"transpose_b", int64_t(1)}});
-    t.node(Op::GLU, {"a", "b"}, "out", {{"act", std::string("silu")}});
-    t.g.mark_output("out");
-    CHECK_FALSE(fuse_parallel_linears(t.g));
+    const char *graph = R"(
+        RMSNORM x[T, 8]:carry, nw[8]:weight -> y[T, 8]  eps=1e-05
+        MATMUL x[T, 8]:carry, w1[4, 8]:weight -> a[T, 4]  transpose_b=1
+        MATMUL y[T, 8], w2[4, 8]:weight -> b[T, 4]  transpose_b=1
+        GLU a[T, 4], b[T, 4] -> out[T, 4]:output  act="silu"
+    )";
+    CHECK_FALSE(check_pass("fuse_parallel_linears", graph, graph));
 }
 
 TEST_CASE("dce removes dead chains and weights, keeps side effects and outputs", "[passes]")
 {
-    G t;
-    t.act("x", {kTokens, 32}, Storage::Carry);
-    t.weight("w", {8, 32});
-    t.weight("dead_w", {8, 32});
-    t.node(Op::MATMUL, {"x", "w"}, "k", {{"transpose_b", int64_t(1)}});
-    t.node(Op::MATMUL, {"x", "w"}, "v", {{"transpose_b", int64_t(1)}});
-    t.node(Op::KV_STORE, {"k", "v"}, "kv", {{"kv_heads", 2}, {"head_dim", 4}});  // unread, but writes the cache
-    t.node(Op::MATMUL, {"x", "dead_w"}, "dead1", {{"transpose_b", int64_t(1)}});
-    t.node(Op::GLU, {"dead1", "dead1"}, "dead2", {{"act", std::string("silu")}});
-    t.node(Op::ADD, {"x", "x"}, "x_out", {}, Storage::Carry);
-    t.g.mark_output("x_out");
-    CHECK(eliminate_dead_code(t.g));
-    t.g.verify("test");
-    CHECK(sig(t.g) == std::vector<std::string>{"MATMUL(x,w)->k", "MATMUL(x,w)->v", "KV_STORE(k,v)->kv", "ADD(x,x)->x_out"});
-    CHECK_FALSE(t.g.has_tensor("dead_w"));
-    CHECK_FALSE(t.g.has_tensor("dead2"));
+    CHECK(check_pass("dce", R"(
+        MATMUL x[T, 32]:carry, w[8, 32]:weight -> k[T, 8]  transpose_b=1
+        MATMUL x[T, 32]:carry, w[8, 32]:weight -> v[T, 8]  transpose_b=1
+        ; unread, but writes the cache
+        KV_STORE k[T, 8], v[T, 8] -> kv[2, 2, T, 4]  head_dim=4 kv_heads=2
+        MATMUL x[T, 32]:carry, dead_w[8, 32]:weight -> dead1[T, 8]  transpose_b=1
+        GLU dead1[T, 8], dead1[T, 8] -> dead2[T, 8]  act="silu"
+        ADD x[T, 32]:carry, x[T, 32]:carry -> x_out[T, 32]:carry
+    )", R"(
+        MATMUL x[T, 32]:carry, w[8, 32]:weight -> k[T, 8]  transpose_b=1
+        MATMUL x[T, 32]:carry, w[8, 32]:weight -> v[T, 8]  transpose_b=1
+        KV_STORE k[T, 8], v[T, 8] -> kv[2, 2, T, 4]  head_dim=4 kv_heads=2
+        ADD x[T, 32]:carry, x[T, 32]:carry -> x_out[T, 32]:carry
+    )"));
 }
 
 TEST_CASE("pipeline: every pass runs, can be disabled, and rejects unknown names", "[passes]")
