@@ -70,55 +70,82 @@ bool overlap(const Span &a, const Span &b)
     return a.lo < b.hi && b.lo < a.hi;
 }
 
-}  // namespace
-
-void compute_liveness(const Graph &g, const std::vector<std::string> &order, const PlanOptions &o, SectionPlan &sp)
-{
-    const int n_steps = static_cast<int>(order.size());
-    const int kEnd = n_steps;  // "read after the last node": section outputs
-    sp.order = order;
-    sp.region.clear();
-    sp.alloc.clear();
-    sp.copies.clear();
-    sp.last_use.clear();
-    sp.views.clear();
-    sp.scratch.clear();
-
-    Shape carry_shape;
-    for (const auto &[name, t] : g.tensors())
-        if (t.storage == Storage::Carry) carry_shape = t.shape;
-
-    auto root_shape = [&](const std::string &root) -> const Shape & {
-        return root == kCarryRoot ? carry_shape : g.tensor(root).shape;
-    };
-    auto span = [&](const std::string &t) {
-        const Region &r = sp.region.at(t);
-        const Shape &s = g.tensor(t).shape;
-        if (r.strided) return Span{true, r.offset, r.offset + (s.empty() ? 1 : s.back())};
-        return Span{false, r.offset, r.offset + shape_numel_fixed(s)};
-    };
-
-    std::map<std::string, int> step_of;
-    for (int s = 0; s < n_steps; s++) step_of[order[s]] = s;
-    for (const auto &[name, t] : g.tensors()) {
-        int last = -1;
-        if (const Node *p = g.producer(name)) last = step_of.at(p->name);
-        for (const Node *c : g.consumers(name)) last = std::max(last, step_of.at(c->name));
-        if (g.is_output(name) || o.keep_all) last = kEnd;
-        sp.last_use[name] = last;
-        if (!g.producer(name)) sp.region[name] = {source_root(t), 0, false};
+// One section's liveness, step by step: each node's output becomes a view, takes over an input's memory,
+// goes to its pinned buffer, or gets a new root (see the top of the file).
+class Liveness {
+public:
+    Liveness(const Graph &g, const std::vector<std::string> &order, const PlanOptions &o, SectionPlan &sp)
+        : g_(g), order_(order), o_(o), sp_(sp), n_steps_(static_cast<int>(order.size()))
+    {
+        sp_.order = order;
+        sp_.region.clear();
+        sp_.alloc.clear();
+        sp_.copies.clear();
+        sp_.last_use.clear();
+        sp_.views.clear();
+        sp_.scratch.clear();
+        for (const auto &[name, t] : g.tensors())
+            if (t.storage == Storage::Carry) carry_shape_ = t.shape;
+        for (int s = 0; s < n_steps_; s++) step_of_[order[s]] = s;
     }
 
-    // No tensor living in `root` over memory overlapping `sp_` is read after step s.
-    auto dead_after = [&](const std::string &root, const Span &sp_, int s) {
-        for (const auto &[t, r] : sp.region) {
+    void run()
+    {
+        last_uses();
+        if (o_.inplace && !o_.keep_all) prefer_pins();
+        for (int s = 0; s < n_steps_; s++) {
+            const Node &nd = *g_.node(order_[s]);
+            check_strided_reads(nd);
+            if (!as_view(nd) && !in_place(nd, s)) new_or_pinned(nd, s);
+            scratch(nd, s);
+        }
+        allocations();
+    }
+
+private:
+    const Shape &root_shape(const std::string &root) const
+    {
+        return root == kCarryRoot ? carry_shape_ : g_.tensor(root).shape;
+    }
+    Span span(const std::string &t) const
+    {
+        const Region &r = sp_.region.at(t);
+        const Shape &s = g_.tensor(t).shape;
+        if (r.strided) return Span{true, r.offset, r.offset + (s.empty() ? 1 : s.back())};
+        return Span{false, r.offset, r.offset + shape_numel_fixed(s)};
+    }
+    Span whole(const std::string &root) const { return Span{false, 0, shape_numel_fixed(root_shape(root))}; }
+    // The output must end up in the carry or a caller buffer: that buffer's root, else "".
+    static std::string pin_of(const Tensor &out)
+    {
+        if (out.storage == Storage::Carry) return kCarryRoot;
+        if (out.storage == Storage::Output) return out.name;
+        return "";
+    }
+
+    // The last step reading each tensor (kEnd: read after the section); inputs and weights are their own roots.
+    void last_uses()
+    {
+        for (const auto &[name, t] : g_.tensors()) {
+            int last = -1;
+            if (const Node *p = g_.producer(name)) last = step_of_.at(p->name);
+            for (const Node *c : g_.consumers(name)) last = std::max(last, step_of_.at(c->name));
+            if (g_.is_output(name) || o_.keep_all) last = n_steps_;
+            sp_.last_use[name] = last;
+            if (!g_.producer(name)) sp_.region[name] = {source_root(t), 0, false};
+        }
+    }
+
+    // No tensor living in `root` over memory overlapping `span` is read after step s.
+    bool dead_after(const std::string &root, const Span &span_, int s) const
+    {
+        for (const auto &[t, r] : sp_.region) {
             if (r.root != root) continue;
-            if (!overlap(span(t), sp_)) continue;
-            if (sp.last_use.at(t) > s) return false;
+            if (!overlap(span(t), span_)) continue;
+            if (sp_.last_use.at(t) > s) return false;
         }
         return true;
-    };
-    auto whole = [&](const std::string &root) { return Span{false, 0, shape_numel_fixed(root_shape(root))}; };
+    }
 
     // Pin preferences flow backwards through in-place producers: when a pinned
     // output (carry, logits) is made in place from an input that nothing else
@@ -126,117 +153,146 @@ void compute_liveness(const Graph &g, const std::vector<std::string> &order, con
     // Gemma-2's final SOFTCAP writes the logits buffer directly instead of a
     // [T, vocab] arena slot. A preference is taken only when the buffer holds
     // nothing still needed; otherwise the tensor is planned as usual.
-    std::map<std::string, std::string> preferred;
-    if (o.inplace && !o.keep_all) {
-        for (int s = n_steps - 1; s >= 0; s--) {
-            const Node &nd = *g.node(order[s]);
-            const Tensor &out = g.tensor(nd.output);
-            std::string pin = out.storage == Storage::Carry    ? std::string(kCarryRoot)
-                              : out.storage == Storage::Output ? out.name
-                              : preferred.count(out.name)       ? preferred.at(out.name)
-                                                                : "";
+    void prefer_pins()
+    {
+        for (int s = n_steps_ - 1; s >= 0; s--) {
+            const Node &nd = *g_.node(order_[s]);
+            const Tensor &out = g_.tensor(nd.output);
+            std::string pin = pin_of(out);
+            if (pin.empty() && preferred_.count(out.name)) pin = preferred_.at(out.name);
             if (pin.empty()) continue;
             for (int idx : op_def(nd.op).inplace) {
                 if (idx >= static_cast<int>(nd.inputs.size())) continue;
                 const std::string &x = nd.inputs[idx];
-                const Tensor &tx = g.tensor(x);
-                const Node *px = g.producer(x);
-                if (tx.storage != Storage::Activation || !px || potential_view(g, *px) || tx.shape != out.shape ||
-                    tx.dtype != out.dtype || g.consumers(x).size() != 1 || g.is_output(x))
+                const Tensor &tx = g_.tensor(x);
+                const Node *px = g_.producer(x);
+                if (tx.storage != Storage::Activation || !px || potential_view(g_, *px) || tx.shape != out.shape ||
+                    tx.dtype != out.dtype || g_.consumers(x).size() != 1 || g_.is_output(x))
                     continue;
-                preferred[x] = pin;
+                preferred_[x] = pin;
                 break;
             }
         }
     }
 
-    std::vector<std::string> roots;  // arena allocations, in birth order
-    for (int s = 0; s < n_steps; s++) {
-        const Node &nd = *g.node(order[s]);
+    void check_strided_reads(const Node &nd) const
+    {
         const OpDef &d = op_def(nd.op);
-        const Tensor &out = g.tensor(nd.output);
         for (size_t i = 0; i < nd.inputs.size(); i++)
-            if (sp.region.at(nd.inputs[i]).strided && !(d.strided & (1u << i)))
+            if (sp_.region.at(nd.inputs[i]).strided && !(d.strided & (1u << i)))
                 internal_error(fmt::format("planner: node '{}' ({}) reads column view '{}' at input {}, which takes no "
                                            "row stride", nd.name, op_name(nd.op), nd.inputs[i], i));
-        std::string pin;  // an output that must end up in the carry or a caller buffer
-        if (out.storage == Storage::Carry) pin = kCarryRoot;
-        if (out.storage == Storage::Output) pin = out.name;
+    }
 
-        if (auto v = potential_view(g, nd); v && pin.empty()) {
-            const Region &ri = sp.region.at(nd.inputs[0]);
-            const Shape &rs = root_shape(ri.root);
-            bool ok;
-            if (v->strided)  // columns of a tensor that is a whole root or a column view itself
-                ok = rs.size() >= 2 && (ri.strided || (ri.offset == 0 && g.tensor(nd.inputs[0]).shape == rs)) &&
-                     readers_take_stride(g, nd.output) && !g.is_output(nd.output);
-            else
-                ok = !ri.strided;
-            if (ok) {
-                sp.region[nd.output] = {ri.root, ri.offset + v->offset, v->strided || ri.strided};
-                sp.views.insert(nd.name);
+    // A view op whose output can alias its input: no kernel runs.
+    bool as_view(const Node &nd)
+    {
+        auto v = potential_view(g_, nd);
+        if (!v || !pin_of(g_.tensor(nd.output)).empty()) return false;
+        const Region &ri = sp_.region.at(nd.inputs[0]);
+        const Shape &rs = root_shape(ri.root);
+        bool ok;
+        if (v->strided)  // columns of a tensor that is a whole root or a column view itself
+            ok = rs.size() >= 2 && (ri.strided || (ri.offset == 0 && g_.tensor(nd.inputs[0]).shape == rs)) &&
+                 readers_take_stride(g_, nd.output) && !g_.is_output(nd.output);
+        else
+            ok = !ri.strided;
+        if (!ok) return false;
+        sp_.region[nd.output] = {ri.root, ri.offset + v->offset, v->strided || ri.strided};
+        sp_.views.insert(nd.name);
+        return true;
+    }
+
+    // The output takes over the memory of an input that dies here.
+    bool in_place(const Node &nd, int s)
+    {
+        if (!o_.inplace || o_.keep_all) return false;
+        const OpDef &d = op_def(nd.op);
+        const Tensor &out = g_.tensor(nd.output);
+        std::string pin = pin_of(out);
+        for (int idx : d.inplace) {
+            if (idx >= static_cast<int>(nd.inputs.size())) continue;
+            const std::string &x = nd.inputs[idx];
+            const Region &rx = sp_.region.at(x);
+            if (!writable_root(g_, rx.root) || g_.tensor(x).shape != out.shape || g_.tensor(x).dtype != out.dtype)
                 continue;
-            }
+            if (!pin.empty() && rx.root != pin) continue;
+            // Taking over a column view makes the output a view too: the op
+            // must write with a row stride and every reader accept one.
+            if (rx.strided && !(d.strided & kStridedOut && readers_take_stride(g_, nd.output))) continue;
+            if (!dead_after(rx.root, span(x), s)) continue;
+            sp_.region[nd.output] = rx;
+            return true;
         }
-
-        bool placed = false;
-        if (o.inplace && !o.keep_all) {
-            for (int idx : d.inplace) {
-                if (idx >= static_cast<int>(nd.inputs.size())) continue;
-                const std::string &x = nd.inputs[idx];
-                const Region &rx = sp.region.at(x);
-                if (!writable_root(g, rx.root) || g.tensor(x).shape != out.shape || g.tensor(x).dtype != out.dtype)
-                    continue;
-                if (!pin.empty() && rx.root != pin) continue;
-                // Taking over a column view makes the output a view too: the op
-                // must write with a row stride and every reader accept one.
-                if (rx.strided && !(d.strided & kStridedOut && readers_take_stride(g, nd.output))) continue;
-                if (!dead_after(rx.root, span(x), s)) continue;
-                sp.region[nd.output] = rx;
-                placed = true;
-                break;
-            }
-        }
-        if (!placed) {
-            // A pinned output goes straight to its buffer unless the buffer still
-            // holds something read at or after this step; so does a preferred one.
-            std::string target = !pin.empty() ? pin : preferred.count(nd.output) ? preferred.at(nd.output) : "";
-            if (!target.empty() && dead_after(target, whole(target), s - 1)) {
-                sp.region[nd.output] = {target, 0, false};
-            } else {
-                sp.region[nd.output] = {nd.output, 0, false};
-                roots.push_back(nd.output);
-                if (!pin.empty()) sp.copies.push_back({nd.output, pin});
-            }
-        }
-        if (d.scratch) {
-            Inputs in;
-            for (const auto &i : nd.inputs) in.push_back(&g.tensor(i));
-            int64_t bytes = d.scratch(nd, in);
-            if (bytes > 0) {
-                Allocation a;
-                a.root = nd.name + "#scratch";
-                a.per_token = false;
-                a.size = align_up(bytes, o.align);
-                a.birth = a.death = s;
-                sp.alloc[a.root] = a;
-                sp.scratch[nd.name] = a.root;
-            }
-        }
+        return false;
     }
 
-    for (const auto &t : roots) {
-        const Tensor &tt = g.tensor(t);
+    // A pinned output goes straight to its buffer unless the buffer still
+    // holds something read at or after this step; so does a preferred one.
+    // Otherwise a new root (and, when pinned, a copy into the buffer at the end).
+    void new_or_pinned(const Node &nd, int s)
+    {
+        std::string pin = pin_of(g_.tensor(nd.output));
+        std::string target = !pin.empty() ? pin : preferred_.count(nd.output) ? preferred_.at(nd.output) : "";
+        if (!target.empty() && dead_after(target, whole(target), s - 1)) {
+            sp_.region[nd.output] = {target, 0, false};
+            return;
+        }
+        sp_.region[nd.output] = {nd.output, 0, false};
+        roots_.push_back(nd.output);
+        if (!pin.empty()) sp_.copies.push_back({nd.output, pin});
+    }
+
+    void scratch(const Node &nd, int s)
+    {
+        const OpDef &d = op_def(nd.op);
+        if (!d.scratch) return;
+        Inputs in;
+        for (const auto &i : nd.inputs) in.push_back(&g_.tensor(i));
+        int64_t bytes = d.scratch(nd, in);
+        if (bytes <= 0) return;
         Allocation a;
-        a.root = t;
-        a.per_token = shape_has_tokens(tt.shape);
-        a.size = align_up(tensor_bytes(tt), o.align);
-        a.birth = step_of.at(g.producer(t)->name);
-        a.death = a.birth;
-        for (const auto &[u, ru] : sp.region)
-            if (ru.root == t) a.death = std::max(a.death, sp.last_use.at(u));
-        sp.alloc[t] = a;
+        a.root = nd.name + "#scratch";
+        a.per_token = false;
+        a.size = align_up(bytes, o_.align);
+        a.birth = a.death = s;
+        sp_.alloc[a.root] = a;
+        sp_.scratch[nd.name] = a.root;
     }
+
+    // Every new root lives from its producer to the last read of any tensor sharing it.
+    void allocations()
+    {
+        for (const auto &t : roots_) {
+            const Tensor &tt = g_.tensor(t);
+            Allocation a;
+            a.root = t;
+            a.per_token = shape_has_tokens(tt.shape);
+            a.size = align_up(tensor_bytes(tt), o_.align);
+            a.birth = step_of_.at(g_.producer(t)->name);
+            a.death = a.birth;
+            for (const auto &[u, ru] : sp_.region)
+                if (ru.root == t) a.death = std::max(a.death, sp_.last_use.at(u));
+            sp_.alloc[t] = a;
+        }
+    }
+
+    const Graph &g_;
+    const std::vector<std::string> &order_;
+    const PlanOptions &o_;
+    SectionPlan &sp_;
+    const int n_steps_;
+    Shape carry_shape_;
+    std::map<std::string, int> step_of_;
+    std::map<std::string, std::string> preferred_;
+    std::vector<std::string> roots_;  // arena allocations, in birth order
+};
+
+}  // namespace
+
+void compute_liveness(const Graph &g, const std::vector<std::string> &order, const PlanOptions &o, SectionPlan &sp)
+{
+    Liveness(g, order, o, sp).run();
 }
 
 }  // namespace ckc

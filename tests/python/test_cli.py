@@ -59,7 +59,7 @@ def test_report_counts_nodes_around_every_pass(tmp_path):
 def test_inspect_text_json_weights():
     cfg = os.path.join(ROOT, "models", "tiny-llama", "config.json")
     text = ckc_run("inspect", cfg).stdout
-    assert "block  L  MATMUL       attn_in[T, 64], self_attn.{q,k,v}_proj.weight[128, 64] -> {q,k,v}[T, 128]" in text
+    assert "block  L  MATMUL attn_in[T, 64], self_attn.{q,k,v}_proj.weight[128, 64]:weight -> {q,k,v}[T, 128]" in text
     assert text.count("\n  block ") == len([l for l in text.splitlines() if l.startswith("  block ")])
     j = json.loads(ckc_run("inspect", cfg, "--json").stdout)
     assert set(j) >= {"header", "block", "footer", "plan", "model", "passes"}
