@@ -223,7 +223,7 @@ int run_compile(const CompileArgs &a, const std::string &command)
     cg.runtime_dir = home + "/runtime";
     cg.output_name = a.output.substr(a.output.rfind('/') == std::string::npos ? 0 : a.output.rfind('/') + 1);
     AtomicFiles files;  // model.c, model.c.kernels (and a graph's weights) appear together or not at all
-    if (b.program.info.kind == "graph") {
+    if (b.program.info.kind == ModelKind::Graph) {
         GraphCodegenResult r = generate_graph_c(b.program, b.plan, cg, read_file(home + "/templates/graph_model.c.in"));
         files.add(a.output, r.source);
         files.add(a.output + ".kernels", join(r.kernels, "\n") + "\n");

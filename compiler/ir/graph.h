@@ -169,9 +169,13 @@ private:
     mutable std::map<std::string, int> by_name_;
 };
 
+// Which front end made a Program: a language model from a Hugging Face config.json (token ids in,
+// logits out, the ck_model ABI) or an exported graph.json (static shapes, the ck_graph ABI).
+enum class ModelKind { Llm, Graph };
+
 // A model description shared by all front ends.
 struct ModelInfo {
-    std::string kind = "llm";     // "llm" (HF config) or "graph" (exported graph.json)
+    ModelKind kind = ModelKind::Llm;
     std::string family;        // "llama", ...
     std::string optional_prefix;  // checkpoint names may lack it ("model.", "transformer.")
     std::string source_path;   // the config.json compiled

@@ -356,7 +356,7 @@ private:
 
 int64_t fold_layers(Program &p)
 {
-    if (p.info.kind != "graph" || !p.block.nodes().empty()) return 0;
+    if (p.info.kind != ModelKind::Graph || !p.block.nodes().empty()) return 0;
     Folder f(p);
     int64_t n = f.run();
     if (n) {

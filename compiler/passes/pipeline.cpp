@@ -32,7 +32,7 @@ const std::vector<Pass> &default_pipeline()
          [](Graph &g, Program &) { return fuse_parallel_linears(g); }},
         {"dce", "remove nodes and weights nothing reads", [](Graph &g, Program &) { return eliminate_dead_code(g); }},
         {"fold_layers", "exported graphs: repeated submodules (layers.N, h.N, blocks.N) -> one block run N times",
-         nullptr, [](Program &p) { return p.info.kind == "graph" && fold_layers(p) > 0; }},
+         nullptr, [](Program &p) { return p.info.kind == ModelKind::Graph && fold_layers(p) > 0; }},
     };
     return passes;
 }

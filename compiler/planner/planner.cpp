@@ -90,7 +90,7 @@ std::string human_bytes(double b)
 void print_plan_report(const Program &p, const Plan &plan, int64_t tokens, std::ostream &os)
 {
     const PlanOptions &o = plan.options;
-    bool graph = p.info.kind == "graph";  // static shapes: every byte is fixed
+    bool graph = p.info.kind == ModelKind::Graph;  // static shapes: every byte is fixed
     os << fmt::format("memory plan: {} placement, {} order, in-place {}\n",
                       o.placement == PlacementPolicy::FirstFit ? "first-fit" : "naive",
                       o.order == OrderPolicy::MemoryAware ? "memory-aware" : "fifo", o.inplace ? "on" : "off");

@@ -102,7 +102,7 @@ inline std::string ir_lines(const std::string &text)
 inline bool check_pass(const std::string &pass, const std::string &before, const std::string &after)
 {
     ckc::Program p;
-    p.info.kind = "graph";
+    p.info.kind = ckc::ModelKind::Graph;
     p.header = ckc::parse_graph(before, pass + " input");
     ckc::parse_graph(after, pass + " expected");  // the expectation is a graph too
     const ckc::Pass *ps = ckc::find_pass(pass);

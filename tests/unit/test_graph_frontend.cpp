@@ -85,7 +85,7 @@ TEST_CASE("graph.json: a valid graph builds, its output pinned to the caller's b
     Exported e(linear_relu(), linear_weights());
     CHECK(is_graph_json(e.path()));
     Program p = build_from_graph_json(e.path());
-    CHECK(p.info.kind == "graph");
+    CHECK(p.info.kind == ModelKind::Graph);
     CHECK(p.inputs == std::vector<std::string>{"x"});
     CHECK(p.outputs == std::vector<std::string>{"relu"});
     CHECK(p.output_names == std::vector<std::string>{"output"});

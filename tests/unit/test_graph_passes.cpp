@@ -19,7 +19,7 @@ namespace {
 struct P {
     Program p;
     Graph &g = p.header;
-    P() { p.info.kind = "graph"; }
+    P() { p.info.kind = ModelKind::Graph; }
     void input(const std::string &n, Shape s, DType dt = DType::F32) { g.add_tensor({n, s, dt, Storage::Input, {}}); }
     void weight(const std::string &n, Shape s)
     {

@@ -381,7 +381,7 @@ Program build_from_graph_json(const std::string &path)
     r.set_text(text);
     json doc = parse_document(r, text);
     Program p;
-    p.info.kind = "graph";
+    p.info.kind = ModelKind::Graph;
     p.info.source_path = absolute_path(path);
     p.info.source_hash = fnv1a64(text);
     p.info.family = doc.value("module", std::string("graph"));
