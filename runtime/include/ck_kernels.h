@@ -183,7 +183,8 @@ void ck_softcap_ref(float *out, const float *x, size_t n, float cap);
     X(RSQRT, (1 / sqrt(x)))                       \
     X(NEG, (-x))                                  \
     X(POW, (pow(x, p)))                           \
-    X(SIGMOID, (1 / (1 + exp(-x))))
+    X(SIGMOID, (1 / (1 + exp(-x))))               \
+    X(ABS, (fabs(x)))
 
 #define CK_UN_ENUM_ROW(name, formula) CK_UN_##name,
 typedef enum ck_unop { CK_UNARY_OPS(CK_UN_ENUM_ROW) CK_UN_COUNT } ck_unop;
