@@ -10,13 +10,18 @@ Contenders, each in its own worker process (its own OpenMP / OpenBLAS setup):
   ckc          the compiled library (one ctypes call per run), 2 threads
   torch        PyTorch eager with its default threading (python/ckc/contenders.py)
   torch-tuned  PyTorch eager with OMP_WAIT_POLICY=passive
+  gcu          torch.compile(module, backend="gcu"): ckc behind dynamo (python/ckc/conductor)
+  inductor     torch.compile(module): PyTorch's own compiler
 The parent interleaves measurements round-robin so every contender sees the same
 machine conditions, and reports medians; every contender's outputs are compared.
+For gcu, the first call's time (dynamo + AOTAutograd + ckc + cc, cold cache) and the
+first call of a second process on the warm cache (no cc) are reported too.
 
 Then the memory plan of the MLP, the block and a GPT-style LM under each planner
 ablation (`ckc inspect --json`): arena bytes vs naive sum vs max-live lower bound.
 
     scripts/bench_graph.py [--threads 2] [--reps 7] [--only mlp|block] [--no-arena]
+                           [--contenders ckc,torch,torch-tuned,gcu,inductor]
 """
 import argparse
 import json
@@ -59,11 +64,22 @@ def worker(kind, threads, out_dir, only):
     import numpy as np
     import torch
 
-    runs = {}
+    runs, first_calls = {}, {}
     for name, wl, dims in workloads(only):
         module, x = make(wl, dims)
         folder = os.path.join(out_dir, name.replace(" ", "-"))
-        if kind == "ckc":
+        if kind in ("gcu", "gcu-load", "inductor"):
+            configure_torch("torch", threads)
+            compiled = torch.compile(module, backend="gcu" if kind.startswith("gcu") else "inductor")
+
+            def call(compiled=compiled, x=x):
+                with torch.no_grad():
+                    return compiled(x)
+            t0 = time.perf_counter()
+            call()
+            first_calls[name] = time.perf_counter() - t0
+            runs[name] = (call, lambda call=call: call().numpy())
+        elif kind == "ckc":
             g = ckc.GraphModel(os.path.join(folder, "libmodel.so"), threads=threads)
             call = g.bind(x.numpy())
             runs[name] = (call, lambda call=call: call()[0])
@@ -75,6 +91,9 @@ def worker(kind, threads, out_dir, only):
                     return module(x)
             runs[name] = (call, lambda call=call: call().numpy())
         np.save(os.path.join(folder, f"out-{kind}.npy"), runs[name][1]())  # warm-up + the answer
+    if first_calls:
+        with open(os.path.join(out_dir, f"first-calls-{kind}.json"), "w") as f:
+            json.dump(first_calls, f)
     print("ready", flush=True)
     for line in sys.stdin:
         parts = line.split()
@@ -117,6 +136,22 @@ def arena_report(out_dir):
             print(f"{name:20}{label:46}{arena / 1024:10.1f}K{naive / 1024:10.1f}K{lower / 1024:12.1f}K")
 
 
+def first_call_report(a, kinds, gcu_cache):
+    """gcu's first call in the measured worker (cold cache: ckc + cc) and in a fresh process on the warm cache;
+    inductor's first call for comparison."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "gcu-load", "--threads", str(a.threads),
+           "--out", a.out] + (["--only", a.only] if a.only else [])
+    env = dict(os.environ, CKC_CACHE_DIR=gcu_cache)
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    p.communicate("quit\n")
+    load = lambda k: json.load(open(os.path.join(a.out, f"first-calls-{k}.json")))  # noqa: E731
+    cold, warm = load("gcu"), load("gcu-load")
+    ind = load("inductor") if "inductor" in kinds else {}
+    print(f"\nfirst call (compile) times{'':10}{'gcu cold':>12}{'gcu cached':>12}{'inductor':>12}")
+    for name in cold:
+        print(f"{name:36}{cold[name]:11.2f}s{warm[name]:11.2f}s" + (f"{ind[name]:11.2f}s" if name in ind else ""))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=2)
@@ -142,9 +177,14 @@ def main():
         ckc.build_library(ckc.compile_model(graph, folder))
 
     kinds = a.contenders.split(",")
+    gcu_cache = os.path.join(a.out, "gcu-cache")
+    if "gcu" in kinds:
+        import shutil
+        shutil.rmtree(gcu_cache, ignore_errors=True)  # the first call compiles (cold)
     procs = {}
     for k in kinds:
         env = worker_env(k, os.environ)
+        env["CKC_CACHE_DIR"] = gcu_cache
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", k, "--threads", str(a.threads), "--out", a.out]
         if a.only:
             cmd += ["--only", a.only]
@@ -193,6 +233,19 @@ def main():
     if "torch" in kinds:
         print("ckc is faster than eager PyTorch at every config" if not slower else
               f"ckc is NOT faster than eager PyTorch at: {', '.join(slower)}")
+    if "gcu" in kinds:
+        others = [k for k in ("torch", "inductor") if k in kinds]
+        print(f"\ntorch.compile(backend=\"gcu\") (ratio < 1: gcu is faster)")
+        print(f"{'config':22}" + "".join(f"{'gcu/' + k:>16}" for k in others))
+        gcu_slower = []
+        for name, med, _ in rows:
+            print(f"{name:22}" + "".join(f"{med['gcu'] / med[k]:15.2f}x" for k in others))
+            if "torch" in med and med["gcu"] >= med["torch"]:
+                gcu_slower.append(name)
+        if "torch" in kinds:
+            print("gcu is faster than eager PyTorch at every config" if not gcu_slower else
+                  f"gcu is NOT faster than eager PyTorch at: {', '.join(gcu_slower)}")
+        first_call_report(a, kinds, gcu_cache)
     if not a.no_arena:
         arena_report(a.out)
 

@@ -50,7 +50,20 @@ STAMP="$VENV/.ckc-stamp"
 BASE=${CKC_BASE_PYTHON:-$(command -v python3 || echo /usr/bin/python3)}
 want="$(sha256sum "$ROOT/requirements.txt" | cut -d' ' -f1) $("$BASE" -c 'import sys; print(sys.version.split()[0])')"
 
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] &&
+# This checkout's package on the venv's path (what an editable install does, without building), and the
+# entry points pyproject.toml declares (torch finds the "gcu" backend through them), as an installed
+# distribution "ckc-checkout" would.
+link_checkout() {
+    local site
+    site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    echo "$ROOT/python" > "$site/ckc-checkout.pth"
+    mkdir -p "$site/ckc_checkout-0.0.0.dist-info"
+    printf 'Metadata-Version: 2.1\nName: ckc-checkout\nVersion: 0.0.0\nSummary: the ckc checkout at %s\n' "$ROOT" \
+        > "$site/ckc_checkout-0.0.0.dist-info/METADATA"
+    printf '[torch_dynamo_backends]\ngcu = ckc.conductor:gcu\n' > "$site/ckc_checkout-0.0.0.dist-info/entry_points.txt"
+}
+
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && link_checkout &&
    have=$("$VENV/bin/python" -c 'import torch, transformers, ckc; print("torch", torch.__version__)' 2>/dev/null); then
     echo "install_deps: Python environment .venv up to date ($have)"
     exit 0
@@ -71,9 +84,7 @@ if ! { "$VENV/bin/python" -m pip install --upgrade pip && "$VENV/bin/python" -m 
     tail -n 30 "$LOG" >&2; rm -f "$LOG"; false
 fi
 rm -f "$LOG"
-# this checkout's package on the venv's path (what an editable install does, without building)
-site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-echo "$ROOT/python" > "$site/ckc-checkout.pth"
+link_checkout
 "$VENV/bin/python" - <<'EOF'
 import sys
 import numpy, pytest, safetensors, tokenizers, sentencepiece, gguf, torch, transformers

@@ -23,6 +23,8 @@ from .export import ExportError, export
 from .graph import GraphModel
 from .llm import CkError, LlmModel, sample
 from . import trace
+from .conductor import aot_compile, aot_load, cache_clear, explain
 
 __all__ = ["ROOT", "build_library", "ckc_binary", "compile_model", "include_dir", "random_weights", "CkError",
-           "LlmModel", "sample", "ExportError", "export", "GraphModel", "trace"]
+           "LlmModel", "sample", "ExportError", "export", "GraphModel", "trace", "aot_compile", "aot_load",
+           "cache_clear", "explain"]

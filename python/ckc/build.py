@@ -8,6 +8,7 @@ ckc/templates; a checkout has build/ckc and runtime/ at its root (ROOT). $CKC_BI
 """
 import os
 import shlex
+import shutil
 import subprocess
 
 PACKAGE = os.path.dirname(os.path.abspath(__file__))
@@ -44,6 +45,10 @@ def include_dir():
     return os.path.join(_home(), "runtime", "include")
 
 
+# How many times this process ran the compiler (ckc compile) and cc: the torch backend's cache tests read it.
+INVOCATIONS = {"ckc": 0, "cc": 0}
+
+
 def run(cmd, cwd=None):
     """Runs a command; raises RuntimeError with its output when it fails."""
     p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
@@ -56,6 +61,7 @@ def compile_model(config, out_dir, name="model.c", args=()):
     """ckc compile CONFIG -o OUT_DIR/NAME [args]; returns the C path."""
     os.makedirs(out_dir, exist_ok=True)
     out = os.path.join(os.path.abspath(out_dir), name)
+    INVOCATIONS["ckc"] += 1
     run([ckc_binary(), "compile", os.path.abspath(config), "-o", out, *args])
     return out
 
@@ -67,6 +73,10 @@ def build_library(c_path, so_path=None, extra_flags=()):
     line = (f"cc -O3 -fPIC -shared -I {shlex.quote(include_dir())} {shlex.quote(c_path)} "
             f"$(cat {shlex.quote(c_path + '.kernels')}) -lopenblas -lm -fopenmp {' '.join(extra_flags)} "
             f"-o {shlex.quote(so_path)}")
+    if shutil.which("cc") is None:
+        raise RuntimeError("no C compiler: ckc builds generated models with `cc` (install gcc or clang, e.g. "
+                           "apt-get install build-essential)")
+    INVOCATIONS["cc"] += 1
     run(["sh", "-c", line])
     return so_path
 

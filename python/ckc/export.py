@@ -32,7 +32,12 @@ SCHEMA_VERSION = 1
 
 
 class ExportError(RuntimeError):
-    """The module cannot be exported; the message names the op / node / module."""
+    """The module cannot be exported; the message names the op / node / module, and `node` is the FX node's
+    name when one node is at fault (the torch backend then runs just that node eagerly)."""
+
+    def __init__(self, message, node=None):
+        super().__init__(message)
+        self.node = node
 
 
 _DTYPES = None
@@ -184,7 +189,7 @@ class _Converter:
         return f"node '{n.name}' ({_target_name(n)})" + (f" in module '{mod}'" if mod else " in the top-level module")
 
     def fail(self, msg):
-        raise ExportError(f"{self.where()}: {msg}")
+        raise ExportError(f"{self.where()}: {msg}", self.current.name if self.current is not None else None)
 
     # constants
     def constant(self, name, tensor):
@@ -309,7 +314,7 @@ class _Converter:
             handler = _HANDLERS.get(_target_name(n))
             if handler is None:
                 raise ExportError(f"no ckc handler for {_target_name(n)} ({self.where()}); supported: "
-                                  f"{', '.join(sorted(_HANDLERS))}")
+                                  f"{', '.join(sorted(_HANDLERS))}", n.name)
             self.env[n] = handler(self, n, *n.args, **n.kwargs)
 
     def outputs(self, out, spec):
@@ -331,7 +336,7 @@ def _target_name(n):
     if t is operator.getitem:
         return "getitem"
     if hasattr(t, "overloadpacket"):
-        return f"aten.{t.overloadpacket.__name__}"
+        return f"{getattr(t, 'namespace', 'aten')}.{t.overloadpacket.__name__}"
     return getattr(t, "__name__", str(t))
 
 
@@ -655,6 +660,10 @@ def _new_full(c, n, x, size, value, *args, **kwargs):
     return _full_value(c, n, value)
 
 
+def _full_like(c, n, x, value, *args, **kwargs):
+    return _full_value(c, n, value)
+
+
 def _scalar_tensor(c, n, value, *args, **kwargs):
     return _full_value(c, n, value)
 
@@ -759,7 +768,7 @@ _HANDLERS = {
     "aten.add": _binary("ADD"), "aten.sub": _binary("SUB"), "aten.mul": _binary("MUL"), "aten.div": _binary("DIV"),
     "aten.rsub": _rsub,
     "aten.relu": _unary("RELU"), "aten.silu": _unary("SILU"), "aten.tanh": _unary("TANH"), "aten.exp": _unary("EXP"),
-    "aten.rsqrt": _unary("RSQRT"), "aten.neg": _unary("NEG"), "aten.sigmoid": _unary("SIGMOID"), "aten.gelu": _gelu, "aten.pow": _pow,
+    "aten.rsqrt": _unary("RSQRT"), "aten.neg": _unary("NEG"), "aten.sigmoid": _unary("SIGMOID"), "aten.abs": _unary("ABS"), "aten.gelu": _gelu, "aten.pow": _pow,
     "aten.sqrt": _sqrt, "aten.reciprocal": _reciprocal,
     # normalization, softmax, reductions
     "aten.native_layer_norm": _native_layer_norm, "aten.layer_norm": _layer_norm,
@@ -767,9 +776,10 @@ _HANDLERS = {
     "aten.max": _max_dim, "aten.amax": _amax, "aten.sum": _sum, "aten.mean": _mean,
     # lookups, attention
     "aten.embedding": _embedding, "aten.scaled_dot_product_attention": _sdpa,
+    "ckc.sdpa": _sdpa,  # the torch backend's stand-in, which AOTAutograd does not decompose (conductor/jit.py)
     # masks and constants (folded by the compiler)
     "aten.arange": _arange, "aten.full": _full, "aten.ones": _ones, "aten.zeros": _zeros,
-    "aten.full_like": _new_full, "aten.new_full": _new_full, "aten.ones_like": _ones, "aten.zeros_like": _zeros,
+    "aten.full_like": _full_like, "aten.new_full": _new_full, "aten.ones_like": _ones, "aten.zeros_like": _zeros,
     "aten.new_ones": _ones, "aten.new_zeros": _zeros, "aten.scalar_tensor": _scalar_tensor,
     "aten.masked_fill": _masked_fill, "aten.where": _where, "aten.tril": _tril,
     "aten.eq": _cmp("eq"), "aten.ne": _cmp("ne"), "aten.lt": _cmp("lt"), "aten.le": _cmp("le"),
@@ -820,8 +830,6 @@ def export(model, example_inputs, out_dir):
     compiled shapes.
     """
     torch = require_torch()
-    from . import safetensors
-
     if not isinstance(model, torch.nn.Module):
         raise ExportError(f"export needs an nn.Module, got {type(model).__name__}")
     if isinstance(example_inputs, torch.Tensor):
@@ -839,25 +847,39 @@ def export(model, example_inputs, out_dir):
                               "random; call model.eval() before exporting")
     gm, placeholders, feeds, consts, params, out_spec = _capture(model, example_inputs)
     values = _record_values(gm, placeholders, feeds, consts)
-    conv = _Converter(gm, placeholders, consts, params, values, _input_names(model, len(example_inputs)))
+    doc, data = graph_document(gm, placeholders, consts, params, values, _input_names(model, len(example_inputs)),
+                               out_spec, type(model).__name__, f"ckc.export (torch.export, torch {torch.__version__})")
+    return write_graph(out_dir, doc, data)
+
+
+def graph_document(gm, placeholders, consts, params, values, input_names, out_spec, module_name, producer):
+    """(graph.json document, {constant: numpy array}) for a captured ATen graph. `placeholders` are the
+    caller's inputs in order, `consts` maps the other placeholders / get_attrs to (name, tensor), `params`
+    are the constants that stay named weights, `values` holds every node's value of one run."""
+    conv = _Converter(gm, placeholders, consts, params, values, input_names)
     conv.out_spec = out_spec
     outputs = conv.convert()
-
     doc = {
         "schema": SCHEMA,
         "version": SCHEMA_VERSION,
-        "producer": f"ckc.export (torch.export, torch {torch.__version__})",
-        "module": type(model).__name__,
+        "producer": producer,
+        "module": module_name,
         "weights": "weights.safetensors",
         "inputs": conv.inputs,
         "constants": list(conv.constants.values()),
         "nodes": conv.nodes,
         "outputs": [{"name": name, "tensor": t} for name, t in outputs],
     }
+    return doc, conv.const_data
+
+
+def write_graph(out_dir, doc, const_data):
+    """OUT_DIR/graph.json and OUT_DIR/weights.safetensors; returns the graph.json path."""
+    from . import safetensors
     os.makedirs(out_dir, exist_ok=True)
     graph_path = os.path.join(out_dir, "graph.json")
     tmp = graph_path + ".tmp"
-    safetensors.save(os.path.join(out_dir, "weights.safetensors"), conv.const_data)
+    safetensors.save(os.path.join(out_dir, "weights.safetensors"), const_data)
     with open(tmp, "w") as f:
         json.dump(doc, f, indent=1, allow_nan=False)
         f.write("\n")

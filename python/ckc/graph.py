@@ -16,7 +16,10 @@ from .llm import CkError, _Handle, as_numpy, is_torch, spin_then_sleep
 
 _DTYPES = {0: np.float32, 1: np.int64, 2: np.int32, 3: np.bool_}
 
+ABI_VERSION = 1  # CK_GRAPH_ABI_VERSION in runtime/include/ck_graph.h: what this wrapper speaks
+
 _SIGNATURES = {
+    "ck_graph_abi_version": (ctypes.c_int, []),
     "ck_graph_init": (ctypes.c_void_p, [ctypes.c_char_p]),
     "ck_graph_free": (None, [ctypes.c_void_p]),
     "ck_graph_run": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p)]),
@@ -50,9 +53,15 @@ class GraphModel(_Handle):
     def __init__(self, lib_path, weights_path=None, threads=None):
         spin_then_sleep()
         self.lib = ctypes.CDLL(os.path.abspath(lib_path))
+        if not hasattr(self.lib, "ck_graph_abi_version"):
+            raise CkError(-5, f"{lib_path}: not a ckc graph library of ABI version {ABI_VERSION} (no "
+                              "ck_graph_abi_version; rebuild it with this ckc)")
         for name, (res, args) in _SIGNATURES.items():
             fn = getattr(self.lib, name)
             fn.restype, fn.argtypes = res, args
+        if self.lib.ck_graph_abi_version() != ABI_VERSION:
+            raise CkError(-5, f"{lib_path}: ck_graph ABI version {self.lib.ck_graph_abi_version()}, this ckc speaks "
+                              f"{ABI_VERSION}: rebuild the library with this ckc")
         self._free = self.lib.ck_graph_free
         self.inputs = [self._spec(i, "input") for i in range(self.lib.ck_graph_num_inputs())]
         self.outputs = [self._spec(i, "output") for i in range(self.lib.ck_graph_num_outputs())]
@@ -128,6 +137,40 @@ class GraphModel(_Handle):
                 self._check(rc)
             return outs
         call.outputs, call.keep = outs, (arrays, in_p, out_p)
+        return call
+
+    def torch_runner(self):
+        """A function running the graph on torch CPU tensors and returning a list of fresh torch tensors, with
+        the per-call work cut to pointers: inputs of the compiled dtype and shape that are contiguous are read in
+        place (others are converted first, or refused naming the input). For the torch backend's hot path."""
+        import torch
+        dtypes = {np.float32: torch.float32, np.int64: torch.int64, np.int32: torch.int32, np.bool_: torch.bool}
+        ins = [(s.name, s.shape, dtypes[s.dtype]) for s in self.inputs]
+        outs = [(s.shape, dtypes[s.dtype]) for s in self.outputs]
+        in_p = (ctypes.c_void_p * max(1, len(ins)))()
+        out_p = (ctypes.c_void_p * max(1, len(outs)))()
+        run, h, check = self.lib.ck_graph_run, self.h, self._check
+
+        def call(*args):
+            if len(args) != len(ins):
+                raise CkError(-1, f"the graph takes {len(ins)} inputs, got {len(args)}")
+            keep = []
+            for i, (t, (name, shape, dt)) in enumerate(zip(args, ins)):
+                if t.dtype is not dt or not t.is_contiguous() or t.device.type != "cpu":
+                    if tuple(t.shape) != shape:
+                        raise CkError(-1, f"input '{name}' must have shape {list(shape)}, got {list(t.shape)}")
+                    t = t.detach().to(device="cpu", dtype=dt).contiguous()
+                    keep.append(t)
+                elif t.shape != shape:
+                    raise CkError(-1, f"input '{name}' must have shape {list(shape)}, got {list(t.shape)}")
+                in_p[i] = t.data_ptr()
+            results = [torch.empty(shape, dtype=dt) for shape, dt in outs]
+            for j, o in enumerate(results):
+                out_p[j] = o.data_ptr()
+            rc = run(h, in_p, out_p)
+            if rc != 0:
+                check(rc)
+            return results
         return call
 
     def __call__(self, *inputs):

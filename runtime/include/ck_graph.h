@@ -28,6 +28,10 @@ extern "C" {
 
 typedef struct ck_graph ck_graph;
 
+/* Bumped whenever a function below changes meaning; ck_graph_abi_version() is the library's. */
+#define CK_GRAPH_ABI_VERSION 1
+int ck_graph_abi_version(void);
+
 /* weights_path: the model.weights.safetensors written next to model.c; NULL
  * is accepted when the graph has no constants. */
 ck_graph *ck_graph_init(const char *weights_path);

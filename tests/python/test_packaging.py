@@ -53,6 +53,11 @@ def test_pip_install_into_a_fresh_venv_works_without_the_checkout(tmp_path):
              "print(m.generate([1, 2, 3], max_new_tokens=8))\"", work, env)
     ids = [int(t) for t in re.findall(r"\d+", out)]
     assert len(ids) == 11 and ids[:3] == [1, 2, 3]
+    # torch finds the gcu backend through this entry point (the venv has no torch: check the declaration)
+    ep = sh("python -c \"from importlib.metadata import entry_points; "
+            "print([e.value for e in entry_points(group='torch_dynamo_backends') if e.name == 'gcu'])\"", work, env)
+    assert ep.strip() == "['ckc.conductor:gcu']"
+    sh("python -c \"import ckc.conductor as c, sys; assert callable(c.gcu) and 'torch' not in sys.modules\"", work, env)
 
 
 def test_pinned_environment_satisfies_the_package_requirements():

@@ -1,0 +1,140 @@
+"""Ahead-of-time artifacts: a folder that runs without torch and without a C compiler.
+
+    ckc.aot_compile(model, (x,), "artifacts/mlp")     # torch.export -> ckc -> cc, once
+    m = ckc.aot_load("artifacts/mlp"); y = m(x)       # numpy or torch in, the same out
+
+The folder holds model.c (+ model.c.kernels), libmodel.so, model.weights.safetensors (the module's
+parameters and buffers at compile time), graph.json (what ckc compiled) and signature.json: the input and
+output names, shapes and dtypes, the graph's hash, the ckc version, the ck_graph ABI version, the target,
+and the sha256 of the library and the weights. aot_load checks all of it before running anything: a
+truncated library, a replaced weights file, an edited signature or an artifact from another ckc ABI is
+refused with an error saying which; a call whose inputs do not match the signature is refused naming the
+input. In C, the same folder is the ck_graph ABI (runtime/include/ck_graph.h).
+"""
+import hashlib
+import json
+import os
+import platform
+import shutil
+import tempfile
+
+import numpy as np
+
+from .. import build
+from ..graph import ABI_VERSION, GraphModel
+from ..llm import CkError, as_numpy, is_torch
+
+SIGNATURE_VERSION = 1
+
+
+class ArtifactError(CkError):
+    """An AOT artifact that cannot be used as it is; the message says which file and why."""
+
+    def __init__(self, message):
+        super().__init__(-5, message)
+
+
+def _sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _specs(graph_model, kind):
+    return [{"name": s.name, "shape": list(s.shape), "dtype": np.dtype(s.dtype).name}
+            for s in getattr(graph_model, kind)]
+
+
+def aot_compile(model, example_inputs, path, options=()):
+    """Exports `model` on `example_inputs` (their shapes and dtypes become the signature), compiles and builds
+    it, and writes the artifact folder `path` (replaced whole, never half-written). Returns the path."""
+    from ..export import export
+    path = os.path.abspath(path)
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".aot-", dir=parent)
+    try:
+        graph = export(model, example_inputs, tmp)
+        c_path = build.compile_model(graph, tmp, args=list(options))
+        os.remove(os.path.join(tmp, "weights.safetensors"))  # compiled into model.weights.safetensors
+        so = build.build_library(c_path)
+        g = GraphModel(so, os.path.join(tmp, "model.weights.safetensors"))
+        signature = {
+            "signature_version": SIGNATURE_VERSION,
+            "ckc_version": build.run([build.ckc_binary(), "--version"]).stdout.split()[1],
+            "abi_version": ABI_VERSION,
+            "target": f"cpu-{platform.machine()}",
+            "module": type(model).__name__,
+            "graph_sha256": _sha256(os.path.join(tmp, "graph.json")),
+            "library_sha256": _sha256(so),
+            "weights_sha256": _sha256(os.path.join(tmp, "model.weights.safetensors")),
+            "inputs": _specs(g, "inputs"),
+            "outputs": _specs(g, "outputs"),
+        }
+        g.close()
+        with open(os.path.join(tmp, "signature.json"), "w") as f:
+            json.dump(signature, f, indent=1)
+            f.write("\n")
+        if os.path.exists(path):
+            shutil.rmtree(path)
+        os.rename(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+class AotModel(GraphModel):
+    """A loaded artifact: call it like the module it was compiled from."""
+
+    def __init__(self, path, threads=None):
+        path = os.path.abspath(path)
+        sig_path = os.path.join(path, "signature.json")
+        try:
+            with open(sig_path) as f:
+                sig = json.load(f)
+        except FileNotFoundError:
+            raise ArtifactError(f"{path}: not a ckc AOT artifact (no signature.json)") from None
+        except ValueError as e:
+            raise ArtifactError(f"{sig_path}: not valid JSON ({e})") from None
+        need = ("signature_version", "ckc_version", "abi_version", "library_sha256", "weights_sha256", "inputs",
+                "outputs")
+        missing = [k for k in need if k not in sig]
+        if missing:
+            raise ArtifactError(f"{sig_path}: missing {', '.join(missing)}")
+        if sig["abi_version"] != ABI_VERSION:
+            raise ArtifactError(f"{path}: built for ck_graph ABI version {sig['abi_version']} (ckc "
+                                f"{sig['ckc_version']}); this ckc speaks version {ABI_VERSION}: compile it again")
+        so, weights = os.path.join(path, "libmodel.so"), os.path.join(path, "model.weights.safetensors")
+        for what, file, key in (("library", so, "library_sha256"), ("weights", weights, "weights_sha256")):
+            if not os.path.exists(file):
+                raise ArtifactError(f"{path}: the {what} {os.path.basename(file)} is missing")
+            if _sha256(file) != sig[key]:
+                raise ArtifactError(f"{file}: the {what} is not the one signature.json was written for (its sha256 "
+                                    "differs: truncated, replaced or edited); compile the artifact again")
+        super().__init__(so, weights, threads=threads)
+        for kind in ("inputs", "outputs"):
+            if _specs(self, kind) != sig[kind]:
+                self.close()
+                raise ArtifactError(f"{sig_path}: its {kind} {sig[kind]} are not what the library takes "
+                                    f"{_specs(self, kind)}: the signature was edited")
+        self.signature = sig
+        self.path = path
+
+    def __call__(self, *inputs):
+        if len(inputs) != len(self.inputs):
+            raise CkError(-1, f"{self.path} takes {len(self.inputs)} inputs ({', '.join(map(repr, self.inputs))}), "
+                              f"got {len(inputs)}")
+        for spec, x in zip(self.inputs, inputs):
+            a = as_numpy(x)
+            if tuple(a.shape) != spec.shape or a.dtype != spec.dtype:
+                raise CkError(-1, f"input '{spec.name}' of {self.path} must be {np.dtype(spec.dtype).name}"
+                                  f"{list(spec.shape)} (the signature it was compiled for), got {a.dtype}"
+                                  f"{list(a.shape)}{' (a torch tensor)' if is_torch(x) else ''}")
+        return super().__call__(*inputs)
+
+
+def aot_load(path, threads=None):
+    """The artifact at `path`, checked against its signature (see the module doc); needs neither torch nor cc."""
+    return AotModel(path, threads)

@@ -1,0 +1,150 @@
+"""The on-disk cache of compiled graphs.
+
+    $CKC_CACHE_DIR (default $XDG_CACHE_HOME/ckc, else ~/.cache/ckc) / graphs / <key> /
+        graph.json, weights.safetensors     what ckc compiles (the ATen graph as ckc ops, its constants)
+        model.c, model.c.kernels            the generated C
+        model.weights.safetensors, libmodel.so
+        manifest.json                       the key and the sha256 of every file above
+
+The key is a sha256 over the graph document (ops, shapes, dtypes, attributes), the constants' bytes, the
+compile options, the ckc compiler binary and the runtime sources the library is built from, so a new ckc
+never reuses an old build. An entry is built in a temporary folder beside it and renamed into place:
+concurrent processes compiling the same graph each build, one rename wins, the others use the winner's
+entry. An entry whose files do not match its manifest (a truncated library, an edited file) is rebuilt.
+"""
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import warnings
+
+from .. import build
+from ..export import write_graph
+
+_FILES = ("graph.json", "weights.safetensors", "model.c", "model.c.kernels", "libmodel.so")  # always there
+_OPTIONAL = ("model.weights.safetensors",)  # when the graph has constants
+_toolchain_digest = None
+
+
+def cache_dir():
+    """Where compiled graphs are kept: $CKC_CACHE_DIR, else $XDG_CACHE_HOME/ckc, else ~/.cache/ckc."""
+    d = os.environ.get("CKC_CACHE_DIR")
+    if not d:
+        d = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "ckc")
+    return os.path.abspath(d)
+
+
+def cache_clear():
+    """Deletes every cached graph (cache_dir()/graphs and the whole-graph records in cache_dir()/whole)."""
+    for sub in ("graphs", "whole"):
+        shutil.rmtree(os.path.join(cache_dir(), sub), ignore_errors=True)
+
+
+def _sha256_file(path, h=None):
+    h = h or hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h
+
+
+def _toolchain():
+    """A digest of what turns a graph into a library: the ckc binary and the runtime/ and templates/ files."""
+    global _toolchain_digest
+    if _toolchain_digest is None:
+        h = _sha256_file(build.ckc_binary())
+        home = os.path.dirname(build.include_dir())  # runtime/
+        for top in (home, os.path.join(os.path.dirname(home), "templates")):
+            for root, dirs, files in os.walk(top):
+                dirs.sort()
+                for f in sorted(files):
+                    h.update(os.path.relpath(os.path.join(root, f), top).encode())
+                    _sha256_file(os.path.join(root, f), h)
+        _toolchain_digest = h.hexdigest()
+    return _toolchain_digest
+
+
+def key_of(doc, const_data, options):
+    h = hashlib.sha256()
+    h.update(json.dumps(doc, sort_keys=True, allow_nan=True).encode())
+    for name in sorted(const_data):
+        a = const_data[name]
+        h.update(f"{name}:{a.dtype}:{a.shape}".encode())
+        h.update(a.tobytes())
+    h.update(json.dumps(list(options)).encode())
+    h.update(_toolchain().encode())
+    return h.hexdigest()[:32]
+
+
+def _valid(entry):
+    try:
+        with open(os.path.join(entry, "manifest.json")) as f:
+            manifest = json.load(f)
+        return all(_sha256_file(os.path.join(entry, name)).hexdigest() == digest
+                   for name, digest in manifest["files"].items()) and set(_FILES) <= set(manifest["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _build(tmp, doc, const_data, options):
+    graph = write_graph(tmp, doc, const_data)
+    c_path = build.compile_model(graph, tmp, args=list(options))
+    build.build_library(c_path)
+    names = list(_FILES) + [f for f in _OPTIONAL if os.path.exists(os.path.join(tmp, f))]
+    manifest = {"files": {name: _sha256_file(os.path.join(tmp, name)).hexdigest() for name in names}}
+    with open(os.path.join(tmp, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+
+
+def remember_whole_graph(key, plan):
+    """Records that the dynamo graph with this key (jit._whole_graph_key) compiles to one library, run as
+    `plan` says; None records nothing."""
+    if plan is None:
+        return
+    root = os.path.join(cache_dir(), "whole")
+    os.makedirs(root, exist_ok=True)
+    plan = dict(plan, entry=os.path.basename(plan["entry"]))
+    fd, tmp = tempfile.mkstemp(prefix=f".{key}-", dir=root)
+    with os.fdopen(fd, "w") as f:
+        json.dump(plan, f)
+    os.replace(tmp, os.path.join(root, key + ".json"))
+
+
+def recall_whole_graph(key):
+    """The plan remember_whole_graph stored for this key, its entry a valid folder; else None."""
+    try:
+        with open(os.path.join(cache_dir(), "whole", key + ".json")) as f:
+            plan = json.load(f)
+        entry = os.path.join(cache_dir(), "graphs", plan["entry"])
+        if not _valid(entry):
+            return None
+        return dict(plan, entry=entry)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def get_or_build(doc, const_data, options=()):
+    """The cache entry folder for this graph (its libmodel.so and model.weights.safetensors), building it when
+    it is missing or corrupt. Returns (folder, built)."""
+    root = os.path.join(cache_dir(), "graphs")
+    key = key_of(doc, const_data, options)
+    entry = os.path.join(root, key)
+    if os.path.isdir(entry):
+        if _valid(entry):
+            return entry, False
+        warnings.warn(f"ckc: the cached graph {entry} is corrupt (its files do not match manifest.json); "
+                      "rebuilding it", stacklevel=3)
+        shutil.rmtree(entry, ignore_errors=True)
+    os.makedirs(root, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{key}-", dir=root)
+    try:
+        _build(tmp, doc, const_data, options)
+        try:
+            os.rename(tmp, entry)  # atomic; fails when another process got there first
+        except OSError:
+            if not _valid(entry):
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return entry, True

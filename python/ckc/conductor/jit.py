@@ -1,0 +1,516 @@
+"""torch.compile(backend="gcu"): dynamo's FX graph -> ATen (AOTAutograd, core ATen decompositions) ->
+partitions ckc compiles -> generated C -> cc -> loaded libraries, with the rest run eagerly in between.
+
+The compiled forward is specialised on first call for the concrete shapes it sees (ckc plans memory for
+static shapes); a graph dynamo traced with symbolic sizes gets one artifact per concrete shape. Every
+placeholder, parameters included, is an input of the compiled C: parameters are read in place from the
+module's tensors on each call (nothing is copied into the library), so an in-place update of a parameter
+is seen by the next call without recompiling.
+
+Partitioning is per node: a node runs in C when export.py has a handler for its ATen op and its values
+are float32 / int64 / int32 / bool; maximal groups of such nodes become one library each
+(torch.fx's CapabilityBasedPartitioner), the other nodes run eagerly between them. When ckc rejects a
+node while converting a partition (an unsupported argument, say), that node joins the eager ones and the
+graph is partitioned again; when a partition fails later (ckc compile or cc), that partition runs
+eagerly, with one warning naming its first op, the node and the reason.
+"""
+import copy
+import importlib
+import logging
+import operator
+import os
+import warnings
+from dataclasses import dataclass, field
+
+from . import cache
+from .cache import get_or_build
+
+ex = importlib.import_module("ckc.export")  # the module (the package's `export` attribute is the function)
+
+log = logging.getLogger("ckc.conductor")
+
+_DTYPES = None  # the torch dtypes a compiled partition reads and writes (set on first use)
+# ATen ops that only move or view data: a partition of nothing else is left to eager (no work to compile)
+_LAYOUT_ONLY = {"aten.view", "aten._unsafe_view", "aten.reshape", "aten.permute", "aten.t", "aten.transpose",
+                "aten.unsqueeze", "aten.squeeze", "aten.expand", "aten.clone", "aten.alias", "aten.detach",
+                "aten.slice", "aten.select", "aten.split", "aten.split_with_sizes", "getitem", "aten._to_copy",
+                "aten.lift_fresh_copy", "aten.contiguous", "aten.flatten", "aten.unflatten", "aten.view_as"}
+
+
+@dataclass
+class NodeReport:
+    node: str
+    op: str
+    compiled: bool
+    partition: str = ""
+    reason: str = ""
+
+
+@dataclass
+class GraphReport:
+    """What one compiled graph became: one row per ATen node."""
+    name: str
+    shapes: str
+    nodes: list = field(default_factory=list)
+    partitions: int = 0
+
+    def eager(self):
+        return [n for n in self.nodes if not n.compiled]
+
+    def __str__(self):
+        lines = [f"graph {self.name} {self.shapes}: {len(self.nodes) - len(self.eager())} of {len(self.nodes)} "
+                 f"nodes compiled in {self.partitions} partition(s)"]
+        for n in self.nodes:
+            where = f"compiled ({n.partition})" if n.compiled else "eager"
+            lines.append(f"  {n.node:<24} {n.op:<32} {where}{': ' + n.reason if n.reason else ''}")
+        return "\n".join(lines)
+
+
+class Reports(list):
+    """Every graph's report, in compile order (what ckc.explain returns)."""
+
+    def __str__(self):
+        return "\n".join(map(str, self)) if self else "no graph was compiled"
+
+
+_collector = None  # a Reports list while ckc.explain runs
+
+
+def _torch_dtypes():
+    global _DTYPES
+    if _DTYPES is None:
+        import torch
+        _DTYPES = {torch.float32, torch.int64, torch.int32, torch.bool}
+    return _DTYPES
+
+
+# ATen ops ckc maps to compile-time-only ops (CMP, WHERE, TRIL, CAST: evaluated on constants, folded away):
+# in a partition they need inputs computed from constants only
+_FOLD_ONLY = {"aten.where", "aten.tril", "aten.eq", "aten.ne", "aten.lt", "aten.le", "aten.gt", "aten.ge",
+              "aten.logical_not", "aten.bitwise_not"}
+
+
+def _static_nodes(gm):
+    """Nodes computed from no input at all (iota, constant fills), which ckc folds at compile time."""
+    static = set()
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and all(a in static for a in n.all_input_nodes):
+            static.add(n)
+    return static
+
+
+def _needs_constants(node):
+    """Whether ckc can run this node only when its tensor inputs are compile-time constants."""
+    import torch
+    name = ex._target_name(node)
+    if name in _FOLD_ONLY:
+        return True
+    if name in ("aten._to_copy", "aten.to"):
+        val, src = node.meta.get("val"), node.args[0].meta.get("val") if node.args else None
+        return isinstance(val, torch.Tensor) and isinstance(src, torch.Tensor) and val.dtype != src.dtype
+    if name in ("aten.scaled_dot_product_attention", "ckc.sdpa"):
+        mask = node.args[3] if len(node.args) > 3 else node.kwargs.get("attn_mask")
+        return mask is not None and not mask.meta["val"].dtype.is_floating_point
+    return False
+
+
+def _values_ok(node):
+    """None when every tensor value of the node has a dtype ckc computes with, else the reason."""
+    import torch
+    vals = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
+    for v in vals:
+        for t in (v if isinstance(v, (tuple, list)) else [v]):
+            if isinstance(t, torch.Tensor) and t.dtype not in _torch_dtypes():
+                return f"{t.dtype} values (ckc computes in float32, with int64 / int32 / bool ids and masks)"
+    return None
+
+
+def _unsupported_reason(node, rejected, static):
+    if node.op != "call_function":
+        return "not an op"
+    if node.name in rejected:
+        return rejected[node.name]
+    name = ex._target_name(node)
+    if name not in ex._HANDLERS:
+        return f"no ckc handler for {name}"
+    if node not in static and _needs_constants(node):
+        return f"ckc evaluates {name} on constants only (masks it folds at compile time); here it reads run-time values"
+    return _values_ok(node)
+
+
+def _run_recording(gm, args):
+    """Every node's value of one eager run of gm (a torch.fx Interpreter)."""
+    import torch.fx
+    values = {}
+
+    class Rec(torch.fx.Interpreter):
+        def run_node(self, n):
+            out = super().run_node(n)
+            values[n] = out
+            return out
+
+    import torch
+    with torch.no_grad():
+        Rec(gm).run(*args)
+    return values
+
+
+def _specialize(agm, args):
+    """A copy of the ATen graph with every SymInt / scalar placeholder and size computation replaced by its
+    value for these arguments: a static graph. Returns (graph module, indices of the arguments it still
+    takes, its values on these arguments)."""
+    import torch
+    import torch.fx
+    gm = torch.fx.GraphModule(agm, copy.deepcopy(agm.graph))
+    values = _run_recording(gm, args)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    scalar = {n: values[n] for n in gm.graph.nodes
+              if n.op in ("placeholder", "call_function") and isinstance(values.get(n), (int, float, bool))
+              and not isinstance(values.get(n), torch.Tensor)}
+    if scalar:
+        def sub(a):
+            return scalar[a] if isinstance(a, torch.fx.Node) and a in scalar else a
+        for n in gm.graph.nodes:
+            if n not in scalar:
+                n.args = torch.fx.node.map_aggregate(n.args, sub)
+                n.kwargs = torch.fx.node.map_aggregate(n.kwargs, sub)
+        for n in reversed(list(gm.graph.nodes)):
+            if n in scalar and not n.users:
+                gm.graph.erase_node(n)
+        gm.recompile()
+    keep = [i for i, p in enumerate(placeholders) if p not in scalar]
+    return gm, keep, {n: v for n, v in values.items() if n not in scalar}
+
+
+def _partition_module(model, multi):
+    """A fused submodule's replacement: an nn.Module calling the compiled library on torch tensors."""
+    import torch
+
+    class CompiledPartition(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model, self.multi = model, multi  # keeps the library loaded
+            self.entry = getattr(model, "entry", None)
+            self.run = model.torch_runner()
+
+        def forward(self, *args):
+            outs = self.run(*args)
+            return tuple(outs) if self.multi else outs[0]
+
+    return CompiledPartition()
+
+
+def _compile_partitions(gm, values, name, options, report):
+    """Partitions gm (in place) and swaps every fused submodule for its compiled library; returns gm."""
+    import torch
+    import torch.fx
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes.operator_support import OperatorSupportBase
+
+    rejected = {}  # node name -> why ckc would not convert it
+    static_names = {n.name for n in _static_nodes(gm)}
+
+    class Support(OperatorSupportBase):
+        def is_node_supported(self, submodules, node):
+            static = {node} if node.name in static_names else set()
+            return _unsupported_reason(node, rejected, static) is None
+
+    for _ in range(len(gm.graph.nodes) + 1):
+        work = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
+        by_name = {n.name: v for n, v in values.items()}
+        for n in work.graph.nodes:
+            if n.name in by_name:
+                n.meta["ck_value"] = by_name[n.name]
+        partitioner = CapabilityBasedPartitioner(work, Support(), allows_single_node_partition=True)
+        parts = [p for p in partitioner.propose_partitions()
+                 if any(ex._target_name(n) not in _LAYOUT_ONLY for n in p.nodes)]
+        in_part = {n.name: i for i, p in enumerate(parts) for n in p.nodes}
+        fused = partitioner.fuse_partitions(parts) if parts else work
+        failure = None
+        compiled = {}
+        for node in fused.graph.nodes:
+            if node.op != "call_module":
+                continue
+            sub = getattr(fused, node.target)
+            args = [a.meta["ck_value"] if isinstance(a, torch.fx.Node) else a for a in node.args]
+            try:
+                model = _compile_one(sub, args, options)
+            except ex.ExportError as e:
+                if e.node and e.node not in rejected:
+                    failure = (e.node, str(e))
+                    break
+                model, reason = None, str(e)
+            except RuntimeError as e:  # ckc compile or cc
+                model, reason = None, str(e).strip().splitlines()[-1] if str(e).strip() else repr(e)
+            if model is None:
+                first = next(n for n in sub.graph.nodes if n.op == "call_function")
+                warnings.warn(f"ckc (gcu): partition {node.target} runs eagerly: compiling it failed at op "
+                              f"{ex._target_name(first)} (node {first.name}): {reason}", stacklevel=2)
+                for n in sub.graph.nodes:
+                    if n.op == "call_function":
+                        rejected.setdefault(n.name, f"its partition failed to compile: {reason}")
+                continue
+            out = sub.graph.output_node().args[0]
+            compiled[node.target] = _partition_module(model, isinstance(out, (tuple, list)))
+            # the node's value for later partitions' example inputs
+            node.meta["ck_value"] = sub(*args)
+            for user in node.users:
+                if user.op == "call_function" and user.target is operator.getitem:
+                    user.meta["ck_value"] = node.meta["ck_value"][user.args[1]]
+        if failure:
+            rejected[failure[0]] = failure[1]
+            continue
+        # values of the eager nodes between partitions, for the next partitions' inputs, come from the
+        # run above; a partition that failed stays a submodule and runs eagerly
+        for target, part in compiled.items():
+            delattr(fused, target)
+            setattr(fused, target, part)
+        fused.graph.lint()
+        fused.recompile()
+        for n in gm.graph.nodes:
+            if n.op in ("placeholder", "output"):
+                continue
+            reason = _unsupported_reason(n, rejected, {n} if n.name in static_names else set())
+            i = in_part.get(n.name)
+            ok = i is not None and f"fused_{i}" in compiled
+            if not ok and not reason and i is None:
+                reason = "only moves data between eager ops" if ex._target_name(n) in _LAYOUT_ONLY else \
+                    "left between partitions"
+            report.nodes.append(NodeReport(n.name, ex._target_name(n), ok, f"fused_{i}" if ok else "",
+                                           "" if ok else (reason or "")))
+        report.partitions = len(compiled)
+        return fused
+    raise RuntimeError("ckc (gcu): partitioning did not converge")  # every pass rejects one more node
+
+
+def _compile_one(sub, args, options):
+    """A GraphModel for one fused submodule called with `args` (real tensors)."""
+    import torch
+
+    from ..graph import GraphModel
+    placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
+    feeds = dict(zip(placeholders, args))
+    values = ex._record_values(sub, placeholders, feeds, {})
+    for p in placeholders:
+        v = values[p]
+        if not isinstance(v, torch.Tensor):
+            raise ex.ExportError(f"input {p.name} is a {type(v).__name__}")
+    # nothing process-specific in the document: it is the cache key, shared across processes
+    doc, data = ex.graph_document(sub, placeholders, {}, set(), values, [p.name for p in placeholders], None,
+                                  "torch.compile partition", f"ckc.conductor (torch {torch.__version__})")
+    entry, _built = get_or_build(doc, data, options)
+    weights = os.path.join(entry, "model.weights.safetensors")
+    model = GraphModel(os.path.join(entry, "libmodel.so"), weights if os.path.exists(weights) else None)
+    model.entry = entry
+    return model
+
+
+class _Specializing:
+    """The compiled forward: one static build per concrete argument signature."""
+
+    def __init__(self, agm, name, options, whole_key=None):
+        self.agm, self.name, self.options, self.whole_key = agm, name, options, whole_key
+        self.builds = {}
+        self.warned = False
+        self.symbolic = _is_symbolic(agm)
+
+    def __call__(self, *args):
+        import torch
+        if self.builds and not self.symbolic:  # dynamo guards static shapes: one build serves every call
+            gm, keep = self.only
+            return gm(*[args[i] for i in keep])
+        key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else a for a in args)
+        hit = self.builds.get(key)
+        if hit is None:
+            if self.symbolic and self.builds and not self.warned:
+                self.warned = True
+                warnings.warn(f"ckc (gcu): graph {self.name} has symbolic sizes; ckc plans static shapes, so it "
+                              "compiles one library per concrete shape", stacklevel=2)
+            hit = self.builds[key] = self.only = self._build(args)
+        gm, keep = hit
+        return gm(*[args[i] for i in keep])
+
+    def _build(self, args):
+        import torch
+        gm, keep, values = _specialize(self.agm, args)
+        shapes = ", ".join(str(list(a.shape)) for a in args if isinstance(a, torch.Tensor))
+        report = GraphReport(self.name, f"({shapes})")
+        fused = _compile_partitions(gm, values, self.name, self.options, report)
+        # the ops ckc does not run (a partition that failed to compile has had its own warning)
+        eager = [r for r in report.eager() if r.op not in _LAYOUT_ONLY and not r.reason.startswith("its partition")]
+        if eager:
+            listed = ", ".join(f"{r.node} ({r.op}: {r.reason})" for r in eager)
+            warnings.warn(f"ckc (gcu): {len(eager)} of {len(report.nodes)} ops of {self.name} run eagerly: {listed}",
+                          stacklevel=3)
+        log.info("%s", report)
+        if _collector is not None:
+            _collector.append(report)
+        if self.whole_key and not self.symbolic and len(keep) == len(args):
+            cache.remember_whole_graph(self.whole_key, _whole_graph_plan(fused))
+        return fused, keep
+
+
+def _whole_graph_plan(fused):
+    """When the partitioned graph is one compiled library fed straight from the graph's inputs, what a later
+    process needs to run it without AOTAutograd: the cache entry, which inputs it reads, which of its outputs
+    the graph returns. Else None."""
+    nodes = list(fused.graph.nodes)
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    calls = [n for n in nodes if n.op == "call_module"]
+    rest = [n for n in nodes if n.op not in ("placeholder", "call_module", "output")]
+    if len(calls) != 1 or any(not (n.op == "call_function" and n.target is operator.getitem and n.args[0] is calls[0])
+                              for n in rest):
+        return None
+    part = getattr(fused, calls[0].target)
+    entry = getattr(part, "entry", None)
+    if entry is None or any(a not in placeholders for a in calls[0].args):
+        return None
+    outs = fused.graph.output_node().args[0]
+    if not isinstance(outs, (tuple, list)):
+        return None
+    picks = []
+    for o in outs:
+        if o is calls[0] and not part.multi:
+            picks.append(0)
+        elif isinstance(o, type(calls[0])) and o in rest:
+            picks.append(o.args[1])
+        else:
+            return None
+    return {"entry": entry, "inputs": [placeholders.index(a) for a in calls[0].args], "outputs": picks}
+
+
+def _whole_graph_key(gm, example_inputs, options):
+    """A key for a dynamo graph with static shapes and no constants of its own, or None."""
+    import torch
+    if any(n.op == "get_attr" for n in gm.graph.nodes):
+        return None
+    meta = []
+    for t in example_inputs:
+        if not isinstance(t, torch.Tensor) or any(not isinstance(d, int) for d in t.shape):
+            return None
+        meta.append((tuple(t.shape), str(t.dtype), tuple(t.stride())))
+    return cache.key_of({"code": gm.code, "inputs": repr(meta), "torch": torch.__version__}, {}, options)
+
+
+def _whole_graph_runner(key):
+    """The cached whole-graph library for this key as the compiled function, or None."""
+    plan = cache.recall_whole_graph(key)
+    if plan is None:
+        return None
+    from ..graph import GraphModel
+    entry = plan["entry"]
+    weights = os.path.join(entry, "model.weights.safetensors")
+    model = GraphModel(os.path.join(entry, "libmodel.so"), weights if os.path.exists(weights) else None)
+    run, inputs, outputs = model.torch_runner(), plan["inputs"], plan["outputs"]
+
+    def compiled(*args):
+        outs = run(*[args[i] for i in inputs])
+        return tuple(outs[j] for j in outputs)
+    compiled.model = model  # keeps the library loaded
+    return compiled
+
+
+def _is_symbolic(gm):
+    import torch
+    for n in gm.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        v = n.meta.get("val")
+        if isinstance(v, torch.SymInt):
+            return True
+        if isinstance(v, torch.Tensor) and any(not isinstance(d, int) for d in v.shape):
+            return True
+    return False
+
+
+_graph_counter = 0
+_sdpa = None
+# dynamo graphs served straight from a whole-graph cache record, skipping AOTAutograd (tests read it)
+WHOLE_GRAPH_HITS = [0]
+
+
+def _sdpa_op():
+    """ckc::sdpa: scaled_dot_product_attention as a custom op, which AOTAutograd keeps whole (it decomposes
+    the ATen one into matmuls, softmax and a guard for fully masked rows that would hide the attention)."""
+    global _sdpa
+    if _sdpa is None:
+        from typing import Optional
+
+        import torch
+        from torch import Tensor
+
+        @torch.library.custom_op("ckc::sdpa", mutates_args=())
+        def sdpa(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor] = None, dropout_p: float = 0.0,
+                 is_causal: bool = False, scale: Optional[float] = None) -> Tensor:
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal,
+                                                                    scale=scale)
+
+        @sdpa.register_fake
+        def _(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+            return q.new_empty(tuple(q.shape[:-1]) + (v.shape[-1],))
+
+        _sdpa = torch.ops.ckc.sdpa.default
+    return _sdpa
+
+
+def _keep_attention_whole(gm):
+    """Inference graphs: every scaled_dot_product_attention call becomes ckc::sdpa (training keeps the ATen op,
+    whose backward PyTorch knows)."""
+    import torch
+    targets = (torch._C._nn.scaled_dot_product_attention, torch.nn.functional.scaled_dot_product_attention)
+    changed = False
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target in targets and not n.kwargs.get("enable_gqa", False):
+            n.target = _sdpa_op()
+            n.kwargs = {k: v for k, v in n.kwargs.items() if k != "enable_gqa"}
+            changed = True
+    if changed:
+        gm.recompile()
+
+
+def gcu(gm, example_inputs, options=()):
+    """The torch.compile backend: torch.compile(model, backend="gcu")."""
+    global _graph_counter
+    import torch
+    from torch._decomp import core_aten_decompositions
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    _graph_counter += 1
+    name = f"graph{_graph_counter}"
+    table = core_aten_decompositions()
+    for op in ex._preserved(torch):
+        table.pop(op, None)
+
+    whole_key = None
+    if not torch.is_grad_enabled():
+        _keep_attention_whole(gm)
+        whole_key = _whole_graph_key(gm, example_inputs, tuple(options))
+        hit = whole_key and _whole_graph_runner(whole_key)
+        if hit:  # compiled before, to one library: no AOTAutograd, no partitioning
+            WHOLE_GRAPH_HITS[0] += 1
+            return hit
+
+    def forward(agm, _fake_inputs):
+        return _Specializing(agm, name, tuple(options), whole_key)
+
+    def backward(agm, _fake_inputs):
+        return agm  # gradients run eagerly (training is the training issue's)
+
+    return aot_module_simplified(gm, example_inputs, fw_compiler=forward, bw_compiler=backward, decompositions=table)
+
+
+def explain(model, example_inputs):
+    """Compiles `model` with the gcu backend, runs it once on `example_inputs`, and returns the Reports of every
+    graph dynamo handed over: per node, whether it was compiled (and in which partition) or ran eagerly, and
+    why."""
+    global _collector
+    import torch
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    _collector = Reports()
+    try:
+        torch._dynamo.reset()
+        torch.compile(model, backend=gcu)(*example_inputs)
+        return _collector
+    finally:
+        _collector = None

@@ -1,0 +1,333 @@
+"""Conductor: torch.compile(backend="gcu") against eager PyTorch, per-node fallback, recompiles, the disk
+cache across processes, and AOT artifacts (ckc.aot_compile / ckc.aot_load) with their refusals."""
+import functools
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import ckc
+from ckc.conductor import jit
+from ckc.examples import MLP, Block, randomize
+from conftest import ROOT, max_diff
+
+TOL = 1e-4
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    """A fresh JIT cache per test (never the user's)."""
+    d = tmp_path / "cache"
+    monkeypatch.setenv("CKC_CACHE_DIR", str(d))
+    torch._dynamo.reset()
+    return d
+
+
+def counts():
+    return dict(ckc.build.INVOCATIONS)
+
+
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+
+
+class Mixed(torch.nn.Module):
+    """Supported GEMMs and activations around three things ckc cannot run: torch.sort, torch.fft.rfft (complex
+    values) and abs of a complex tensor; plus a custom autograd Function (its forward is traced through)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = torch.nn.Linear(16, 16), torch.nn.Linear(16, 16), torch.nn.Linear(9, 8)
+
+    def forward(self, x):
+        h = torch.relu(self.a(x))
+        h, _ = torch.sort(h, dim=-1)
+        h = Square.apply(self.b(h))
+        f = torch.fft.rfft(h, dim=-1).abs()
+        return self.c(f).tanh()
+
+
+def test_backend_is_registered_and_matches_eager():
+    assert "gcu" in torch._dynamo.list_backends()
+    m = randomize(MLP(32, 64), seed=1)
+    x = torch.randn(5, 32, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        y = torch.compile(m, backend="gcu")(x)
+        assert max_diff(y, m(x)) < TOL
+
+
+def test_entry_point_finds_the_backend_without_importing_ckc(tmp_path):
+    """torch resolves "gcu" through the torch_dynamo_backends entry point (pyproject.toml; install_deps.sh for
+    a checkout) in a process that never imported ckc."""
+    code = ("import sys, torch\n"
+            "assert 'ckc' not in sys.modules\n"
+            "y = torch.compile(torch.nn.Linear(4, 3), backend='gcu')(torch.ones(2, 4))\n"
+            "print(tuple(y.shape), 'ckc' in sys.modules)\n")
+    env = dict(os.environ, CKC_CACHE_DIR=str(tmp_path / "c"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["(2,", "3)", "True"]
+
+
+def test_batches_1_4_7_in_one_process_recompile_per_shape():
+    m = randomize(Block(32, 4, "sdpa", True), seed=3)
+    f = torch.compile(m, backend="gcu")
+    before = counts()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with torch.no_grad():
+            for b in (1, 4, 7):
+                x = torch.randn(b, 8, 32, generator=torch.Generator().manual_seed(b))
+                assert max_diff(f(x), m(x)) < TOL, b
+            assert max_diff(f(torch.ones(4, 8, 32)), m(torch.ones(4, 8, 32))) < TOL  # a shape seen before
+    assert counts()["cc"] - before["cc"] == 3  # one library per shape; the repeat reuses its build
+    symbolic = [x for x in w if "symbolic sizes" in str(x.message)]
+    assert len(symbolic) == 1, [str(x.message) for x in w]  # said once
+
+
+def test_dynamic_true_compiles_per_concrete_shape():
+    m = randomize(MLP(16, 32), seed=4)
+    f = torch.compile(m, backend="gcu", dynamic=True)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for b in (2, 3):
+            x = torch.randn(b, 16)
+            assert max_diff(f(x), m(x)) < TOL
+
+
+def test_parameters_are_read_in_place_each_call():
+    """Parameters are inputs of the compiled C: an in-place update is seen by the next call, without
+    recompiling."""
+    m = randomize(MLP(16, 32), seed=5)
+    f = torch.compile(m, backend="gcu")
+    x = torch.randn(3, 16)
+    with torch.no_grad():
+        f(x)
+        built = counts()["cc"]
+        m.fc1.weight.mul_(-2.0)
+        y = f(x)
+        assert max_diff(y, m(x)) < TOL
+    assert counts()["cc"] == built
+
+
+def test_mixed_module_falls_back_per_node_and_explains_why():
+    torch.manual_seed(0)
+    m = Mixed().eval()
+    x = torch.randn(4, 16)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        reports = ckc.explain(m, (x,))
+    assert len(reports) == 1
+    r = reports[0]
+    by_op = {}
+    for n in r.nodes:
+        by_op.setdefault(n.op, []).append(n)
+    assert not by_op["aten.sort"][0].compiled and "no ckc handler for aten.sort" in by_op["aten.sort"][0].reason
+    assert not by_op["aten._fft_r2c"][0].compiled
+    assert not by_op["aten.abs"][0].compiled and "complex64" in by_op["aten.abs"][0].reason
+    assert all(n.compiled for n in by_op["aten.addmm"])  # three Linears, each in a partition
+    assert all(n.compiled for n in by_op["aten.mul"])  # the custom Function's x * x
+    assert r.partitions == 3
+    text = str(reports)
+    assert "sort" in text and "eager" in text and "compiled (fused_" in text
+    assert any("run eagerly" in str(x.message) and "aten.sort" in str(x.message) for x in w)
+    with torch.no_grad():
+        assert max_diff(torch.compile(m, backend="gcu")(x), m(x)) < TOL
+
+
+def test_a_node_ckc_rejects_while_converting_runs_eagerly_alone():
+    """LayerNorm over two dims has a handler, but ckc normalizes over the last dim only: that one node falls
+    back (with the converter's reason) and the GEMMs around it still compile."""
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.b(torch.nn.functional.layer_norm(self.a(x).relu(), (4, 8)))
+
+    m = M().eval()
+    x = torch.randn(2, 4, 8)
+    reports = ckc.explain(m, (x,))
+    eager = [n for n in reports[0].nodes if not n.compiled and n.op not in jit._LAYOUT_ONLY]
+    assert [n.op for n in eager] == ["aten.native_layer_norm"], str(reports)
+    assert "only the last dimension" in eager[0].reason
+    assert reports[0].partitions == 2
+    with torch.no_grad():
+        assert max_diff(torch.compile(m, backend="gcu")(x), m(x)) < TOL
+
+
+def test_a_partition_that_fails_to_compile_runs_eagerly_with_one_warning():
+    m = randomize(MLP(16, 32), seed=6)
+    bad = functools.partial(ckc.conductor.gcu, options=["--disable-pass", "no_such_pass"])
+    x = torch.randn(3, 16)
+    with warnings.catch_warnings(record=True) as w, torch.no_grad():
+        warnings.simplefilter("always")
+        y = torch.compile(m, backend=bad)(x)
+        assert max_diff(y, m(x)) < TOL
+    failed = [str(x.message) for x in w if "partition" in str(x.message) and "failed" in str(x.message)]
+    assert len(failed) == 1, [str(x.message) for x in w]
+    assert "no_such_pass" in failed[0] and "node" in failed[0] and "aten." in failed[0]
+
+
+def test_missing_c_compiler_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(ckc.build.shutil, "which", lambda name: None)
+    with pytest.raises(RuntimeError, match="no C compiler.*install"):
+        ckc.build.build_library(os.path.join(ROOT, "nonexistent", "model.c"))
+
+
+def test_gradients_flow_through_a_compiled_forward():
+    """Training runs the forward in C and the backward eagerly: gradients equal eager autograd's."""
+    m = randomize(MLP(16, 32), seed=7).train()
+    x = torch.randn(4, 16)
+    ref = randomize(MLP(16, 32), seed=7).train()
+    torch.compile(m, backend="gcu")(x).square().sum().backward()
+    ref(x).square().sum().backward()
+    for (name, p), q in zip(m.named_parameters(), ref.parameters()):
+        assert max_diff(p.grad, q.grad) < 1e-3, name
+
+
+RUN_ONCE = """
+import os, sys, torch, ckc
+from ckc.examples import MLP, randomize
+m = randomize(MLP(32, 64), seed=1)
+with torch.no_grad():
+    y = torch.compile(m, backend="gcu")(torch.ones(4, 32))
+    assert (y - m(torch.ones(4, 32))).abs().max().item() < 1e-4
+from ckc.conductor import jit
+print(ckc.build.INVOCATIONS["cc"], ckc.build.INVOCATIONS["ckc"], jit.WHOLE_GRAPH_HITS[0])
+"""
+
+
+def run_once(cache_dir):
+    env = dict(os.environ, CKC_CACHE_DIR=str(cache_dir))
+    return subprocess.Popen([sys.executable, "-c", RUN_ONCE], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+
+
+def finish(p):
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err[-3000:]
+    return [int(v) for v in out.split()]
+
+
+def test_second_process_loads_from_the_cache_without_cc(cache):
+    """The second process runs neither ckc nor cc, and since the MLP compiled to one library, it skips
+    AOTAutograd and partitioning too (the whole-graph record)."""
+    assert finish(run_once(cache)) == [1, 1, 0]
+    assert finish(run_once(cache)) == [0, 0, 1]
+    ckc.cache_clear()
+    assert not (cache / "graphs").exists() and not (cache / "whole").exists()
+    assert finish(run_once(cache)) == [1, 1, 0]
+
+
+def test_concurrent_processes_share_one_good_entry(cache):
+    procs = [run_once(cache) for _ in range(3)]
+    for p in procs:
+        assert finish(p)[0] <= 1
+    entries = [e for e in os.listdir(cache / "graphs")]
+    assert len(entries) == 1 and not entries[0].startswith("."), entries  # no temp folder left behind
+    assert finish(run_once(cache)) == [0, 0, 1]
+
+
+def test_a_corrupt_cache_entry_is_rebuilt(cache):
+    finish(run_once(cache))
+    (entry,) = (cache / "graphs").iterdir()
+    so = entry / "libmodel.so"
+    so.write_bytes(so.read_bytes()[:1000])  # truncated
+    with warnings.catch_warnings(record=True) as w, torch.no_grad():
+        warnings.simplefilter("always")
+        m = randomize(MLP(32, 64), seed=1)
+        y = torch.compile(m, backend="gcu")(torch.ones(4, 32))
+        assert max_diff(y, m(torch.ones(4, 32))) < TOL
+    assert any("corrupt" in str(x.message) for x in w)
+
+
+# ---- AOT ----------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def artifact(tmp_path_factory):
+    m = randomize(Block(32, 4, "sdpa", True), seed=8)
+    x = torch.randn(2, 8, 32, generator=torch.Generator().manual_seed(9))
+    path = ckc.aot_compile(m, (x,), str(tmp_path_factory.mktemp("aot") / "block"))
+    with torch.no_grad():
+        return path, x.numpy(), m(x).numpy()
+
+
+def test_aot_artifact_runs_without_torch_or_cc(artifact):
+    path, x, ref = artifact
+    assert sorted(os.listdir(path)) == ["graph.json", "libmodel.so", "model.c", "model.c.kernels",
+                                        "model.weights.safetensors", "signature.json"]
+    sig = json.load(open(os.path.join(path, "signature.json")))
+    assert sig["inputs"] == [{"name": "x", "shape": [2, 8, 32], "dtype": "float32"}]
+    assert sig["abi_version"] == 1 and sig["ckc_version"] and sig["target"].startswith("cpu-")
+    np.save(os.path.join(path, "..", "x.npy"), x)
+    code = ("import sys, numpy as np, ckc\n"
+            f"m = ckc.aot_load({path!r})\n"
+            f"y = m(np.load({os.path.join(path, '..', 'x.npy')!r}))\n"
+            "assert 'torch' not in sys.modules, 'aot_load imported torch'\n"
+            f"np.save({os.path.join(path, '..', 'y.npy')!r}, y)\n")
+    env = {k: v for k, v in os.environ.items() if k != "CKC_BIN"}
+    env["PATH"] = "/nonexistent"  # no cc, no ckc on PATH
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert max_diff(np.load(os.path.join(path, "..", "y.npy")), ref) < TOL
+    m = ckc.aot_load(path)
+    assert max_diff(m(torch.from_numpy(x)), ref) < TOL  # torch in, torch out
+
+
+def test_aot_refuses_inputs_that_do_not_match_the_signature(artifact):
+    path, x, _ = artifact
+    m = ckc.aot_load(path)
+    with pytest.raises(ckc.CkError, match=r"input 'x' .* must be float32\[2, 8, 32\].*got float32\[3, 8, 32\]"):
+        m(np.zeros((3, 8, 32), np.float32))
+    with pytest.raises(ckc.CkError, match="must be float32.*got int64"):
+        m(np.zeros((2, 8, 32), np.int64))
+    with pytest.raises(ckc.CkError, match="takes 1 inputs"):
+        m(x, x)
+
+
+@pytest.mark.parametrize("damage,message", [
+    ("truncate_library", "the library is not the one signature.json was written for"),
+    ("other_weights", "the weights is not the one signature.json was written for"),
+    ("edit_signature", "the signature was edited"),
+    ("abi", "ABI version 99"),
+    ("no_signature", "not a ckc AOT artifact"),
+])
+def test_aot_refuses_a_damaged_artifact(artifact, tmp_path, damage, message):
+    import shutil
+    path = tmp_path / "copy"
+    shutil.copytree(artifact[0], path)
+    sig_path = path / "signature.json"
+    sig = json.loads(sig_path.read_text())
+    if damage == "truncate_library":
+        so = path / "libmodel.so"
+        so.write_bytes(so.read_bytes()[:4096])
+    elif damage == "other_weights":
+        w = path / "model.weights.safetensors"
+        data = bytearray(w.read_bytes())
+        data[-4:] = b"\x00\x00\x80\x3f"
+        w.write_bytes(bytes(data))
+    elif damage == "edit_signature":
+        sig["inputs"][0]["shape"] = [4, 8, 32]
+        sig_path.write_text(json.dumps(sig))
+    elif damage == "abi":
+        sig["abi_version"] = 99
+        sig_path.write_text(json.dumps(sig))
+    else:
+        sig_path.unlink()
+    with pytest.raises(ckc.conductor.ArtifactError, match=message):
+        ckc.aot_load(str(path))
