@@ -60,17 +60,20 @@ def make(kind, dims):
 
 # ---- worker -----------------------------------------------------------------------------
 
-def worker(kind, threads, out_dir, only):
+def worker(kind, threads, out_dir, only, config=None):
     import numpy as np
     import torch
 
     runs, first_calls = {}, {}
     for name, wl, dims in workloads(only):
+        if config and name != config:
+            continue
         module, x = make(wl, dims)
         folder = os.path.join(out_dir, name.replace(" ", "-"))
         if kind in ("gcu", "gcu-load", "inductor"):
             configure_torch("torch", threads)
-            compiled = torch.compile(module, backend="gcu" if kind.startswith("gcu") else "inductor")
+            # static shapes, one compile per workload (dynamo would go dynamic after two shapes of one module)
+            compiled = torch.compile(module, backend="gcu" if kind.startswith("gcu") else "inductor", dynamic=False)
 
             def call(compiled=compiled, x=x):
                 with torch.no_grad():
@@ -139,13 +142,15 @@ def arena_report(out_dir):
 def first_call_report(a, kinds, gcu_cache):
     """gcu's first call in the measured worker (cold cache: ckc + cc) and in a fresh process on the warm cache;
     inductor's first call for comparison."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "gcu-load", "--threads", str(a.threads),
-           "--out", a.out] + (["--only", a.only] if a.only else [])
-    env = dict(os.environ, CKC_CACHE_DIR=gcu_cache)
-    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-    p.communicate("quit\n")
     load = lambda k: json.load(open(os.path.join(a.out, f"first-calls-{k}.json")))  # noqa: E731
-    cold, warm = load("gcu"), load("gcu-load")
+    cold, warm = load("gcu"), {}
+    for name in cold:  # each in a fresh process, as a second run of a program would be
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "gcu-load", "--threads", str(a.threads),
+               "--out", a.out, "--config", name]
+        env = dict(os.environ, CKC_CACHE_DIR=gcu_cache)
+        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        p.communicate("quit\n")
+        warm.update(load("gcu-load"))
     ind = load("inductor") if "inductor" in kinds else {}
     print(f"\nfirst call (compile) times{'':10}{'gcu cold':>12}{'gcu cached':>12}{'inductor':>12}")
     for name in cold:
@@ -158,13 +163,16 @@ def main():
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--min-time", type=float, default=0.05, help="seconds per measurement (calls are batched)")
     ap.add_argument("--only", choices=["mlp", "block"])
+    ap.add_argument("--gap", type=float, default=0.2,
+                    help="seconds of rest before each measurement (PyTorch's OpenMP threads spin after a call)")
     ap.add_argument("--no-arena", action="store_true", help="skip the memory-plan report")
     ap.add_argument("--contenders", default="ckc,torch,torch-tuned")
     ap.add_argument("--out", default=os.path.join(ckc.ROOT, "out", "bench-graph"))
     ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--config", help=argparse.SUPPRESS)  # a worker for one workload
     a = ap.parse_args()
     if a.worker:
-        return worker(a.worker, a.threads, a.out, a.only)
+        return worker(a.worker, a.threads, a.out, a.only, a.config)
 
     import numpy as np
 
@@ -194,6 +202,7 @@ def main():
             sys.exit(f"worker {k} failed to start")
 
     def ask(k, name, n):
+        time.sleep(a.gap)  # the previous contender's idle threads stop spinning before this one runs
         procs[k].stdin.write(f"run {name} {n}\n")
         procs[k].stdin.flush()
         return float(procs[k].stdout.readline())

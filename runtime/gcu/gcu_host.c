@@ -1,0 +1,557 @@
+/*
+ * gcu_host.c — the host implementation of the gcu device API (gcu.h), in
+ * plain C99 + POSIX threads. "Device memory" is host memory the shim hands
+ * out and tracks (so that a host pointer passed where a device pointer
+ * belongs is an error, as on a real device); every stream has its own worker
+ * thread running its queue in order, so launches and async copies really are
+ * asynchronous and only streams, events and the synchronize calls order them.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "gcu.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define GCU_ALIGN 64
+#define STREAM_MAGIC 0x67637573u /* "gcus" */
+#define EVENT_MAGIC 0x67637565u  /* "gcue" */
+
+/* ---- errors ------------------------------------------------------------------ */
+static __thread char g_msg[512];
+
+static gcu_error fail(gcu_error e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_msg, sizeof g_msg, fmt, ap);
+    va_end(ap);
+    return e;
+}
+
+const char *gcu_last_error_message(void) { return g_msg; }
+
+const char *gcu_error_name(gcu_error e)
+{
+    switch (e) {
+    case GCU_SUCCESS: return "GCU_SUCCESS";
+    case GCU_ERROR_INVALID_VALUE: return "GCU_ERROR_INVALID_VALUE";
+    case GCU_ERROR_OUT_OF_MEMORY: return "GCU_ERROR_OUT_OF_MEMORY";
+    case GCU_ERROR_INVALID_DEVICE: return "GCU_ERROR_INVALID_DEVICE";
+    case GCU_ERROR_NOT_READY: return "GCU_ERROR_NOT_READY";
+    case GCU_ERROR_INVALID_HANDLE: return "GCU_ERROR_INVALID_HANDLE";
+    case GCU_ERROR_LAUNCH_FAILED: return "GCU_ERROR_LAUNCH_FAILED";
+    }
+    return "GCU_ERROR_UNKNOWN";
+}
+
+/* ---- devices ----------------------------------------------------------------- */
+static __thread int g_device;
+
+gcu_error gcu_get_device_count(int *count)
+{
+    if (!count) return fail(GCU_ERROR_INVALID_VALUE, "gcu_get_device_count: count is NULL");
+    *count = 1;
+    return GCU_SUCCESS;
+}
+
+gcu_error gcu_get_device_properties(gcu_device_prop *prop, int device)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE), cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (!prop) return fail(GCU_ERROR_INVALID_VALUE, "gcu_get_device_properties: prop is NULL");
+    if (device != 0) return fail(GCU_ERROR_INVALID_DEVICE, "gcu_get_device_properties: no device %d (there is 1)", device);
+    memset(prop, 0, sizeof *prop);
+    snprintf(prop->name, sizeof prop->name, "gcu host (%ld CPU threads)", cpus > 0 ? cpus : 1);
+    prop->total_memory = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
+    prop->multiprocessors = cpus > 0 ? (int)cpus : 1;
+    prop->async_engines = 1;
+    return GCU_SUCCESS;
+}
+
+gcu_error gcu_set_device(int device)
+{
+    if (device != 0) return fail(GCU_ERROR_INVALID_DEVICE, "gcu_set_device: no device %d (there is 1)", device);
+    g_device = device;
+    return GCU_SUCCESS;
+}
+
+gcu_error gcu_get_device(int *device)
+{
+    if (!device) return fail(GCU_ERROR_INVALID_VALUE, "gcu_get_device: device is NULL");
+    *device = g_device;
+    return GCU_SUCCESS;
+}
+
+/* ---- device memory: tracked allocations --------------------------------------- */
+typedef struct alloc {
+    char *base;
+    size_t size;
+} alloc;
+
+static pthread_mutex_t g_mem_mu = PTHREAD_MUTEX_INITIALIZER;
+static alloc *g_allocs;
+static size_t g_n_allocs, g_cap_allocs;
+
+/* [p, p + bytes) lies inside one allocation */
+static int is_device(const void *p, size_t bytes)
+{
+    const char *c = (const char *)p;
+    size_t i;
+    int found = 0;
+    if (!p) return 0;
+    pthread_mutex_lock(&g_mem_mu);
+    for (i = 0; i < g_n_allocs && !found; i++) {
+        const alloc *a = &g_allocs[i];
+        if (c >= a->base && c <= a->base + a->size && bytes <= (size_t)(a->base + a->size - c)) found = 1;
+    }
+    pthread_mutex_unlock(&g_mem_mu);
+    return found;
+}
+
+gcu_error gcu_malloc(void **dev_ptr, size_t bytes)
+{
+    void *p = NULL;
+    if (!dev_ptr) return fail(GCU_ERROR_INVALID_VALUE, "gcu_malloc: dev_ptr is NULL");
+    *dev_ptr = NULL;
+    if (posix_memalign(&p, GCU_ALIGN, bytes ? bytes : 1) != 0)
+        return fail(GCU_ERROR_OUT_OF_MEMORY, "gcu_malloc: out of device memory for %zu bytes", bytes);
+    pthread_mutex_lock(&g_mem_mu);
+    if (g_n_allocs == g_cap_allocs) {
+        size_t cap = g_cap_allocs ? 2 * g_cap_allocs : 64;
+        alloc *grown = (alloc *)realloc(g_allocs, cap * sizeof *grown);
+        if (!grown) {
+            pthread_mutex_unlock(&g_mem_mu);
+            free(p);
+            return fail(GCU_ERROR_OUT_OF_MEMORY, "gcu_malloc: out of memory for the allocation table");
+        }
+        g_allocs = grown;
+        g_cap_allocs = cap;
+    }
+    g_allocs[g_n_allocs].base = (char *)p;
+    g_allocs[g_n_allocs].size = bytes;
+    g_n_allocs++;
+    pthread_mutex_unlock(&g_mem_mu);
+    *dev_ptr = p;
+    return GCU_SUCCESS;
+}
+
+gcu_error gcu_free(void *dev_ptr)
+{
+    size_t i;
+    if (!dev_ptr) return GCU_SUCCESS;
+    pthread_mutex_lock(&g_mem_mu);
+    for (i = 0; i < g_n_allocs; i++)
+        if (g_allocs[i].base == (char *)dev_ptr) break;
+    if (i == g_n_allocs) {
+        pthread_mutex_unlock(&g_mem_mu);
+        return fail(GCU_ERROR_INVALID_VALUE, "gcu_free: %p is not the start of a device allocation", dev_ptr);
+    }
+    g_allocs[i] = g_allocs[--g_n_allocs];
+    pthread_mutex_unlock(&g_mem_mu);
+    free(dev_ptr);
+    return GCU_SUCCESS;
+}
+
+/* ---- events ------------------------------------------------------------------------ */
+struct gcu_event_s {
+    unsigned magic;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned long recorded, completed; /* generations: record() numbers them, the stream completes them */
+    struct timespec when;              /* when the last completed record ran */
+};
+
+static int valid_event(const struct gcu_event_s *e) { return e && e->magic == EVENT_MAGIC; }
+
+gcu_error gcu_event_create(gcu_event *event)
+{
+    struct gcu_event_s *e;
+    if (!event) return fail(GCU_ERROR_INVALID_VALUE, "gcu_event_create: event is NULL");
+    e = (struct gcu_event_s *)calloc(1, sizeof *e);
+    if (!e) return fail(GCU_ERROR_OUT_OF_MEMORY, "gcu_event_create: out of memory");
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    e->magic = EVENT_MAGIC;
+    *event = e;
+    return GCU_SUCCESS;
+}
+
+gcu_error gcu_event_synchronize(gcu_event e)
+{
+    if (!valid_event(e)) return fail(GCU_ERROR_INVALID_HANDLE, "gcu_event_synchronize: not an event");
+    pthread_mutex_lock(&e->mu);
+    if (e->recorded == 0) {
+        pthread_mutex_unlock(&e->mu);
+        return fail(GCU_ERROR_INVALID_HANDLE, "gcu_event_synchronize: the event was never recorded");
+    }
+    while (e->completed < e->recorded) pthread_cond_wait(&e->cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+    return GCU_SUCCESS;
+}
+
+gcu_error gcu_event_destroy(gcu_event e)
+{
+    if (!valid_event(e)) return fail(GCU_ERROR_INVALID_HANDLE, "gcu_event_destroy: not an event");
+    if (e->recorded) gcu_event_synchronize(e); /* a queued record still points at it */
+    e->magic = 0;
+    pthread_cond_destroy(&e->cv);
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+    return GCU_SUCCESS;
+}
+
+gcu_error gcu_event_query(gcu_event e)
+{
+    gcu_error r;
+    if (!valid_event(e)) return fail(GCU_ERROR_INVALID_HANDLE, "gcu_event_query: not an event");
+    pthread_mutex_lock(&e->mu);
+    r = e->recorded == 0 ? GCU_ERROR_INVALID_HANDLE : e->completed >= e->recorded ? GCU_SUCCESS : GCU_ERROR_NOT_READY;
+    pthread_mutex_unlock(&e->mu);
+    if (r == GCU_ERROR_INVALID_HANDLE) return fail(r, "gcu_event_query: the event was never recorded");
+    return r;
+}
+
+gcu_error gcu_event_elapsed_time(float *ms, gcu_event start, gcu_event end)
+{
+    gcu_error r;
+    if (!ms) return fail(GCU_ERROR_INVALID_VALUE, "gcu_event_elapsed_time: ms is NULL");
+    if (!valid_event(start) || !valid_event(end)) return fail(GCU_ERROR_INVALID_HANDLE, "gcu_event_elapsed_time: not an event");
+    if ((r = gcu_event_query(start)) != GCU_SUCCESS || (r = gcu_event_query(end)) != GCU_SUCCESS)
+        return r == GCU_ERROR_NOT_READY ? fail(r, "gcu_event_elapsed_time: an event has not completed") : r;
+    *ms = (float)((end->when.tv_sec - start->when.tv_sec) * 1e3 + (end->when.tv_nsec - start->when.tv_nsec) / 1e6);
+    return GCU_SUCCESS;
+}
+
+/* ---- streams: a queue and a worker thread each ------------------------------------ */
+typedef enum op_kind { OP_LAUNCH, OP_COPY, OP_SET, OP_RECORD, OP_WAIT } op_kind;
+
+typedef struct op {
+    op_kind kind;
+    struct op *next;
+    gcu_kernel kernel;
+    void *dst;
+    const void *src;
+    size_t bytes;
+    int value;
+    struct gcu_event_s *event;
+    unsigned long generation;
+    unsigned char *args; /* the launch's copied argument block, GCU_ALIGN-aligned, in the same allocation */
+} op;
+
+struct gcu_stream_s {
+    unsigned magic;
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* work arrived, work finished, stop */
+    op *head, *tail;
+    int busy, stop;
+    pthread_t thread;
+    struct gcu_stream_s *next_stream; /* the registry gcu_synchronize walks */
+};
+
+static pthread_mutex_t g_streams_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct gcu_stream_s *g_streams;
+static struct gcu_stream_s *g_default;
+static pthread_once_t g_default_once = PTHREAD_ONCE_INIT;
+static gcu_error g_default_error;
+
+static void run_op(op *o)
+{
+    switch (o->kind) {
+    case OP_LAUNCH: o->kernel(o->args); break;
+    case OP_COPY: memmove(o->dst, o->src, o->bytes); break;
+    case OP_SET: memset(o->dst, o->value, o->bytes); break;
+    case OP_RECORD:
+        pthread_mutex_lock(&o->event->mu);
+        clock_gettime(CLOCK_MONOTONIC, &o->event->when);
+        if (o->generation > o->event->completed) o->event->completed = o->generation;
+        pthread_cond_broadcast(&o->event->cv);
+        pthread_mutex_unlock(&o->event->mu);
+        break;
+    case OP_WAIT:
+        pthread_mutex_lock(&o->event->mu);
+        while (o->event->completed < o->generation) pthread_cond_wait(&o->event->cv, &o->event->mu);
+        pthread_mutex_unlock(&o->event->mu);
+        break;
+    }
+}
+
+static void *worker(void *arg)
+{
+    struct gcu_stream_s *s = (struct gcu_stream_s *)arg;
+    for (;;) {
+        op *o;
+        pthread_mutex_lock(&s->mu);
+        while (!s->head && !s->stop) pthread_cond_wait(&s->cv, &s->mu);
+        if (!s->head) { /* stop, queue drained */
+            pthread_mutex_unlock(&s->mu);
+            return NULL;
+        }
+        o = s->head;
+        s->head = o->next;
+        if (!s->head) s->tail = NULL;
+        s->busy = 1;
+        pthread_mutex_unlock(&s->mu);
+        run_op(o);
+        free(o);
+        pthread_mutex_lock(&s->mu);
+        s->busy = 0;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+    }
+}
+
+static gcu_error stream_init(struct gcu_stream_s *s)
+{
+    memset(s, 0, sizeof *s);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if (pthread_create(&s->thread, NULL, worker, s) != 0) {
+        pthread_cond_destroy(&s->cv);
+        pthread_mutex_destroy(&s->mu);
+        return fail(GCU_ERROR_LAUNCH_FAILED, "gcu_stream_create: cannot start the stream's worker thread");
+    }
+    s->magic = STREAM_MAGIC;
+    pthread_mutex_lock(&g_streams_mu);
+    s->next_stream = g_streams;
+    g_streams = s;
+    pthread_mutex_unlock(&g_streams_mu);
+    return GCU_SUCCESS;
+}
+
+static void make_default(void)
+{
+    static struct gcu_stream_s s;
+    g_default_error = stream_init(&s);
+    if (g_default_error == GCU_SUCCESS) g_default = &s;
+}
+
+/* The stream a call names (NULL: the default one), or NULL with the error set. */
+static struct gcu_stream_s *resolve(gcu_stream s, const char *fn, gcu_error *err)
+{
+    if (!s) {
+        pthread_once(&g_default_once, make_default);
+        if (!g_default) *err = fail(g_default_error, "%s: the default stream could not start", fn);
+        return g_default;
+    }
+    if (s->magic != STREAM_MAGIC) {
+        *err = fail(GCU_ERROR_INVALID_HANDLE, "%s: not a stream (destroyed?)", fn);
+        return NULL;
+    }
+    return s;
+}
+
+static gcu_error enqueue(struct gcu_stream_s *s, op *o)
+{
+    o->next = NULL;
+    pthread_mutex_lock(&s->mu);
+    if (s->tail) s->tail->next = o;
+    else s->head = o;
+    s->tail = o;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return GCU_SUCCESS;
+}
+
+static op *new_op(op_kind kind, size_t extra, const char *fn, gcu_error *err)
+{
+    op *o = (op *)calloc(1, sizeof *o + (extra ? extra + GCU_ALIGN : 0));
+    if (!o) {
+        *err = fail(GCU_ERROR_OUT_OF_MEMORY, "%s: out of memory queueing the work", fn);
+        return NULL;
+    }
+    o->kind = kind;
+    if (extra) {
+        uintptr_t at = (uintptr_t)(o + 1);
+        o->args = (unsigned char *)((at + GCU_ALIGN - 1) / GCU_ALIGN * GCU_ALIGN);
+    }
+    return o;
+}
+
+static gcu_error drain(struct gcu_stream_s *s)
+{
+    pthread_mutex_lock(&s->mu);
+    while (s->head || s->busy) pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    return GCU_SUCCESS;
+}
+
+gcu_error gcu_stream_create(gcu_stream *stream)
+{
+    struct gcu_stream_s *s;
+    gcu_error r;
+    if (!stream) return fail(GCU_ERROR_INVALID_VALUE, "gcu_stream_create: stream is NULL");
+    s = (struct gcu_stream_s *)malloc(sizeof *s);
+    if (!s) return fail(GCU_ERROR_OUT_OF_MEMORY, "gcu_stream_create: out of memory");
+    if ((r = stream_init(s)) != GCU_SUCCESS) {
+        free(s);
+        return r;
+    }
+    *stream = s;
+    return GCU_SUCCESS;
+}
+
+gcu_error gcu_stream_destroy(gcu_stream stream)
+{
+    struct gcu_stream_s **p;
+    if (!stream) return fail(GCU_ERROR_INVALID_HANDLE, "gcu_stream_destroy: the default stream is not destroyed");
+    if (stream->magic != STREAM_MAGIC) return fail(GCU_ERROR_INVALID_HANDLE, "gcu_stream_destroy: not a stream");
+    pthread_mutex_lock(&g_streams_mu);
+    for (p = &g_streams; *p && *p != stream; p = &(*p)->next_stream) {
+    }
+    if (*p) *p = stream->next_stream;
+    pthread_mutex_unlock(&g_streams_mu);
+    pthread_mutex_lock(&stream->mu);
+    stream->stop = 1; /* the worker finishes the queue, then exits */
+    pthread_cond_broadcast(&stream->cv);
+    pthread_mutex_unlock(&stream->mu);
+    pthread_join(stream->thread, NULL);
+    stream->magic = 0;
+    pthread_cond_destroy(&stream->cv);
+    pthread_mutex_destroy(&stream->mu);
+    free(stream);
+    return GCU_SUCCESS;
+}
+
+gcu_error gcu_stream_synchronize(gcu_stream stream)
+{
+    gcu_error err = GCU_SUCCESS;
+    struct gcu_stream_s *s = resolve(stream, "gcu_stream_synchronize", &err);
+    return s ? drain(s) : err;
+}
+
+gcu_error gcu_stream_query(gcu_stream stream)
+{
+    gcu_error err = GCU_SUCCESS;
+    int idle;
+    struct gcu_stream_s *s = resolve(stream, "gcu_stream_query", &err);
+    if (!s) return err;
+    pthread_mutex_lock(&s->mu);
+    idle = !s->head && !s->busy;
+    pthread_mutex_unlock(&s->mu);
+    return idle ? GCU_SUCCESS : GCU_ERROR_NOT_READY;
+}
+
+gcu_error gcu_stream_wait_event(gcu_stream stream, gcu_event event)
+{
+    gcu_error err = GCU_SUCCESS;
+    struct gcu_stream_s *s = resolve(stream, "gcu_stream_wait_event", &err);
+    op *o;
+    unsigned long gen;
+    if (!s) return err;
+    if (!valid_event(event)) return fail(GCU_ERROR_INVALID_HANDLE, "gcu_stream_wait_event: not an event");
+    pthread_mutex_lock(&event->mu);
+    gen = event->recorded;
+    pthread_mutex_unlock(&event->mu);
+    if (gen == 0) return GCU_SUCCESS; /* nothing recorded: nothing to wait for */
+    if (!(o = new_op(OP_WAIT, 0, "gcu_stream_wait_event", &err))) return err;
+    o->event = event;
+    o->generation = gen;
+    return enqueue(s, o);
+}
+
+gcu_error gcu_event_record(gcu_event event, gcu_stream stream)
+{
+    gcu_error err = GCU_SUCCESS;
+    struct gcu_stream_s *s = resolve(stream, "gcu_event_record", &err);
+    op *o;
+    if (!s) return err;
+    if (!valid_event(event)) return fail(GCU_ERROR_INVALID_HANDLE, "gcu_event_record: not an event");
+    if (!(o = new_op(OP_RECORD, 0, "gcu_event_record", &err))) return err;
+    pthread_mutex_lock(&event->mu);
+    o->generation = ++event->recorded;
+    pthread_mutex_unlock(&event->mu);
+    o->event = event;
+    return enqueue(s, o);
+}
+
+gcu_error gcu_synchronize(void)
+{
+    struct gcu_stream_s *s;
+    /* each stream drains under the registry lock: streams created meanwhile have no earlier work */
+    pthread_mutex_lock(&g_streams_mu);
+    for (s = g_streams; s; s = s->next_stream) drain(s);
+    pthread_mutex_unlock(&g_streams_mu);
+    return GCU_SUCCESS;
+}
+
+/* ---- copies, sets, launches ------------------------------------------------------------ */
+static gcu_error check_copy(const char *fn, void *dst, const void *src, size_t bytes, gcu_memcpy_kind kind)
+{
+    int dst_dev = kind != GCU_MEMCPY_DEVICE_TO_HOST, src_dev = kind != GCU_MEMCPY_HOST_TO_DEVICE;
+    if (kind != GCU_MEMCPY_HOST_TO_DEVICE && kind != GCU_MEMCPY_DEVICE_TO_HOST && kind != GCU_MEMCPY_DEVICE_TO_DEVICE)
+        return fail(GCU_ERROR_INVALID_VALUE, "%s: unknown copy kind %d", fn, (int)kind);
+    if (bytes == 0) return GCU_SUCCESS;
+    if (!dst || !src) return fail(GCU_ERROR_INVALID_VALUE, "%s: NULL %s", fn, !dst ? "destination" : "source");
+    if (dst_dev != is_device(dst, bytes))
+        return fail(GCU_ERROR_INVALID_VALUE, "%s: the destination %p is %s", fn, dst,
+                    dst_dev ? "not inside a device allocation (of that many bytes)" : "device memory, not host");
+    if (src_dev != is_device(src, bytes))
+        return fail(GCU_ERROR_INVALID_VALUE, "%s: the source %p is %s", fn, src,
+                    src_dev ? "not inside a device allocation (of that many bytes)" : "device memory, not host");
+    return GCU_SUCCESS;
+}
+
+gcu_error gcu_memcpy_async(void *dst, const void *src, size_t bytes, gcu_memcpy_kind kind, gcu_stream stream)
+{
+    gcu_error err = check_copy("gcu_memcpy_async", dst, src, bytes, kind);
+    struct gcu_stream_s *s;
+    op *o;
+    if (err != GCU_SUCCESS) return err;
+    if (!(s = resolve(stream, "gcu_memcpy_async", &err))) return err;
+    if (bytes == 0) return GCU_SUCCESS;
+    if (!(o = new_op(OP_COPY, 0, "gcu_memcpy_async", &err))) return err;
+    o->dst = dst;
+    o->src = src;
+    o->bytes = bytes;
+    return enqueue(s, o);
+}
+
+gcu_error gcu_memcpy(void *dst, const void *src, size_t bytes, gcu_memcpy_kind kind)
+{
+    gcu_error err = check_copy("gcu_memcpy", dst, src, bytes, kind);
+    if (err != GCU_SUCCESS) return err;
+    if ((err = gcu_memcpy_async(dst, src, bytes, kind, NULL)) != GCU_SUCCESS) return err;
+    return gcu_stream_synchronize(NULL);
+}
+
+gcu_error gcu_memset_async(void *dev_ptr, int value, size_t bytes, gcu_stream stream)
+{
+    gcu_error err = GCU_SUCCESS;
+    struct gcu_stream_s *s;
+    op *o;
+    if (bytes && !is_device(dev_ptr, bytes))
+        return fail(GCU_ERROR_INVALID_VALUE, "gcu_memset: %p is not inside a device allocation of %zu bytes", dev_ptr, bytes);
+    if (!(s = resolve(stream, "gcu_memset_async", &err))) return err;
+    if (bytes == 0) return GCU_SUCCESS;
+    if (!(o = new_op(OP_SET, 0, "gcu_memset_async", &err))) return err;
+    o->dst = dev_ptr;
+    o->value = value;
+    o->bytes = bytes;
+    return enqueue(s, o);
+}
+
+gcu_error gcu_memset(void *dev_ptr, int value, size_t bytes)
+{
+    gcu_error err = gcu_memset_async(dev_ptr, value, bytes, NULL);
+    return err != GCU_SUCCESS ? err : gcu_stream_synchronize(NULL);
+}
+
+gcu_error gcu_launch(gcu_kernel kernel, const void *args, size_t args_size, gcu_stream stream)
+{
+    gcu_error err = GCU_SUCCESS;
+    struct gcu_stream_s *s;
+    op *o;
+    if (!kernel) return fail(GCU_ERROR_INVALID_VALUE, "gcu_launch: kernel is NULL");
+    if (args_size && !args) return fail(GCU_ERROR_INVALID_VALUE, "gcu_launch: %zu argument bytes at NULL", args_size);
+    if (!(s = resolve(stream, "gcu_launch", &err))) return err;
+    if (!(o = new_op(OP_LAUNCH, args_size, "gcu_launch", &err))) return err;
+    o->kernel = kernel;
+    if (args_size) memcpy(o->args, args, args_size);
+    return enqueue(s, o);
+}
