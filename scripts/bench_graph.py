@@ -22,6 +22,7 @@ ablation (`ckc inspect --json`): arena bytes vs naive sum vs max-live lower boun
 
     scripts/bench_graph.py [--threads 2] [--reps 7] [--only mlp|block] [--no-arena]
                            [--contenders ckc,torch,torch-tuned,gcu,inductor]
+    scripts/bench_graph.py --paired      eager vs gcu vs inductor in one process (see paired())
 """
 import argparse
 import json
@@ -139,6 +140,54 @@ def arena_report(out_dir):
             print(f"{name:20}{label:46}{arena / 1024:10.1f}K{naive / 1024:10.1f}K{lower / 1024:12.1f}K")
 
 
+def paired(a):
+    """eager, torch.compile(backend="gcu") and torch.compile (inductor) in one process, interleaved round by
+    round: with several torch processes alive, this machine's timings of the torch ones swing by 10x."""
+    import shutil
+
+    import torch
+    torch.set_num_threads(a.threads)
+    os.environ["CKC_CACHE_DIR"] = cache = os.path.join(a.out, "paired-cache")
+    shutil.rmtree(cache, ignore_errors=True)
+    kinds = ["eager", "gcu", "inductor"]
+    print(f"\n{a.threads} threads, one process, median of {a.reps} interleaved rounds (ratio < 1: gcu is faster)")
+    print(f"{'config':20}{'eager':>11}{'gcu':>11}{'inductor':>11}{'gcu/eager':>11}{'gcu/ind.':>10}"
+          f"{'gcu 1st call':>14}{'ind. 1st':>10}")
+    slower = []
+    for name, wl, dims in workloads(a.only):
+        torch._dynamo.reset()  # dynamo recompiles a code object at most 8 times, then runs it eagerly
+        module, x = make(wl, dims)
+        fns, first = {"eager": module}, {}
+        for k in ("gcu", "inductor"):
+            fns[k] = torch.compile(module, backend=k, dynamic=False)
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                fns[k](x)
+            first[k] = time.perf_counter() - t0
+        times = {k: [] for k in kinds}
+        with torch.no_grad():
+            n = max(1, int(a.min_time / max(min(timeit(fns[k], x, 1) for k in kinds), 1e-7)))
+            for _ in range(a.reps):
+                for k in kinds:
+                    time.sleep(a.gap / 4)
+                    times[k].append(timeit(fns[k], x, n))
+        med = {k: statistics.median(v) for k, v in times.items()}
+        if med["gcu"] >= med["eager"]:
+            slower.append(name)
+        print(f"{name:20}" + "".join(f"{fmt_time(med[k]):>11}" for k in kinds) +
+              f"{med['gcu'] / med['eager']:10.2f}x{med['gcu'] / med['inductor']:9.2f}x{first['gcu']:13.2f}s"
+              f"{first['inductor']:9.2f}s")
+    print("gcu is faster than eager PyTorch at every config" if not slower else
+          f"gcu is NOT faster than eager PyTorch at: {', '.join(slower)}")
+
+
+def timeit(fn, x, n):
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn(x)
+    return (time.perf_counter() - t0) / n
+
+
 def first_call_report(a, kinds, gcu_cache):
     """gcu's first call in the measured worker (cold cache: ckc + cc) and in a fresh process on the warm cache;
     inductor's first call for comparison."""
@@ -168,11 +217,15 @@ def main():
     ap.add_argument("--no-arena", action="store_true", help="skip the memory-plan report")
     ap.add_argument("--contenders", default="ckc,torch,torch-tuned")
     ap.add_argument("--out", default=os.path.join(ckc.ROOT, "out", "bench-graph"))
+    ap.add_argument("--paired", action="store_true",
+                    help="only eager vs torch.compile (gcu, inductor), in one process, interleaved")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--config", help=argparse.SUPPRESS)  # a worker for one workload
     a = ap.parse_args()
     if a.worker:
         return worker(a.worker, a.threads, a.out, a.only, a.config)
+    if a.paired:
+        return paired(a)
 
     import numpy as np
 

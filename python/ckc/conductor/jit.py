@@ -311,6 +311,7 @@ class _Specializing:
     def __init__(self, agm, name, options, whole_key=None):
         self.agm, self.name, self.options, self.whole_key = agm, name, options, whole_key
         self.builds = {}
+        self.plan = None  # set when the static graph became one library (_whole_graph_plan)
         self.warned = False
         self.symbolic = _is_symbolic(agm)
 
@@ -346,7 +347,8 @@ class _Specializing:
         if _collector is not None:
             _collector.append(report)
         if self.whole_key and not self.symbolic and len(keep) == len(args):
-            cache.remember_whole_graph(self.whole_key, _whole_graph_plan(fused))
+            self.plan = _whole_graph_plan(fused)
+            cache.remember_whole_graph(self.whole_key, self.plan)
         return fused, keep
 
 
@@ -382,11 +384,12 @@ def _whole_graph_plan(fused):
 def _whole_graph_key(gm, example_inputs, options):
     """A key for a dynamo graph with static shapes and no constants of its own, or None."""
     import torch
+    from torch._subclasses.fake_tensor import is_fake
     if any(n.op == "get_attr" for n in gm.graph.nodes):
         return None
     meta = []
     for t in example_inputs:
-        if not isinstance(t, torch.Tensor) or any(not isinstance(d, int) for d in t.shape):
+        if not isinstance(t, torch.Tensor) or is_fake(t) or any(not isinstance(d, int) for d in t.shape):
             return None
         meta.append((tuple(t.shape), str(t.dtype), tuple(t.stride())))
     return cache.key_of({"code": gm.code, "inputs": repr(meta), "torch": torch.__version__}, {}, options)
@@ -395,8 +398,12 @@ def _whole_graph_key(gm, example_inputs, options):
 def _whole_graph_runner(key):
     """The cached whole-graph library for this key as the compiled function, or None."""
     plan = cache.recall_whole_graph(key)
-    if plan is None:
-        return None
+    return _runner_of(plan) if plan else None
+
+
+def _runner_of(plan):
+    """A whole-graph plan (_whole_graph_plan) as the compiled function: the library called on dynamo's own
+    arguments, nothing in between."""
     from ..graph import GraphModel
     entry = plan["entry"]
     weights = os.path.join(entry, "model.weights.safetensors")
@@ -490,13 +497,27 @@ def gcu(gm, example_inputs, options=()):
             WHOLE_GRAPH_HITS[0] += 1
             return hit
 
+    built = []
+
     def forward(agm, _fake_inputs):
-        return _Specializing(agm, name, tuple(options), whole_key)
+        built.append(_Specializing(agm, name, tuple(options), whole_key))
+        return built[-1]
 
     def backward(agm, _fake_inputs):
         return agm  # gradients run eagerly (training is the training issue's)
 
-    return aot_module_simplified(gm, example_inputs, fw_compiler=forward, bw_compiler=backward, decompositions=table)
+    compiled = aot_module_simplified(gm, example_inputs, fw_compiler=forward, bw_compiler=backward,
+                                     decompositions=table)
+    if whole_key:
+        # dynamo hands over real example inputs: build now, and when the graph became one library, return the
+        # library itself, without AOTAutograd's runtime wrapper around it (its per-call cost is that of the
+        # kernels on small inputs)
+        with torch.no_grad():
+            compiled(*example_inputs)
+        plan = built and built[-1].plan
+        if plan:
+            return _runner_of(plan)
+    return compiled
 
 
 def explain(model, example_inputs):
