@@ -9,9 +9,12 @@
 // recognize, and why the fold-only ops (ARANGE, FULL, CMP, CAST, WHERE, TRIL)
 // never need kernels: one reaching codegen is reported as an error.
 //
-// Left alone: section outputs, nodes without an evaluator, and results much
-// larger than their inputs unless the op is fold-only (folding an EXPAND of a
-// bias would only inflate the weights file).
+// A fold-only op producing a section output (a constant the graph returns)
+// folds into a constant COPYed to the output's buffer.
+//
+// Left alone: other section outputs, nodes without an evaluator, and results
+// much larger than their inputs unless the op is fold-only (folding an EXPAND
+// of a bias would only inflate the weights file).
 #include <fmt/format.h>
 
 #include "passes/match.h"
@@ -28,7 +31,8 @@ constexpr int64_t kSmall = 1 << 16;  // results up to this many elements always 
 bool try_fold(Graph &g, Program &p, const Node &n)
 {
     const OpDef &d = op_def(n.op);
-    if (!d.eval || g.is_output(n.output) || g.tensor(n.output).storage != Storage::Activation) return false;
+    bool pinned = g.is_output(n.output) || g.tensor(n.output).storage != Storage::Activation;
+    if (!d.eval || (pinned && !d.fold_only)) return false;
     std::vector<const ConstData *> in;
     int64_t largest = 0;
     for (const auto &i : n.inputs) {
@@ -55,6 +59,13 @@ bool try_fold(Graph &g, Program &p, const Node &n)
     // that a value derived from a layer's weight keeps the layer in its name and the layers still fold
     std::string base = n.inputs.empty() ? "const." + name : fmt::format("{}.{}", n.inputs[0], to_lower(op_name(n.op)));
     std::string c = add_constant(p, g, base, std::move(out));
+    if (pinned) {  // the caller's buffer still receives the value
+        Node copy;
+        copy.op = Op::COPY;
+        copy.inputs = {c};
+        replace_node(g, n, copy);
+        return true;
+    }
     g.replace_uses(old, c);
     std::vector<std::string> inputs = n.inputs;
     g.remove_node(name);

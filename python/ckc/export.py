@@ -626,6 +626,10 @@ def _select(c, n, x, dim, index):
 
 
 def _cat(c, n, tensors, dim=0):
+    # torch.cat skips 1-D empty tensors whatever the others' rank (an empty KV cache before its first update)
+    tensors = [t for t in tensors if list(c.shape(t)) != [0]]
+    if not tensors:
+        c.fail("cat of empty tensors only")
     ts = [c.t(t) for t in tensors]
     if len(ts) == 1:
         return ts[0]

@@ -150,6 +150,8 @@ class GraphModel(_Handle):
         in_p = (ctypes.c_void_p * max(1, len(ins)))()
         out_p = (ctypes.c_void_p * max(1, len(outs)))()
         run, h, check = self.lib.ck_graph_run, self.h, self._check
+        empty = ctypes.c_int64(0)  # what an input with no elements points at (torch gives it address 0)
+        empty_p = ctypes.addressof(empty)
 
         def call(*args):
             if len(args) != len(ins):
@@ -163,10 +165,10 @@ class GraphModel(_Handle):
                     keep.append(t)
                 elif t.shape != shape:
                     raise CkError(-1, f"input '{name}' must have shape {list(shape)}, got {list(t.shape)}")
-                in_p[i] = t.data_ptr()
+                in_p[i] = t.data_ptr() or empty_p
             results = [torch.empty(shape, dtype=dt) for shape, dt in outs]
             for j, o in enumerate(results):
-                out_p[j] = o.data_ptr()
+                out_p[j] = o.data_ptr() or empty_p
             rc = run(h, in_p, out_p)
             if rc != 0:
                 check(rc)

@@ -183,6 +183,31 @@ def test_a_partition_that_fails_to_compile_runs_eagerly_with_one_warning():
     assert "no_such_pass" in failed[0] and "node" in failed[0] and "aten." in failed[0]
 
 
+def test_a_transformers_llama_compiles_and_matches():
+    """transformers' LlamaForCausalLM (the tiny config) through torch.compile(backend="gcu"): its GEMMs,
+    norms, RoPE and attention compile; what HF computes from constants (the RoPE tables' cos / sin, mask
+    building) is evaluated once and compiled in; the logits match eager."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+    cfg = json.load(open(os.path.join(ROOT, "models", "tiny-llama", "config.json")))
+    model_type = cfg.pop("model_type")
+    cfg.pop("architectures", None)
+    torch.manual_seed(0)
+    hf = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **cfg)).eval()
+    ids = torch.randint(0, 256, (1, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = hf(ids).logits
+        reports = ckc.explain(hf, (ids,))
+        torch._dynamo.reset()
+        out = torch.compile(hf, backend="gcu")(ids).logits
+    assert max_diff(out, ref) < TOL
+    r = max(reports, key=lambda g: len(g.nodes))
+    compiled = [n for n in r.nodes if n.compiled]
+    assert len(compiled) >= 0.8 * len(r.nodes), str(r)
+    assert sum(n.op == "aten.mm" or n.op == "aten.addmm" for n in compiled) >= 14  # 7 projections x 2 layers
+    assert not any("failed to compile" in n.reason for n in r.nodes), str(r)
+
+
 def test_missing_c_compiler_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(ckc.build.shutil, "which", lambda name: None)
     with pytest.raises(RuntimeError, match="no C compiler.*install"):

@@ -483,3 +483,14 @@ TEST_CASE("fuse_matmul_add: an ADD of a scalar (one input) is left alone", "[gra
     )";
     CHECK_FALSE(check_pass("fuse_matmul_add", graph, graph));
 }
+
+TEST_CASE("constant_fold: a fold-only op producing an output becomes a COPY of its value", "[graph-passes]")
+{
+    CHECK(check_pass("constant_fold", R"(
+        FULL -> y[2, 3]:output  dtype="f32" shape=[2, 3] value=1.5
+        RELU x[2, 3]:input -> z[2, 3]:output
+    )", R"(
+        COPY const.y[2, 3]:weight -> y[2, 3]:output
+        RELU x[2, 3]:input -> z[2, 3]:output
+    )"));
+}

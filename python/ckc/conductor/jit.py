@@ -91,10 +91,11 @@ _FOLD_ONLY = {"aten.where", "aten.tril", "aten.eq", "aten.ne", "aten.lt", "aten.
 
 
 def _static_nodes(gm):
-    """Nodes computed from no input at all (iota, constant fills), which ckc folds at compile time."""
+    """Constants (get_attr) and nodes computed from them only (iota, constant fills, masks), which ckc folds at
+    compile time."""
     static = set()
     for n in gm.graph.nodes:
-        if n.op == "call_function" and all(a in static for a in n.all_input_nodes):
+        if n.op == "get_attr" or (n.op == "call_function" and all(a in static for a in n.all_input_nodes)):
             static.add(n)
     return static
 
@@ -182,8 +183,9 @@ def _specialize(agm, args):
     return gm, keep, {n: v for n, v in values.items() if n not in scalar}
 
 
-def _partition_module(model, multi):
-    """A fused submodule's replacement: an nn.Module calling the compiled library on torch tensors."""
+def _partition_module(model, multi, keep):
+    """A fused submodule's replacement: an nn.Module calling the compiled library on torch tensors (the
+    arguments at `keep`: the others are constants compiled in)."""
     import torch
 
     class CompiledPartition(torch.nn.Module):
@@ -194,7 +196,7 @@ def _partition_module(model, multi):
             self.run = model.torch_runner()
 
         def forward(self, *args):
-            outs = self.run(*args)
+            outs = self.run(*[args[i] for i in keep])
             return tuple(outs) if self.multi else outs[0]
 
     return CompiledPartition()
@@ -233,15 +235,19 @@ def _compile_partitions(gm, values, name, options, report):
                 continue
             sub = getattr(fused, node.target)
             args = [a.meta["ck_value"] if isinstance(a, torch.fx.Node) else a for a in node.args]
+            # graph constants, and values computed from constants only (even by ops ckc does not run: the
+            # RoPE tables' cos / sin, a mask's any / logical_and) are the same on every call: compiled in
+            constant = [isinstance(a, torch.fx.Node) and (a.op == "get_attr" or a.name in static_names)
+                        for a in node.args]
             try:
-                model = _compile_one(sub, args, options)
+                model = _compile_one(sub, args, constant, options)
             except ex.ExportError as e:
                 if e.node and e.node not in rejected:
                     failure = (e.node, str(e))
                     break
                 model, reason = None, str(e)
             except RuntimeError as e:  # ckc compile or cc
-                model, reason = None, str(e).strip().splitlines()[-1] if str(e).strip() else repr(e)
+                model, reason = None, _first_error_line(str(e))
             if model is None:
                 first = next(n for n in sub.graph.nodes if n.op == "call_function")
                 warnings.warn(f"ckc (gcu): partition {node.target} runs eagerly: compiling it failed at op "
@@ -251,7 +257,8 @@ def _compile_partitions(gm, values, name, options, report):
                         rejected.setdefault(n.name, f"its partition failed to compile: {reason}")
                 continue
             out = sub.graph.output_node().args[0]
-            compiled[node.target] = _partition_module(model, isinstance(out, (tuple, list)))
+            compiled[node.target] = _partition_module(model, isinstance(out, (tuple, list)),
+                                                      [i for i, c in enumerate(constant) if not c])
             # the node's value for later partitions' example inputs
             node.meta["ck_value"] = sub(*args)
             for user in node.users:
@@ -268,7 +275,7 @@ def _compile_partitions(gm, values, name, options, report):
         fused.graph.lint()
         fused.recompile()
         for n in gm.graph.nodes:
-            if n.op in ("placeholder", "output"):
+            if n.op in ("placeholder", "output", "get_attr"):
                 continue
             reason = _unsupported_reason(n, rejected, {n} if n.name in static_names else set())
             i = in_part.get(n.name)
@@ -283,20 +290,33 @@ def _compile_partitions(gm, values, name, options, report):
     raise RuntimeError("ckc (gcu): partitioning did not converge")  # every pass rejects one more node
 
 
-def _compile_one(sub, args, options):
-    """A GraphModel for one fused submodule called with `args` (real tensors)."""
+def _first_error_line(message):
+    """The line of a failed command's output that says what went wrong (ckc's "error:" line, cc's first error),
+    else its first line."""
+    lines = [ln.strip() for ln in message.strip().splitlines() if ln.strip()]
+    for ln in lines:
+        if "error:" in ln or ln.startswith("no C compiler"):
+            return ln
+    return lines[0] if lines else "unknown error"
+
+
+def _compile_one(sub, args, constant, options):
+    """A GraphModel for one fused submodule called with `args` (real tensors); the arguments flagged in
+    `constant` are the graph's own constants (get_attr), compiled in and folded like buffers."""
     import torch
 
     from ..graph import GraphModel
     placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
-    feeds = dict(zip(placeholders, args))
-    values = ex._record_values(sub, placeholders, feeds, {})
-    for p in placeholders:
+    inputs = [p for p, c in zip(placeholders, constant) if not c]
+    consts = {p: (p.name, a) for p, a, c in zip(placeholders, args, constant) if c}
+    feeds = {p: a for p, a, c in zip(placeholders, args, constant) if not c}
+    values = ex._record_values(sub, placeholders, feeds, consts)
+    for p in inputs:
         v = values[p]
         if not isinstance(v, torch.Tensor):
             raise ex.ExportError(f"input {p.name} is a {type(v).__name__}")
     # nothing process-specific in the document: it is the cache key, shared across processes
-    doc, data = ex.graph_document(sub, placeholders, {}, set(), values, [p.name for p in placeholders], None,
+    doc, data = ex.graph_document(sub, inputs, consts, set(), values, [p.name for p in inputs], None,
                                   "torch.compile partition", f"ckc.conductor (torch {torch.__version__})")
     entry, _built = get_or_build(doc, data, options)
     weights = os.path.join(entry, "model.weights.safetensors")
