@@ -198,6 +198,7 @@ struct CompileArgs {
     CommonOptions common;
     std::string output;
     bool report = false;
+    std::string target = "cpu";
 };
 
 CLI::App *add_compile(CLI::App &app, CompileArgs &a)
@@ -207,6 +208,11 @@ CLI::App *add_compile(CLI::App &app, CompileArgs &a)
     cmd->add_option("-o,--output", a.output, "the C file to write, e.g. out/model.c")->required();
     cmd->add_flag("--report", a.report,
                   "print node counts around each pass and the memory plan (arena vs naive sum vs max-live lower bound)");
+    cmd->add_option("--target", a.target,
+                    "cpu (default): kernels run on the calling thread's OpenMP pool; gcu: on the gcu device "
+                    "(runtime/include/gcu.h; the host implementation runs them on a stream's worker thread). "
+                    "gcu compiles exported graphs; language models are not supported on it yet")
+        ->check(CLI::IsMember({"cpu", "gcu"}));
     cmd->footer("Then build it (OUTPUT.kernels lists the runtime sources it needs, by absolute path):\n"
                 "  cc -O3 -fPIC -shared -I \"$(ckc --include-dir)\" OUTPUT $(cat OUTPUT.kernels) -lopenblas -lm "
                 "-fopenmp -o libmodel.so");
@@ -222,6 +228,10 @@ int run_compile(const CompileArgs &a, const std::string &command)
     cg.passes = b.passes;
     cg.runtime_dir = home + "/runtime";
     cg.output_name = a.output.substr(a.output.rfind('/') == std::string::npos ? 0 : a.output.rfind('/') + 1);
+    cg.target = a.target;
+    if (a.target == "gcu" && b.program.info.kind != ModelKind::Graph)
+        input_error(a.common.input + ": --target gcu compiles exported graphs (graph.json) only for now; a language "
+                    "model config compiles for --target cpu");
     AtomicFiles files;  // model.c, model.c.kernels (and a graph's weights) appear together or not at all
     if (b.program.info.kind == ModelKind::Graph) {
         GraphCodegenResult r = generate_graph_c(b.program, b.plan, cg, read_file(home + "/templates/graph_model.c.in"));

@@ -59,3 +59,9 @@ PYEOF
 cc $SAN -I runtime/include tests/c/graph_check.c "$OUT/graph/model.c" $(cat "$OUT/graph/model.c.kernels") \
    -lopenblas -lm -fopenmp -o "$OUT/graph/graph_check"
 "$OUT/graph/graph_check" "$OUT/graph/model.weights.safetensors" 96
+
+# the same graph on the gcu device (--target gcu): uploads, the stream's worker thread, copies in and out
+"$CKC" compile "$OUT/graph/export/graph.json" -o "$OUT/graph-gcu/model.c" --target gcu
+cc $SAN -I runtime/include tests/c/graph_check.c "$OUT/graph-gcu/model.c" $(cat "$OUT/graph-gcu/model.c.kernels") \
+   -lopenblas -lm -fopenmp -lpthread -o "$OUT/graph-gcu/graph_check"
+"$OUT/graph-gcu/graph_check" "$OUT/graph-gcu/model.weights.safetensors" 96

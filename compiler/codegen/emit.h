@@ -36,6 +36,9 @@ public:
     // A size as C: the program's name for it (ModelInfo::sizes: "CK_FFN") or the number.
     virtual std::string dim(int64_t v) const { return std::to_string(v); }
     virtual bool aliased() const = 0;         // the planner made the output a view: no kernel to run
+    // The statement that reports a failed run-time check: `return ck_fail(code, "message");` on the host, a
+    // status store on a device (program_c.h).
+    virtual std::string fail(const std::string &code, const std::string &message) const;
 
     // conveniences over the current node
     std::string in(size_t i) const { return ptr(n.inputs.at(i)); }

@@ -43,8 +43,8 @@ void embedding_emit(EmitCtx &c)
     }
     c.w.open(fmt::format("if (ck_embedding_i64({}, {}, {}, {}, {}, {}) >= 0)", c.out(), c.in(1), c.in(0),
                          c.numel(c.n.inputs[0]), C, V));
-    c.w.line(fmt::format("return ck_fail(CK_EINVAL, \"'{}': an id of '{}' is outside the vocabulary [0, {})\");",
-                         c.n.name, c.n.inputs[0], V));
+    c.w.line(c.fail("CK_EINVAL", fmt::format("'{}': an id of '{}' is outside the vocabulary [0, {})", c.n.name,
+                                             c.n.inputs[0], V)));
     c.w.close();
 }
 
@@ -395,6 +395,11 @@ std::vector<Lowering> build_lowerings()
 }
 
 }  // namespace
+
+std::string EmitCtx::fail(const std::string &code, const std::string &message) const
+{
+    return fmt::format("return ck_fail({}, {});", code, c_string(replace_all(message, "%", "%%")));
+}
 
 std::string EmitCtx::rows(const std::string &tensor) const
 {

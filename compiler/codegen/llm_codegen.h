@@ -15,6 +15,7 @@ struct CodegenOptions {
     std::vector<std::string> passes;       // the passes that ran
     std::string runtime_dir;               // absolute path of runtime/
     std::string output_name = "model.c";
+    std::string target = "cpu";            // "cpu", or "gcu": the kernels run on the gcu device (runtime/include/gcu.h)
 };
 
 struct CodegenResult {

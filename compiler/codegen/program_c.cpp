@@ -87,10 +87,31 @@ struct SectionState {
     const WeightTable &wt;
     Target &target;
     std::map<std::string, std::string> local;  // tensor -> C local
+    // device targets: a kernel reads weights through pointer locals passed in the frame, never through
+    // the handle (host memory); the section function declares them
+    NameSet *names = nullptr;
+    std::vector<std::pair<std::string, std::string>> *decls = nullptr;  // declaration, comment
+    std::map<std::string, std::string> weight_local;                    // weight expression -> local
 
     const Shape &root_shape(const std::string &root) const
     {
         return root == kCarryRoot ? p.carry_shape : g.tensor(root).shape;
+    }
+
+    // A pointer local for `expr` (declared once, passed in the frame).
+    std::string device_local(const std::string &type, const std::string &hint, const std::string &expr,
+                             const std::string &note)
+    {
+        auto it = weight_local.find(expr);
+        if (it != weight_local.end()) return it->second;
+        std::string name = names->take(hint);
+        decls->push_back({fmt::format("{}{} = {};", type, name, expr), note});
+        return weight_local[expr] = name;
+    }
+    std::string device_weight(const Tensor &t, const std::string &expr)
+    {
+        return device_local(std::string("const ") + c_type(t.dtype) + " *", "w_" + c_identifier(t.name), expr,
+                            fmt::format("{} weight {}", shape_str(t.shape), t.name));
     }
 };
 
@@ -100,7 +121,11 @@ public:
     std::string ptr(const std::string &t) const override
     {
         const Tensor &tt = g.tensor(t);
-        if (tt.storage == Storage::Weight) return st_.wt.expr(st_.sec, tt, st_.target.weights(st_.sec));
+        if (tt.storage == Storage::Weight) {
+            std::string e = st_.wt.expr(st_.sec, tt, st_.target.weights(st_.sec));
+            if (tt.dtype != DType::F32) e = st_.target.inline_const(tt, e);
+            return st_.target.device() ? st_.device_weight(tt, e) : e;
+        }
         return name(t);
     }
     std::string ld(const std::string &t) const override
@@ -138,9 +163,18 @@ public:
     {
         auto it = st_.sp.scratch.find(n.name);
         if (it == st_.sp.scratch.end()) internal_error("codegen: node '" + n.name + "' has no scratch");
-        return "(float *)(" + st_.target.arena(offset_name(st_.sec, it->second), false) + ")";
+        std::string e = "(float *)(" + st_.target.arena(offset_name(st_.sec, it->second), false) + ")";
+        return st_.target.device() ? st_.device_local("float *", "scratch_" + c_identifier(n.name), e,
+                                                      "scratch of " + n.name)
+                                   : e;
     }
     bool aliased() const override { return st_.sp.views.count(n.name) != 0; }
+    std::string fail(const std::string &code, const std::string &message) const override
+    {
+        if (!st_.target.device()) return EmitCtx::fail(code, message);
+        int id = st_.target.device_check(code, message);
+        return fmt::format("{{ f_->status[0] = {}; return; }} /* {} */", id, comment_safe(message));
+    }
 
 private:
     SectionState &st_;
@@ -309,8 +343,10 @@ namespace {
 class SectionWriter {
 public:
     SectionWriter(const Program &p, Section sec, const SectionPlan &sp, const WeightTable &wt, Target &target)
-        : st_{p, sec, p.section(sec), sp, wt, target, {}}, names_({"m", "g", "w", "T", "layer", "pos0"})
+        : st_{p, sec, p.section(sec), sp, wt, target, {}}, names_({"m", "g", "w", "T", "layer", "pos0", "f_"})
     {
+        st_.names = &names_;
+        st_.decls = &decls_;
     }
 
     std::string write()
@@ -328,7 +364,22 @@ public:
         }
         emit_copies();
         body_.line("return CK_OK;");
-        return trace_table() + frame();
+        return trace_table() + device_kernels() + frame();
+    }
+
+    // The frame struct and the trampolines of a device section.
+    std::string device_kernels() const
+    {
+        if (!st_.target.device()) return "";
+        CWriter w;
+        w.open("typedef struct");
+        for (const auto &[type, name] : frame_fields()) w.line(fmt::format("{}{};", type, name));
+        w.line("int *status; /* device: the number of a failed run-time check */");
+        w.close(fmt::format("}} {}_frame;", function_name()));
+        w.line();
+        std::string out = w.str();
+        for (const auto &k : kernels_) out += k + "\n";
+        return out;
     }
 
 private:
@@ -399,15 +450,73 @@ private:
                                         "integer and bool tensors as ids, masks and moved data)",
                                         n.name, op_name(n.op), from, n.inputs[i], dtype_name(g.tensor(n.inputs[i]).dtype)));
         body_.comment(comment_safe(n.origin.empty() ? n.name : n.origin.str()));
-        SectionEmitCtx ctx(body_, st_, n);
+        if (!st_.target.device()) {
+            SectionEmitCtx ctx(body_, st_, n);
+            lowering(n.op).emit(ctx);
+            return;
+        }
+        CWriter kernel;
+        kernel.indent();
+        SectionEmitCtx ctx(kernel, st_, n);
         lowering(n.op).emit(ctx);
+        std::string fn = fmt::format("{}_k{}", function_name(), kernels_.size());
+        kernels_.push_back(trampoline(fn, n, kernel.str()));
+        body_.line(fmt::format("CK_GCU(gcu_launch({}, &f_, sizeof f_, {}));", fn, st_.target.stream()));
     }
 
-    // CK_TRACE_NODE after every node with a float32 output (not the KV store's side effect).
+    // "ckg_block": the section function's name, from the target's signature.
+    std::string function_name() const
+    {
+        static const std::regex re("(\\w+)\\(");
+        std::smatch m;
+        std::string sig = st_.target.signature(st_.sec);
+        if (!std::regex_search(sig, m, re)) internal_error("codegen: no function name in '" + sig + "'");
+        return m[1].str();
+    }
+
+    // A launched kernel: unpacks what `code` uses from the section's frame, then runs it.
+    std::string trampoline(const std::string &fn, const Node &n, const std::string &code) const
+    {
+        CWriter w;
+        w.line(fmt::format("/* {} ({}) */", comment_safe(n.name), op_name(n.op)));
+        w.line(fmt::format("static void {}(void *frame)", fn));
+        w.line("{");
+        w.indent();
+        w.line(fmt::format("const {}_frame *f_ = (const {}_frame *)frame;", function_name(), function_name()));
+        auto uses = [&](const std::string &name) { return std::regex_search(code, std::regex("\\b" + name + "\\b")); };
+        for (const auto &param : frame_fields())
+            if (uses(param.second)) w.line(fmt::format("{}{} = f_->{};", param.first, param.second, param.second));
+        w.dedent();
+        return w.str() + code + "}\n";
+    }
+
+    // (type, name) of every frame field: the target's parameters, the block's weights, the pointer locals.
+    std::vector<std::pair<std::string, std::string>> frame_fields() const
+    {
+        std::vector<std::pair<std::string, std::string>> out;
+        static const std::regex split("^(.*[\\s*])(\\w+)$");
+        std::vector<std::string> params = st_.target.frame_params(st_.sec);
+        for (const auto &p : params) {
+            std::smatch m;
+            if (!std::regex_match(p, m, split)) internal_error("codegen: frame parameter '" + p + "'");
+            out.push_back({m[1].str(), m[2].str()});
+        }
+        for (const auto &[decl, note] : decls_) {
+            auto eq = decl.find(" = ");
+            std::smatch m;
+            std::string lhs = decl.substr(0, eq);
+            if (!std::regex_match(lhs, m, split)) internal_error("codegen: local '" + lhs + "'");
+            out.push_back({m[1].str(), m[2].str()});
+        }
+        return out;
+    }
+
+    // CK_TRACE_NODE after every node with a float32 output (not the KV store's side effect). Not on a device:
+    // its buffers are not the host's to read.
     void trace(const Node &n)
     {
         const Tensor &t = st_.g.tensor(n.output);
-        if (t.dtype != DType::F32 || op_def(n.op).side_effects) return;
+        if (t.dtype != DType::F32 || op_def(n.op).side_effects || st_.target.device()) return;
         SectionEmitCtx ctx(body_, st_, n);
         int64_t cols = t.shape.empty() ? 1 : t.shape.back();
         Shape lead(t.shape.begin(), t.shape.empty() ? t.shape.end() : t.shape.end() - 1);
@@ -428,11 +537,15 @@ private:
         const Graph &g = st_.g;
         for (const auto &[t, pin] : st_.sp.copies) {
             std::string dst = pin == kCarryRoot ? st_.target.carry() : st_.target.output(g.tensor(pin));
-            body_.line(fmt::format("memcpy({}, {}, {} * sizeof(float)); /* {} -> {} */", dst, st_.local.at(t),
-                                   shape_has_tokens(g.tensor(t).shape)
-                                       ? fmt::format("(size_t)T * {}", shape_numel_fixed(g.tensor(t).shape))
-                                       : std::to_string(shape_numel_fixed(g.tensor(t).shape)),
-                                   t, pin == kCarryRoot ? "residual stream" : pin));
+            std::string n = shape_has_tokens(g.tensor(t).shape)
+                                ? fmt::format("(size_t)T * {}", shape_numel_fixed(g.tensor(t).shape))
+                                : std::to_string(shape_numel_fixed(g.tensor(t).shape));
+            std::string what = fmt::format("/* {} -> {} */", t, pin == kCarryRoot ? "residual stream" : pin);
+            if (st_.target.device())
+                body_.line(fmt::format("CK_GCU(gcu_memcpy_async({}, {}, {} * sizeof(float), GCU_MEMCPY_DEVICE_TO_DEVICE, "
+                                       "{})); {}", dst, st_.local.at(t), n, st_.target.stream(), what));
+            else
+                body_.line(fmt::format("memcpy({}, {}, {} * sizeof(float)); {}", dst, st_.local.at(t), n, what));
         }
     }
 
@@ -476,10 +589,18 @@ private:
         // what the function reads when CK_TRACE_NODE compiles to nothing
         static const std::regex trace_line("\\s*CK_TRACE_NODE\\(.*\\n");
         std::string code = std::regex_replace(text, trace_line, "\n");
-        if (sec == Section::Block && code.find("w->") != std::string::npos) w.line(st_.target.block_preamble());
+        bool device = st_.target.device();
+        if (sec == Section::Block && (device || code.find("w->") != std::string::npos)) w.line(st_.target.block_preamble());
         size_t width = 0;
         for (const auto &[decl, note] : decls_) width = std::max(width, decl.size());
         for (const auto &[decl, note] : decls_) w.line(fmt::format("{:<{}} /* {} */", decl, width, comment_safe(note)));
+        if (device) {  // the frame every kernel of the section reads; the launches follow
+            w.line(fmt::format("{}_frame f_;", function_name()));
+            for (const auto &field : frame_fields()) w.line(fmt::format("f_.{0} = {0};", field.second));
+            w.line(fmt::format("f_.status = {};", st_.target.device_status()));
+            w.line();
+            return w.str() + text + "}\n";
+        }
         std::vector<std::string> unused;
         for (const auto &param : st_.target.maybe_unused()) {
             std::regex word("\\b" + param + "\\b");
@@ -500,6 +621,7 @@ private:
     std::vector<std::pair<std::string, std::string>> decls_;  // declaration, comment
     CWriter body_;
     std::vector<std::string> sites_;  // CK_TRACE_<SECTION> rows
+    std::vector<std::string> kernels_;  // device targets: one trampoline per node
 };
 
 }  // namespace

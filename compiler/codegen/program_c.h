@@ -30,6 +30,24 @@ public:
     virtual std::string block_preamble() const = 0;                  // first line of the block function
     virtual std::string rope_table(const Node &rope) = 0;            // C prefix of a RoPE table
     virtual std::string tracer() const = 0;                          // the handle's ck_tracer: "m->trace"
+
+    // ---- device targets (--target gcu): every node's kernel code becomes a trampoline
+    // `static void <fn>_k<i>(void *frame)` launched on the device stream through gcu.h; the section
+    // function only fills the frame (its pointer locals and parameters) and launches.
+    virtual bool device() const { return false; }
+    virtual std::vector<std::string> frame_params(Section) const { return {}; }  // {"ck_graph *g", "int layer"}
+    virtual std::string stream() const { return ""; }                             // "g->stream"
+    virtual std::string device_status() const { return ""; }                      // "g->dev_status"
+    // The C expression of an inline (non-float) constant array `array` holding tensor t.
+    virtual std::string inline_const(const Tensor &, const std::string &array) const { return array; }
+    // Run-time checks in device code cannot return an error: they store their number (1-based) in the
+    // frame's status word, which the run reads back; the table of codes and messages is the target's.
+    int device_check(const std::string &code, const std::string &message)
+    {
+        device_checks.push_back({code, message});
+        return static_cast<int>(device_checks.size());
+    }
+    std::vector<std::pair<std::string, std::string>> device_checks;
 };
 
 std::string c_type(DType t);  // float, int64_t, int32_t, uint8_t

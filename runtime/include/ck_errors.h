@@ -20,7 +20,8 @@ enum {
     CK_EIO = -4,     /* cannot open or map the weights */
     CK_EFORMAT = -5, /* malformed checkpoint, or a tensor missing / of the wrong shape or dtype */
     CK_ENOMEM = -6,  /* out of memory */
-    CK_ENOTSUP = -7  /* not compiled in, e.g. ck_model_set_trace without -DCK_TRACE */
+    CK_ENOTSUP = -7, /* not compiled in, e.g. ck_model_set_trace without -DCK_TRACE */
+    CK_EDEVICE = -8  /* the device (gcu.h) failed: the message quotes its call and error */
 };
 
 const char *ck_last_error(void);

@@ -50,6 +50,8 @@ typedef struct ck_threads_saved {
 } ck_threads_saved;
 
 int  ck_threads_available(void);                /* cores OpenMP can use */
+/* The calling thread's OpenMP team size for the kernels it runs (a gcu stream's worker thread). */
+void ck_threads_use(int n_threads);
 void ck_threads_enter(ck_threads_saved *saved, int n_threads);
 void ck_threads_leave(const ck_threads_saved *saved);
 

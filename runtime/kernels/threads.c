@@ -54,6 +54,15 @@ int ck_threads_available(void)
 #endif
 }
 
+void ck_threads_use(int n_threads)
+{
+#ifdef _OPENMP
+    omp_set_num_threads(n_threads > 0 ? n_threads : 1);
+#else
+    (void)n_threads;
+#endif
+}
+
 void ck_threads_enter(ck_threads_saved *saved, int n_threads)
 {
     saved->blas_threads = openblas_get_num_threads();
