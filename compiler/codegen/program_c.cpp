@@ -343,7 +343,7 @@ namespace {
 class SectionWriter {
 public:
     SectionWriter(const Program &p, Section sec, const SectionPlan &sp, const WeightTable &wt, Target &target)
-        : st_{p, sec, p.section(sec), sp, wt, target, {}}, names_({"m", "g", "w", "T", "layer", "pos0", "f_"})
+        : st_{p, sec, p.section(sec), sp, wt, target, {}, nullptr, nullptr, {}}, names_({"m", "g", "w", "T", "layer", "pos0", "f_"})
     {
         st_.names = &names_;
         st_.decls = &decls_;

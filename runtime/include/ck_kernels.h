@@ -186,7 +186,9 @@ void ck_softcap_ref(float *out, const float *x, size_t n, float cap);
     X(NEG, (-x))                                  \
     X(POW, (pow(x, p)))                           \
     X(SIGMOID, (1 / (1 + exp(-x))))               \
-    X(ABS, (fabs(x)))
+    X(ABS, (fabs(x)))                             \
+    X(COS, (cos(x)))                              \
+    X(SIN, (sin(x)))
 
 #define CK_UN_ENUM_ROW(name, formula) CK_UN_##name,
 typedef enum ck_unop { CK_UNARY_OPS(CK_UN_ENUM_ROW) CK_UN_COUNT } ck_unop;
