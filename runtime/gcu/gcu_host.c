@@ -164,6 +164,7 @@ struct gcu_event_s {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     unsigned long recorded, completed; /* generations: record() numbers them, the stream completes them */
+    int waiters;                       /* queued gcu_stream_wait_event operations still reading it */
     struct timespec when;              /* when the last completed record ran */
 };
 
@@ -198,7 +199,9 @@ gcu_error gcu_event_synchronize(gcu_event e)
 gcu_error gcu_event_destroy(gcu_event e)
 {
     if (!valid_event(e)) return fail(GCU_ERROR_INVALID_HANDLE, "gcu_event_destroy: not an event");
-    if (e->recorded) gcu_event_synchronize(e); /* a queued record still points at it */
+    pthread_mutex_lock(&e->mu); /* queued records and waits still point at it */
+    while (e->completed < e->recorded || e->waiters > 0) pthread_cond_wait(&e->cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
     e->magic = 0;
     pthread_cond_destroy(&e->cv);
     pthread_mutex_destroy(&e->mu);
@@ -276,6 +279,8 @@ static void run_op(op *o)
     case OP_WAIT:
         pthread_mutex_lock(&o->event->mu);
         while (o->event->completed < o->generation) pthread_cond_wait(&o->event->cv, &o->event->mu);
+        o->event->waiters--;
+        pthread_cond_broadcast(&o->event->cv);
         pthread_mutex_unlock(&o->event->mu);
         break;
     }
@@ -445,11 +450,15 @@ gcu_error gcu_stream_wait_event(gcu_stream stream, gcu_event event)
     unsigned long gen;
     if (!s) return err;
     if (!valid_event(event)) return fail(GCU_ERROR_INVALID_HANDLE, "gcu_stream_wait_event: not an event");
+    if (!(o = new_op(OP_WAIT, 0, "gcu_stream_wait_event", &err))) return err;
     pthread_mutex_lock(&event->mu);
     gen = event->recorded;
+    if (gen) event->waiters++;
     pthread_mutex_unlock(&event->mu);
-    if (gen == 0) return GCU_SUCCESS; /* nothing recorded: nothing to wait for */
-    if (!(o = new_op(OP_WAIT, 0, "gcu_stream_wait_event", &err))) return err;
+    if (gen == 0) { /* nothing recorded: nothing to wait for */
+        free(o);
+        return GCU_SUCCESS;
+    }
     o->event = event;
     o->generation = gen;
     return enqueue(s, o);

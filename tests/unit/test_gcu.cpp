@@ -252,3 +252,21 @@ TEST_CASE("gcu: threads use streams, memory and events concurrently", "[gcu]")
     for (auto &th : threads) th.join();
     CHECK(failures.load() == 0);
 }
+
+TEST_CASE("gcu: an event may be destroyed while another stream still waits for it", "[gcu]")
+{
+    gcu_stream a, b;
+    gcu_event e;
+    REQUIRE(gcu_stream_create(&a) == GCU_SUCCESS);
+    REQUIRE(gcu_stream_create(&b) == GCU_SUCCESS);
+    REQUIRE(gcu_event_create(&e) == GCU_SUCCESS);
+    std::atomic<int> flag{0};
+    SleepArgs slow{&flag, 50, 1}, blocker{&flag, 80, 2};
+    REQUIRE(gcu_launch(sleep_then_set, &slow, sizeof slow, a) == GCU_SUCCESS);
+    REQUIRE(gcu_event_record(e, a) == GCU_SUCCESS);
+    REQUIRE(gcu_launch(sleep_then_set, &blocker, sizeof blocker, b) == GCU_SUCCESS);  // b reaches its wait late
+    REQUIRE(gcu_stream_wait_event(b, e) == GCU_SUCCESS);
+    CHECK(gcu_event_destroy(e) == GCU_SUCCESS);  // returns once b's wait no longer reads it
+    CHECK(gcu_stream_destroy(a) == GCU_SUCCESS);
+    CHECK(gcu_stream_destroy(b) == GCU_SUCCESS);
+}

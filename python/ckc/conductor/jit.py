@@ -126,7 +126,7 @@ def _values_ok(node):
     return None
 
 
-def _unsupported_reason(node, rejected, static):
+def _unsupported_reason(node, rejected, is_static):
     if node.op != "call_function":
         return "not an op"
     if node.name in rejected:
@@ -134,7 +134,7 @@ def _unsupported_reason(node, rejected, static):
     name = ex._target_name(node)
     if name not in ex._HANDLERS:
         return f"no ckc handler for {name}"
-    if node not in static and _needs_constants(node):
+    if not is_static and _needs_constants(node):
         return f"ckc evaluates {name} on constants only (masks it folds at compile time); here it reads run-time values"
     return _values_ok(node)
 
@@ -214,8 +214,7 @@ def _compile_partitions(gm, values, name, options, report):
 
     class Support(OperatorSupportBase):
         def is_node_supported(self, submodules, node):
-            static = {node} if node.name in static_names else set()
-            return _unsupported_reason(node, rejected, static) is None
+            return _unsupported_reason(node, rejected, node.name in static_names) is None
 
     for _ in range(len(gm.graph.nodes) + 1):
         work = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
@@ -259,8 +258,10 @@ def _compile_partitions(gm, values, name, options, report):
             out = sub.graph.output_node().args[0]
             compiled[node.target] = _partition_module(model, isinstance(out, (tuple, list)),
                                                       [i for i, c in enumerate(constant) if not c])
-            # the node's value for later partitions' example inputs
-            node.meta["ck_value"] = sub(*args)
+            # the node's value for later partitions' example inputs: the full run's values of the nodes it
+            # returns (the fused submodule keeps their names)
+            ret = [by_name[o.name] for o in (out if isinstance(out, (tuple, list)) else [out])]
+            node.meta["ck_value"] = tuple(ret) if isinstance(out, (tuple, list)) else ret[0]
             for user in node.users:
                 if user.op == "call_function" and user.target is operator.getitem:
                     user.meta["ck_value"] = node.meta["ck_value"][user.args[1]]
@@ -277,7 +278,7 @@ def _compile_partitions(gm, values, name, options, report):
         for n in gm.graph.nodes:
             if n.op in ("placeholder", "output", "get_attr"):
                 continue
-            reason = _unsupported_reason(n, rejected, {n} if n.name in static_names else set())
+            reason = _unsupported_reason(n, rejected, n.name in static_names)
             i = in_part.get(n.name)
             ok = i is not None and f"fused_{i}" in compiled
             if not ok and not reason and i is None:
@@ -304,8 +305,6 @@ def _compile_one(sub, args, constant, options):
     """A GraphModel for one fused submodule called with `args` (real tensors); the arguments flagged in
     `constant` are the graph's own constants (get_attr), compiled in and folded like buffers."""
     import torch
-
-    from ..graph import GraphModel
     placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
     inputs = [p for p, c in zip(placeholders, constant) if not c]
     consts = {p: (p.name, a) for p, a, c in zip(placeholders, args, constant) if c}
@@ -319,6 +318,12 @@ def _compile_one(sub, args, constant, options):
     doc, data = ex.graph_document(sub, inputs, consts, set(), values, [p.name for p in inputs], None,
                                   "torch.compile partition", f"ckc.conductor (torch {torch.__version__})")
     entry, _built = get_or_build(doc, data, options)
+    return _load_entry(entry)
+
+
+def _load_entry(entry):
+    """The GraphModel of a cache entry (its weights file exists when the graph has constants)."""
+    from ..graph import GraphModel
     weights = os.path.join(entry, "model.weights.safetensors")
     model = GraphModel(os.path.join(entry, "libmodel.so"), weights if os.path.exists(weights) else None)
     model.entry = entry
@@ -328,8 +333,9 @@ def _compile_one(sub, args, constant, options):
 class _Specializing:
     """The compiled forward: one static build per concrete argument signature."""
 
-    def __init__(self, agm, name, options, whole_key=None):
+    def __init__(self, agm, name, options, whole_key=None, graph_outputs=0):
         self.agm, self.name, self.options, self.whole_key = agm, name, options, whole_key
+        self.graph_outputs = graph_outputs  # outputs of dynamo's graph (whole-graph plans must return exactly them)
         self.builds = {}
         self.plan = None  # set when the static graph became one library (_whole_graph_plan)
         self.warned = False
@@ -367,8 +373,12 @@ class _Specializing:
         if _collector is not None:
             _collector.append(report)
         if self.whole_key and not self.symbolic and len(keep) == len(args):
-            self.plan = _whole_graph_plan(fused)
-            cache.remember_whole_graph(self.whole_key, self.plan)
+            plan = _whole_graph_plan(fused)
+            # AOTAutograd's forward returns more than dynamo's graph when the module mutates an input (the new
+            # value, copied back by its runtime wrapper): such a graph keeps the wrapper
+            if plan and len(plan["outputs"]) == self.graph_outputs:
+                self.plan = plan
+                cache.remember_whole_graph(self.whole_key, plan)
         return fused, keep
 
 
@@ -394,7 +404,7 @@ def _whole_graph_plan(fused):
     for o in outs:
         if o is calls[0] and not part.multi:
             picks.append(0)
-        elif isinstance(o, type(calls[0])) and o in rest:
+        elif o in rest:
             picks.append(o.args[1])
         else:
             return None
@@ -424,10 +434,7 @@ def _whole_graph_runner(key):
 def _runner_of(plan):
     """A whole-graph plan (_whole_graph_plan) as the compiled function: the library called on dynamo's own
     arguments, nothing in between."""
-    from ..graph import GraphModel
-    entry = plan["entry"]
-    weights = os.path.join(entry, "model.weights.safetensors")
-    model = GraphModel(os.path.join(entry, "libmodel.so"), weights if os.path.exists(weights) else None)
+    model = _load_entry(plan["entry"])
     run, inputs, outputs = model.torch_runner(), plan["inputs"], plan["outputs"]
 
     def compiled(*args):
@@ -517,10 +524,11 @@ def gcu(gm, example_inputs, options=()):
             WHOLE_GRAPH_HITS[0] += 1
             return hit
 
-    built = []
+    outs = gm.graph.output_node().args[0]
+    built, graph_outputs = [], len(outs) if isinstance(outs, (tuple, list)) else 1
 
     def forward(agm, _fake_inputs):
-        built.append(_Specializing(agm, name, tuple(options), whole_key))
+        built.append(_Specializing(agm, name, tuple(options), whole_key, graph_outputs))
         return built[-1]
 
     def backward(agm, _fake_inputs):
@@ -532,8 +540,10 @@ def gcu(gm, example_inputs, options=()):
         # dynamo hands over real example inputs: build now, and when the graph became one library, return the
         # library itself, without AOTAutograd's runtime wrapper around it (its per-call cost is that of the
         # kernels on small inputs)
+        # (on copies of the inputs other than parameters: a module may update an input in place)
         with torch.no_grad():
-            compiled(*example_inputs)
+            compiled(*[t.clone() if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter) else t
+                       for t in example_inputs])
         plan = built and built[-1].plan
         if plan:
             return _runner_of(plan)
