@@ -210,8 +210,9 @@ CLI::App *add_compile(CLI::App &app, CompileArgs &a)
                   "print node counts around each pass and the memory plan (arena vs naive sum vs max-live lower bound)");
     cmd->add_option("--target", a.target,
                     "cpu (default): kernels run on the calling thread's OpenMP pool; gcu: on the gcu device "
-                    "(runtime/include/gcu.h; the host implementation runs them on a stream's worker thread). "
-                    "gcu compiles exported graphs; language models are not supported on it yet")
+                    "(runtime/include/gcu.h; the host implementation runs them on a stream's worker thread): the "
+                    "weights and activations live in device memory, only inputs and outputs are copied. Both give "
+                    "the same numbers, bit for bit, at the same thread count")
         ->check(CLI::IsMember({"cpu", "gcu"}));
     cmd->footer("Then build it (OUTPUT.kernels lists the runtime sources it needs, by absolute path):\n"
                 "  cc -O3 -fPIC -shared -I \"$(ckc --include-dir)\" OUTPUT $(cat OUTPUT.kernels) -lopenblas -lm "
@@ -228,18 +229,16 @@ int run_compile(const CompileArgs &a, const std::string &command)
     cg.passes = b.passes;
     cg.runtime_dir = home + "/runtime";
     cg.output_name = a.output.substr(a.output.rfind('/') == std::string::npos ? 0 : a.output.rfind('/') + 1);
+    cg.templates_dir = home + "/templates";
     cg.target = a.target;
-    if (a.target == "gcu" && b.program.info.kind != ModelKind::Graph)
-        input_error(a.common.input + ": --target gcu compiles exported graphs (graph.json) only for now; a language "
-                    "model config compiles for --target cpu");
     AtomicFiles files;  // model.c, model.c.kernels (and a graph's weights) appear together or not at all
     if (b.program.info.kind == ModelKind::Graph) {
-        GraphCodegenResult r = generate_graph_c(b.program, b.plan, cg, read_file(home + "/templates/graph_model.c.in"));
+        GraphCodegenResult r = generate_graph_c(b.program, b.plan, cg);
         files.add(a.output, r.source);
         files.add(a.output + ".kernels", join(r.kernels, "\n") + "\n");
         if (!r.weights.empty()) files.add(graph_weights_path(a.output), r.weights);
     } else {
-        CodegenResult r = generate_llm_c(b.program, b.plan, cg, read_file(home + "/templates/llm_model.c.in"));
+        CodegenResult r = generate_llm_c(b.program, b.plan, cg);
         files.add(a.output, r.source);
         files.add(a.output + ".kernels", join(r.kernels, "\n") + "\n");
     }

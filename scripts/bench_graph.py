@@ -149,17 +149,21 @@ def paired(a):
     torch.set_num_threads(a.threads)
     os.environ["CKC_CACHE_DIR"] = cache = os.path.join(a.out, "paired-cache")
     shutil.rmtree(cache, ignore_errors=True)
-    kinds = ["eager", "gcu", "inductor"]
+    kinds = ["eager", "gcu", "gcu-cpu", "inductor"]
     print(f"\n{a.threads} threads, one process, median of {a.reps} interleaved rounds (ratio < 1: gcu is faster)")
-    print(f"{'config':20}{'eager':>11}{'gcu':>11}{'inductor':>11}{'gcu/eager':>11}{'gcu/ind.':>10}"
+    print("gcu: the backend's default, the gcu device (--target gcu); gcu-cpu: options={'target': 'cpu'}")
+    print(f"{'config':20}{'eager':>11}{'gcu':>11}{'gcu-cpu':>11}{'inductor':>11}{'gcu/eager':>11}{'gcu/ind.':>10}"
           f"{'gcu 1st call':>14}{'ind. 1st':>10}")
     slower = []
     for name, wl, dims in workloads(a.only):
         torch._dynamo.reset()  # dynamo recompiles a code object at most 8 times, then runs it eagerly
         module, x = make(wl, dims)
         fns, first = {"eager": module}, {}
-        for k in ("gcu", "inductor"):
-            fns[k] = torch.compile(module, backend=k, dynamic=False)
+        for k in ("gcu", "gcu-cpu", "inductor"):
+            if k == "gcu-cpu":
+                fns[k] = torch.compile(module, backend="gcu", dynamic=False, options={"target": "cpu"})
+            else:
+                fns[k] = torch.compile(module, backend=k, dynamic=False)
             t0 = time.perf_counter()
             with torch.no_grad():
                 fns[k](x)

@@ -27,6 +27,20 @@ cc $SAN -DCK_TRACE -I runtime/include tests/c/api_check.c "$OUT/model.c" $KERNEL
    -o "$OUT/api_check_trace"
 "$OUT/api_check_trace" "$OUT/weights"
 
+# the same model on the gcu device (--target gcu): device buffers that grow, the KV cache, RoPE tables and weights
+# uploaded at init, the stream's worker thread; it generates the same ids as on the cpu
+"$CKC" compile "$CFG" -o "$OUT/gcu/model.c" --target gcu
+GCU_KERNELS=$(cat "$OUT/gcu/model.c.kernels")
+cc $SAN -DCK_MODEL_MAIN -I runtime/include "$OUT/gcu/model.c" $GCU_KERNELS -lopenblas -lm -fopenmp -lpthread \
+   -o "$OUT/gcu/model"
+"$OUT/gcu/model" "$OUT/weights" -n 40 -t 2 1 2 3 > "$OUT/gcu/generated.txt"
+if ! cmp -s "$OUT/generated.txt" "$OUT/gcu/generated.txt"; then
+    echo "gcu generated: $(cat "$OUT/gcu/generated.txt") (differs from the cpu's)"; exit 1
+fi
+cc $SAN -I runtime/include tests/c/api_check.c "$OUT/gcu/model.c" $GCU_KERNELS -lopenblas -lm -fopenmp -lpthread \
+   -o "$OUT/gcu/api_check"
+"$OUT/gcu/api_check" "$OUT/weights"
+
 # the other families' paths: Conv1D transposes, learned positions, per-layer
 # tables, soft-capping, LayerNorm, GELU, parallel blocks
 for fam in gpt2 gemma2 phi qwen2; do

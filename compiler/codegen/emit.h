@@ -29,6 +29,13 @@ public:
     virtual std::string ld(const std::string &tensor) const = 0;     // row stride in elements
     virtual std::string name(const std::string &tensor) const = 0;   // the C local naming it
     virtual std::string rope_table(const Node &rope) = 0;            // C prefix of the cos/sin tables
+    // A value the section reads from its handle (`m->k_cache + ...`), named once per section: a local of the
+    // section function (the same expression gives the same name), passed to device kernels in their frame.
+    virtual std::string local(const std::string &type, const std::string &hint, const std::string &expr,
+                              const std::string &note) = 0;
+    // `expr` itself on the host; on a device, a local() (kernels cannot read the handle or host tables).
+    virtual std::string device_value(const std::string &type, const std::string &hint, const std::string &expr,
+                                     const std::string &note) = 0;
     // A numeric attribute of the current node as a C expression: a literal, or
     // CK_LAYER_<NAME>[layer] when it is a per-layer table ("@name").
     virtual std::string param(const std::string &key, double dflt, bool is_int) const = 0;

@@ -189,29 +189,48 @@ void slice_emit(EmitCtx &c)
 void rope_emit(EmitCtx &c)
 {
     std::string t = c.rope_table(c.n);
-    c.w.line(fmt::format("ck_rope({}, {}, {}, {}, {}, {}, {}, {}, pos0, {}_cos, {}_sin);", c.out(), c.ld_out(),
-                         c.in(0), c.ld_in(0), c.rows(c.n.output), c.n.i("heads"), c.n.i("head_dim"),
-                         c.n.i("rot_dim"), t, t));
+    std::string cos = c.device_value("const float *", "rope_cos", t + "_cos", "RoPE cos table");
+    std::string sin = c.device_value("const float *", "rope_sin", t + "_sin", "RoPE sin table");
+    c.w.line(fmt::format("ck_rope({}, {}, {}, {}, {}, {}, {}, {}, pos0, {}, {});", c.out(), c.ld_out(), c.in(0),
+                         c.ld_in(0), c.rows(c.n.output), c.n.i("heads"), c.n.i("head_dim"), c.n.i("rot_dim"), cos, sin));
+}
+
+// Where KV_STORE writes this layer's keys and values and KV_ATTENTION reads them: the KV cache when it is on,
+// else the node's arena buffer [2, kv_heads, T, head_dim]; `start` is the position of the first new token.
+struct KvBuffers {
+    std::string k, v, cap, start;
+};
+KvBuffers kv_buffers(EmitCtx &c, const std::string &kv_tensor)
+{
+    const Node &store = *c.g.producer(kv_tensor);
+    std::string kv = c.name(kv_tensor), buf = c.ptr(kv_tensor);
+    int64_t kvh = store.i("kv_heads"), d = store.i("head_dim");
+    KvBuffers b;
+    b.k = c.local("float *", kv + "_k",
+                  fmt::format("m->kv_enabled ? m->k_cache + (size_t)layer * {} * m->kv_capacity * {} : {}", kvh, d, buf),
+                  "this layer's keys: the KV cache, or the arena without one");
+    b.v = c.local("float *", kv + "_v",
+                  fmt::format("m->kv_enabled ? m->v_cache + (size_t)layer * {0} * m->kv_capacity * {1} : {2} + "
+                              "(size_t){0} * T * {1}",
+                              kvh, d, buf),
+                  "this layer's values");
+    b.cap = c.local("int ", kv + "_cap", "m->kv_enabled ? m->kv_capacity : T", "positions the K/V buffers hold");
+    b.start = c.local("int ", kv + "_start", "m->kv_enabled ? pos0 : 0", "the first new token's position in them");
+    return b;
 }
 
 void kv_store_emit(EmitCtx &c)
 {
-    std::string kv = c.name(c.n.output);
-    int64_t kvh = c.n.i("kv_heads"), d = c.n.i("head_dim");
-    c.w.line(fmt::format("float *{0}_k = m->kv_enabled ? m->k_cache + (size_t)layer * {1} * m->kv_capacity * {2} : {3};",
-                         kv, kvh, d, c.out()));
-    c.w.line(fmt::format("float *{0}_v = m->kv_enabled ? m->v_cache + (size_t)layer * {1} * m->kv_capacity * {2} : {3} + (size_t){1} * T * {2};",
-                         kv, kvh, d, c.out()));
-    c.w.line(fmt::format("int {0}_cap = m->kv_enabled ? m->kv_capacity : T;", kv));
-    c.w.line(fmt::format("ck_kv_store({0}_k, {0}_v, {0}_cap, m->kv_enabled ? pos0 : 0, {1}, {2}, {3}, {4}, T, {5}, {6});",
-                         kv, c.in(0), c.ld_in(0), c.in(1), c.ld_in(1), kvh, d));
+    KvBuffers b = kv_buffers(c, c.n.output);
+    c.w.line(fmt::format("ck_kv_store({}, {}, {}, {}, {}, {}, {}, {}, T, {}, {});", b.k, b.v, b.cap, b.start, c.in(0),
+                         c.ld_in(0), c.in(1), c.ld_in(1), c.n.i("kv_heads"), c.n.i("head_dim")));
 }
 
 void kv_attention_emit(EmitCtx &c)
 {
-    std::string kv = c.name(c.n.inputs[1]);
-    c.w.line(fmt::format("ck_attention({}, {}, {}, {}, {}_k, {}_v, {}_cap, T, m->kv_enabled ? pos0 : 0, {}, {}, {}, {}, {}, {});",
-                         c.out(), c.ld_out(), c.in(0), c.ld_in(0), kv, kv, kv, c.n.i("heads"), c.n.i("kv_heads"),
+    KvBuffers b = kv_buffers(c, c.n.inputs[1]);
+    c.w.line(fmt::format("ck_attention({}, {}, {}, {}, {}, {}, {}, T, {}, {}, {}, {}, {}, {}, {});", c.out(), c.ld_out(),
+                         c.in(0), c.ld_in(0), b.k, b.v, b.cap, b.start, c.n.i("heads"), c.n.i("kv_heads"),
                          c.n.i("head_dim"), c.param("scale", 0.0, false), c.param("window", 0, true),
                          c.param("softcap", 0.0, false)));
 }

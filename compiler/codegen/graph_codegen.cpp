@@ -141,184 +141,19 @@ std::string graph_weights_path(const std::string &c_path)
     return base + ".weights.safetensors";
 }
 
-// The template's target slots: host memory and direct calls (cpu), or device buffers, uploads, the stream,
-// and the copies in and out around the launches (gcu). Generated gcu code reaches device memory only
-// through gcu.h calls and launched kernels.
-void target_slots(std::map<std::string, std::string> &slots, const Program &p, const WeightTable &wt,
-                  const GraphTarget &target)
+// The sizes of the inputs or outputs in bytes, for the gcu target's copies.
+std::string io_bytes(const Program &p, const std::vector<std::string> &names)
 {
-    if (!target.device()) {
-        slots["TARGET_INCLUDES"] = slots["TARGET_FIELDS"] = slots["TARGET_CODE"] = slots["UPLOAD"] = "";
-        slots["ALLOC"] =
-            "    g->act = (unsigned char *)malloc(CK_ACT_FIXED > 0 ? CK_ACT_FIXED : 1);\n"
-            "    g->carry = (float *)malloc(sizeof(float) * (CK_CARRY_ELEMS > 0 ? CK_CARRY_ELEMS : 1));\n"
-            "    if (!g->act || !g->carry) {\n"
-            "        ck_fail(CK_ENOMEM, \"ck_graph_init: out of memory for the %ld-byte activation arena\", (long)CK_ACT_FIXED);\n"
-            "        ck_graph_free(g);\n"
-            "        return NULL;\n"
-            "    }\n";
-        slots["FREE"] = "    free(g->act);\n    free(g->carry);\n";
-        slots["RUN"] = "    rc = ckg_header(g, 0);\n"
-                       "    for (layer = 0; rc == CK_OK && layer < CK_N_LAYERS; layer++) rc = ckg_block(g, layer);\n"
-                       "    if (rc == CK_OK) rc = ckg_footer(g, 0);\n";
-        return;
+    std::vector<std::string> v;
+    for (const auto &n : names) {
+        const Tensor &t = io_tensor(p, n);
+        v.push_back(std::to_string(shape_numel_fixed(t.shape) * dtype_size(t.dtype)));
     }
-    size_t n_consts = wt.inline_consts.size();
-    slots["TARGET_INCLUDES"] =
-        "#include \"gcu.h\"\n\n"
-        "/* a failed gcu call returns CK_EDEVICE from the calling function */\n"
-        "#define CK_GCU(call)                                                                              \\\n"
-        "    do {                                                                                          \\\n"
-        "        gcu_error ck_e_ = (call);                                                                 \\\n"
-        "        if (ck_e_ != GCU_SUCCESS) return ck_fail(CK_EDEVICE, \"%s: %s\", #call, gcu_last_error_message()); \\\n"
-        "    } while (0)\n";
-    slots["TARGET_FIELDS"] = fmt::format(
-        "    /* the gcu device: every buffer below, and act, carry and the weights, are device memory */\n"
-        "    gcu_stream stream;        /* the kernels and copies of a run, in order */\n"
-        "    void *dev_in[CK_N_INPUTS > 0 ? CK_N_INPUTS : 1];     /* the inputs, copied in per run */\n"
-        "    void *dev_out[CK_N_OUTPUTS > 0 ? CK_N_OUTPUTS : 1];  /* the outputs, copied out per run */\n"
-        "    void *dev_const[{}];      /* the inline constants, uploaded at init */\n"
-        "    void *dev_weights[CK_N_GLOBAL_WEIGHTS + CK_N_LAYERS * CK_N_LAYER_WEIGHTS + 1]; /* uploaded at init */\n"
-        "    int n_dev_weights;\n"
-        "    int *dev_status;          /* the number of a failed run-time check (CK_DEVICE_CHECKS) */\n",
-        std::max<size_t>(n_consts, 1));
-
-    CWriter c;
-    c.line("/* ============================================================================");
-    c.line(" * The gcu device: buffers, uploads, and the copies around a run (gcu.h)");
-    c.line(" * ============================================================================ */");
-    auto bytes = [&](const std::vector<std::string> &names) {
-        std::vector<std::string> v;
-        for (const auto &n : names) {
-            const Tensor *t = nullptr;
-            for (Section s : kSections)
-                if (p.section(s).has_tensor(n)) t = &p.section(s).tensor(n);
-            if (!t) internal_error("codegen: no tensor '" + n + "'");
-            v.push_back(std::to_string(shape_numel_fixed(t->shape) * dtype_size(t->dtype)));
-        }
-        if (v.empty()) v.push_back("0");
-        return join(v, ", ");
-    };
-    c.line(fmt::format("static const size_t CK_INPUT_BYTES[] = {{{}}};", bytes(p.inputs)));
-    c.line(fmt::format("static const size_t CK_OUTPUT_BYTES[] = {{{}}};", bytes(p.outputs)));
-    c.open("static const struct { int code; const char *message; } CK_DEVICE_CHECKS[] =");
-    for (const auto &[code, msg] : target.device_checks) c.line(fmt::format("{{{}, {}}},", code, c_string(msg)));
-    if (target.device_checks.empty()) c.line("{CK_OK, \"\"} /* none */");
-    c.close("};");
-    c.line();
-    c.line("/* The device buffers of a new handle; the inline constants go up once. */");
-    c.line("static int ck_gcu_alloc(ck_graph *g)");
-    c.line("{");
-    c.indent();
-    c.line("int i;");
-    c.line("CK_GCU(gcu_stream_create(&g->stream));");
-    c.line("CK_GCU(gcu_malloc((void **)&g->act, CK_ACT_FIXED > 0 ? CK_ACT_FIXED : 1));");
-    c.line("CK_GCU(gcu_malloc((void **)&g->carry, sizeof(float) * (CK_CARRY_ELEMS > 0 ? CK_CARRY_ELEMS : 1)));");
-    c.line("CK_GCU(gcu_malloc((void **)&g->dev_status, sizeof(int)));");
-    c.line("for (i = 0; i < CK_N_INPUTS; i++) CK_GCU(gcu_malloc(&g->dev_in[i], CK_INPUT_BYTES[i]));");
-    c.line("for (i = 0; i < CK_N_OUTPUTS; i++) CK_GCU(gcu_malloc(&g->dev_out[i], CK_OUTPUT_BYTES[i]));");
-    for (size_t k = 0; k < n_consts; k++) {
-        std::string arr = "CK_" + upper(wt.inline_consts[k].field);
-        c.line(fmt::format("CK_GCU(gcu_malloc(&g->dev_const[{0}], sizeof {1}));", k, arr));
-        c.line(fmt::format("CK_GCU(gcu_memcpy(g->dev_const[{0}], {1}, sizeof {1}, GCU_MEMCPY_HOST_TO_DEVICE));", k, arr));
-    }
-    c.line("(void)i;");
-    c.line("return CK_OK;");
-    c.dedent();
-    c.line("}");
-    c.line();
-    c.line("/* One loaded weight (host, possibly mapped) replaced by its device copy. */");
-    c.line("static int ck_gcu_upload(ck_graph *g, const ck_weight_spec *s, const float **field)");
-    c.line("{");
-    c.indent();
-    c.line("size_t n = 0, part_n;");
-    c.line("int k, d;");
-    c.line("void *dev;");
-    c.open("for (k = 0; k < s->n_parts; k++)");
-    c.line("for (part_n = 1, d = 0; d < s->ndim; d++) part_n *= (size_t)s->shape[k][d];");
-    c.line("n += part_n;");
-    c.close();
-    c.line("CK_GCU(gcu_malloc(&dev, n * sizeof(float)));");
-    c.line("g->dev_weights[g->n_dev_weights++] = dev;");
-    c.line("CK_GCU(gcu_memcpy(dev, *field, n * sizeof(float), GCU_MEMCPY_HOST_TO_DEVICE));");
-    c.line("*field = (const float *)dev;");
-    c.line("return CK_OK;");
-    c.dedent();
-    c.line("}");
-    c.line();
-    c.line("static int ck_gcu_upload_weights(ck_graph *g)");
-    c.line("{");
-    c.indent();
-    c.line("size_t i;");
-    c.line("int layer, rc;");
-    c.line("for (i = 0; i < CK_N_GLOBAL_WEIGHTS; i++)");
-    c.line("    if ((rc = ck_gcu_upload(g, &CK_GLOBAL_WEIGHTS[i], (const float **)((char *)&g->w + CK_GLOBAL_WEIGHTS[i].field)))) return rc;");
-    c.line("for (layer = 0; layer < CK_N_LAYERS; layer++)");
-    c.line("    for (i = 0; i < CK_N_LAYER_WEIGHTS; i++)");
-    c.line("        if ((rc = ck_gcu_upload(g, &CK_LAYER_WEIGHTS[i],");
-    c.line("                                (const float **)((char *)&g->w.layers[layer] + CK_LAYER_WEIGHTS[i].field))))");
-    c.line("            return rc;");
-    c.line("return CK_OK;");
-    c.dedent();
-    c.line("}");
-    c.line();
-    c.line("static void ck_gcu_release(ck_graph *g)");
-    c.line("{");
-    c.indent();
-    c.line("int i;");
-    c.line("if (g->stream) gcu_stream_destroy(g->stream); /* waits for its work */");
-    c.line("gcu_free(g->act);");
-    c.line("gcu_free(g->carry);");
-    c.line("gcu_free(g->dev_status);");
-    c.line("for (i = 0; i < CK_N_INPUTS; i++) gcu_free(g->dev_in[i]);");
-    c.line("for (i = 0; i < CK_N_OUTPUTS; i++) gcu_free(g->dev_out[i]);");
-    c.line(fmt::format("for (i = 0; i < {}; i++) gcu_free(g->dev_const[i]);", n_consts));
-    c.line("for (i = 0; i < g->n_dev_weights; i++) gcu_free(g->dev_weights[i]);");
-    c.dedent();
-    c.line("}");
-    c.line();
-    c.line("/* The host gcu device runs kernels on the stream's worker thread: its OpenMP team gets the handle's");
-    c.line(" * thread count, as the calling thread's does for --target cpu (the same numbers, bit for bit). */");
-    c.line("static void ck_gcu_set_threads(void *n_threads) { ck_threads_use(*(const int *)n_threads); }");
-    c.line();
-    c.line("/* Queues the inputs' copies to the device and clears the check status. */");
-    c.line("static int ck_gcu_inputs(ck_graph *g)");
-    c.line("{");
-    c.indent();
-    c.line("int i;");
-    c.line("CK_GCU(gcu_launch(ck_gcu_set_threads, &g->n_threads, sizeof g->n_threads, g->stream));");
-    c.line("for (i = 0; i < CK_N_INPUTS; i++)");
-    c.line("    CK_GCU(gcu_memcpy_async(g->dev_in[i], g->in[i], CK_INPUT_BYTES[i], GCU_MEMCPY_HOST_TO_DEVICE, g->stream));");
-    c.line("CK_GCU(gcu_memset_async(g->dev_status, 0, sizeof(int), g->stream));");
-    c.line("return CK_OK;");
-    c.dedent();
-    c.line("}");
-    c.line();
-    c.line("/* Queues the outputs' copies back, waits for the run, and reports a failed check. */");
-    c.line("static int ck_gcu_outputs(ck_graph *g)");
-    c.line("{");
-    c.indent();
-    c.line("int i, status = 0;");
-    c.line("for (i = 0; i < CK_N_OUTPUTS; i++)");
-    c.line("    CK_GCU(gcu_memcpy_async(g->out[i], g->dev_out[i], CK_OUTPUT_BYTES[i], GCU_MEMCPY_DEVICE_TO_HOST, g->stream));");
-    c.line("CK_GCU(gcu_memcpy_async(&status, g->dev_status, sizeof status, GCU_MEMCPY_DEVICE_TO_HOST, g->stream));");
-    c.line("CK_GCU(gcu_stream_synchronize(g->stream));");
-    c.line("if (status > 0) return ck_fail(CK_DEVICE_CHECKS[status - 1].code, \"%s\", CK_DEVICE_CHECKS[status - 1].message);");
-    c.line("return CK_OK;");
-    c.dedent();
-    c.line("}");
-    slots["TARGET_CODE"] = c.str();
-    slots["ALLOC"] = "    if (ck_gcu_alloc(g) != CK_OK) {\n        ck_graph_free(g);\n        return NULL;\n    }\n";
-    slots["UPLOAD"] = "    if ((rc = ck_gcu_upload_weights(g)) != CK_OK) {\n        ck_graph_free(g);\n        return NULL;\n    }\n";
-    slots["FREE"] = "    ck_gcu_release(g);\n";
-    slots["RUN"] = "    rc = ck_gcu_inputs(g);\n"
-                   "    if (rc == CK_OK) rc = ckg_header(g, 0);\n"
-                   "    for (layer = 0; rc == CK_OK && layer < CK_N_LAYERS; layer++) rc = ckg_block(g, layer);\n"
-                   "    if (rc == CK_OK) rc = ckg_footer(g, 0);\n"
-                   "    if (rc == CK_OK) rc = ck_gcu_outputs(g);\n";
+    if (v.empty()) v.push_back("0");
+    return join(v, ", ");
 }
 
-GraphCodegenResult generate_graph_c(Program &p, const Plan &plan, const CodegenOptions &o, const std::string &template_text)
+GraphCodegenResult generate_graph_c(Program &p, const Plan &plan, const CodegenOptions &o)
 {
     WeightTable wt;
     wt.collect(p);
@@ -376,10 +211,20 @@ GraphCodegenResult generate_graph_c(Program &p, const Plan &plan, const CodegenO
     slots["WEIGHTS"] = weights_c(wt, "ck_") + "\n" + inline_constants_c(wt, p);
     slots["PLAN"] = plan_c(p, plan);
     slots["SECTIONS"] = sections;
-    target_slots(slots, p, wt, target);
+    std::map<std::string, std::string> target_values;
+    if (gcu) {
+        CWriter consts;
+        consts.indent();
+        for (const auto &f : wt.inline_consts) consts.line(fmt::format("{{CK_{0}, sizeof CK_{0}}},", upper(f.field)));
+        if (wt.inline_consts.empty()) consts.line("{NULL, 0} /* none */");
+        target_values["INLINE_CONSTS"] = consts.str();
+        target_values["INPUT_BYTES"] = io_bytes(p, p.inputs);
+        target_values["OUTPUT_BYTES"] = io_bytes(p, p.outputs);
+    }
+    target_slots(slots, o.templates_dir, o.target, "graph", "ck_graph", target, target_values);
 
     GraphCodegenResult r;
-    r.source = fill_template(template_text, slots, "templates/graph_model.c.in");
+    r.source = fill_template(read_template(o.templates_dir, "graph_model.c.in"), slots, "templates/graph_model.c.in");
     std::set<std::string> always = {"kernels/threads.c", "kernels/cpu.c", "io/safetensors.c", "io/json.c"};
     if (gcu) always.insert("gcu/gcu_host.c");
     for (const auto &k : kernel_files(p, always))

@@ -15,8 +15,7 @@ struct GraphCodegenResult : CodegenResult {
 };
 
 // Non-const: inline constants are read from the export's weights file on demand.
-GraphCodegenResult generate_graph_c(Program &p, const Plan &plan, const CodegenOptions &o,
-                                    const std::string &template_text);
+GraphCodegenResult generate_graph_c(Program &p, const Plan &plan, const CodegenOptions &o);
 
 // "out/model.c" -> "out/model.weights.safetensors"
 std::string graph_weights_path(const std::string &c_path);

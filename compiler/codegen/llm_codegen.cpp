@@ -8,8 +8,10 @@
 //   PLAN          arena offsets, one #define per allocation (program_c)
 //   SECTIONS      ck_header / ck_block / ck_footer (program_c) for the Target
 //                 below: handle `m`, tokens in m->tokens, the residual stream
-//                 in m->x, logits in m->logits, positions from pos0
+//                 in m->x, logits in m->logits, positions from pos0 (on the
+//                 gcu device: m->dev_tokens and m->dev_logits)
 //   MODEL_FIELDS, INIT_TABLES, FREE_TABLES   RoPE cos/sin tables
+//   TARGET_*      templates/targets/{cpu,gcu}_llm.c.in: where the buffers live
 #include "codegen/llm_codegen.h"
 
 #include <map>
@@ -57,7 +59,12 @@ std::string rope_kind(const std::string &type)
 
 class LlmTarget : public Target {
 public:
+    explicit LlmTarget(bool gcu) : gcu_(gcu) {}
     RopeTables rope;
+    bool device() const override { return gcu_; }
+    std::vector<std::string> frame_params(Section) const override { return {"int layer", "int T", "int pos0"}; }
+    std::string stream() const override { return "m->stream"; }
+    std::string device_status() const override { return "m->dev_status"; }
     std::string signature(Section s) const override
     {
         return fmt::format("static int ck_{}(ck_model *m, int layer, int T, int pos0)", Program::section_name(s));
@@ -72,26 +79,30 @@ public:
     std::string input(const Tensor &t) const override
     {
         if (t.name != "tokens") internal_error("codegen: a language model's only input is tokens, not " + t.name);
-        return "m->tokens";
+        return gcu_ ? "m->dev_tokens" : "m->tokens";
     }
     std::string output(const Tensor &t) const override
     {
         if (t.name != "logits") internal_error("codegen: a language model's only output is logits, not " + t.name);
-        return "m->logits";
+        return gcu_ ? "m->dev_logits" : "m->logits";
     }
     std::string weights(Section s) const override { return s == Section::Block ? "w->" : "m->w."; }
     std::string block_preamble() const override { return "const ck_layer_weights *w = &m->w.layers[layer];"; }
     std::string tracer() const override { return "m->trace"; }
     std::string rope_table(const Node &n) override { return rope.prefix(n); }
+
+private:
+    bool gcu_;
 };
 
 }  // namespace
 
-CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOptions &o, const std::string &template_text)
+CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOptions &o)
 {
     WeightTable wt;
     wt.collect(p);
-    LlmTarget target;
+    bool gcu = o.target == "gcu";
+    LlmTarget target(gcu);
 
     const Node *kv = nullptr;
     for (const Node &n : p.block.nodes())
@@ -126,9 +137,16 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
         init.close();
         init.line(fmt::format("ck_rope_inv_freq(inv_freq, {}, &params);", rot));
         init.line(fmt::format("ck_rope_table(m->rope{0}_cos, m->rope{0}_sin, inv_freq, {1}, CK_CONTEXT);", i, rot));
+        init.open(fmt::format("if (ck_target_table(m, &m->rope{0}_cos, (size_t)CK_CONTEXT * {1}) != CK_OK ||\n"
+                              "        ck_target_table(m, &m->rope{0}_sin, (size_t)CK_CONTEXT * {1}) != CK_OK)",
+                              i, rot / 2));
+        init.line("ck_fail_in(\"ck_model_init\");");
+        init.line("ck_model_free(m);");
+        init.line("return NULL;");
         init.close();
-        fr.line(fmt::format("free(m->rope{0}_cos);", i));
-        fr.line(fmt::format("free(m->rope{0}_sin);", i));
+        init.close();
+        fr.line(fmt::format("ck_target_table_free(m->rope{0}_cos);", i));
+        fr.line(fmt::format("ck_target_table_free(m->rope{0}_sin);", i));
     }
 
     int64_t n_params = 0;
@@ -187,11 +205,13 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     slots["MODEL_FIELDS"] = fields.str();
     slots["INIT_TABLES"] = init.str();
     slots["FREE_TABLES"] = fr.str();
+    target_slots(slots, o.templates_dir, o.target, "llm", "ck_model", target, {});
 
     CodegenResult r;
-    r.source = fill_template(template_text, slots, "templates/llm_model.c.in");
-    for (const auto &k : kernel_files(p, {"kernels/threads.c", "kernels/cpu.c", "io/safetensors.c", "io/json.c"}))
-        r.kernels.push_back(o.runtime_dir + "/" + k);
+    r.source = fill_template(read_template(o.templates_dir, "llm_model.c.in"), slots, "templates/llm_model.c.in");
+    std::set<std::string> always = {"kernels/threads.c", "kernels/cpu.c", "io/safetensors.c", "io/json.c"};
+    if (gcu) always.insert("gcu/gcu_host.c");
+    for (const auto &k : kernel_files(p, always)) r.kernels.push_back(o.runtime_dir + "/" + k);
     return r;
 }
 

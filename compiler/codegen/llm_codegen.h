@@ -14,6 +14,7 @@ struct CodegenOptions {
     std::string command_line;              // recorded in the frontmatter
     std::vector<std::string> passes;       // the passes that ran
     std::string runtime_dir;               // absolute path of runtime/
+    std::string templates_dir;             // absolute path of templates/
     std::string output_name = "model.c";
     std::string target = "cpu";            // "cpu", or "gcu": the kernels run on the gcu device (runtime/include/gcu.h)
 };
@@ -23,7 +24,6 @@ struct CodegenResult {
     std::vector<std::string> kernels;      // absolute paths of runtime .c files
 };
 
-CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOptions &o,
-                             const std::string &template_text);
+CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOptions &o);
 
 }  // namespace ckc

@@ -9,6 +9,7 @@
 #include "ck_safetensors.h"  // CK_WEIGHT_MAX_PARTS, CK_WEIGHT_MAX_DIMS
 #include "codegen/emit.h"
 #include "codegen/emitters.h"
+#include "codegen/template.h"
 #include "support/error.h"
 #include "support/util.h"
 
@@ -91,26 +92,31 @@ struct SectionState {
     // the handle (host memory); the section function declares them
     NameSet *names = nullptr;
     std::vector<std::pair<std::string, std::string>> *decls = nullptr;  // declaration, comment
-    std::map<std::string, std::string> weight_local;                    // weight expression -> local
+    std::map<std::string, std::string> expr_local;                      // expression -> local
 
     const Shape &root_shape(const std::string &root) const
     {
         return root == kCarryRoot ? p.carry_shape : g.tensor(root).shape;
     }
 
-    // A pointer local for `expr` (declared once, passed in the frame).
-    std::string device_local(const std::string &type, const std::string &hint, const std::string &expr,
-                             const std::string &note)
+    // A local for `expr` (declared once; a device section passes it in the frame).
+    std::string value_local(const std::string &type, const std::string &hint, const std::string &expr,
+                            const std::string &note)
     {
-        auto it = weight_local.find(expr);
-        if (it != weight_local.end()) return it->second;
+        auto it = expr_local.find(expr);
+        if (it != expr_local.end()) return it->second;
         std::string name = names->take(hint);
         decls->push_back({fmt::format("{}{} = {};", type, name, expr), note});
-        return weight_local[expr] = name;
+        return expr_local[expr] = name;
+    }
+    std::string device_value(const std::string &type, const std::string &hint, const std::string &expr,
+                             const std::string &note)
+    {
+        return target.device() ? value_local(type, hint, expr, note) : expr;
     }
     std::string device_weight(const Tensor &t, const std::string &expr)
     {
-        return device_local(std::string("const ") + c_type(t.dtype) + " *", "w_" + c_identifier(t.name), expr,
+        return value_local(std::string("const ") + c_type(t.dtype) + " *", "w_" + c_identifier(t.name), expr,
                             fmt::format("{} weight {}", shape_str(t.shape), t.name));
     }
 };
@@ -148,13 +154,24 @@ public:
         return it->second;
     }
     std::string rope_table(const Node &rope) override { return st_.target.rope_table(rope); }
+    std::string local(const std::string &type, const std::string &hint, const std::string &expr,
+                      const std::string &note) override
+    {
+        return st_.value_local(type, hint, expr, note);
+    }
+    std::string device_value(const std::string &type, const std::string &hint, const std::string &expr,
+                             const std::string &note) override
+    {
+        return st_.device_value(type, hint, expr, note);
+    }
     std::string param(const std::string &key, double dflt, bool is_int) const override
     {
         std::string table = n.table(key);
         if (!table.empty()) {
             if (!st_.p.layer_tables.count(table) || st_.sec != Section::Block)
                 internal_error("codegen: node '" + n.name + "' uses unknown per-layer table '" + table + "'");
-            return "CK_LAYER_" + upper(c_identifier(table)) + "[layer]";
+            std::string e = "CK_LAYER_" + upper(c_identifier(table)) + "[layer]";
+            return st_.device_value(is_int ? "int " : "float ", c_identifier(table), e, "per-layer " + table);
         }
         double v = n.f(key, dflt);
         return is_int ? std::to_string(static_cast<int64_t>(v)) : c_float(v);
@@ -164,9 +181,7 @@ public:
         auto it = st_.sp.scratch.find(n.name);
         if (it == st_.sp.scratch.end()) internal_error("codegen: node '" + n.name + "' has no scratch");
         std::string e = "(float *)(" + st_.target.arena(offset_name(st_.sec, it->second), false) + ")";
-        return st_.target.device() ? st_.device_local("float *", "scratch_" + c_identifier(n.name), e,
-                                                      "scratch of " + n.name)
-                                   : e;
+        return st_.device_value("float *", "scratch_" + c_identifier(n.name), e, "scratch of " + n.name);
     }
     bool aliased() const override { return st_.sp.views.count(n.name) != 0; }
     std::string fail(const std::string &code, const std::string &message) const override
@@ -224,6 +239,7 @@ std::string WeightTable::expr(Section section, const Tensor &t, const std::strin
 std::string inline_constants_c(const WeightTable &wt, const Program &p)
 {
     CWriter w;
+    w.line(fmt::format("#define CK_N_INLINE_CONSTS {}", wt.inline_consts.size()));
     for (const auto &f : wt.inline_consts) {
         const Tensor &t = *f.t;
         auto it = p.constants.find(t.source.parts[0]);
@@ -592,7 +608,8 @@ private:
         bool device = st_.target.device();
         if (sec == Section::Block && (device || code.find("w->") != std::string::npos)) w.line(st_.target.block_preamble());
         size_t width = 0;
-        for (const auto &[decl, note] : decls_) width = std::max(width, decl.size());
+        for (const auto &[decl, note] : decls_)
+            if (decl.size() <= 80) width = std::max(width, decl.size());  // longer ones do not push the comments right
         for (const auto &[decl, note] : decls_) w.line(fmt::format("{:<{}} /* {} */", decl, width, comment_safe(note)));
         if (device) {  // the frame every kernel of the section reads; the launches follow
             w.line(fmt::format("{}_frame f_;", function_name()));
@@ -629,6 +646,35 @@ private:
 std::string section_c(const Program &p, Section sec, const SectionPlan &sp, const WeightTable &wt, Target &target)
 {
     return SectionWriter(p, sec, sp, wt, target).write();
+}
+
+void target_slots(std::map<std::string, std::string> &out, const std::string &templates_dir, const std::string &target_name,
+                  const std::string &kind, const std::string &handle, const Target &target,
+                  const std::map<std::string, std::string> &slots)
+{
+    static const char *const kParts[] = {"INCLUDES", "FIELDS", "CODE"};
+    auto load = [&](const std::string &file, const std::map<std::string, std::string> &values) {
+        std::string name = "templates/targets/" + file;
+        auto parts = template_parts(fill_template(read_template(templates_dir, "targets/" + file), values, name), name);
+        for (const char *part : kParts)
+            if (!parts.count(part)) internal_error(name + ": no part '@@ " + std::string(part) + "'");
+        if (parts.size() != 3) internal_error(name + ": parts other than INCLUDES, FIELDS, CODE");
+        return parts;
+    };
+    std::map<std::string, std::string> common;
+    if (target.device()) {
+        CWriter checks;
+        checks.indent();
+        for (const auto &[code, msg] : target.device_checks) checks.line(fmt::format("{{{}, {}}},", code, c_string(msg)));
+        if (target.device_checks.empty()) checks.line("{CK_OK, \"\"} /* none */");
+        common = load("gcu.c.in", {{"HANDLE", handle}, {"DEVICE_CHECKS", checks.str()}});
+    }
+    auto own = load(target_name + "_" + kind + ".c.in", slots);
+    for (const char *part : kParts) {
+        std::string text = common.count(part) ? common[part] : "";
+        if (!text.empty() && part == std::string("CODE") && !own[part].empty()) text += "\n";
+        out[std::string("TARGET_") + part] = text + own[part];
+    }
 }
 
 std::set<std::string> kernel_files(const Program &p, const std::set<std::string> &always)

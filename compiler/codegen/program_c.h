@@ -83,6 +83,13 @@ std::string section_c(const Program &p, Section section, const SectionPlan &sp, 
 // The runtime sources a Program needs (relative to runtime/).
 std::set<std::string> kernel_files(const Program &p, const std::set<std::string> &always);
 
+// The TARGET_INCLUDES, TARGET_FIELDS and TARGET_CODE slots of a model template: the parts of
+// templates/targets/<target>_<kind>.c.in (filled with `slots`), after those of targets/gcu.c.in on a device
+// (its handle type `handle`, its table of the checks `target` collected while emitting the sections).
+void target_slots(std::map<std::string, std::string> &out, const std::string &templates_dir, const std::string &target_name,
+                  const std::string &kind, const std::string &handle, const Target &target,
+                  const std::map<std::string, std::string> &slots);
+
 std::string comment_safe(const std::string &s);
 std::string upper(std::string s);
 

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "support/error.h"
+#include "support/util.h"
 
 namespace ckc {
 
@@ -32,6 +33,34 @@ std::string fill_template(const std::string &text, const std::map<std::string, s
     for (const auto &[k, v] : values)
         if (!used.count(k)) internal_error(template_name + ": slot {{" + k + "}} is not in the template");
     return out;
+}
+
+std::map<std::string, std::string> template_parts(const std::string &text, const std::string &template_name)
+{
+    std::map<std::string, std::string> parts;
+    std::string *cur = nullptr;
+    size_t pos = 0;
+    while (pos < text.size()) {
+        size_t end = text.find('\n', pos);
+        if (end == std::string::npos) end = text.size();
+        std::string line = text.substr(pos, end - pos);
+        pos = end + 1;
+        if (line.rfind("@@ ", 0) == 0) {
+            std::string name = line.substr(3);
+            if (name.empty() || parts.count(name)) internal_error(template_name + ": empty or repeated part '@@ " + name + "'");
+            cur = &parts[name];
+            continue;
+        }
+        if (cur) *cur += line + "\n";
+    }
+    return parts;
+}
+
+std::string read_template(const std::string &dir, const std::string &name)
+{
+    std::string path = dir + "/" + name;
+    if (!is_file(path)) io_error("template " + path + " is missing (a broken ckc install? set CKC_HOME to a checkout)");
+    return read_file(path);
 }
 
 }  // namespace ckc

@@ -16,7 +16,7 @@ from .llm import CkError, _Handle, as_numpy, is_torch, spin_then_sleep
 
 _DTYPES = {0: np.float32, 1: np.int64, 2: np.int32, 3: np.bool_}
 
-ABI_VERSION = 1  # CK_GRAPH_ABI_VERSION in runtime/include/ck_graph.h: what this wrapper speaks
+ABI_VERSION = 2  # CK_GRAPH_ABI_VERSION in runtime/include/ck_graph.h: what this wrapper speaks
 
 _SIGNATURES = {
     "ck_graph_abi_version": (ctypes.c_int, []),
@@ -24,6 +24,8 @@ _SIGNATURES = {
     "ck_graph_free": (None, [ctypes.c_void_p]),
     "ck_graph_run": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p)]),
     "ck_graph_set_threads": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int]),
+    "ck_graph_keep_input": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int]),
+    "ck_graph_input_changed": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int]),
     "ck_last_error": (ctypes.c_char_p, []),
     "ck_last_error_code": (ctypes.c_int, []),
     "ck_graph_num_inputs": (ctypes.c_int, []),
@@ -142,7 +144,12 @@ class GraphModel(_Handle):
     def torch_runner(self):
         """A function running the graph on torch CPU tensors and returning a list of fresh torch tensors, with
         the per-call work cut to pointers: inputs of the compiled dtype and shape that are contiguous are read in
-        place (others are converted first, or refused naming the input). For the torch backend's hot path."""
+        place (others are converted first, or refused naming the input). For the torch backend's hot path.
+
+        Parameters (torch.nn.Parameter) are resident: a device library (--target gcu) keeps its copy of one
+        and uploads it again only when the call passes another tensor for it, or the same tensor after an
+        in-place change (torch's version counter: optimizer steps, `p.add_()` under no_grad). A write that
+        bypasses the counter (through `.data` or a NumPy view) is not seen: use --target cpu for such code."""
         import torch
         dtypes = {np.float32: torch.float32, np.int64: torch.int64, np.int32: torch.int32, np.bool_: torch.bool}
         ins = [(s.name, s.shape, dtypes[s.dtype]) for s in self.inputs]
@@ -150,21 +157,31 @@ class GraphModel(_Handle):
         in_p = (ctypes.c_void_p * max(1, len(ins)))()
         out_p = (ctypes.c_void_p * max(1, len(outs)))()
         run, h, check = self.lib.ck_graph_run, self.h, self._check
+        keep, changed = self.lib.ck_graph_keep_input, self.lib.ck_graph_input_changed
         empty = ctypes.c_int64(0)  # what an input with no elements points at (torch gives it address 0)
         empty_p = ctypes.addressof(empty)
+        kept = [None] * len(ins)  # per input: (the Parameter, its version) of the library's device copy
+        Parameter = torch.nn.Parameter
 
         def call(*args):
             if len(args) != len(ins):
                 raise CkError(-1, f"the graph takes {len(ins)} inputs, got {len(args)}")
-            keep = []
+            converted = []
             for i, (t, (name, shape, dt)) in enumerate(zip(args, ins)):
                 if t.dtype is not dt or not t.is_contiguous() or t.device.type != "cpu":
                     if tuple(t.shape) != shape:
                         raise CkError(-1, f"input '{name}' must have shape {list(shape)}, got {list(t.shape)}")
                     t = t.detach().to(device="cpu", dtype=dt).contiguous()
-                    keep.append(t)
+                    converted.append(t)
                 elif t.shape != shape:
                     raise CkError(-1, f"input '{name}' must have shape {list(shape)}, got {list(t.shape)}")
+                elif type(t) is Parameter:
+                    k = kept[i]
+                    if k is None or k[0] is not t or k[1] != t._version:
+                        if k is None:
+                            keep(h, i)
+                        changed(h, i)
+                        kept[i] = (t, t._version)  # holds t: its address cannot be another tensor's
                 in_p[i] = t.data_ptr() or empty_p
             results = [torch.empty(shape, dtype=dt) for shape, dt in outs]
             for j, o in enumerate(results):

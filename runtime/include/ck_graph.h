@@ -29,7 +29,7 @@ extern "C" {
 typedef struct ck_graph ck_graph;
 
 /* Bumped whenever a function below changes meaning; ck_graph_abi_version() is the library's. */
-#define CK_GRAPH_ABI_VERSION 1
+#define CK_GRAPH_ABI_VERSION 2
 int ck_graph_abi_version(void);
 
 /* weights_path: the model.weights.safetensors written next to model.c; NULL
@@ -40,6 +40,13 @@ void ck_graph_free(ck_graph *g);
 /* inputs[i] / outputs[i]: contiguous row-major buffers of the sizes and
  * dtypes below, in export order. Outputs are fully written on success. */
 int ck_graph_run(ck_graph *g, const void *const *inputs, void *const *outputs);
+
+/* Resident inputs (parameters passed to every run): on a device target (--target gcu) a kept input's device
+ * copy is made by the next run and reused by the runs after it, as long as they pass the same pointer for it
+ * and the caller has not called ck_graph_input_changed(g, i) since. On the cpu, inputs are always read in place
+ * and both calls only check their arguments. CK_EINVAL for an index outside 0..ck_graph_num_inputs()-1. */
+int ck_graph_keep_input(ck_graph *g, int i);
+int ck_graph_input_changed(ck_graph *g, int i);
 
 /* Threads used by ck_graph_run; 0 (the default) means all available cores, negative is CK_EINVAL. */
 int ck_graph_set_threads(ck_graph *g, int n_threads);

@@ -127,6 +127,54 @@ def test_parameters_are_read_in_place_each_call():
     assert counts()["cc"] == built
 
 
+def model_c_files(cache):
+    return [os.path.join(d, f) for d, _, fs in os.walk(cache) for f in fs if f == "model.c"]
+
+
+def test_the_backend_compiles_for_the_gcu_device_by_default(cache):
+    m = randomize(MLP(16, 32), seed=6)
+    x = torch.randn(3, 16)
+    with torch.no_grad():
+        assert max_diff(torch.compile(m, backend="gcu")(x), m(x)) < TOL
+        (c_path,) = model_c_files(cache)
+        assert '#include "gcu.h"' in open(c_path).read()
+        torch._dynamo.reset()
+        cpu = torch.compile(m, backend="gcu", options={"target": "cpu"})(x)  # a separate cache entry
+        assert max_diff(cpu, m(x)) < TOL
+    kinds = sorted('#include "gcu.h"' in open(p).read() for p in model_c_files(cache))
+    assert kinds == [False, True]
+    for bad, message in [({"target": "tpu"}, "target 'tpu'"), ({"targt": "cpu"}, "unknown option"),
+                         ({"target": "cpu", "args": ["--target", "gcu"]}, "both")]:
+        torch._dynamo.reset()
+        with pytest.raises(Exception, match=message):
+            torch.compile(m, backend="gcu", options=bad)(x)
+
+
+@pytest.mark.parametrize("target", ["gcu", "cpu"])
+def test_parameters_stay_on_the_device_until_their_version_changes(target):
+    """On gcu a parameter is uploaded once and again only when torch's version counter (or its storage)
+    changes; a write that bypasses the counter (a NumPy view) is therefore not seen there, and is on the cpu,
+    which reads parameters in place."""
+    m = randomize(MLP(16, 32), seed=7)
+    f = torch.compile(m, backend="gcu", options={"target": target})
+    x = torch.randn(3, 16)
+    with torch.no_grad():
+        before = f(x).clone()
+        m.fc2.bias.detach().numpy()[:] += 1.0  # no version bump
+        stale = f(x)
+        if target == "gcu":
+            assert torch.equal(stale, before)  # the device copy was reused
+        else:
+            assert max_diff(stale, m(x)) < TOL
+        m.fc1.weight.mul_(0.5)  # version bumps: both uploaded again
+        m.fc2.bias.add_(0.0)
+        assert max_diff(f(x), m(x)) < TOL
+        m.fc1.weight = torch.nn.Parameter(torch.randn(32, 16))  # another tensor: dynamo reads it, the pointer differs
+        assert max_diff(f(x), m(x)) < TOL
+        m.fc1.weight.data = torch.randn(32, 16)  # new storage, same Parameter and version
+        assert max_diff(f(x), m(x)) < TOL
+
+
 def test_an_input_updated_in_place_is_updated_once(cache):
     """A module that adds into an input tensor: AOTAutograd's wrapper copies the new value back, so this graph
     is never served without it (the whole-graph path), and the build at compile time works on copies."""
@@ -327,7 +375,7 @@ def test_aot_artifact_runs_without_torch_or_cc(artifact):
                                         "model.weights.safetensors", "signature.json"]
     sig = json.load(open(os.path.join(path, "signature.json")))
     assert sig["inputs"] == [{"name": "x", "shape": [2, 8, 32], "dtype": "float32"}]
-    assert sig["abi_version"] == 1 and sig["ckc_version"] and sig["target"].startswith("cpu-")
+    assert sig["abi_version"] == 2 and sig["ckc_version"] and sig["target"].startswith("cpu-")
     np.save(os.path.join(path, "..", "x.npy"), x)
     code = ("import sys, numpy as np, ckc\n"
             f"m = ckc.aot_load({path!r})\n"

@@ -11,6 +11,7 @@ import torch
 
 import ckc
 from ckc.examples import GPT, MLP, Block, randomize
+from ckc.trace import recording
 from conftest import ROOT
 
 CASES = {
@@ -61,49 +62,125 @@ def test_a_failed_check_on_the_device_is_reported_after_the_run(built):
     assert np.array_equal(g(x), ckc.GraphModel(libs["cpu"])(x))  # the handle still works
 
 
-def sections_and_kernels(src):
-    """(section function bodies, trampoline bodies, everything else) of a generated gcu model.c."""
+def sections_and_kernels(src, prefix):
+    """(section function bodies, trampoline bodies) of a generated gcu model.c; prefix "ckg" or "ck"."""
     blocks = re.findall(r"^(static (?:int|void) (\w+)\([^)]*\)\n\{\n.*?^\})", src, flags=re.M | re.S)
-    sections = {n: b for b, n in blocks if re.fullmatch(r"ckg_(header|block|footer)", n)}
-    kernels = {n: b for b, n in blocks if re.fullmatch(r"ckg_(header|block|footer)_k\d+", n)}
+    sections = {n: b for b, n in blocks if re.fullmatch(prefix + r"_(header|block|footer)", n)}
+    kernels = {n: b for b, n in blocks if re.fullmatch(prefix + r"_(header|block|footer)_k\d+", n)}
     return sections, kernels
 
 
-def test_generated_gcu_code_touches_the_device_only_through_the_shim(built):
-    _, _, c_path = built("gpt")
+def check_device_only_through_the_shim(c_path, prefix, handle, host_buffers, device_buffers):
+    """The golden check: compiles cleanly; section functions only name pointers, fill the frame and queue
+    work; every kernel runs in a launched trampoline that reads only its frame; outside them, host <-> device
+    data moves only through gcu calls."""
     src = open(c_path).read()
     subprocess.run(["cc", "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-fsyntax-only", "-I",
                     os.path.join(ROOT, "runtime", "include"), c_path], check=True)
     assert '#include "gcu.h"' in src and os.path.join("gcu", "gcu_host.c") in open(c_path + ".kernels").read()
-    sections, kernels = sections_and_kernels(src)
-    assert set(sections) == {"ckg_header", "ckg_block", "ckg_footer"} and len(kernels) >= 10
-    # a section function declares pointers, fills the frame and queues work: no kernel call, no host copy
+    sections, kernels = sections_and_kernels(src, prefix)
+    assert set(sections) == {prefix + "_header", prefix + "_block", prefix + "_footer"} and len(kernels) >= 10
     for name, body in sections.items():
         for line in body.splitlines()[2:-1]:
             line = line.strip()
             if not line or line.startswith(("/*", "*")):
                 continue
-            ok = (re.match(r"^(const )?\w+ \*\w+ = .*;", line) or re.match(r"^\w+_frame f_;$", line)
-                  or re.match(r"^f_\.\w+ = [\w>-]+;$", line) or re.match(r"^CK_GCU\(gcu_(launch|memcpy_async)\(", line)
-                  or line == "return CK_OK;")
+            ok = (re.match(r"^(const )?\w+ \*\w+ = .*;", line) or re.match(r"^(int|float) \w+ = .*;", line)
+                  or re.match(r"^\w+_frame f_;$", line) or re.match(r"^f_\.\w+ = [\w>-]+;$", line)
+                  or re.match(r"^CK_GCU\(gcu_(launch|memcpy_async)\(", line) or line == "return CK_OK;")
             assert ok, f"{name}: {line}"
-        assert "g->in[" not in body and "g->out[" not in body  # the caller's host buffers
-    # every kernel call runs inside a launched trampoline, reading only what its frame gives it
+        for buf in host_buffers:  # the caller's host buffers
+            assert buf not in body, (name, buf)
     for name, body in kernels.items():
-        assert "g->" not in body and "CK_GCU" not in body, name
+        assert handle + "->" not in body and "CK_GCU" not in body and "CK_LAYER_" not in body, name
         assert re.search(r"\bck_\w+\(", body), name
     outside = src
     for body in list(sections.values()) + list(kernels.values()):
         outside = outside.replace(body, "")
-    assert not re.search(r"\bck_(linear|attention\w*|layernorm|gelu|embedding\w*|add|unary)\(", outside)
-    # host <-> device only through gcu calls
-    for m in re.finditer(r"\bmem(cpy|set)\(([^;]*)\);", outside):
-        assert "dev_" not in m.group(2) and "g->act" not in m.group(2) and "g->carry" not in m.group(2), m.group(0)
+    assert not re.search(r"\bck_(linear|attention\w*|layernorm|rmsnorm|gelu|embedding\w*|add|unary|rope|kv_store)\(",
+                         outside)
+    for m in re.finditer(r"\b(mem(cpy|set|move)|realloc)\(([^;]*)\);", outside):
+        assert not any(b in m.group(3) for b in device_buffers), m.group(0)
+    return src
 
 
-def test_a_language_model_is_refused_for_gcu_with_a_clear_error(tmp_path):
-    cfg = os.path.join(ROOT, "models", "tiny-llama", "config.json")
-    r = subprocess.run([ckc.ckc_binary(), "compile", cfg, "-o", str(tmp_path / "m.c"), "--target", "gcu"],
-                       capture_output=True, text=True)
-    assert r.returncode != 0 and "--target gcu compiles exported graphs" in r.stderr, r.stderr
-    assert not (tmp_path / "m.c").exists()
+def test_generated_gcu_code_touches_the_device_only_through_the_shim(built):
+    _, _, c_path = built("gpt")
+    src = check_device_only_through_the_shim(c_path, "ckg", "g", ["g->in[", "g->out["],
+                                             ["dev_", "g->act", "g->carry", "h->w", "g->w"])
+    assert "ck_gcu_upload_weights(g)" in src
+
+
+# ---- language models ------------------------------------------------------------------------------------------
+FAMILIES = sorted(d for d in os.listdir(os.path.join(ROOT, "models")) if d.startswith("tiny-"))
+
+
+@pytest.fixture(scope="module")
+def llm(workdir):
+    made = {}
+
+    def get(family):
+        if family not in made:
+            cfg = os.path.join(ROOT, "models", family, "config.json")
+            folder = os.path.join(workdir, "gcu-llm-" + family)
+            libs = {t: ckc.build_library(ckc.compile_model(cfg, os.path.join(folder, t), args=["--target", t]))
+                    for t in ("cpu", "gcu")}
+            weights = os.path.join(folder, "weights")
+            ckc.build.run([ckc.ckc_binary(), "random-weights", cfg, "-o", weights, "--seed", "3", "--std", "0.15"])
+            made[family] = (libs, weights, os.path.join(folder, "gcu", "model.c"))
+        return made[family]
+    return get
+
+
+def session(lib, weights, threads, tokens):
+    """Every logits array of a session that uses the whole ABI: prefill, KV-cache prefill and decode, a
+    cache reset, a longer prompt that grows the buffers, and a run with the cache off again."""
+    m = ckc.LlmModel(lib, weights, threads=threads)
+    out = [m.forward(tokens[:4])]
+    m.kv_cache_enable(40)
+    out.append(m.forward(tokens[:6]))
+    out += [m.decode(int(t))[None] for t in tokens[6:12]]
+    assert m.kv_cache_tokens == 12
+    m.kv_cache_reset()
+    out.append(m.forward(tokens[:3]))
+    out.append(m.decode(int(tokens[3]))[None])
+    m.kv_cache_disable()
+    out.append(m.forward(tokens))  # 37 tokens: the per-call buffers grow past their first 16
+    return [np.array(o, copy=True) for o in out]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_language_model_on_gcu_gives_the_cpu_numbers_bit_for_bit(llm, family):
+    libs, weights, _ = llm(family)
+    tokens = np.random.default_rng(7).integers(0, 256, 37).astype(np.int32)
+    for threads in (1, 2):
+        cpu, gcu = (session(libs[t], weights, threads, tokens) for t in ("cpu", "gcu"))
+        for i, (a, b) in enumerate(zip(cpu, gcu)):
+            assert a.shape == b.shape and np.array_equal(a, b), (family, threads, i, float(np.max(np.abs(a - b))))
+
+
+def test_generated_gcu_language_model_touches_the_device_only_through_the_shim(llm):
+    _, _, c_path = llm("tiny-gemma2")  # per-layer windows and softcaps, two RoPE uses, a KV cache
+    src = check_device_only_through_the_shim(c_path, "ck", "m", ["m->tokens", "m->logits"],
+                                             ["dev_", "m->act", "m->x", "k_cache", "v_cache", "rope0_"])
+    assert "int window = CK_LAYER_WINDOW[layer];" in src  # a per-layer table is read on the host
+    # the logits come back once per run, the tokens go over once per run
+    assert len(re.findall(r"gcu_memcpy_async\(m->logits, m->dev_logits", src)) == 1
+    assert len(re.findall(r"gcu_memcpy_async\(m->dev_tokens, m->tokens", src)) == 1
+
+
+def test_a_gcu_language_model_refuses_a_trace_and_reports_host_errors(llm, tmp_path):
+    libs, weights, c_path = llm("tiny-llama")
+    traced = ckc.build_library(c_path, str(tmp_path / "traced.so"), extra_flags=["-DCK_TRACE"])
+    m = ckc.LlmModel(traced, weights)
+    with pytest.raises(ckc.CkError, match="a --target gcu model has no node trace") as e:
+        with recording(m):
+            pass
+    assert e.value.code == -7  # CK_ENOTSUP
+    with pytest.raises(ckc.CkError, match="outside the vocabulary"):
+        m.forward(np.array([1, 999], dtype=np.int32))
+    m.kv_cache_enable(4)
+    with pytest.raises(ckc.CkError, match="KV cache holds 0 of 4 tokens; 5 more do not fit"):
+        m.forward(np.arange(5, dtype=np.int32))
+    assert np.array_equal(m.forward(np.arange(4, dtype=np.int32)),
+                          ckc.LlmModel(libs["cpu"], weights).forward(np.arange(4, dtype=np.int32)))

@@ -25,7 +25,8 @@ std::string generate(const nlohmann::json &config, const std::set<std::string> &
     o.passes = run_pipeline(p, po);
     o.runtime_dir = CKC_SOURCE_DIR "/runtime";
     Plan plan = plan_program(p, PlanOptions{});
-    return generate_llm_c(p, plan, o, read_file(CKC_SOURCE_DIR "/templates/llm_model.c.in")).source;
+    o.templates_dir = CKC_SOURCE_DIR "/templates";
+    return generate_llm_c(p, plan, o).source;
 }
 
 // The body of `static void ck_<name>(...)`.
@@ -112,4 +113,42 @@ TEST_CASE("template: every slot filled, no unknown slot", "[codegen]")
     CHECK(fill_template("a {{X}} b\n{{Y}}\nc", {{"X", "1"}, {"Y", "two\n"}}, "t") == "a 1 b\ntwo\nc");
     CHECK_THROWS_WITH(fill_template("{{X}}", {}, "t"), Contains("{{X}}"));
     CHECK_THROWS_WITH(fill_template("x", {{"X", "1"}}, "t"), Contains("{{X}}"));
+}
+
+TEST_CASE("template: a target file's parts", "[codegen]")
+{
+    auto parts = template_parts("doc, not emitted\n@@ A\none\n\n@@ B\n@@ C\nthree\n", "t");
+    REQUIRE(parts.size() == 3);
+    CHECK(parts["A"] == "one\n\n");
+    CHECK(parts["B"].empty());
+    CHECK(parts["C"] == "three\n");
+    CHECK_THROWS_WITH(template_parts("@@ A\n@@ A\n", "t"), Contains("repeated part"));
+}
+
+TEST_CASE("codegen: --target gcu launches every node's kernel and keeps the handle out of kernels", "[codegen]")
+{
+    Program p = program_of(tiny_llama());
+    CodegenOptions o;
+    o.passes = run_pipeline(p, PipelineOptions{});
+    o.runtime_dir = CKC_SOURCE_DIR "/runtime";
+    o.templates_dir = CKC_SOURCE_DIR "/templates";
+    o.target = "gcu";
+    Plan plan = plan_program(p, PlanOptions{});
+    CodegenResult r = generate_llm_c(p, plan, o);
+    std::string block = function_body(r.source, "block");
+    size_t nodes = p.block.nodes().size(), launches = 0;
+    for (size_t at = 0; (at = block.find("gcu_launch(ck_block_k", at)) != std::string::npos; at++) launches++;
+    CHECK(launches > 0);
+    CHECK(launches <= nodes);
+    CHECK_THAT(block, Contains("f_.kv_start = kv_start;"));
+    CHECK_THAT(r.source, Contains("#define CK_DEVICE 1"));
+    CHECK_THAT(r.source, Contains("static int ck_target_kv_alloc(ck_model *m"));
+    std::regex kernel("static void ck_block_k\\d+\\(void \\*frame\\)\\n\\{\\n([^}]*)\\}");
+    int kernels = 0;
+    for (std::sregex_iterator it(r.source.begin(), r.source.end(), kernel), end; it != end; ++it, ++kernels)
+        CHECK((*it)[1].str().find("m->") == std::string::npos);
+    CHECK(kernels == static_cast<int>(launches));
+    bool listed = false;
+    for (const auto &k : r.kernels) listed |= ends_with(k, "gcu/gcu_host.c");
+    CHECK(listed);
 }

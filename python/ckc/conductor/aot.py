@@ -49,8 +49,11 @@ def _specs(graph_model, kind):
 
 def aot_compile(model, example_inputs, path, options=()):
     """Exports `model` on `example_inputs` (their shapes and dtypes become the signature), compiles and builds
-    it, and writes the artifact folder `path` (replaced whole, never half-written). Returns the path."""
+    it, and writes the artifact folder `path` (replaced whole, never half-written). Returns the path.
+    options: as the backend's ({"target": "gcu"} for the gcu device; the default here is "cpu")."""
     from ..export import export
+    from .cache import compile_args, target_of
+    options = compile_args(options, "cpu")
     path = os.path.abspath(path)
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
@@ -65,7 +68,7 @@ def aot_compile(model, example_inputs, path, options=()):
             "signature_version": SIGNATURE_VERSION,
             "ckc_version": build.run([build.ckc_binary(), "--version"]).stdout.split()[1],
             "abi_version": ABI_VERSION,
-            "target": f"cpu-{platform.machine()}",
+            "target": f"{target_of(options)}-{platform.machine()}",
             "module": type(model).__name__,
             "graph_sha256": _sha256(os.path.join(tmp, "graph.json")),
             "library_sha256": _sha256(so),

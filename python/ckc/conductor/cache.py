@@ -65,6 +65,42 @@ def _toolchain():
     return _toolchain_digest
 
 
+TARGETS = ("cpu", "gcu")
+
+
+def compile_args(options, default_target):
+    """The `ckc compile` arguments of a backend or AOT `options`: a dict {"target": "cpu" | "gcu", "args": [...]}
+    (torch.compile(model, backend="gcu", options={...}) hands its dict over), or a sequence of ckc compile
+    arguments. A missing --target is `default_target`."""
+    if options is None:
+        options = ()
+    if isinstance(options, dict):
+        unknown = sorted(set(options) - {"target", "args"})
+        if unknown:
+            raise ValueError(f"ckc: unknown option(s) {', '.join(map(repr, unknown))}; the options are 'target' "
+                             f"({' or '.join(TARGETS)}) and 'args' (more `ckc compile` arguments)")
+        args = [str(a) for a in options.get("args", ())]
+        target = options.get("target")
+        if target is not None:
+            if "--target" in args:
+                raise ValueError("ckc: both options['target'] and --target in options['args']")
+            args += ["--target", str(target)]
+    else:
+        args = [str(a) for a in options]
+    if "--target" not in args:
+        args += ["--target", default_target]
+    i = args.index("--target")
+    if i + 1 >= len(args) or args[i + 1] not in TARGETS:
+        got = args[i + 1] if i + 1 < len(args) else "nothing"
+        raise ValueError(f"ckc: target {got!r}; ckc compiles for {' or '.join(map(repr, TARGETS))}")
+    return tuple(args)
+
+
+def target_of(args):
+    """The target named in compile_args() output."""
+    return args[args.index("--target") + 1]
+
+
 def key_of(doc, const_data, options):
     h = hashlib.sha256()
     h.update(json.dumps(doc, sort_keys=True, allow_nan=True).encode())

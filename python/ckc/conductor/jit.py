@@ -503,8 +503,11 @@ def _keep_attention_whole(gm):
 
 
 def gcu(gm, example_inputs, options=()):
-    """The torch.compile backend: torch.compile(model, backend="gcu")."""
+    """The torch.compile backend: torch.compile(model, backend="gcu"). The partitions run on the gcu device
+    (--target gcu: parameters stay resident there, see GraphModel.torch_runner) unless
+    options={"target": "cpu"}; options={"args": [...]} passes more `ckc compile` arguments."""
     global _graph_counter
+    options = cache.compile_args(options, "gcu")
     import torch
     from torch._decomp import core_aten_decompositions
     from torch._functorch.aot_autograd import aot_module_simplified
@@ -518,7 +521,7 @@ def gcu(gm, example_inputs, options=()):
     whole_key = None
     if not torch.is_grad_enabled():
         _keep_attention_whole(gm)
-        whole_key = _whole_graph_key(gm, example_inputs, tuple(options))
+        whole_key = _whole_graph_key(gm, example_inputs, options)
         hit = whole_key and _whole_graph_runner(whole_key)
         if hit:  # compiled before, to one library: no AOTAutograd, no partitioning
             WHOLE_GRAPH_HITS[0] += 1
@@ -528,7 +531,7 @@ def gcu(gm, example_inputs, options=()):
     built, graph_outputs = [], len(outs) if isinstance(outs, (tuple, list)) else 1
 
     def forward(agm, _fake_inputs):
-        built.append(_Specializing(agm, name, tuple(options), whole_key, graph_outputs))
+        built.append(_Specializing(agm, name, options, whole_key, graph_outputs))
         return built[-1]
 
     def backward(agm, _fake_inputs):
