@@ -23,6 +23,7 @@ ablation (`ckc inspect --json`): arena bytes vs naive sum vs max-live lower boun
     scripts/bench_graph.py [--threads 2] [--reps 7] [--only mlp|block] [--no-arena]
                            [--contenders ckc,torch,torch-tuned,gcu,inductor]
     scripts/bench_graph.py --paired      eager vs gcu vs inductor in one process (see paired())
+    scripts/bench_graph.py --targets     --target cpu vs --target gcu of each graph (see targets())
 """
 import argparse
 import json
@@ -149,21 +150,17 @@ def paired(a):
     torch.set_num_threads(a.threads)
     os.environ["CKC_CACHE_DIR"] = cache = os.path.join(a.out, "paired-cache")
     shutil.rmtree(cache, ignore_errors=True)
-    kinds = ["eager", "gcu", "gcu-cpu", "inductor"]
+    kinds = ["eager", "gcu", "inductor"]
     print(f"\n{a.threads} threads, one process, median of {a.reps} interleaved rounds (ratio < 1: gcu is faster)")
-    print("gcu: the backend's default, the gcu device (--target gcu); gcu-cpu: options={'target': 'cpu'}")
-    print(f"{'config':20}{'eager':>11}{'gcu':>11}{'gcu-cpu':>11}{'inductor':>11}{'gcu/eager':>11}{'gcu/ind.':>10}"
+    print(f"{'config':20}{'eager':>11}{'gcu':>11}{'inductor':>11}{'gcu/eager':>11}{'gcu/ind.':>10}"
           f"{'gcu 1st call':>14}{'ind. 1st':>10}")
     slower = []
     for name, wl, dims in workloads(a.only):
         torch._dynamo.reset()  # dynamo recompiles a code object at most 8 times, then runs it eagerly
         module, x = make(wl, dims)
         fns, first = {"eager": module}, {}
-        for k in ("gcu", "gcu-cpu", "inductor"):
-            if k == "gcu-cpu":
-                fns[k] = torch.compile(module, backend="gcu", dynamic=False, options={"target": "cpu"})
-            else:
-                fns[k] = torch.compile(module, backend=k, dynamic=False)
+        for k in ("gcu", "inductor"):
+            fns[k] = torch.compile(module, backend=k, dynamic=False)
             t0 = time.perf_counter()
             with torch.no_grad():
                 fns[k](x)
@@ -183,6 +180,50 @@ def paired(a):
               f"{first['inductor']:9.2f}s")
     print("gcu is faster than eager PyTorch at every config" if not slower else
           f"gcu is NOT faster than eager PyTorch at: {', '.join(slower)}")
+
+
+def targets(a):
+    """The gcu device's cost: each graph compiled with --target cpu and --target gcu, every measurement in a
+    fresh process with no other worker alive (an idle worker's threads, or two OpenMP pools in one process,
+    skew a 2-core machine by more than the difference measured), alternating cpu and gcu, medians."""
+    rows = []
+    print(f"\n{a.threads} threads, median of {a.reps} alternating runs, one process per run (ratio > 1: gcu costs more)")
+    print(f"{'config':20}{'cpu':>11}{'gcu':>11}{'gcu/cpu':>10}")
+    for name, wl, dims in workloads(a.only):
+        module, x = make(wl, dims)
+        folder = os.path.join(a.out, "targets", name.replace(" ", "-"))
+        graph = ckc.export(module, (x,), os.path.join(folder, "export"))
+        libs = {t: ckc.build_library(ckc.compile_model(graph, os.path.join(folder, t), args=["--target", t]))
+                for t in ("cpu", "gcu")}
+        times = {t: [] for t in libs}
+        for _ in range(a.reps):
+            for t, lib in libs.items():
+                cmd = [sys.executable, os.path.abspath(__file__), "--worker", "lib", "--config", lib, "--threads",
+                       str(a.threads), "--min-time", str(a.min_time)]
+                times[t].append(float(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout))
+        med = {t: statistics.median(v) for t, v in times.items()}
+        rows.append(med["gcu"] / med["cpu"])
+        print(f"{name:20}{fmt_time(med['cpu']):>11}{fmt_time(med['gcu']):>11}{med['gcu'] / med['cpu']:9.2f}x",
+              flush=True)
+    print(f"gcu/cpu: {min(rows):.2f}x .. {max(rows):.2f}x")
+
+
+def lib_worker(lib, threads, min_time):
+    """One measurement of a compiled library on random inputs: prints seconds per run."""
+    import numpy as np
+    g = ckc.GraphModel(lib, threads=threads)
+    rng = np.random.default_rng(0)
+    call = g.bind(*[rng.standard_normal(s.shape).astype(s.dtype) for s in g.inputs])
+    call()
+    t0, n = time.perf_counter(), 0
+    while time.perf_counter() - t0 < min_time / 5:  # calls per measurement
+        call()
+        n += 1
+    n = max(1, 5 * n)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        call()
+    print((time.perf_counter() - t0) / n)
 
 
 def timeit(fn, x, n):
@@ -223,17 +264,24 @@ def main():
     ap.add_argument("--out", default=os.path.join(ckc.ROOT, "out", "bench-graph"))
     ap.add_argument("--paired", action="store_true",
                     help="only eager vs torch.compile (gcu, inductor), in one process, interleaved")
+    ap.add_argument("--targets", action="store_true",
+                    help="only the compiled graphs for --target cpu vs --target gcu, one process per run")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--config", help=argparse.SUPPRESS)  # a worker for one workload
     a = ap.parse_args()
+    if a.worker == "lib":
+        return lib_worker(a.config, a.threads, a.min_time)
     if a.worker:
         return worker(a.worker, a.threads, a.out, a.only, a.config)
+    if a.targets:
+        return targets(a)
     if a.paired:
         return paired(a)
 
     import numpy as np
 
     wls = workloads(a.only)
+    kinds = a.contenders.split(",")
     for i, (name, wl, dims) in enumerate(wls):
         print(f"== [{i + 1}/{len(wls)}] export + compile + build {name}", file=sys.stderr)
         module, x = make(wl, dims)
@@ -241,7 +289,6 @@ def main():
         graph = ckc.export(module, (x,), os.path.join(folder, "export"))
         ckc.build_library(ckc.compile_model(graph, folder))
 
-    kinds = a.contenders.split(",")
     gcu_cache = os.path.join(a.out, "gcu-cache")
     if "gcu" in kinds:
         import shutil

@@ -3,6 +3,7 @@
 // errors with messages, and thread safety.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -269,4 +270,62 @@ TEST_CASE("gcu: an event may be destroyed while another stream still waits for i
     CHECK(gcu_event_destroy(e) == GCU_SUCCESS);  // returns once b's wait no longer reads it
     CHECK(gcu_stream_destroy(a) == GCU_SUCCESS);
     CHECK(gcu_stream_destroy(b) == GCU_SUCCESS);
+}
+
+struct CountArgs {
+    long *counter;            // plain memory: two operations of the stream must never run at once
+    std::vector<int> *log;    // the launching thread's own log
+    int value;
+};
+
+void count(void *p)
+{
+    auto *a = static_cast<CountArgs *>(p);
+    (*a->counter)++;
+    a->log->push_back(a->value);
+}
+
+TEST_CASE("gcu: threads sharing a stream each synchronize; its work still runs one at a time, in order", "[gcu]")
+{
+    // launches, spinning and sleeping synchronizes from several threads at once: the stream runs one operation at
+    // a time (ThreadSanitizer checks it) and each thread's in launch order
+    constexpr int kThreads = 4, kSteps = 300;
+    gcu_stream s;
+    REQUIRE(gcu_stream_create(&s) == GCU_SUCCESS);
+    long counter = 0;
+    std::vector<std::vector<int>> logs(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; t++)
+        threads.emplace_back([&, t] {
+            for (int i = 0; i < kSteps; i++) {
+                CountArgs a{&counter, &logs[t], i};
+                gcu_launch(count, &a, sizeof a, s);
+                if (i % 3 == 0) gcu_launch(count, &a, sizeof a, s);
+                if (i % 2 == 0) gcu_stream_synchronize(s);
+            }
+            gcu_stream_synchronize(s);
+        });
+    for (auto &th : threads) th.join();
+    REQUIRE(gcu_stream_synchronize(s) == GCU_SUCCESS);
+    CHECK(counter == kThreads * (kSteps + (kSteps + 2) / 3));
+    for (const auto &log : logs) {
+        REQUIRE(log.size() == static_cast<size_t>(kSteps + (kSteps + 2) / 3));
+        CHECK(std::is_sorted(log.begin(), log.end()));
+    }
+    REQUIRE(gcu_stream_destroy(s) == GCU_SUCCESS);
+}
+
+TEST_CASE("gcu: work nobody synchronizes on still runs, on the stream's worker", "[gcu]")
+{
+    gcu_stream s;
+    REQUIRE(gcu_stream_create(&s) == GCU_SUCCESS);
+    std::atomic<int> flag{0};
+    SleepArgs args{&flag, 0, 5};
+    REQUIRE(gcu_launch(sleep_then_set, &args, sizeof args, s) == GCU_SUCCESS);
+    auto t0 = std::chrono::steady_clock::now();
+    while (flag.load() == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHECK(flag.load() == 5);
+    while (gcu_stream_query(s) != GCU_SUCCESS) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    REQUIRE(gcu_stream_destroy(s) == GCU_SUCCESS);
 }
