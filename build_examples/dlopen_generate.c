@@ -86,7 +86,7 @@ int main(int argc, char **argv)
             return 1;
         }
         for (i = 0; i < n; i++) printf("%d ", (int)prompt[i]);
-        next = argmax(logits(m) + (size_t)(n - 1) * (size_t)vocab, vocab);
+        next = argmax(logits(m), vocab); /* the last position's (the default) */
         for (i = 0; i < steps; i++) {
             printf("%d ", next);
             if (i + 1 < steps) {

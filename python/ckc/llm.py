@@ -28,6 +28,8 @@ _SIGNATURES = {
     "ck_model_forward": (ctypes.c_int, [ctypes.c_void_p]),
     "ck_model_get_logits": (ctypes.POINTER(ctypes.c_float), [ctypes.c_void_p]),
     "ck_model_get_active_tokens": (ctypes.c_int, [ctypes.c_void_p]),
+    "ck_model_get_logits_rows": (ctypes.c_int, [ctypes.c_void_p]),
+    "ck_model_set_logits_all": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int]),
     "ck_model_kv_cache_enable": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int]),
     "ck_model_kv_cache_disable": (None, [ctypes.c_void_p]),
     "ck_model_kv_cache_reset": (None, [ctypes.c_void_p]),
@@ -125,16 +127,20 @@ class LlmModel(_Handle):
         self._check(self.lib.ck_model_embed_tokens(self.h, arr.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), arr.size))
 
     def logits(self):
-        n = self._check(self.lib.ck_model_get_active_tokens(self.h))
+        """The last run's logits rows: every position after forward(), the last one after decode() or
+        forward(..., last_only=True)."""
+        n = self._check(self.lib.ck_model_get_logits_rows(self.h))
         ptr = self.lib.ck_model_get_logits(self.h)
         if not ptr:
             raise CkError(-3, self.lib.ck_last_error().decode())
         return np.ctypeslib.as_array(ptr, shape=(n, self.vocab_size)).copy()
 
-    def forward(self, tokens):
-        """Logits [len(tokens), vocab] for every position (a torch tensor when `tokens` is one, else numpy).
-        Appends to the KV cache when it is enabled."""
+    def forward(self, tokens, last_only=False):
+        """Logits [len(tokens), vocab] for every position (a torch tensor when `tokens` is one, else numpy);
+        last_only: [1, vocab] of the last position, skipping the lm_head of the others. Appends to the KV cache
+        when it is enabled."""
         self.embed(tokens)
+        self._check(self.lib.ck_model_set_logits_all(self.h, 0 if last_only else 1))
         self._check(self.lib.ck_model_forward(self.h))
         out = self.logits()
         if is_torch(tokens):
@@ -174,7 +180,7 @@ class LlmModel(_Handle):
                           f"{len(prompt)}-token prompt, not {max_new_tokens}", stacklevel=2)
         self.kv_cache_enable(min(self.context_length, len(prompt) + max(steps, 1)))
         rng = np.random.default_rng(seed)
-        row = self.forward(prompt)[-1]
+        row = self.forward(prompt, last_only=True)[-1]
         out = list(prompt)
         for i in range(steps):
             nxt = sample(row, temperature, top_k, top_p, rng)

@@ -39,10 +39,16 @@ int ck_model_embed_tokens(ck_model *m, const int32_t *tokens, int n_tokens);
 /* Runs the embedded tokens. Without the KV cache they are a fresh sequence
  * from position 0; with it they are appended to the cache. */
 int ck_model_forward(ck_model *m);
-/* [active_tokens][vocab] row-major logits of every embedded position; valid
- * until the next call on the handle. */
+/* [logits_rows][vocab] row-major logits, valid until the next call on the
+ * handle: of the last position of the forward or decode (logits_rows 1, the
+ * default), or of every position when ck_model_set_logits_all(m, 1) was
+ * called (logits_rows == active_tokens). The lm_head GEMM of the positions
+ * nobody reads is skipped: most of a short prompt's prefill work for a large
+ * vocabulary. */
 const float *ck_model_get_logits(const ck_model *m);
-int ck_model_get_active_tokens(const ck_model *m);
+int ck_model_get_logits_rows(const ck_model *m);
+int ck_model_get_active_tokens(const ck_model *m); /* tokens of the last forward or decode */
+int ck_model_set_logits_all(ck_model *m, int on);
 
 /* KV cache, layout [layer][kv_head][capacity][head_dim]; capacity <= context. */
 int ck_model_kv_cache_enable(ck_model *m, int capacity);

@@ -6,7 +6,9 @@
  * without -DCK_TRACE (the trace callback reads every element it is given).
  *   api_check WEIGHTS    exits 0 when every check holds
  */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ck_model.h"
@@ -50,6 +52,7 @@ int main(int argc, char **argv)
     CHECK(ck_model_embed_tokens(NULL, toks, 3) == CK_EINVAL);
     CHECK(ck_model_decode(NULL, 1) == CK_EINVAL);
     CHECK(ck_model_get_logits(NULL) == NULL);
+    CHECK(ck_model_get_logits_rows(NULL) == CK_EINVAL && ck_model_set_logits_all(NULL, 1) == CK_EINVAL);
     ck_model_kv_cache_reset(NULL);
     ck_model_free(NULL);
 
@@ -62,7 +65,25 @@ int main(int argc, char **argv)
     CHECK(ck_model_embed_tokens(m, many, 200) == CK_ERANGE);
     CHECK(ck_model_decode(m, 1) == CK_ESTATE);
     CHECK(ck_model_embed_tokens(m, toks, 3) == CK_OK && ck_model_forward(m) == CK_OK);
-    CHECK(ck_model_get_active_tokens(m) == 3);
+    CHECK(ck_model_get_active_tokens(m) == 3 && ck_model_get_logits_rows(m) == 1); /* the last position's only */
+    {
+        int v = ck_model_get_vocab_size(m), j;
+        float *last = (float *)malloc(sizeof(float) * (size_t)v), worst = 0.0f;
+        CHECK(last != NULL);
+        if (last) {
+            memcpy(last, ck_model_get_logits(m), sizeof(float) * (size_t)v);
+            CHECK(ck_model_set_logits_all(m, 1) == CK_OK);
+            CHECK(ck_model_embed_tokens(m, toks, 3) == CK_OK && ck_model_forward(m) == CK_OK);
+            CHECK(ck_model_get_logits_rows(m) == 3);
+            for (j = 0; j < v; j++) {
+                float d = fabsf(ck_model_get_logits(m)[2 * v + j] - last[j]);
+                if (d > worst) worst = d;
+            }
+            CHECK(worst < 1e-4f);
+            CHECK(ck_model_set_logits_all(m, 0) == CK_OK);
+            free(last);
+        }
+    }
     CHECK(ck_model_embed_tokens(m, many, 128) == CK_OK && ck_model_forward(m) == CK_OK); /* full context */
     CHECK(ck_model_kv_cache_enable(m, 0) == CK_ERANGE);
     CHECK(ck_model_kv_cache_enable(m, 5) == CK_OK);

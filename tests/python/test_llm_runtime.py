@@ -35,6 +35,24 @@ def test_chunked_prefill_through_the_cache(build, name):
     assert max_diff(m.forward(toks), full) < 1e-4
 
 
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_last_position_logits_only_unless_asked(build, name):
+    """ck_model_set_logits_all: the default computes the last position's logits only (its lm_head GEMM on one
+    row), through the cache too; forward() asks for every row."""
+    b = build(CONFIGS[name])
+    m = b.model()
+    toks = prompt(20, b.config["vocab_size"], seed=4)
+    full = m.forward(toks)
+    last = m.forward(toks, last_only=True)
+    assert last.shape == (1, b.config["vocab_size"]) and max_diff(last[0], full[-1]) < 1e-5
+    m.kv_cache_enable(24)
+    a = m.forward(toks[:12], last_only=True)
+    c = m.forward(toks[12:], last_only=True)
+    assert max_diff(a[0], full[11]) < 1e-4 and max_diff(c[0], full[-1]) < 1e-4
+    m.decode(3)  # one row, as before
+    assert m.logits().shape == (1, b.config["vocab_size"])
+
+
 def test_one_thread_and_two_threads_agree(build):
     b = build(CONFIGS["gqa_untied"])
     toks = prompt(33, 256, seed=5)
