@@ -160,7 +160,7 @@ class GraphModel(_Handle):
         keep, changed = self.lib.ck_graph_keep_input, self.lib.ck_graph_input_changed
         empty = ctypes.c_int64(0)  # what an input with no elements points at (torch gives it address 0)
         empty_p = ctypes.addressof(empty)
-        kept = [None] * len(ins)  # per input: (the Parameter, its version) of the library's device copy
+        kept = [None] * len(ins)  # per input: (the Parameter, its version, its address) of the library's copy
         Parameter = torch.nn.Parameter
 
         def call(*args):
@@ -168,6 +168,9 @@ class GraphModel(_Handle):
                 raise CkError(-1, f"the graph takes {len(ins)} inputs, got {len(args)}")
             converted = []
             for i, (t, (name, shape, dt)) in enumerate(zip(args, ins)):
+                k = kept[i]
+                if k is not None and k[0] is t and k[1] == t._version and k[2] == t.data_ptr():
+                    continue  # the resident Parameter as last time: same storage, unchanged, pointer in place
                 if t.dtype is not dt or not t.is_contiguous() or t.device.type != "cpu":
                     if tuple(t.shape) != shape:
                         raise CkError(-1, f"input '{name}' must have shape {list(shape)}, got {list(t.shape)}")
@@ -176,12 +179,10 @@ class GraphModel(_Handle):
                 elif t.shape != shape:
                     raise CkError(-1, f"input '{name}' must have shape {list(shape)}, got {list(t.shape)}")
                 elif type(t) is Parameter:
-                    k = kept[i]
-                    if k is None or k[0] is not t or k[1] != t._version:
-                        if k is None:
-                            keep(h, i)
-                        changed(h, i)
-                        kept[i] = (t, t._version)  # holds t: its address cannot be another tensor's
+                    if k is None:
+                        keep(h, i)
+                    changed(h, i)
+                    kept[i] = (t, t._version, t.data_ptr())  # holds t: its address cannot be another tensor's
                 in_p[i] = t.data_ptr() or empty_p
             results = [torch.empty(shape, dtype=dt) for shape, dt in outs]
             for j, o in enumerate(results):
