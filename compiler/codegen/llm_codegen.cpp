@@ -131,15 +131,21 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
         init.line(fmt::format("m->rope{0}_cos = (float *)malloc(sizeof(float) * CK_CONTEXT * {1});", i, rot / 2));
         init.line(fmt::format("m->rope{0}_sin = (float *)malloc(sizeof(float) * CK_CONTEXT * {1});", i, rot / 2));
         init.open(fmt::format("if (!m->rope{0}_cos || !m->rope{0}_sin)", i));
+        init.line(fmt::format("free(m->rope{0}_cos); /* host memory: not the target's to free */", i));
+        init.line(fmt::format("free(m->rope{0}_sin);", i));
+        init.line(fmt::format("m->rope{0}_cos = m->rope{0}_sin = NULL;", i));
         init.line("snprintf(err, sizeof err, \"out of memory for the RoPE tables (%d positions)\", CK_CONTEXT);");
         init.line("rc = CK_ENOMEM;");
         init.line("goto fail;");
         init.close();
         init.line(fmt::format("ck_rope_inv_freq(inv_freq, {}, &params);", rot));
         init.line(fmt::format("ck_rope_table(m->rope{0}_cos, m->rope{0}_sin, inv_freq, {1}, CK_CONTEXT);", i, rot));
-        init.open(fmt::format("if (ck_target_table(m, &m->rope{0}_cos, (size_t)CK_CONTEXT * {1}) != CK_OK ||\n"
-                              "        ck_target_table(m, &m->rope{0}_sin, (size_t)CK_CONTEXT * {1}) != CK_OK)",
-                              i, rot / 2));
+        // both calls run: each one takes its host table over or frees it, so ck_model_free frees only the target's
+        init.line(fmt::format("int placed_cos = ck_target_table(m, &m->rope{0}_cos, (size_t)CK_CONTEXT * {1});", i,
+                              rot / 2));
+        init.line(fmt::format("int placed_sin = ck_target_table(m, &m->rope{0}_sin, (size_t)CK_CONTEXT * {1});", i,
+                              rot / 2));
+        init.open("if (placed_cos != CK_OK || placed_sin != CK_OK)");
         init.line("ck_fail_in(\"ck_model_init\");");
         init.line("ck_model_free(m);");
         init.line("return NULL;");
