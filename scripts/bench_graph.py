@@ -215,6 +215,12 @@ def lib_worker(lib, threads, min_time):
     rng = np.random.default_rng(0)
     call = g.bind(*[rng.standard_normal(s.shape).astype(s.dtype) for s in g.inputs])
     call()
+    # Debian's OpenBLAS starts its thread pool when it loads, and each pool thread spins (sched_yield) for
+    # ~0.1 s before it sleeps: on 2 cores that can push the model's two OpenMP threads onto one core, and
+    # runs then cost ~GOMP_SPINCOUNT spins each (measured 2 ms instead of 30 us). The run is timed after it.
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 0.25:
+        call()
     t0, n = time.perf_counter(), 0
     while time.perf_counter() - t0 < min_time / 5:  # calls per measurement
         call()

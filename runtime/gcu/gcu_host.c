@@ -2,20 +2,23 @@
  * gcu_host.c — the host implementation of the gcu device API (gcu.h), in
  * plain C99 + POSIX threads. "Device memory" is host memory the shim hands
  * out and tracks (so that a host pointer passed where a device pointer
- * belongs is an error, as on a real device); every stream has its own worker
- * thread running its queue in order, so launches and async copies really are
- * asynchronous and only streams, events and the synchronize calls order them.
+ * belongs is an error, as on a real device). Every stream has a queue, run in
+ * order, one operation at a time; launches and async copies return at once.
  *
- * Waking a sleeping thread costs ~25 us on a small machine, twice per run
- * (the worker for the first launch, the caller at the synchronize), and
- * milliseconds when the kernels' OpenMP threads spin on every core: more
- * than all the kernels of a small model. So a worker whose queue ran dry,
- * and a caller waiting for its stream, first spin for up to GCU_HOST_SPIN_US
- * microseconds (default 200; 0: never), yielding the core to any other
- * runnable thread (the kernels' OpenMP team) between checks, then sleep.
- * (Measured against the alternative of letting the synchronizing thread run
- * the queue itself: that wakes the worker in the middle of the caller's
- * OpenMP regions, and was 2-4x slower on a 2-core machine.)
+ * Who runs a queue: the thread that synchronizes on it, if it comes within
+ * GCU_HOST_LAZY_US microseconds of the queueing (default 1000; 0: always the
+ * worker), else the stream's worker thread. Work nobody waits for still runs,
+ * and a thread waiting on an event (synchronize, a query, another stream's
+ * wait) kicks the worker of the event's stream to start at once.
+ *
+ * Why not the worker always: the kernels are OpenMP code, and libgomp keeps
+ * one thread pool per thread that opens parallel regions. A worker running
+ * kernels next to a caller that runs OpenMP itself (PyTorch does) makes two
+ * pools; once its pools hold more threads than there are cores, libgomp stops
+ * spinning between regions (its "throttled" wait) and every region pays a
+ * futex wake-up. Measured on a 2-core machine, a 3-layer MLP at batch 1: 32 us
+ * per run on the worker, 118-234 us once PyTorch had run one op, against
+ * 26-35 us on the synchronizing thread either way (the caller's own pool).
  * scripts/bench_graph.py --targets measures the device against --target cpu.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -23,7 +26,6 @@
 #include "gcu.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,15 +38,15 @@
 #define STREAM_MAGIC 0x67637573u /* "gcus" */
 #define EVENT_MAGIC 0x67637565u  /* "gcue" */
 
-/* ---- spinning before sleeping -------------------------------------------------- */
-static long g_spin_ns;
-static pthread_once_t g_spin_once = PTHREAD_ONCE_INIT;
+/* ---- time ------------------------------------------------------------------------ */
+static long g_lazy_ns;
+static pthread_once_t g_lazy_once = PTHREAD_ONCE_INIT;
 
-static void read_spin(void)
+static void read_lazy(void)
 {
-    const char *e = getenv("GCU_HOST_SPIN_US");
-    long us = e && *e ? atol(e) : 200;
-    g_spin_ns = us > 0 ? us * 1000L : 0;
+    const char *e = getenv("GCU_HOST_LAZY_US");
+    long us = e && *e ? atol(e) : 1000;
+    g_lazy_ns = us > 0 ? us * 1000L : 0;
 }
 
 static long now_ns(void)
@@ -54,30 +56,12 @@ static long now_ns(void)
     return (long)t.tv_sec * 1000000000L + t.tv_nsec;
 }
 
-static void cpu_relax(void)
+static struct timespec at_ns(long ns)
 {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
-/* Spins until *counter >= target or the spin time is up (the caller then sleeps on its condition variable). */
-static void spin_until(const unsigned long *counter, unsigned long target)
-{
-    long deadline;
-    int k;
-    pthread_once(&g_spin_once, read_spin);
-    if (!g_spin_ns) return;
-    deadline = now_ns() + g_spin_ns;
-    do {
-        for (k = 0; k < 16; k++) {
-            if (__atomic_load_n(counter, __ATOMIC_ACQUIRE) >= target) return;
-            cpu_relax();
-        }
-        sched_yield(); /* a thread of the kernels' team may need this core */
-    } while (now_ns() < deadline);
+    struct timespec t;
+    t.tv_sec = ns / 1000000000L;
+    t.tv_nsec = ns % 1000000000L;
+    return t;
 }
 
 /* ---- errors ------------------------------------------------------------------ */
@@ -215,16 +199,70 @@ gcu_error gcu_free(void *dev_ptr)
     return GCU_SUCCESS;
 }
 
-/* ---- events ------------------------------------------------------------------------ */
+/* ---- streams and events: the types ------------------------------------------------------ */
+typedef enum op_kind { OP_LAUNCH, OP_COPY, OP_SET, OP_RECORD, OP_WAIT } op_kind;
+
+typedef struct op {
+    op_kind kind;
+    struct op *next;
+    long queued_at; /* now_ns() when queued: the worker runs it once it is GCU_HOST_LAZY_US old */
+    gcu_kernel kernel;
+    void *dst;
+    const void *src;
+    size_t bytes;
+    int value;
+    struct gcu_event_s *event;
+    unsigned long generation;
+    unsigned char *args; /* the launch's copied argument block, GCU_ALIGN-aligned, in the same allocation */
+} op;
+
+struct gcu_stream_s {
+    unsigned magic;
+    pthread_mutex_t mu;
+    pthread_cond_t work; /* to the worker (CLOCK_MONOTONIC): work arrived while it slept, a kick, stop */
+    pthread_cond_t done; /* to waiting threads: an operation finished */
+    op *head, *tail;
+    int busy;            /* a thread (the worker or a synchronizing one) is running the operation taken last */
+    int stop;            /* gcu_stream_destroy: the worker runs what is left, then exits */
+    int urgent;          /* someone waits for this stream's work: the worker runs it without waiting */
+    int worker_asleep;   /* the worker waits for a signal, with no deadline */
+    unsigned long queued, finished; /* operations ever queued, ever finished */
+    pthread_t thread;
+    struct gcu_stream_s *next_stream; /* the registry gcu_synchronize walks */
+};
+
 struct gcu_event_s {
     unsigned magic;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     unsigned long recorded, completed; /* generations: record() numbers them, the stream completes them */
     int waiters;                       /* queued gcu_stream_wait_event operations still reading it */
+    struct gcu_stream_s *stream;       /* the stream of the latest record while it is pending, else NULL */
     struct timespec when;              /* when the last completed record ran */
 };
 
+/* Someone waits for s's work without running it: its worker starts now. Called with nothing or an event's
+ * lock held (the lock order is event, then stream). */
+static void kick(struct gcu_stream_s *s)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->head && !s->urgent) {
+        s->urgent = 1;
+        pthread_cond_signal(&s->work);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Waits, holding e->mu, for generation gen of e; the stream that will complete it is kicked. */
+static void wait_generation(struct gcu_event_s *e, unsigned long gen)
+{
+    while (e->completed < gen) {
+        if (e->stream) kick(e->stream);
+        pthread_cond_wait(&e->cv, &e->mu);
+    }
+}
+
+/* ---- events ------------------------------------------------------------------------ */
 static int valid_event(const struct gcu_event_s *e) { return e && e->magic == EVENT_MAGIC; }
 
 gcu_error gcu_event_create(gcu_event *event)
@@ -248,7 +286,7 @@ gcu_error gcu_event_synchronize(gcu_event e)
         pthread_mutex_unlock(&e->mu);
         return fail(GCU_ERROR_INVALID_HANDLE, "gcu_event_synchronize: the event was never recorded");
     }
-    while (e->completed < e->recorded) pthread_cond_wait(&e->cv, &e->mu);
+    wait_generation(e, e->recorded);
     pthread_mutex_unlock(&e->mu);
     return GCU_SUCCESS;
 }
@@ -257,7 +295,10 @@ gcu_error gcu_event_destroy(gcu_event e)
 {
     if (!valid_event(e)) return fail(GCU_ERROR_INVALID_HANDLE, "gcu_event_destroy: not an event");
     pthread_mutex_lock(&e->mu); /* queued records and waits still point at it */
-    while (e->completed < e->recorded || e->waiters > 0) pthread_cond_wait(&e->cv, &e->mu);
+    while (e->completed < e->recorded || e->waiters > 0) {
+        if (e->stream) kick(e->stream);
+        pthread_cond_wait(&e->cv, &e->mu);
+    }
     pthread_mutex_unlock(&e->mu);
     e->magic = 0;
     pthread_cond_destroy(&e->cv);
@@ -272,6 +313,7 @@ gcu_error gcu_event_query(gcu_event e)
     if (!valid_event(e)) return fail(GCU_ERROR_INVALID_HANDLE, "gcu_event_query: not an event");
     pthread_mutex_lock(&e->mu);
     r = e->recorded == 0 ? GCU_ERROR_INVALID_HANDLE : e->completed >= e->recorded ? GCU_SUCCESS : GCU_ERROR_NOT_READY;
+    if (r == GCU_ERROR_NOT_READY && e->stream) kick(e->stream); /* a thread polling for it wants it done */
     pthread_mutex_unlock(&e->mu);
     if (r == GCU_ERROR_INVALID_HANDLE) return fail(r, "gcu_event_query: the event was never recorded");
     return r;
@@ -288,34 +330,7 @@ gcu_error gcu_event_elapsed_time(float *ms, gcu_event start, gcu_event end)
     return GCU_SUCCESS;
 }
 
-/* ---- streams: a queue and a worker thread each ------------------------------------ */
-typedef enum op_kind { OP_LAUNCH, OP_COPY, OP_SET, OP_RECORD, OP_WAIT } op_kind;
-
-typedef struct op {
-    op_kind kind;
-    struct op *next;
-    gcu_kernel kernel;
-    void *dst;
-    const void *src;
-    size_t bytes;
-    int value;
-    struct gcu_event_s *event;
-    unsigned long generation;
-    unsigned char *args; /* the launch's copied argument block, GCU_ALIGN-aligned, in the same allocation */
-} op;
-
-struct gcu_stream_s {
-    unsigned magic;
-    pthread_mutex_t mu;
-    pthread_cond_t cv; /* work arrived, work finished, stop */
-    op *head, *tail;
-    int busy, stop;
-    unsigned long queued;   /* operations ever queued (written under mu, read atomically by spinning threads) */
-    unsigned long finished; /* operations ever finished (likewise) */
-    pthread_t thread;
-    struct gcu_stream_s *next_stream; /* the registry gcu_synchronize walks */
-};
-
+/* ---- streams: a queue each, run by whoever needs it first ------------------------------- */
 static pthread_mutex_t g_streams_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct gcu_stream_s *g_streams;
 static struct gcu_stream_s *g_default;
@@ -332,12 +347,13 @@ static void run_op(op *o)
         pthread_mutex_lock(&o->event->mu);
         clock_gettime(CLOCK_MONOTONIC, &o->event->when);
         if (o->generation > o->event->completed) o->event->completed = o->generation;
+        if (o->event->completed >= o->event->recorded) o->event->stream = NULL;
         pthread_cond_broadcast(&o->event->cv);
         pthread_mutex_unlock(&o->event->mu);
         break;
     case OP_WAIT:
         pthread_mutex_lock(&o->event->mu);
-        while (o->event->completed < o->generation) pthread_cond_wait(&o->event->cv, &o->event->mu);
+        wait_generation(o->event, o->generation);
         o->event->waiters--;
         pthread_cond_broadcast(&o->event->cv);
         pthread_mutex_unlock(&o->event->mu);
@@ -345,42 +361,64 @@ static void run_op(op *o)
     }
 }
 
+/* Takes the queue's first operation and runs it without the lock (one at a time: the caller saw !s->busy).
+ * Called and returns with s->mu held. */
+static void run_next(struct gcu_stream_s *s)
+{
+    op *o = s->head;
+    s->head = o->next;
+    if (!s->head) s->tail = NULL;
+    s->busy = 1;
+    pthread_mutex_unlock(&s->mu);
+    run_op(o);
+    free(o);
+    pthread_mutex_lock(&s->mu);
+    s->busy = 0;
+    s->finished++;
+    pthread_cond_broadcast(&s->done);
+}
+
 static void *worker(void *arg)
 {
     struct gcu_stream_s *s = (struct gcu_stream_s *)arg;
-    unsigned long taken = 0;
+    pthread_once(&g_lazy_once, read_lazy);
+    pthread_mutex_lock(&s->mu);
     for (;;) {
-        op *o;
-        spin_until(&s->queued, taken + 1); /* more work soon? (a stop is seen under the lock below) */
-        pthread_mutex_lock(&s->mu);
-        while (!s->head && !s->stop) pthread_cond_wait(&s->cv, &s->mu);
-        if (!s->head) { /* stop, queue drained */
-            pthread_mutex_unlock(&s->mu);
-            return NULL;
+        if (s->head && !s->busy) {
+            long due = s->head->queued_at + g_lazy_ns;
+            if (s->stop || s->urgent || now_ns() >= due) {
+                run_next(s);
+            } else {
+                struct timespec t = at_ns(due);
+                pthread_cond_timedwait(&s->work, &s->mu, &t);
+            }
+            continue;
         }
-        o = s->head;
-        s->head = o->next;
-        if (!s->head) s->tail = NULL;
-        s->busy = 1;
-        taken++;
-        pthread_mutex_unlock(&s->mu);
-        run_op(o);
-        free(o);
-        pthread_mutex_lock(&s->mu);
-        s->busy = 0;
-        __atomic_store_n(&s->finished, taken, __ATOMIC_RELEASE);
-        pthread_cond_broadcast(&s->cv);
-        pthread_mutex_unlock(&s->mu);
+        if (!s->head) {
+            s->urgent = 0;
+            if (s->stop) break;
+        }
+        s->worker_asleep = 1; /* empty, or another thread runs the queue (it signals when it leaves work) */
+        pthread_cond_wait(&s->work, &s->mu);
+        s->worker_asleep = 0;
     }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
 }
 
 static gcu_error stream_init(struct gcu_stream_s *s)
 {
+    pthread_condattr_t attr;
     memset(s, 0, sizeof *s);
     pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->work, &attr);
+    pthread_condattr_destroy(&attr);
+    pthread_cond_init(&s->done, NULL);
     if (pthread_create(&s->thread, NULL, worker, s) != 0) {
-        pthread_cond_destroy(&s->cv);
+        pthread_cond_destroy(&s->done);
+        pthread_cond_destroy(&s->work);
         pthread_mutex_destroy(&s->mu);
         return fail(GCU_ERROR_LAUNCH_FAILED, "gcu_stream_create: cannot start the stream's worker thread");
     }
@@ -414,15 +452,22 @@ static struct gcu_stream_s *resolve(gcu_stream s, const char *fn, gcu_error *err
     return s;
 }
 
-static gcu_error enqueue(struct gcu_stream_s *s, op *o)
+/* Appends o; called with s->mu held. */
+static void append(struct gcu_stream_s *s, op *o)
 {
     o->next = NULL;
-    pthread_mutex_lock(&s->mu);
+    o->queued_at = now_ns();
     if (s->tail) s->tail->next = o;
     else s->head = o;
     s->tail = o;
-    __atomic_store_n(&s->queued, s->queued + 1, __ATOMIC_RELEASE);
-    pthread_cond_broadcast(&s->cv);
+    s->queued++;
+    if (s->worker_asleep) pthread_cond_signal(&s->work); /* it sets its deadline for o */
+}
+
+static gcu_error enqueue(struct gcu_stream_s *s, op *o)
+{
+    pthread_mutex_lock(&s->mu);
+    append(s, o);
     pthread_mutex_unlock(&s->mu);
     return GCU_SUCCESS;
 }
@@ -442,11 +487,17 @@ static op *new_op(op_kind kind, size_t extra, const char *fn, gcu_error *err)
     return o;
 }
 
+/* Everything queued on s so far has finished: the calling thread runs it, unless another thread already is. */
 static gcu_error drain(struct gcu_stream_s *s)
 {
-    spin_until(&s->finished, __atomic_load_n(&s->queued, __ATOMIC_ACQUIRE));
+    unsigned long target;
     pthread_mutex_lock(&s->mu);
-    while (s->head || s->busy) pthread_cond_wait(&s->cv, &s->mu);
+    target = s->queued;
+    while (s->finished < target) {
+        if (s->head && !s->busy) run_next(s);
+        else pthread_cond_wait(&s->done, &s->mu);
+    }
+    if (s->head && s->worker_asleep) pthread_cond_signal(&s->work); /* work queued meanwhile by other threads */
     pthread_mutex_unlock(&s->mu);
     return GCU_SUCCESS;
 }
@@ -477,12 +528,16 @@ gcu_error gcu_stream_destroy(gcu_stream stream)
     if (*p) *p = stream->next_stream;
     pthread_mutex_unlock(&g_streams_mu);
     pthread_mutex_lock(&stream->mu);
-    stream->stop = 1; /* the worker finishes the queue, then exits */
-    pthread_cond_broadcast(&stream->cv);
+    stream->stop = 1; /* the worker runs the queue, then exits */
+    pthread_cond_signal(&stream->work);
     pthread_mutex_unlock(&stream->mu);
     pthread_join(stream->thread, NULL);
+    pthread_mutex_lock(&stream->mu);
+    while (stream->busy) pthread_cond_wait(&stream->done, &stream->mu); /* a synchronizing thread's last one */
+    pthread_mutex_unlock(&stream->mu);
     stream->magic = 0;
-    pthread_cond_destroy(&stream->cv);
+    pthread_cond_destroy(&stream->done);
+    pthread_cond_destroy(&stream->work);
     pthread_mutex_destroy(&stream->mu);
     free(stream);
     return GCU_SUCCESS;
@@ -504,6 +559,7 @@ gcu_error gcu_stream_query(gcu_stream stream)
     pthread_mutex_lock(&s->mu);
     idle = !s->head && !s->busy;
     pthread_mutex_unlock(&s->mu);
+    if (!idle) kick(s); /* a thread polling for it wants it done */
     return idle ? GCU_SUCCESS : GCU_ERROR_NOT_READY;
 }
 
@@ -537,11 +593,15 @@ gcu_error gcu_event_record(gcu_event event, gcu_stream stream)
     if (!s) return err;
     if (!valid_event(event)) return fail(GCU_ERROR_INVALID_HANDLE, "gcu_event_record: not an event");
     if (!(o = new_op(OP_RECORD, 0, "gcu_event_record", &err))) return err;
-    pthread_mutex_lock(&event->mu);
-    o->generation = ++event->recorded;
-    pthread_mutex_unlock(&event->mu);
     o->event = event;
-    return enqueue(s, o);
+    pthread_mutex_lock(&event->mu); /* numbered and queued at once: a thread waiting for it finds its stream */
+    o->generation = ++event->recorded;
+    pthread_mutex_lock(&s->mu);
+    append(s, o);
+    pthread_mutex_unlock(&s->mu);
+    event->stream = s;
+    pthread_mutex_unlock(&event->mu);
+    return GCU_SUCCESS;
 }
 
 gcu_error gcu_synchronize(void)
