@@ -8,6 +8,7 @@
  * Threads: the output features are split into one contiguous column range
  * per OpenMP thread, and each thread calls single-threaded OpenBLAS on its
  * range (see threads.c for why). Weights are therefore streamed once overall.
+ * A GEMM with at least as many rows as columns is split by rows instead.
  *
  * The bias and the residual `add` are folded into the GEMM: the output is
  * pre-filled with add (+ bias) and the GEMM accumulates with beta = 1. When
@@ -58,6 +59,21 @@ void ck_linear(float *out, int ldo, const float *x, int ldx, const float *w,
     /* Below ~64k multiply-adds a parallel region costs more than it saves. */
     int team = omp_in_parallel() || (double)T * K * N < CK_PAR_MIN ? 1 : omp_get_max_threads();
     if (team > 1) {
+        if (T >= N && T >= 8 * team) {
+            /* at least as many rows as columns: one contiguous row range per thread, each a whole-width
+             * GEMM. Split by columns, each thread gets a thin one, which OpenBLAS runs slowly (2 threads,
+             * T x K x N: 256x128x128 87 -> 48 us, 256x512x128 225 -> 178 us; shapes with T < N measured
+             * the same or better by columns, which also stream a large W only once) */
+#pragma omp parallel num_threads(team)
+            {
+                int nt = omp_get_num_threads(), id = omp_get_thread_num();
+                int per = (T + nt - 1) / nt, t0 = id * per, t1 = t0 + per > T ? T : t0 + per;
+                if (t1 > t0)
+                    linear_cols(out + (size_t)t0 * ldo, ldo, x + (size_t)t0 * ldx, ldx, w, bias,
+                                add ? add + (size_t)t0 * ld_add : NULL, ld_add, t1 - t0, K, 0, N);
+            }
+            return;
+        }
 #pragma omp parallel num_threads(team)
         {
             int nt = omp_get_num_threads(), id = omp_get_thread_num();

@@ -32,7 +32,8 @@ TEST_CASE("ck_rmsnorm matches the reference", "[kernels]")
 TEST_CASE("ck_linear matches the reference (GEMV, GEMM, bias, residual, strides)", "[kernels]")
 {
     auto [T, K, N] = GENERATE(std::tuple{1, 1, 1}, std::tuple{1, 64, 96}, std::tuple{1, 77, 333}, std::tuple{5, 64, 64},
-                              std::tuple{17, 129, 61}, std::tuple{32, 256, 1000}, std::tuple{3, 512, 2048});
+                              std::tuple{17, 129, 61}, std::tuple{32, 256, 1000}, std::tuple{3, 512, 2048},
+                              std::tuple{130, 64, 48}, std::tuple{257, 96, 100});  // the last two: split by rows
     int mode = GENERATE(0, 1, 2, 3, 4);  // plain, bias, separate addend, in-place addend, addend + bias
     int nth = GENERATE(1, 2);
     Threads th(nth);
