@@ -507,6 +507,7 @@ static gcu_error drain(struct gcu_stream_s *s)
         if (s->head && !s->busy) run_next(s);
         else pthread_cond_wait(&s->done, &s->mu);
     }
+    if (s->urgent && s->head) pthread_cond_signal(&s->work); /* kicked while we ran it: the rest is the worker's */
     pthread_mutex_unlock(&s->mu);
     return GCU_SUCCESS;
 }

@@ -368,3 +368,23 @@ TEST_CASE("gcu: a thread synchronizing soon after queueing runs the work itself;
     REQUIRE(gcu_event_destroy(e) == GCU_SUCCESS);
     REQUIRE(gcu_stream_destroy(s) == GCU_SUCCESS);
 }
+
+TEST_CASE("gcu: waiting on an event starts an idle stream's worker at once", "[gcu]")
+{
+    // An idle worker looks at its queue once a second; a waiter kicks it. Without the kick this takes ~1 s.
+    gcu_stream s;
+    gcu_event e;
+    REQUIRE(gcu_stream_create(&s) == GCU_SUCCESS);
+    REQUIRE(gcu_event_create(&e) == GCU_SUCCESS);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the worker is in its idle wait
+    std::thread::id ran_on;
+    WhoArgs args{&ran_on};
+    auto t0 = std::chrono::steady_clock::now();
+    REQUIRE(gcu_launch(note_thread, &args, sizeof args, s) == GCU_SUCCESS);
+    REQUIRE(gcu_event_record(e, s) == GCU_SUCCESS);
+    REQUIRE(gcu_event_synchronize(e) == GCU_SUCCESS);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(500));
+    CHECK(ran_on != std::this_thread::get_id());
+    REQUIRE(gcu_event_destroy(e) == GCU_SUCCESS);
+    REQUIRE(gcu_stream_destroy(s) == GCU_SUCCESS);
+}
