@@ -163,6 +163,80 @@ void ck_scale(float *out, const float *x, size_t n, float s);
 void ck_softcap(float *out, const float *x, size_t n, float cap);
 void ck_softcap_ref(float *out, const float *x, size_t n, float cap);
 
+/* ---- training (train.c): backward kernels, loss, optimizer ------------------
+ * Gradients of the language-model ops, in the forward kernels' conventions
+ * (the output gradient first, row strides for column views). Pass 0 as `acc`
+ * to overwrite an input's gradient, 1 to add to it (a tensor read by several
+ * ops sums their contributions). Parameter gradients (dw, db, dtable) are
+ * always accumulated, as PyTorch's .grad is. Every kernel has a *_ref twin in
+ * double precision; tests also check each against finite differences. */
+/* dtable[tokens[t]][:] += dout[t][:] (threads own column ranges: repeated tokens never race) */
+void ck_embedding_backward(float *dtable, const float *dout, const int32_t *tokens, int T, int C);
+void ck_embedding_backward_ref(float *dtable, const float *dout, const int32_t *tokens, int T, int C);
+/* dtable[pos0 + t][:] += dout[t][:] (the learned positions of ck_pos_embed) */
+void ck_pos_embed_backward(float *dtable, const float *dout, int T, int C, int pos0);
+/* dst = (acc ? dst : 0) + s * src: the gradient of an ADD operand, a SCALE, a residual */
+void ck_grad_add(float *dst, int acc, const float *src, size_t n, float s);
+/* RMSNorm: dx (=/+=) d/dx, dw += sum_t dy * x_hat. scratch: T floats. */
+void ck_rmsnorm_backward(float *dx, int acc, float *dw, const float *dy, const float *x, const float *w, int T, int C,
+                         float eps, float w_offset, float *scratch);
+void ck_rmsnorm_backward_ref(float *dx, int acc, float *dw, const float *dy, const float *x, const float *w, int T,
+                             int C, float eps, float w_offset);
+/* LayerNorm: dx (=/+=), dw += sum_t dy * x_hat, db += sum_t dy. scratch: 2 T floats. */
+void ck_layernorm_backward(float *dx, int acc, float *dw, float *db, const float *dy, const float *x, const float *w,
+                           int T, int C, float eps, float *scratch);
+void ck_layernorm_backward_ref(float *dx, int acc, float *dw, float *db, const float *dy, const float *x,
+                               const float *w, int T, int C, float eps);
+/* y = x @ w^T + bias: dx[T][K] (=/+=) dy @ w (dx may be NULL), dw[N][K] += dy^T @ x, db[N] += sum_t dy (db may
+ * be NULL). Threads own row ranges of dx and of dw. */
+void ck_linear_backward(float *dx, int lddx, int acc, float *dw, float *db, const float *dy, int lddy, const float *x,
+                        int ldx, const float *w, int T, int K, int N);
+void ck_linear_backward_ref(float *dx, int lddx, int acc, float *dw, float *db, const float *dy, int lddy,
+                            const float *x, int ldx, const float *w, int T, int K, int N);
+/* RoPE: the transpose rotation (angle -theta) of dy into dx (=/+=); dx may equal dy when acc == 0. */
+void ck_rope_backward(float *dx, int lddx, int acc, const float *dy, int lddy, int T, int n_heads, int head_dim,
+                      int rot_dim, int pos0, const float *cos_t, const float *sin_t);
+void ck_rope_backward_ref(float *dx, int lddx, int acc, const float *dy, int lddy, int T, int n_heads, int head_dim,
+                          int rot_dim, int pos0, const float *cos_t, const float *sin_t);
+/* Causal GQA attention over T tokens from position 0 (ck_attention with pos0 = 0, k/v in the [KVH][cap][D]
+ * layout it read; out is its output): dq[T][H*D], dk/dv[T][KVH*D] (row strides; =/+= by acc). Softmax
+ * statistics are recomputed: scratch holds 2 T H floats. */
+void ck_attention_backward(float *dq, int lddq, float *dk, int lddk, float *dv, int lddv, int acc, const float *dout,
+                           int lddo, const float *q, int ldq, const float *k_cache, const float *v_cache, int cap,
+                           const float *out, int ldo, int T, int H, int KVH, int D, float scale, int window,
+                           float softcap, float *scratch);
+void ck_attention_backward_ref(float *dq, int lddq, float *dk, int lddk, float *dv, int lddv, int acc,
+                               const float *dout, int lddo, const float *q, int ldq, const float *k_cache,
+                               const float *v_cache, int cap, int T, int H, int KVH, int D, float scale, int window,
+                               float softcap);
+/* out = act(gate) * up: dgate, dup (=/+=), row strides. */
+void ck_glu_backward(float *dgate, int lddg, float *dup, int lddu, int acc, const float *dy, int lddy,
+                     const float *gate, int ldg, const float *up, int ldu, int T, int F, ck_act act);
+void ck_glu_backward_ref(float *dgate, int lddg, float *dup, int lddu, int acc, const float *dy, int lddy,
+                         const float *gate, int ldg, const float *up, int ldu, int T, int F, ck_act act);
+/* out = act(x) (a GELU act): dx (=/+=) dy * act'(x) */
+void ck_gelu_backward(float *dx, int acc, const float *dy, const float *x, size_t n, ck_act act);
+void ck_gelu_backward_ref(float *dx, int acc, const float *dy, const float *x, size_t n, ck_act act);
+/* out = cap tanh(x / cap): dx (=/+=) dy (1 - tanh^2(x / cap)) */
+void ck_softcap_backward(float *dx, int acc, const float *dy, const float *x, size_t n, float cap);
+void ck_softcap_backward_ref(float *dx, int acc, const float *dy, const float *x, size_t n, float cap);
+/* Mean cross-entropy of logits[T][V] against targets (rows whose target is ignore_index do not count; the
+ * caller checks the others are in [0, V)). Writes dlogits = (softmax - onehot) / n_counted, zero rows for
+ * ignored targets; dlogits may equal logits. Returns the loss (0 when no row counts), *n_counted the rows. */
+double ck_cross_entropy(float *dlogits, const float *logits, const int32_t *targets, int T, int V, int ignore_index,
+                        int *n_counted);
+double ck_cross_entropy_ref(float *dlogits, const float *logits, const int32_t *targets, int T, int V,
+                            int ignore_index, int *n_counted);
+/* sum of x[i]^2 in double (global gradient norm); NaN/Inf propagate */
+double ck_sum_squares(const float *x, size_t n);
+/* One AdamW step as torch.optim.AdamW computes it (step >= 1 counts from 1):
+ *   w -= lr * wd * w;  g' = g * grad_scale;  m = b1 m + (1 - b1) g';  v = b2 v + (1 - b2) g'^2
+ *   w -= lr / (1 - b1^step) * m / (sqrt(v) / sqrt(1 - b2^step) + eps) */
+void ck_adamw(float *w, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2, float eps,
+              float wd, float grad_scale, int step);
+void ck_adamw_ref(float *w, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2, float eps,
+                  float wd, float grad_scale, int step);
+
 /* ---- exported-graph kernels ------------------------------------------------
  * Shapes are int64_t arrays of `rank` entries; broadcasting operands are
  * given right-aligned to the output rank (missing leading dims as 1). */
