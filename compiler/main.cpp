@@ -99,6 +99,7 @@ struct CommonOptions {
     std::string placement = placement_policies().front().name;
     bool no_inplace = false;
     bool no_fold_layers = false;
+    bool train = false;  // compile only: plan for training (every activation kept)
 };
 
 void add_common(CLI::App *cmd, CommonOptions &o)
@@ -150,6 +151,13 @@ Built build(const CommonOptions &o)
     plo.order = policy_named(order_policies(), o.order);
     plo.placement = policy_named(placement_policies(), o.placement);
     plo.inplace = !o.no_inplace;
+    if (o.train) {
+        if (graph)
+            throw Error(ErrorKind::Usage, "--train compiles language models (a config.json); exported graphs train "
+                                          "through torch.compile(backend=\"gcu\") later");
+        plo.keep_all = true;  // the backward reads every activation of its section
+        plo.inplace = false;
+    }
     b.plan = plan_program(b.program, plo);
     for (const auto &note : b.program.info.notes) std::cerr << "ckc: note: " << note << "\n";
     return b;
@@ -208,6 +216,10 @@ CLI::App *add_compile(CLI::App &app, CompileArgs &a)
     cmd->add_option("-o,--output", a.output, "the C file to write, e.g. out/model.c")->required();
     cmd->add_flag("--report", a.report,
                   "print node counts around each pass and the memory plan (arena vs naive sum vs max-live lower bound)");
+    cmd->add_flag("--train", a.common.train,
+                  "language models: also generate training (backward of every op, cross-entropy, AdamW; the "
+                  "ck_model_enable_training ABI in ck_model.h). The forward then keeps every activation of a section "
+                  "(no in-place reuse); --report adds saved activations, the gradient arena and optimizer state");
     cmd->add_option("--target", a.target,
                     "cpu (default): kernels run on the calling thread's OpenMP pool; gcu: on the gcu device "
                     "(runtime/include/gcu.h; the host implementation runs them on a stream's worker thread): the "
@@ -231,6 +243,8 @@ int run_compile(const CompileArgs &a, const std::string &command)
     cg.output_name = a.output.substr(a.output.rfind('/') == std::string::npos ? 0 : a.output.rfind('/') + 1);
     cg.templates_dir = home + "/templates";
     cg.target = a.target;
+    cg.train = a.common.train;
+    std::string training_report;
     AtomicFiles files;  // model.c, model.c.kernels (and a graph's weights) appear together or not at all
     if (b.program.info.kind == ModelKind::Graph) {
         GraphCodegenResult r = generate_graph_c(b.program, b.plan, cg);
@@ -241,6 +255,7 @@ int run_compile(const CompileArgs &a, const std::string &command)
         CodegenResult r = generate_llm_c(b.program, b.plan, cg);
         files.add(a.output, r.source);
         files.add(a.output + ".kernels", join(r.kernels, "\n") + "\n");
+        training_report = r.training_report;
     }
     files.commit();
     if (a.report) {
@@ -249,6 +264,7 @@ int run_compile(const CompileArgs &a, const std::string &command)
             std::cout << fmt::format("  {:<24} {:>6} -> {:<6}{}\n", st.name, st.nodes_before, st.nodes_after,
                                      st.nodes_after == st.nodes_before ? "" : "  *");
         print_plan_report(b.program, b.plan, b.program.info.context_length, std::cout);
+        std::cout << training_report;
     }
     std::cerr << fmt::format("ckc: wrote {} and {}.kernels ({})\n", a.output, a.output, b.program.info.summary);
     return 0;

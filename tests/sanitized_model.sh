@@ -48,7 +48,21 @@ for fam in gpt2 gemma2 phi qwen2; do
     "$CKC" random-weights models/tiny-$fam/config.json -o "$OUT/$fam/weights" --std 0.15 2>/dev/null
     cc $SAN -DCK_MODEL_MAIN -I runtime/include "$OUT/$fam/model.c" $(cat "$OUT/$fam/model.c.kernels") -lopenblas -lm \
        -fopenmp -o "$OUT/$fam/model"
-    echo "$fam: $("$OUT/$fam/model" "$OUT/$fam/weights" -n 20 -t 2 1 2 3 2>/dev/null)"
+    "$OUT/$fam/model" "$OUT/$fam/weights" -n 20 -t 2 1 2 3 > "$OUT/$fam/generated.txt" 2> "$OUT/$fam/stderr.txt"
+    echo "$fam: $(cat "$OUT/$fam/generated.txt")"
+done
+
+# training (--train) through the C ABI: steps, misuse, save and reload (tests/c/train_check.c), for the
+# families whose backward differs: RMSNorm + RoPE + GQA, Conv1D + learned positions + LayerNorm, soft-capping +
+# sandwich norms + sliding windows, partial rotary + parallel blocks
+for fam in llama gpt2 gemma2 phi; do
+    W="$OUT/weights"
+    [ "$fam" = llama ] || W="$OUT/$fam/weights"
+    "$CKC" compile models/tiny-$fam/config.json --train -o "$OUT/train-$fam/model.c"
+    cc $SAN -I runtime/include tests/c/train_check.c "$OUT/train-$fam/model.c" $(cat "$OUT/train-$fam/model.c.kernels") \
+       -lopenblas -lm -fopenmp -o "$OUT/train-$fam/train_check"
+    "$OUT/train-$fam/train_check" "$W" "$OUT/train-$fam" > "$OUT/train-$fam/out.txt"
+    echo "$fam: $(head -1 "$OUT/train-$fam/out.txt")"
 done
 
 head -c 3000 "$OUT/weights/model.safetensors" > "$OUT/bad/model.safetensors"

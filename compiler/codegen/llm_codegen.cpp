@@ -15,9 +15,11 @@
 #include "codegen/llm_codegen.h"
 
 #include <map>
+#include <sstream>
 
 #include <fmt/format.h>
 
+#include "codegen/backward_c.h"
 #include "codegen/program_c.h"
 #include "codegen/template.h"
 #include "support/error.h"
@@ -112,6 +114,27 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     std::string sections;
     for (Section s : kSections) sections += section_c(p, s, plan.section(s), wt, target) + (s != Section::Footer ? "\n" : "");
 
+    // training: the backward functions (after the forward's, which registered the RoPE tables) and the ABI
+    auto train_parts = template_parts(read_template(o.templates_dir, "llm_train.c.in"), "templates/llm_train.c.in");
+    std::string train_config = "#define CK_TRAIN 0 /* compiled without --train: the training ABI is CK_ENOTSUP */\n";
+    std::string training = train_parts["OFF"], train_fields;
+    std::string training_report;
+    if (o.train) {
+        if (gcu) input_error("--train runs on --target cpu (the gcu device has no backward kernels yet)");
+        if (plan.arena_fixed != 0) internal_error("training: the language model's arena has a fixed part");
+        TrainingC tc = training_c(p, plan, wt, [&](const Node &n) { return target.rope.prefix(n); });
+        train_config = "#define CK_TRAIN 1 /* ckc compile --train: backward, AdamW, the training ABI */\n";
+        train_config += fmt::format("#define CK_SAVED_HEADER {} /* saved activations, bytes per token */\n",
+                                    plan.section(Section::Header).per_token.arena);
+        train_config += fmt::format("#define CK_SAVED_BLOCK {}\n", plan.section(Section::Block).per_token.arena);
+        train_config += fmt::format("#define CK_SAVED_FOOTER {}\n", plan.section(Section::Footer).per_token.arena);
+        training = tc.plan + "\n" + tc.functions + train_parts["CODE"];
+        train_fields = train_parts["FIELDS"];
+        std::ostringstream rep;
+        print_training_report(p, plan, tc.stats, p.info.context_length, rep);
+        training_report = rep.str();
+    }
+
     // RoPE tables, discovered while emitting
     CWriter fields, init, fr;
     fields.indent();
@@ -204,7 +227,9 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
 
     std::map<std::string, std::string> slots;
     slots["FRONTMATTER"] = fm.str();
-    slots["CONFIG"] = cfg.str() + layer_tables_c(p);
+    slots["CONFIG"] = cfg.str() + train_config + layer_tables_c(p);
+    slots["TRAIN_FIELDS"] = train_fields;
+    slots["TRAINING"] = training;
     slots["WEIGHTS"] = weights_c(wt, "ck_");
     slots["PLAN"] = plan_c(p, plan);
     slots["SECTIONS"] = sections;
@@ -217,6 +242,8 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     r.source = fill_template(read_template(o.templates_dir, "llm_model.c.in"), slots, "templates/llm_model.c.in");
     std::set<std::string> always = {"kernels/threads.c", "kernels/cpu.c", "io/safetensors.c", "io/json.c"};
     if (gcu) always.insert("gcu/gcu_host.c");
+    if (o.train) always.insert("kernels/train.c");
+    r.training_report = training_report;
     for (const auto &k : kernel_files(p, always)) r.kernels.push_back(o.runtime_dir + "/" + k);
     return r;
 }

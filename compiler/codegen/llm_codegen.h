@@ -17,11 +17,13 @@ struct CodegenOptions {
     std::string templates_dir;             // absolute path of templates/
     std::string output_name = "model.c";
     std::string target = "cpu";            // "cpu", or "gcu": the kernels run on the gcu device (runtime/include/gcu.h)
+    bool train = false;                    // --train: backward, AdamW and the training ABI (needs a keep_all plan)
 };
 
 struct CodegenResult {
     std::string source;                    // model.c
     std::vector<std::string> kernels;      // absolute paths of runtime .c files
+    std::string training_report;           // --train: the training memory (saved activations, gradients)
 };
 
 CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOptions &o);

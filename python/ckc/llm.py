@@ -3,6 +3,12 @@
     m = LlmModel("out/libmodel.so", "path/to/hf-folder")
     logits = m.forward([1, 2, 3])                # [3, vocab] numpy, fresh sequence
     ids = m.generate([1, 2, 3], max_new_tokens=16, temperature=0.8, top_k=40, seed=0)
+
+A library compiled with `ckc compile --train` also trains (the other builds raise CkError CK_ENOTSUP):
+
+    m.enable_training(max_tokens=256)
+    loss = m.train_step(inputs, targets, lr=3e-4)      # zero_grad, forward, backward, clip, AdamW
+    m.save("finetuned/")                               # Hugging Face names, float32 safetensors (+ config.json)
 """
 import ctypes
 import os
@@ -40,7 +46,25 @@ _SIGNATURES = {
     "ck_model_get_num_layers": (ctypes.c_int, [ctypes.c_void_p]),
     "ck_model_set_threads": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int]),
     "ck_model_get_threads": (ctypes.c_int, [ctypes.c_void_p]),
+    "ck_model_enable_training": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int]),
+    "ck_model_disable_training": (None, [ctypes.c_void_p]),
+    "ck_model_is_training": (ctypes.c_int, [ctypes.c_void_p]),
+    "ck_model_backward": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32), ctypes.c_int,
+                                         ctypes.POINTER(ctypes.c_float)]),
+    "ck_model_zero_grad": (ctypes.c_int, [ctypes.c_void_p]),
+    "ck_model_optimizer_step": (ctypes.c_int, [ctypes.c_void_p] + [ctypes.c_float] * 6),
+    "ck_model_get_grad_norm": (ctypes.c_double, [ctypes.c_void_p]),
+    "ck_model_set_weight_decay": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]),
+    "ck_model_get_param_count": (ctypes.c_int, [ctypes.c_void_p]),
+    "ck_model_get_param_name": (ctypes.c_char_p, [ctypes.c_void_p, ctypes.c_int]),
+    "ck_model_get_weight": (ctypes.c_long, [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_float),
+                                            ctypes.c_long]),
+    "ck_model_get_grad": (ctypes.c_long, [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_float),
+                                          ctypes.c_long]),
+    "ck_model_save": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]),
 }
+
+IGNORE_INDEX = -100  # a target that does not count (CK_IGNORE_INDEX; PyTorch's cross_entropy default)
 
 
 def is_torch(x):
@@ -99,6 +123,7 @@ def load_library(path):
 
 class LlmModel(_Handle):
     def __init__(self, lib_path, weights_path, threads=None):
+        self.weights_path = str(weights_path)
         self.lib = load_library(lib_path)
         self._free = self.lib.ck_model_free
         self.h = self.lib.ck_model_init(str(weights_path).encode())
@@ -188,6 +213,86 @@ class LlmModel(_Handle):
             if i + 1 < steps:
                 row = self.decode(nxt)
         return out
+
+
+    # ---- training (ckc compile --train) ----------------------------------------------------------------
+
+    def enable_training(self, max_tokens):
+        """Saved activations, gradients and a writable float32 copy of the weights for steps of up to
+        max_tokens tokens. Turns the KV cache off (training runs whole sequences)."""
+        self.kv_cache_disable()
+        self._check(self.lib.ck_model_enable_training(self.h, int(max_tokens)))
+
+    def disable_training(self):
+        """Frees what training allocated; inference then runs the trained weights."""
+        self.lib.ck_model_disable_training(self.h)
+
+    @property
+    def training(self):
+        return bool(self.lib.ck_model_is_training(self.h))
+
+    def backward(self, targets):
+        """The mean cross-entropy of the last forward's logits against targets (IGNORE_INDEX rows do not
+        count); its gradients are added to every parameter's. Returns the loss."""
+        arr = np.ascontiguousarray(as_numpy(targets), dtype=np.int32).reshape(-1)
+        loss = ctypes.c_float()
+        self._check(self.lib.ck_model_backward(self.h, arr.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), arr.size,
+                                               ctypes.byref(loss)))
+        return loss.value
+
+    def zero_grad(self):
+        self._check(self.lib.ck_model_zero_grad(self.h))
+
+    def optimizer_step(self, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, clip=1.0):
+        """One AdamW step (torch.optim.AdamW's defaults) after clipping the global gradient norm to clip
+        (0: none); returns the norm before clipping."""
+        self._check(self.lib.ck_model_optimizer_step(self.h, lr, betas[0], betas[1], eps, weight_decay, clip))
+        return self.lib.ck_model_get_grad_norm(self.h)
+
+    def train_step(self, inputs, targets, lr, **adamw):
+        """zero_grad, forward(inputs), backward(targets), optimizer_step(lr, **adamw); returns the loss."""
+        self.zero_grad()
+        self.embed(inputs)
+        self._check(self.lib.ck_model_forward(self.h))
+        loss = self.backward(targets)
+        self.optimizer_step(lr, **adamw)
+        return loss
+
+    def set_weight_decay(self, name, on):
+        self._check(self.lib.ck_model_set_weight_decay(self.h, name.encode(), int(bool(on))))
+
+    def param_names(self):
+        """Every parameter's checkpoint (Hugging Face) name."""
+        n = self._check(self.lib.ck_model_get_param_count(self.h))
+        return [self.lib.ck_model_get_param_name(self.h, i).decode() for i in range(n)]
+
+    def _param(self, fn, name):
+        size = self._check(fn(self.h, name.encode(), None, 0))  # the element count
+        buf = np.empty(size, dtype=np.float32)
+        self._check(fn(self.h, name.encode(), buf.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), size))
+        return buf
+
+    def weight(self, name):
+        """A parameter by checkpoint name, flat float32 (the checkpoint's layout)."""
+        return self._param(self.lib.ck_model_get_weight, name)
+
+    def grad(self, name):
+        """Its accumulated gradient, flat float32."""
+        return self._param(self.lib.ck_model_get_grad, name)
+
+    def save(self, path):
+        """float32 safetensors under the checkpoint names: PATH/model.safetensors, with the model folder's
+        config.json (and tokenizer files) copied beside it, so transformers' from_pretrained loads it; or
+        PATH itself when it ends in .safetensors."""
+        import shutil
+        self._check(self.lib.ck_model_save(self.h, str(path).encode()))
+        if str(path).endswith(".safetensors"):
+            return
+        src = self.weights_path if os.path.isdir(self.weights_path) else os.path.dirname(self.weights_path)
+        for f in ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                  "tokenizer.model", "special_tokens_map.json"):
+            if os.path.exists(os.path.join(src, f)) and os.path.abspath(src) != os.path.abspath(str(path)):
+                shutil.copyfile(os.path.join(src, f), os.path.join(str(path), f))
 
 
 def sample(logits, temperature=0.0, top_k=None, top_p=None, rng=None):

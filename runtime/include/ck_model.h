@@ -70,6 +70,42 @@ int ck_model_get_threads(const ck_model *m);
  * CK_ENOTSUP unless model.c was compiled with -DCK_TRACE. */
 int ck_model_set_trace(ck_model *m, ck_trace_fn fn, void *user);
 
+/* ---- training (a model.c from `ckc compile --train`; every other build returns CK_ENOTSUP) ----------
+ * enable_training(m, max_tokens) copies the weights into writable float32 memory (a 16-bit checkpoint is
+ * trained in float32 from then on) and allocates what one step needs at up to max_tokens tokens: every
+ * layer's saved activations, the gradient arena and a gradient per parameter. While it is on, forward runs
+ * the whole sequence from position 0 and keeps its activations; decode and the KV cache are refused.
+ * A step: embed_tokens + forward, backward(targets) (mean cross-entropy over the targets that are not
+ * CK_IGNORE_INDEX; gradients are ADDED to the parameters' .grad, as in PyTorch), optimizer_step.
+ * disable_training frees all of it but the trained weights, which inference then uses. */
+#define CK_IGNORE_INDEX (-100)
+int ck_model_enable_training(ck_model *m, int max_tokens);
+void ck_model_disable_training(ck_model *m);
+int ck_model_is_training(const ck_model *m);
+/* targets[n], n == the tokens of the last forward; loss (may be NULL) receives the mean loss. A loss that is
+ * NaN or Inf is CK_ERANGE, and nothing is accumulated. */
+int ck_model_backward(ck_model *m, const int32_t *targets, int n, float *loss);
+int ck_model_zero_grad(ck_model *m);
+/* AdamW (torch.optim.AdamW's update, bias-corrected, decoupled weight decay) on every parameter, after
+ * clipping the gradients' global norm to clip (clip <= 0: no clipping). A non-finite gradient norm is
+ * CK_ERANGE and the step is skipped (weights and optimizer state unchanged). */
+int ck_model_optimizer_step(ck_model *m, float lr, float beta1, float beta2, float eps, float weight_decay, float clip);
+double ck_model_get_grad_norm(const ck_model *m); /* of the last optimizer_step, before clipping */
+/* Weight decay per parameter (by any of its checkpoint names); by default 2-D weights decay, norms and
+ * biases (1-D) do not. */
+int ck_model_set_weight_decay(ck_model *m, const char *name, int on);
+/* The parameters by checkpoint name (Hugging Face names, as saved), index 0 .. count-1. */
+int ck_model_get_param_count(const ck_model *m);
+const char *ck_model_get_param_name(const ck_model *m, int index);
+/* Copies a parameter (get_weight) or its gradient (get_grad) in the checkpoint's layout into out[n];
+ * returns its element count (n may be larger; out NULL: only the count), or a negative CK_E* code. */
+long ck_model_get_weight(const ck_model *m, const char *name, float *out, long n);
+long ck_model_get_grad(const ck_model *m, const char *name, float *out, long n);
+/* Writes every parameter as float32 safetensors under its checkpoint name: PATH if it ends in
+ * .safetensors, else PATH/model.safetensors (the folder is created). Written to a temporary name and
+ * renamed: a failed save leaves no partial file. */
+int ck_model_save(const ck_model *m, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

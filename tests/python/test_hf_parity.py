@@ -17,7 +17,6 @@ library loads each folder and is compared with transformers:
 The bf16 reference is transformers loading the bf16 folder into float32: the
 same rounded weights, computed in float32 as ckc does.
 """
-import json
 import os
 import re
 import shutil
@@ -28,65 +27,10 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
 import ckc
-from conftest import ROOT, max_diff, prompt
+from conftest import max_diff, prompt
+from hf_cases import CASES, hf_kwargs, perturb
 
 VARIANTS = ("f32", "bf16", "sharded")
-
-
-def published(name, **overrides):
-    """models/<name>/config.json (a published config at tiny size) with overrides."""
-    with open(os.path.join(ROOT, "models", name, "config.json")) as f:
-        c = json.load(f)
-    c.update(overrides)
-    return c
-
-
-LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-               "original_max_position_embeddings": 32}
-CASES = {
-    # Llama: GQA 4/2, untied (Llama-2 shape)
-    "llama": published("tiny-llama"),
-    # Llama-3.2: 8 heads / 2 KV, llama3 RoPE scaling, theta 500000, tied head
-    "llama3": published("tiny-llama", num_attention_heads=8, num_key_value_heads=2, rope_theta=500000.0,
-                        rope_scaling=LLAMA3_ROPE, tie_word_embeddings=True),
-    # MHA with attention and MLP biases, linear RoPE scaling, MQA-like odd sizes with explicit head_dim
-    "llama_bias_linear": published("tiny-llama", num_key_value_heads=4, attention_bias=True, mlp_bias=True,
-                                   rope_scaling={"rope_type": "linear", "factor": 2.0}),
-    "llama_mqa_head_dim": published("tiny-llama", vocab_size=251, hidden_size=48, intermediate_size=100,
-                                    num_key_value_heads=1, head_dim=16, num_hidden_layers=3),
-    # Mistral-7B: sliding window (8 here, shorter than the sequences)
-    "mistral": published("tiny-mistral"),
-    # Qwen2-0.5B: q/k/v biases, tied, theta 1e6; and windows on the layers past max_window_layers
-    "qwen2": published("tiny-qwen2"),
-    "qwen2_windows": published("tiny-qwen2", use_sliding_window=True, sliding_window=5, max_window_layers=1),
-    # GPT-2: learned positions, Conv1D, tied; and the inverse-layer attention scale
-    "gpt2": published("tiny-gpt2", bos_token_id=0, eos_token_id=0),
-    "gpt2_layer_scaled": published("tiny-gpt2", bos_token_id=0, eos_token_id=0, scale_attn_by_inverse_layer_idx=True),
-    # Phi-3-mini: fused qkv_proj / gate_up_proj, sliding window
-    "phi3": published("tiny-phi3", pad_token_id=0),  # its default pad id (32000) is past the tiny vocab
-    # Gemma-2B: sqrt(hidden) embedding scale, (1 + w) norms, GeGLU, heads * head_dim != hidden, tied
-    "gemma": published("tiny-gemma"),
-    # Phi-2: parallel attention/MLP, partial rotary, LayerNorm, biases everywhere incl. lm_head
-    "phi": published("tiny-phi"),
-    # Gemma-2: sandwich norms, attention and final soft-capping, query_pre_attn_scalar, alternating windows
-    "gemma2": published("tiny-gemma2"),
-}
-EAGER = {"gemma2"}  # transformers wants eager attention with soft-capping
-
-
-def hf_kwargs(name):
-    return {"attn_implementation": "eager"} if name in EAGER else {}
-
-
-def perturb(model, seed):
-    """N(0, 0.15) everywhere, norms around 1 (Gemma's, which add 1, around 0.5)."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            norm = p.dim() == 1 and name.endswith("weight")
-            centre = (0.5 if "gemma" in model.config.model_type else 1.0) if norm else 0.0
-            p.copy_(torch.randn(p.shape, generator=g) * 0.15 + centre)
-    return model.eval()
 
 
 class Case:

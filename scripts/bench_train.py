@@ -1,0 +1,168 @@
+#!/usr/bin/env -S sh -c 'exec "$(dirname "$0")/py" "$0" "$@"'
+"""Training step time and peak memory: a `ckc compile --train` library against PyTorch eager, in one run.
+
+Models (random weights, the same for both; a Hugging Face config, built by transformers):
+  stories15m   Llama, dim 288, 6 layers, 6 heads, ffn 768, vocab 32000 (llama2.c's stories15M), seq 256
+  gpt2-small   GPT-2, dim 768, 12 layers, 12 heads, vocab 50257, seq 256
+
+A step is zero_grad, forward, cross-entropy over the sequence, backward, global-norm clipping to 1.0 and
+AdamW, on one batch of `--seq` tokens. Each contender runs in its own worker process with the same thread
+count (its own OpenMP / MKL / OpenBLAS setup); the parent interleaves their steps round-robin so both see the
+same machine conditions, and reports median step times, their ratio, the first-step losses (they must agree:
+the same weights and batch) and each worker's peak RSS (ru_maxrss), with the RSS it had before loading the
+model (Python + numpy, or Python + torch + transformers) for reference.
+
+    scripts/bench_train.py [--model stories15m|gpt2-small] [--seq 256] [--threads 2] [--steps 7]
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+MODELS = {
+    "stories15m": {"model_type": "llama", "vocab_size": 32000, "hidden_size": 288, "intermediate_size": 768,
+                   "num_hidden_layers": 6, "num_attention_heads": 6, "num_key_value_heads": 6,
+                   "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "tie_word_embeddings": False},
+    "gpt2-small": {"model_type": "gpt2", "vocab_size": 50257, "n_embd": 768, "n_layer": 12, "n_head": 12,
+                   "n_positions": 1024, "bos_token_id": 0, "eos_token_id": 0},
+}
+
+
+def cache_dir():
+    base = os.environ.get("CKC_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "ckc")
+    return os.path.join(base, "bench_train")
+
+
+def prepare(name):
+    """The model folder (transformers, random weights) and the --train library, cached."""
+    import ckc
+    folder = os.path.join(cache_dir(), name)
+    if not os.path.exists(os.path.join(folder, "model.safetensors")):
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM
+        cfg = dict(MODELS[name])
+        config = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
+        torch.manual_seed(0)
+        print(f"creating {name} in {folder} ...", file=sys.stderr)
+        AutoModelForCausalLM.from_config(config).save_pretrained(folder + ".tmp")
+        os.replace(folder + ".tmp", folder)
+    so = ckc.build_library(ckc.compile_model(os.path.join(folder, "config.json"), os.path.join(folder, "c"),
+                                             args=["--train", "--max-context", "1024"]))
+    return folder, so
+
+
+def batch(vocab, seq):
+    import numpy as np
+    ids = np.random.default_rng(0).integers(0, vocab, seq + 1)
+    return ids[:-1], ids[1:]
+
+
+def rss_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def worker(kind, folder, so, seq, threads):
+    """Runs steps on request: reads 'step' / 'quit' lines, answers one JSON line each."""
+    base = rss_mib()
+    if kind == "ckc":
+        import ckc
+        m = ckc.LlmModel(so, folder, threads=threads)
+        m.enable_training(seq)
+        x, y = batch(m.vocab_size, seq)
+
+        def step():
+            return m.train_step(x, y, 3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, clip=1.0)
+    else:
+        import torch
+        import torch.nn.functional as F
+        from transformers import AutoModelForCausalLM
+        from ckc.contenders import configure_torch
+        configure_torch("torch", threads)
+        base = rss_mib()
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+        model.train()
+        decay = [p for p in model.parameters() if p.dim() >= 2]
+        rest = [p for p in model.parameters() if p.dim() < 2]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                                lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+        x, y = batch(model.config.vocab_size, seq)
+        x, y = torch.tensor(x[None]), torch.tensor(y)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(model(x).logits[0], y)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            return loss.item()
+    print(json.dumps({"ready": True, "base_rss": base}), flush=True)
+    for line in sys.stdin:
+        if line.strip() == "quit":
+            break
+        t0 = time.perf_counter()
+        loss = step()
+        dt = time.perf_counter() - t0
+        print(json.dumps({"time": dt, "loss": loss, "rss": rss_mib()}), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", choices=sorted(MODELS), default="stories15m")
+    ap.add_argument("--seq", type=int, default=256, help="tokens per step (default 256)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=7, help="timed steps per contender, after one warm-up")
+    ap.add_argument("--worker", choices=["ckc", "torch"], help=argparse.SUPPRESS)
+    ap.add_argument("--folder", help=argparse.SUPPRESS)
+    ap.add_argument("--so", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        return worker(a.worker, a.folder, a.so, a.seq, a.threads)
+    folder, so = prepare(a.model)
+    procs = {}
+    for kind in ("ckc", "torch"):
+        env = dict(os.environ)
+        if kind == "torch":
+            env["OMP_NUM_THREADS"] = str(a.threads)
+        procs[kind] = subprocess.Popen([sys.executable, __file__, "--worker", kind, "--folder", folder, "--so", so,
+                                        "--seq", str(a.seq), "--threads", str(a.threads)], stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, text=True, env=env)
+    info = {k: json.loads(p.stdout.readline()) for k, p in procs.items()}
+    times = {k: [] for k in procs}
+    losses = {k: [] for k in procs}
+    rss = {}
+    print(f"{a.model}, {a.seq} tokens per step, {a.threads} threads: 1 warm-up + {a.steps} steps each, interleaved",
+          file=sys.stderr)
+    for i in range(a.steps + 1):
+        for k, p in procs.items():
+            p.stdin.write("step\n")
+            p.stdin.flush()
+            r = json.loads(p.stdout.readline())
+            losses[k].append(r["loss"])
+            rss[k] = r["rss"]
+            if i > 0:
+                times[k].append(r["time"])
+        print(f"  step {i}: " + ", ".join(f"{k} {losses[k][-1]:.4f}" for k in procs), file=sys.stderr)
+    for p in procs.values():
+        p.stdin.write("quit\n")
+        p.stdin.flush()
+        p.wait()
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"\n{a.model} training step ({a.seq} tokens, {a.threads} threads), medians of {a.steps}:")
+    print(f"  {'':8} {'step':>10} {'peak RSS':>12} {'RSS before model':>18} {'first loss':>12}")
+    for k in procs:
+        print(f"  {k:8} {med[k] * 1e3:8.1f} ms {rss[k]:9.1f} MiB {info[k]['base_rss']:15.1f} MiB {losses[k][0]:12.5f}")
+    print(f"  ckc speed-up over torch eager: {med['torch'] / med['ckc']:.2f}x; peak RSS ckc/torch "
+          f"{rss['ckc'] / rss['torch']:.2f}x (above the pre-model RSS: "
+          f"{(rss['ckc'] - info['ckc']['base_rss']) / max(rss['torch'] - info['torch']['base_rss'], 1e-9):.2f}x)")
+    if abs(losses["ckc"][0] - losses["torch"][0]) > 1e-3 * abs(losses["torch"][0]):
+        print("  WARNING: the first-step losses differ", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
