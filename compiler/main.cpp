@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <fstream>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
@@ -157,6 +158,21 @@ Built build(const CommonOptions &o)
                                           "through torch.compile(backend=\"gcu\") later");
         plo.keep_all = true;  // the backward reads every activation of its section
         plo.inplace = false;
+        // dropout: training in transformers applies it, ckc does not (its step is model.eval()'s math)
+        std::ifstream f(o.input);
+        nlohmann::json cfg = nlohmann::json::parse(f, nullptr, false);
+        std::vector<std::string> drops;
+        if (cfg.is_object() && cfg.value("model_type", "") == "gpt2")  // GPT2Config's defaults
+            for (const char *key : {"attn_pdrop", "embd_pdrop", "resid_pdrop"})
+                if (!cfg.contains(key)) cfg[key] = 0.1;
+        if (cfg.is_object())
+            for (const auto &[key, v] : cfg.items())
+                if ((key.find("dropout") != std::string::npos || key.find("pdrop") != std::string::npos) &&
+                    v.is_number() && v.get<double>() > 0)
+                    drops.push_back(fmt::format("{} {}", key, v.get<double>()));
+        if (!drops.empty())
+            b.program.info.notes.push_back("--train: " + o.input + " uses dropout (" + join(drops, ", ") +
+                                           "); ckc trains without dropout (the forward is model.eval()'s)");
     }
     b.plan = plan_program(b.program, plo);
     for (const auto &note : b.program.info.notes) std::cerr << "ckc: note: " << note << "\n";

@@ -9,7 +9,7 @@ A step is zero_grad, forward, cross-entropy over the sequence, backward, global-
 AdamW, on one batch of `--seq` tokens. Each contender runs in its own worker process with the same thread
 count (its own OpenMP / MKL / OpenBLAS setup); the parent interleaves their steps round-robin so both see the
 same machine conditions, and reports median step times, their ratio, the first-step losses (they must agree:
-the same weights and batch) and each worker's peak RSS (ru_maxrss), with the RSS it had before loading the
+the same weights and batch) and each worker's peak RSS (VmHWM), with the RSS it had before loading the
 model (Python + numpy, or Python + torch + transformers) for reference.
 
     scripts/bench_train.py [--model stories15m|gpt2-small] [--seq 256] [--threads 2] [--steps 7]
@@ -27,8 +27,10 @@ MODELS = {
     "stories15m": {"model_type": "llama", "vocab_size": 32000, "hidden_size": 288, "intermediate_size": 768,
                    "num_hidden_layers": 6, "num_attention_heads": 6, "num_key_value_heads": 6,
                    "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "tie_word_embeddings": False},
+    # no dropout: ckc trains without it (both must compute the same step)
     "gpt2-small": {"model_type": "gpt2", "vocab_size": 50257, "n_embd": 768, "n_layer": 12, "n_head": 12,
-                   "n_positions": 1024, "bos_token_id": 0, "eos_token_id": 0},
+                   "n_positions": 1024, "bos_token_id": 0, "eos_token_id": 0, "resid_pdrop": 0.0, "embd_pdrop": 0.0,
+                   "attn_pdrop": 0.0},
 }
 
 
@@ -51,7 +53,7 @@ def prepare(name):
         AutoModelForCausalLM.from_config(config).save_pretrained(folder + ".tmp")
         os.replace(folder + ".tmp", folder)
     so = ckc.build_library(ckc.compile_model(os.path.join(folder, "config.json"), os.path.join(folder, "c"),
-                                             args=["--train", "--max-context", "1024"]))
+                                             args=["--train"]))
     return folder, so
 
 
@@ -62,6 +64,11 @@ def batch(vocab, seq):
 
 
 def rss_mib():
+    """This process's peak resident memory (VmHWM: unlike ru_maxrss, not inherited from the parent at exec)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 

@@ -72,7 +72,7 @@ int ck_model_set_trace(ck_model *m, ck_trace_fn fn, void *user);
 
 /* ---- training (a model.c from `ckc compile --train`; every other build returns CK_ENOTSUP) ----------
  * enable_training(m, max_tokens) copies the weights into writable float32 memory (a 16-bit checkpoint is
- * trained in float32 from then on) and allocates what one step needs at up to max_tokens tokens: every
+ * trained in float32 from then on; the checkpoint file is closed) and allocates what one step needs at up to max_tokens tokens: every
  * layer's saved activations, the gradient arena and a gradient per parameter. While it is on, forward runs
  * the whole sequence from position 0 and keeps its activations; decode and the KV cache are refused.
  * A step: embed_tokens + forward, backward(targets) (mean cross-entropy over the targets that are not

@@ -28,6 +28,8 @@ CASES = {
     # MHA with attention and MLP biases, linear RoPE scaling, MQA-like odd sizes with explicit head_dim
     "llama_bias_linear": published("tiny-llama", num_key_value_heads=4, attention_bias=True, mlp_bias=True,
                                    rope_scaling={"rope_type": "linear", "factor": 2.0}),
+    # exact (erf) GELU in the gated MLP
+    "llama_gelu": published("tiny-llama", hidden_act="gelu"),
     "llama_mqa_head_dim": published("tiny-llama", vocab_size=251, hidden_size=48, intermediate_size=100,
                                     num_key_value_heads=1, head_dim=16, num_hidden_layers=3),
     # Mistral-7B: sliding window (8 here, shorter than the sequences)

@@ -8,7 +8,8 @@
              model (decay on 2-D weights only, as ckc's default): loss per step within 1e-4, gradient
              norm within 1e-4, logits of the trained models
   save       the trained weights saved by ckc load in transformers and give ckc's logits, and inference
-             after disable_training runs the trained weights
+             after disable_training runs the trained weights (every family)
+  bf16       a bfloat16 checkpoint trains in float32 and saves float32
   refusals   a library without --train, bad targets, too many tokens, decode and the KV cache while training
 """
 import os
@@ -104,7 +105,7 @@ def test_gradients_match_transformers(name, workdir):
     assert not np.any(m.grad(worst))
 
 
-@pytest.mark.parametrize("name", ["llama", "gpt2", "gemma2", "phi"])
+@pytest.mark.parametrize("name", sorted(CASES))
 def test_adamw_matches_torch(name, workdir):
     t = trainee(name, workdir)
     lr, betas, eps, wd, clip = 3e-3, (0.9, 0.95), 1e-8, 0.1, 1.0
@@ -137,19 +138,20 @@ def test_adamw_matches_torch(name, workdir):
     assert err < 1e-3
 
 
-def test_save_reloads_in_transformers_and_inference_runs_trained_weights(workdir):
-    t = trainee("qwen2", workdir)  # tied embeddings, q/k/v biases
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_save_reloads_in_transformers_and_inference_runs_trained_weights(name, workdir):
+    t = trainee(name, workdir)
     m = t.ckc()
     for _ in range(5):
         m.train_step(t.tokens, t.targets, 1e-2)
-    trained = os.path.join(workdir, "trained-qwen2")
+    trained = os.path.join(workdir, f"trained-{name}")
     m.save(trained)
     assert not [f for f in os.listdir(trained) if ".tmp" in f]
     m.disable_training()
     assert not m.training
     toks = prompt(9, t.config.vocab_size, seed=3)
     ours = m.forward(toks)
-    hf = AutoModelForCausalLM.from_pretrained(trained, dtype=torch.float32).eval()
+    hf = AutoModelForCausalLM.from_pretrained(trained, dtype=torch.float32, **hf_kwargs(name)).eval()
     with torch.no_grad():
         theirs = hf(torch.tensor([toks])).logits[0].numpy()
     assert max_diff(ours, theirs) < 1e-4
@@ -157,6 +159,32 @@ def test_save_reloads_in_transformers_and_inference_runs_trained_weights(workdir
     assert max_diff(before, ours) > 1e-2  # the steps changed the model
     # and a fresh library loads the saved folder to the same logits
     assert max_diff(ckc.LlmModel(t.so, trained).forward(toks), ours) < 1e-5
+
+
+def test_bf16_checkpoint_trains_in_float32(workdir):
+    """A bfloat16 folder: enable_training copies the weights to float32, the gradients are those of the
+    float32 model with the rounded weights, and save writes float32."""
+    from safetensors import safe_open
+    t = trainee("llama", workdir)
+    folder = os.path.join(workdir, "train-llama-bf16")
+    t.fresh().to(torch.bfloat16).save_pretrained(folder)
+    m = ckc.LlmModel(t.so, folder)
+    m.enable_training(16)
+    m.zero_grad()
+    m.embed(t.tokens)
+    m._check(m.lib.ck_model_forward(m.h))
+    loss = m.backward(t.targets)
+    ref = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    ref_loss = t.loss(ref)
+    ref_loss.backward()
+    assert loss == pytest.approx(ref_loss.item(), rel=1e-5)
+    params = dict(ref.named_parameters())
+    assert max(rel_err(m.grad(n), params[n].grad) for n in params) < 1e-4
+    m.optimizer_step(1e-3)
+    out = os.path.join(workdir, "train-llama-bf16-saved")
+    m.save(out)
+    with safe_open(os.path.join(out, "model.safetensors"), "np") as f:
+        assert {str(f.get_tensor(k).dtype) for k in f.keys()} == {"float32"}
 
 
 def test_training_refusals(workdir):
@@ -218,3 +246,19 @@ def test_non_finite_loss_is_an_error_and_accumulates_nothing(workdir):
         m.backward(t.targets)
     assert e.value.code == -2
     assert not np.any(m.grad("lm_head.weight"))
+
+
+def test_text_run_learns_and_generates(workdir):
+    """scripts/train_text.py: a byte-level Llama trained on the project's corpus; the loss falls from ln 256
+    and the trained model generates (the closing notes show the long run)."""
+    import json
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, os.path.join(ckc.ROOT, "scripts", "train_text.py"), "--steps", "120",
+                          "--dim", "64", "--layers", "2", "--generate", "40", "--json", "--out",
+                          os.path.join(workdir, "train-text")], capture_output=True, text=True, check=True).stdout
+    r = json.loads(out.strip().splitlines()[-1])
+    assert r["first_loss"] == pytest.approx(np.log(256), abs=0.3)
+    assert r["last_loss"] < r["first_loss"] - 2.0, out
+    assert r["text"].startswith("A compiler") and len(r["text"]) > len("A compiler") + 20  # 40 bytes, UTF-8 decoded
+    assert "step   120" in out and "|" in out  # the progress lines and the printed curve
