@@ -88,6 +88,21 @@ cc $SAN -I runtime/include tests/c/graph_check.c "$OUT/graph/model.c" $(cat "$OU
    -lopenblas -lm -fopenmp -o "$OUT/graph/graph_check"
 "$OUT/graph/graph_check" "$OUT/graph/model.weights.safetensors" 96
 
+# a bool mask reshaped into an output (what AOTAutograd's backward graphs return for the embedding's
+# gradient): its copy moves bytes, not floats (tests/c/graph_run.c sizes every buffer exactly)
+"$PY" - "$OUT/mask" <<'PYEOF'
+import sys, torch
+import ckc
+class MaskOut(torch.nn.Module):
+    def forward(self, x, mask):
+        return x * 2.0, mask.unsqueeze(-1)
+ckc.export(MaskOut(), (torch.randn(4, 16), torch.rand(16) > 0.5), sys.argv[1] + "/export")
+PYEOF
+"$CKC" compile "$OUT/mask/export/graph.json" -o "$OUT/mask/model.c"
+cc $SAN -I runtime/include tests/c/graph_run.c "$OUT/mask/model.c" $(cat "$OUT/mask/model.c.kernels") \
+   -lopenblas -lm -fopenmp -o "$OUT/mask/graph_run"
+"$OUT/mask/graph_run"
+
 # the same graph on the gcu device (--target gcu): uploads, the stream's worker thread, copies in and out
 "$CKC" compile "$OUT/graph/export/graph.json" -o "$OUT/graph-gcu/model.c" --target gcu
 cc $SAN -I runtime/include tests/c/graph_check.c "$OUT/graph-gcu/model.c" $(cat "$OUT/graph-gcu/model.c.kernels") \

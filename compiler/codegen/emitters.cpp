@@ -265,11 +265,16 @@ void causal_mask_emit(EmitCtx &c)
     c.w.line(fmt::format("ck_causal_mask({}, {}, {}, {});", c.out(), c.in(0), shape_numel_fixed(s) / (S * S), S));
 }
 
-void reshape_emit(EmitCtx &c)  // only when the input is a column view: copy it contiguous
+void reshape_emit(EmitCtx &c)  // when it is not a view: a column view copied contiguous, or into a caller's buffer
 {
     if (c.aliased()) return;
-    c.w.line(fmt::format("ck_copy_rows({}, {}, {}, {}, {});", c.out(), c.in(0), c.ld_in(0), row_count(c, c.tin(0)),
-                         last(c.tin(0).shape)));
+    if (c.ld_in(0) != c.dim(last(c.tin(0).shape))) {  // column views are float32
+        c.w.line(fmt::format("ck_copy_rows({}, {}, {}, {}, {});", c.out(), c.in(0), c.ld_in(0), row_count(c, c.tin(0)),
+                             last(c.tin(0).shape)));
+        return;
+    }
+    // any dtype (a bool mask reshaped into an output): the element size of the typed pointer
+    c.w.line(fmt::format("memcpy({}, {}, {} * sizeof *{});", c.out(), c.in(0), c.numel(c.n.output), c.out()));
 }
 
 void permute_emit(EmitCtx &c)

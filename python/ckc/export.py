@@ -773,7 +773,7 @@ _HANDLERS = {
     "aten.rsub": _rsub,
     "aten.relu": _unary("RELU"), "aten.silu": _unary("SILU"), "aten.tanh": _unary("TANH"), "aten.exp": _unary("EXP"),
     "aten.rsqrt": _unary("RSQRT"), "aten.neg": _unary("NEG"), "aten.sigmoid": _unary("SIGMOID"), "aten.abs": _unary("ABS"),
-    "aten.cos": _unary("COS"), "aten.sin": _unary("SIN"), "aten.gelu": _gelu, "aten.pow": _pow,
+    "aten.cos": _unary("COS"), "aten.sin": _unary("SIN"), "aten.erf": _unary("ERF"), "aten.gelu": _gelu, "aten.pow": _pow,
     "aten.sqrt": _sqrt, "aten.reciprocal": _reciprocal,
     # normalization, softmax, reductions
     "aten.native_layer_norm": _native_layer_norm, "aten.layer_norm": _layer_norm,

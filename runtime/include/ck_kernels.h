@@ -262,7 +262,8 @@ void ck_adamw_ref(float *w, const float *g, float *m, float *v, size_t n, float 
     X(SIGMOID, (1 / (1 + exp(-x))))               \
     X(ABS, (fabs(x)))                             \
     X(COS, (cos(x)))                              \
-    X(SIN, (sin(x)))
+    X(SIN, (sin(x)))                              \
+    X(ERF, (erf(x)))
 
 #define CK_UN_ENUM_ROW(name, formula) CK_UN_##name,
 typedef enum ck_unop { CK_UNARY_OPS(CK_UN_ENUM_ROW) CK_UN_COUNT } ck_unop;

@@ -157,7 +157,7 @@ const UnaryPoint kUnaryPoints[] = {
     {CK_UN_RELU, -1.5f, 0, 0.0f},         {CK_UN_SILU, 1.0f, 0, 0.7310586f},  {CK_UN_TANH, 0.5f, 0, 0.46211716f},
     {CK_UN_EXP, 1.0f, 0, 2.7182817f},     {CK_UN_RSQRT, 4.0f, 0, 0.5f},        {CK_UN_NEG, 2.0f, 0, -2.0f},
     {CK_UN_POW, 3.0f, 2.0f, 9.0f},        {CK_UN_SIGMOID, 1.0f, 0, 0.7310586f}, {CK_UN_ABS, -2.5f, 0, 2.5f},
-    {CK_UN_COS, 1.0f, 0, 0.5403023f},     {CK_UN_SIN, 1.0f, 0, 0.84147098f},
+    {CK_UN_COS, 1.0f, 0, 0.5403023f},     {CK_UN_SIN, 1.0f, 0, 0.84147098f}, {CK_UN_ERF, 0.5f, 0, 0.52049988f},
 };
 
 TEST_CASE("every unary op has a test row, and gives its value there", "[kernels]")

@@ -1,6 +1,10 @@
 """torch.compile(backend="gcu"): dynamo's FX graph -> ATen (AOTAutograd, core ATen decompositions) ->
 partitions ckc compiles -> generated C -> cc -> loaded libraries, with the rest run eagerly in between.
 
+Training: AOTAutograd's backward graph (the joint graph's second half) goes through the same partitioning,
+per-node fallback and per-shape builds, so loss.backward() runs in ckc's C too; LayerNorm is decomposed in
+training graphs (its mean / rstd are saved for the backward, which ckc's LAYERNORM does not return).
+
 The compiled forward is specialised on first call for the concrete shapes it sees (ckc plans memory for
 static shapes); a graph dynamo traced with symbolic sizes gets one artifact per concrete shape. Every
 placeholder, parameters included, is an input of the compiled C: parameters are read in place from the
@@ -502,6 +506,22 @@ def _keep_attention_whole(gm):
         gm.recompile()
 
 
+def _layer_norm_with_stats(x, normalized_shape, weight, bias, eps):
+    """aten.native_layer_norm in ops ckc compiles (mean, sub, mul, rsqrt): (out, mean, rstd) as ATen returns
+    them, the statistics with the normalized dims kept as 1s."""
+    import torch
+    dims = list(range(x.dim() - len(normalized_shape), x.dim()))
+    mean = x.mean(dims, keepdim=True)
+    centred = x - mean
+    rstd = torch.rsqrt((centred * centred).mean(dims, keepdim=True) + eps)
+    out = centred * rstd
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out, mean, rstd
+
+
 def gcu(gm, example_inputs, options=()):
     """The torch.compile backend: torch.compile(model, backend="gcu"). The partitions run on the gcu device
     (--target gcu: parameters stay resident there, see GraphModel.torch_runner) unless
@@ -517,6 +537,10 @@ def gcu(gm, example_inputs, options=()):
     table = core_aten_decompositions()
     for op in ex._preserved(torch):
         table.pop(op, None)
+    if torch.is_grad_enabled():
+        # training: the forward saves LayerNorm's mean and rstd for the backward, which ckc's LAYERNORM does not
+        # return; decomposed into ops ckc runs, they are ordinary tensors of the compiled forward
+        table[torch.ops.aten.native_layer_norm.default] = _layer_norm_with_stats
 
     whole_key = None
     if not torch.is_grad_enabled():
@@ -535,7 +559,9 @@ def gcu(gm, example_inputs, options=()):
         return built[-1]
 
     def backward(agm, _fake_inputs):
-        return agm  # gradients run eagerly (training is the training issue's)
+        # the joint graph's backward half: the same partitioning, per-node fallback and per-shape builds
+        from torch._functorch.aot_autograd import make_boxed_func
+        return make_boxed_func(_Specializing(agm, name + "_backward", options))
 
     compiled = aot_module_simplified(gm, example_inputs, fw_compiler=forward, bw_compiler=backward,
                                      decompositions=table)
@@ -553,10 +579,11 @@ def gcu(gm, example_inputs, options=()):
     return compiled
 
 
-def explain(model, example_inputs):
+def explain(model, example_inputs, backward=False):
     """Compiles `model` with the gcu backend, runs it once on `example_inputs`, and returns the Reports of every
     graph dynamo handed over: per node, whether it was compiled (and in which partition) or ran eagerly, and
-    why."""
+    why. backward=True also runs the backward of the outputs' sum (the graphs named *_backward), leaving the
+    parameters' .grad as they were."""
     global _collector
     import torch
     if isinstance(example_inputs, torch.Tensor):
@@ -564,7 +591,17 @@ def explain(model, example_inputs):
     _collector = Reports()
     try:
         torch._dynamo.reset()
-        torch.compile(model, backend=gcu)(*example_inputs)
+        out = torch.compile(model, backend=gcu)(*example_inputs)
+        if backward:
+            outs = [o for o in (out if isinstance(out, (tuple, list)) else [out])
+                    if isinstance(o, torch.Tensor) and o.requires_grad]
+            if not outs:
+                raise ValueError("explain(backward=True): no output of the model requires grad")
+            params = [p for p in model.parameters()] if isinstance(model, torch.nn.Module) else []
+            saved = [p.grad for p in params]
+            sum(o.float().sum() for o in outs).backward()
+            for p, g in zip(params, saved):
+                p.grad = g
         return _collector
     finally:
         _collector = None
