@@ -80,6 +80,29 @@ def test_inspect_plan_and_compile_report(tmp_path):
     assert "naive placement" in naive and "in-place off" in naive
 
 
+@pytest.mark.parametrize("family", ["llama", "gpt2", "gemma2", "phi"])
+def test_train_report_and_warning_free_c(family, tmp_path):
+    """--train: the report adds training memory (the gradient arena reuses memory: planned < naive), the
+    generated C with its backward is warning-free C99, and the manifest adds train.c."""
+    cfg = os.path.join(ROOT, "models", f"tiny-{family}", "config.json")
+    c = str(tmp_path / "m.c")
+    p = ckc_run("compile", cfg, "--train", "-o", c, "--report")
+    rep = p.stdout
+    assert "in-place off" in rep and "training memory (ckc compile --train):" in rep
+    assert "saved activations" in rep and "AdamW state" in rep
+    units = {"B": 1, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3}
+    row = re.search(r"gradient arena: block\s+([\d.]+) (\S+)\s+([\d.]+) (\S+)\s+([\d.]+) (\S+)", rep).groups()
+    planned, naive, lower = [float(row[i]) * units[row[i + 1]] for i in (0, 2, 4)]
+    assert lower <= planned < naive
+    if family == "gpt2":  # GPT2Config's default dropout
+        assert "uses dropout (attn_pdrop 0.1, embd_pdrop 0.1, resid_pdrop 0.1); ckc trains without dropout" in p.stderr
+    for flags in ("", "-DCK_MODEL_MAIN", "-DCK_TRACE"):
+        sh(f"cc -std=c99 -Wall -Wextra -pedantic -Werror {flags} -fsyntax-only -I runtime/include {c}")
+    assert any(k.endswith("kernels/train.c") for k in open(c + ".kernels").read().split())
+    bad = ckc_run("compile", cfg, "--train", "--target", "gcu", "-o", str(tmp_path / "g.c"), check=False)
+    assert bad.returncode == 1 and "--train runs on --target cpu" in bad.stderr
+
+
 def test_dump_after_prints_the_ir(tmp_path):
     cfg = os.path.join(ROOT, "models", "tiny-llama", "config.json")
     p = ckc_run("compile", cfg, "-o", str(tmp_path / "m.c"), "--dump-after", "fuse_matmul_add")
