@@ -6,13 +6,19 @@ Models (random weights, the same for both; a Hugging Face config, built by trans
   gpt2-small   GPT-2, dim 768, 12 layers, 12 heads, vocab 50257, seq 256
 
 A step is zero_grad, forward, cross-entropy over the sequence, backward, global-norm clipping to 1.0 and
-AdamW, on one batch of `--seq` tokens. Each contender runs in its own worker process with the same thread
+AdamW, on one batch of `--seq` tokens.
+
+--graph compares torch.compile(model, backend="gcu") (ckc's torch backend: the forward and AOTAutograd's
+backward graph compiled, per-node eager fallback) with eager PyTorch on the GPT-style module of
+python/ckc/examples.py (`--graph-dims vocab,dim,heads,layers`, default GPT-2-small's 50257,768,12,12): the
+same step through torch.optim.AdamW, the compile in the warm-up step. Each contender runs in its own worker process with the same thread
 count (its own OpenMP / MKL / OpenBLAS setup); the parent interleaves their steps round-robin so both see the
 same machine conditions, and reports median step times, their ratio, the first-step losses (they must agree:
 the same weights and batch) and each worker's peak RSS (VmHWM), with the RSS it had before loading the
 model (Python + numpy, or Python + torch + transformers) for reference.
 
     scripts/bench_train.py [--model stories15m|gpt2-small] [--seq 256] [--threads 2] [--steps 7]
+    scripts/bench_train.py --graph [--graph-dims 50257,768,12,12] [--seq 256] [--target gcu|cpu]
 """
 import argparse
 import json
@@ -107,6 +113,39 @@ def worker(kind, folder, so, seq, threads):
             opt.step()
             return loss.item()
     print(json.dumps({"ready": True, "base_rss": base}), flush=True)
+    serve(step)
+
+
+def graph_worker(kind, dims, seq, threads, target):
+    """The GPT-style module, eager or torch.compile(backend="gcu"), one AdamW step per request."""
+    import torch
+    import torch.nn.functional as F
+    import ckc  # noqa: F401  (registers the backend)
+    from ckc.contenders import configure_torch
+    from ckc.examples import GPT, randomize
+    configure_torch("torch", threads)
+    base = rss_mib()
+    vocab, dim, heads, layers = dims
+    model = randomize(GPT(vocab=vocab, dim=dim, heads=heads, layers=layers, max_len=seq), seed=0, std=0.02)
+    model.train()
+    run = torch.compile(model, backend="gcu", options={"target": target}) if kind == "gcu" else model
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, vocab, (1, seq + 1), generator=g)
+    x, y = ids[:, :-1], ids[0, 1:]
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(run(x)[0], y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss.item()
+    print(json.dumps({"ready": True, "base_rss": base}), flush=True)
+    serve(step)
+
+
+def serve(step):
     for line in sys.stdin:
         if line.strip() == "quit":
             break
@@ -122,26 +161,42 @@ def main():
     ap.add_argument("--seq", type=int, default=256, help="tokens per step (default 256)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=7, help="timed steps per contender, after one warm-up")
-    ap.add_argument("--worker", choices=["ckc", "torch"], help=argparse.SUPPRESS)
+    ap.add_argument("--graph", action="store_true", help="torch.compile(backend='gcu') vs eager on the GPT module")
+    ap.add_argument("--graph-dims", default="50257,768,12,12", help="--graph: vocab,dim,heads,layers")
+    ap.add_argument("--target", choices=["gcu", "cpu"], default="gcu", help="--graph: the backend's target")
+    ap.add_argument("--worker", choices=["ckc", "torch", "gcu", "eager"], help=argparse.SUPPRESS)
     ap.add_argument("--folder", help=argparse.SUPPRESS)
     ap.add_argument("--so", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    dims = [int(v) for v in a.graph_dims.split(",")]
+    if a.worker in ("gcu", "eager"):
+        return graph_worker(a.worker, dims, a.seq, a.threads, a.target)
     if a.worker:
         return worker(a.worker, a.folder, a.so, a.seq, a.threads)
-    folder, so = prepare(a.model)
     procs = {}
-    for kind in ("ckc", "torch"):
-        env = dict(os.environ)
-        if kind == "torch":
-            env["OMP_NUM_THREADS"] = str(a.threads)
-        procs[kind] = subprocess.Popen([sys.executable, __file__, "--worker", kind, "--folder", folder, "--so", so,
-                                        "--seq", str(a.seq), "--threads", str(a.threads)], stdin=subprocess.PIPE,
-                                       stdout=subprocess.PIPE, text=True, env=env)
+    if a.graph:
+        title = f"GPT module {a.graph_dims} (vocab,dim,heads,layers)"
+        mine, theirs = "gcu", "eager"
+        for kind in (mine, theirs):
+            procs[kind] = subprocess.Popen([sys.executable, __file__, "--worker", kind, "--graph-dims", a.graph_dims,
+                                            "--seq", str(a.seq), "--threads", str(a.threads), "--target", a.target],
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                           env=dict(os.environ, OMP_NUM_THREADS=str(a.threads)))
+    else:
+        title, mine, theirs = a.model, "ckc", "torch"
+        folder, so = prepare(a.model)
+        for kind in (mine, theirs):
+            env = dict(os.environ)
+            if kind == "torch":
+                env["OMP_NUM_THREADS"] = str(a.threads)
+            procs[kind] = subprocess.Popen([sys.executable, __file__, "--worker", kind, "--folder", folder, "--so", so,
+                                            "--seq", str(a.seq), "--threads", str(a.threads)], stdin=subprocess.PIPE,
+                                           stdout=subprocess.PIPE, text=True, env=env)
     info = {k: json.loads(p.stdout.readline()) for k, p in procs.items()}
     times = {k: [] for k in procs}
     losses = {k: [] for k in procs}
     rss = {}
-    print(f"{a.model}, {a.seq} tokens per step, {a.threads} threads: 1 warm-up + {a.steps} steps each, interleaved",
+    print(f"{title}, {a.seq} tokens per step, {a.threads} threads: 1 warm-up + {a.steps} steps each, interleaved",
           file=sys.stderr)
     for i in range(a.steps + 1):
         for k, p in procs.items():
@@ -158,14 +213,14 @@ def main():
         p.stdin.flush()
         p.wait()
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"\n{a.model} training step ({a.seq} tokens, {a.threads} threads), medians of {a.steps}:")
+    print(f"\n{title} training step ({a.seq} tokens, {a.threads} threads), medians of {a.steps}:")
     print(f"  {'':8} {'step':>10} {'peak RSS':>12} {'RSS before model':>18} {'first loss':>12}")
     for k in procs:
         print(f"  {k:8} {med[k] * 1e3:8.1f} ms {rss[k]:9.1f} MiB {info[k]['base_rss']:15.1f} MiB {losses[k][0]:12.5f}")
-    print(f"  ckc speed-up over torch eager: {med['torch'] / med['ckc']:.2f}x; peak RSS ckc/torch "
-          f"{rss['ckc'] / rss['torch']:.2f}x (above the pre-model RSS: "
-          f"{(rss['ckc'] - info['ckc']['base_rss']) / max(rss['torch'] - info['torch']['base_rss'], 1e-9):.2f}x)")
-    if abs(losses["ckc"][0] - losses["torch"][0]) > 1e-3 * abs(losses["torch"][0]):
+    print(f"  {mine} speed-up over torch eager: {med[theirs] / med[mine]:.2f}x; peak RSS {mine}/{theirs} "
+          f"{rss[mine] / rss[theirs]:.2f}x (above the pre-model RSS: "
+          f"{(rss[mine] - info[mine]['base_rss']) / max(rss[theirs] - info[theirs]['base_rss'], 1e-9):.2f}x)")
+    if abs(losses[mine][0] - losses[theirs][0]) > 1e-3 * abs(losses[theirs][0]):
         print("  WARNING: the first-step losses differ", file=sys.stderr)
         return 1
     return 0

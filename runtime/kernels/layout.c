@@ -7,9 +7,30 @@
  * strides; when the permutation keeps the last axis, whole rows move with
  * memcpy (the [B,S,H,D] <-> [B,H,S,D] head transposes of attention).
  */
+#include <stdint.h>
 #include <string.h>
 
 #include "ck_kernels.h"
+
+/* out[b][j][i] = x[b][i][j] for 4-byte elements, x [B][R][C]: 32 x 32 tiles (both sides stay in cache lines),
+ * split over (batch, tile row) tasks */
+#define CK_TRANSPOSE_TILE 32
+static void transpose_batched4(uint32_t *out, const uint32_t *x, int64_t B, int64_t R, int64_t C)
+{
+    int64_t row_tiles = (R + CK_TRANSPOSE_TILE - 1) / CK_TRANSPOSE_TILE, tasks = B * row_tiles, t;
+#pragma omp parallel for schedule(static) if (B * R * C >= CK_PAR_MIN)
+    for (t = 0; t < tasks; t++) {
+        int64_t b = t / row_tiles, i0 = (t % row_tiles) * CK_TRANSPOSE_TILE, j0, i, j;
+        int64_t i1 = i0 + CK_TRANSPOSE_TILE < R ? i0 + CK_TRANSPOSE_TILE : R;
+        const uint32_t *xb = x + b * R * C;
+        uint32_t *ob = out + b * R * C;
+        for (j0 = 0; j0 < C; j0 += CK_TRANSPOSE_TILE) {
+            int64_t j1 = j0 + CK_TRANSPOSE_TILE < C ? j0 + CK_TRANSPOSE_TILE : C;
+            for (j = j0; j < j1; j++)
+                for (i = i0; i < i1; i++) ob[j * R + i] = xb[i * C + j];
+        }
+    }
+}
 
 void ck_permute(void *out, const void *x, int rank, const int64_t *shape, const int *perm, size_t elem)
 {
@@ -21,6 +42,16 @@ void ck_permute(void *out, const void *x, int rank, const int64_t *shape, const 
     if (rank <= 0) {
         memcpy(out, x, elem);
         return;
+    }
+    if (rank >= 2 && elem == 4 && perm[rank - 1] == rank - 2 && perm[rank - 2] == rank - 1) {
+        /* the last two dims swapped, the leading ones in place (a matrix transpose per batch: aten.t,
+         * transpose(-1, -2), the backward's weight-gradient operands): tiles, not an element at a time */
+        int64_t B = 1;
+        for (d = 0; d < rank - 2 && perm[d] == d; d++) B *= shape[d];
+        if (d == rank - 2) {
+            transpose_batched4((uint32_t *)out, (const uint32_t *)x, B, shape[rank - 2], shape[rank - 1]);
+            return;
+        }
     }
     keep_last = perm[rank - 1] == rank - 1;
     in_strides[rank - 1] = 1;

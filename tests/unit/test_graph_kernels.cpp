@@ -237,7 +237,10 @@ TEST_CASE("ck_permute matches the reference (row-run and element paths, any elem
     using P = std::vector<int>;
     auto [shape, perm] = GENERATE(std::pair{S{5}, P{0}}, std::pair{S{3, 4}, P{1, 0}}, std::pair{S{2, 3, 4, 5}, P{0, 2, 1, 3}},
                                   std::pair{S{2, 3, 4, 5}, P{0, 2, 3, 1}}, std::pair{S{2, 3, 4, 5}, P{3, 2, 1, 0}},
-                                  std::pair{S{1, 7, 1, 3, 2}, P{4, 0, 3, 1, 2}});
+                                  std::pair{S{1, 7, 1, 3, 2}, P{4, 0, 3, 1, 2}},
+                                  // the last two swapped (tiled transpose): partial tiles, batches, a large one
+                                  std::pair{S{37, 45}, P{1, 0}}, std::pair{S{3, 33, 65}, P{0, 2, 1}},
+                                  std::pair{S{300, 700}, P{1, 0}});
     int rank = static_cast<int>(shape.size());
     size_t n = 1;
     for (auto d : shape) n *= static_cast<size_t>(d);
