@@ -233,7 +233,8 @@ void matmul_bwd(BwdCtx &c)
     Inputs in;
     for (auto &i : n.inputs) in.push_back(&c.g.tensor(i));
     MM d = matmul_dims(n, in);
-    if (d.b_batched || !d.trans_b || n.f("alpha", 1.0) != 1.0 || c.g.tensor(n.inputs[1]).storage != Storage::Weight)
+    if (d.b_batched || !d.trans_b || d.trans_a || n.f("alpha", 1.0) != 1.0 ||
+        c.g.tensor(n.inputs[1]).storage != Storage::Weight)
         input_error(fmt::format("training: node '{}' ({}) is not a linear layer of a weight; ckc trains x @ W^T (+ b)",
                                 n.name, op_name(n.op)));
     std::string bias = "NULL", add;

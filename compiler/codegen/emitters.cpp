@@ -160,8 +160,9 @@ void matmul_emit(EmitCtx &c)
         }
     }
     double alpha = n.f("alpha", 1.0);
-    bool strided = c.ld_in(0) != c.dim(d.K) || c.ld_out() != c.dim(d.N) || (add != "NULL" && ld_add != c.dim(d.N));
-    if (!d.b_batched && d.trans_b && alpha == 1.0) {
+    bool strided = c.ld_in(0) != c.dim(d.trans_a ? d.M : d.K) || c.ld_out() != c.dim(d.N) ||
+                   (add != "NULL" && ld_add != c.dim(d.N));
+    if (!d.b_batched && d.trans_b && !d.trans_a && alpha == 1.0) {
         // weights in nn.Linear layout: the threaded, row-stride-aware GEMM/GEMV
         std::string rows = shape_has_tokens(c.tin(0).shape) ? c.rows(n.inputs[0]) : std::to_string(d.batch * d.M);
         if (add != "NULL")  // say what beta = 1 does here
@@ -172,8 +173,9 @@ void matmul_emit(EmitCtx &c)
         return;
     }
     if (strided) internal_error("node '" + n.name + "': ck_matmul needs contiguous operands");
-    c.w.line(fmt::format("ck_matmul({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});", c.out(), c.in(0), c.in(1), add, bias,
-                         d.batch, d.M, d.N, d.K, d.b_batched ? 1 : 0, d.trans_b ? 1 : 0, c_float(alpha)));
+    c.w.line(fmt::format("ck_matmul({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});", c.out(), c.in(0), c.in(1), add,
+                         bias, d.batch, d.M, d.N, d.K, d.b_batched ? 1 : 0, d.trans_a ? 1 : 0, d.trans_b ? 1 : 0,
+                         c_float(alpha)));
 }
 
 void slice_emit(EmitCtx &c)

@@ -25,10 +25,10 @@ std::vector<int> perm_of(const Node &n, size_t rank);
 enum class Act { Silu, GeluTanh, Gelu };
 Act act_of(const Node &n);
 
-// MATMUL / MATMUL_ADD: [batch] x [M, K] @ [K, N] (or [N, K] with trans_b)
+// MATMUL / MATMUL_ADD: [batch] x [M, K] (or [K, M] with trans_a) @ [K, N] (or [N, K] with trans_b)
 struct MM {
     int64_t batch, M, N, K;
-    bool b_batched, trans_b;
+    bool b_batched, trans_b, trans_a = false;
 };
 MM matmul_dims(const Node &n, const Inputs &in);
 

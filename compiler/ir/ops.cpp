@@ -155,12 +155,13 @@ DType binary_dtype(const Node &n, const Inputs &in)
 MM matmul_dims(const Node &n, const Inputs &in)
 {
     const Shape &a = in[0]->shape, &b = in[1]->shape;
-    bool tb = n.i("transpose_b", 0) != 0;
+    bool tb = n.i("transpose_b", 0) != 0, ta = n.i("transpose_a", 0) != 0;
     expect(a.size() >= 2 && b.size() >= 2, n, "operands need rank >= 2: " + shapes(in));
     MM d;
     d.trans_b = tb;
-    d.M = a[a.size() - 2];
-    d.K = a.back();
+    d.trans_a = ta;
+    d.M = ta ? a.back() : a[a.size() - 2];
+    d.K = ta ? a[a.size() - 2] : a.back();
     d.N = tb ? b[b.size() - 2] : b.back();
     int64_t kb = tb ? b.back() : b[b.size() - 2];
     expect(kb == d.K, n, fmt::format("inner dims differ ({} vs {}): {}", d.K, kb, shapes(in)));
@@ -175,7 +176,8 @@ MM matmul_dims(const Node &n, const Inputs &in)
 Shape matmul_shape(const Node &n, const Inputs &in)
 {
     MM d = matmul_dims(n, in);
-    Shape out(in[0]->shape.begin(), in[0]->shape.end() - 1);
+    Shape out(in[0]->shape.begin(), in[0]->shape.end() - 2);
+    out.push_back(d.M);
     out.push_back(d.N);
     if (n.op == Op::MATMUL_ADD) {
         const Shape &c = in[2]->shape;

@@ -35,7 +35,7 @@ namespace ckc {
     X(POS_EMBED)     /* (x[T,C], table[P,C]) -> [T,C]  x + table[pos0 + t] (learned)          */ \
     X(RMSNORM)       /* (x[..,C], w[C]) -> [..,C]  attrs eps, w_offset                        */ \
     X(LAYERNORM)     /* (x[..,C], w[C], b[C]) -> [..,C]  attr eps                             */ \
-    X(MATMUL)        /* (a[..,M,K], b[..,K,N] or [..,N,K]) -> [..,M,N]  attrs transpose_b, alpha */ \
+    X(MATMUL)        /* (a[..,M,K] or [..,K,M], b[..,K,N] or [..,N,K]) -> [..,M,N]  transpose_a/_b, alpha */ \
     X(MATMUL_ADD)    /* (a, b, c[N] or c[..,M,N] [, bias[N]]) -> alpha a@b + c (+ bias)       */ \
     X(ADD)           /* (a, b) or (a) + scalar, numpy broadcasting                              */ \
     X(SCALE)         /* (x) -> x * scale                                                      */ \

@@ -1,6 +1,8 @@
 // absorb_blas — work that sgemm does for free moves into the GEMM's flags.
 //
 //   MATMUL(a, TRANSPOSE(b) of the last two dims)     -> MATMUL(a, b, transpose_b)
+//   MATMUL(TRANSPOSE(a) of the last two dims, b)     -> MATMUL(a, b, transpose_a)
+//       (the backward's weight gradients, x^T @ dy: no transpose copy)
 //   MATMUL(a, W) with W a 2-D constant [K, N]        -> MATMUL(a, W^T, transpose_b)
 //       (W^T is the same file tensor, transposed when it is loaded: the
 //        nn.Linear layout whose rows CblasTrans streams, seeds' note on
@@ -47,6 +49,19 @@ bool absorb_transpose(Graph &g, const Node &mm)
     std::string src = t->inputs[0], name = mm.name, tr = mm.inputs[1];
     g.set_input(name, 1, src);
     g.edit(name).attrs["transpose_b"] = int64_t(1);
+    remove_if_dead(g, tr);
+    return true;
+}
+
+bool absorb_transpose_a(Graph &g, const Node &mm)
+{
+    if (mm.i("transpose_a", 0)) return false;
+    const Node *t = g.producer(mm.inputs[0]);
+    if (!t || (t->op != Op::TRANSPOSE && t->op != Op::PERMUTE) || !last_two_swap(g, *t)) return false;
+    if (g.is_output(mm.inputs[0])) return false;
+    std::string src = t->inputs[0], name = mm.name, tr = mm.inputs[0];
+    g.set_input(name, 0, src);
+    g.edit(name).attrs["transpose_a"] = int64_t(1);
     remove_if_dead(g, tr);
     return true;
 }
@@ -144,8 +159,8 @@ bool absorb_input_scale(Graph &g, Program &p, const Node &mm)
 bool absorb_blas(Graph &g, Program &p)
 {
     return rewrite_all(g, [&p](Graph &gr, const Node &n) {
-        return n.op == Op::MATMUL && (absorb_transpose(gr, n) || pretranspose(gr, n) || absorb_output_scale(gr, p, n) ||
-                                      absorb_input_scale(gr, p, n));
+        return n.op == Op::MATMUL && (absorb_transpose(gr, n) || absorb_transpose_a(gr, n) || pretranspose(gr, n) ||
+                                      absorb_output_scale(gr, p, n) || absorb_input_scale(gr, p, n));
     });
 }
 

@@ -37,7 +37,7 @@ bool is_weight(const Graph &g, const std::string &t)
 int gemm_kind(const Graph &g, const Node &n)
 {
     // weights in nn.Linear layout ([N, K], transpose_b): their rows concatenate
-    if (n.i("transpose_b", 0) == 0 || g.tensor(n.inputs[1]).shape.size() != 2) return 0;
+    if (n.i("transpose_b", 0) == 0 || n.i("transpose_a", 0) || g.tensor(n.inputs[1]).shape.size() != 2) return 0;
     if (n.op == Op::MATMUL) return is_weight(g, n.inputs[1]) ? 1 : 0;
     if (n.op == Op::MATMUL_ADD && n.inputs.size() == 3 && is_weight(g, n.inputs[1]) && is_weight(g, n.inputs[2]) &&
         g.tensor(n.inputs[2]).shape.size() == 1)

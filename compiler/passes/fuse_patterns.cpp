@@ -29,7 +29,8 @@ namespace {
 
 bool attention(Graph &g, const Node &pv)
 {
-    if (pv.op != Op::MATMUL || pv.i("transpose_b", 0) || pv.f("alpha", 1.0) != 1.0) return false;
+    if (pv.op != Op::MATMUL || pv.i("transpose_b", 0) || pv.i("transpose_a", 0) || pv.f("alpha", 1.0) != 1.0)
+        return false;
     const Node *sm = sole(g, pv.inputs[0], Op::SOFTMAX);
     if (!sm) return false;
     size_t rank = g.tensor(sm->output).shape.size();
@@ -41,7 +42,7 @@ bool attention(Graph &g, const Node &pv)
         scores = cm->inputs[0];
     }
     const Node *qk = sole(g, scores, Op::MATMUL);
-    if (!qk || !qk->i("transpose_b", 0)) return false;
+    if (!qk || !qk->i("transpose_b", 0) || qk->i("transpose_a", 0)) return false;
     const Shape &q = g.tensor(qk->inputs[0]).shape, &k = g.tensor(qk->inputs[1]).shape, &v = g.tensor(pv.inputs[1]).shape;
     if (q.size() < 2 || k.size() != q.size() || v != k) return false;  // per-head K and V of one shape
     if (causal && q[q.size() - 2] > k[k.size() - 2]) return false;

@@ -314,14 +314,14 @@ void ck_expand(void *out, const int64_t *out_shape, int rank, const void *x, con
 void ck_copy_rows(float *out, const float *x, int64_t ldx, int64_t rows, int64_t cols);
 
 /* ---- batched GEMM (linear.c) ----
- * out[b] = alpha * a[b] @ op(B) (+ add[b]) (+ bias), a [batch][M][K];
- * B is [K][N] (or [N][K] with trans_b), per batch when b_batched, else one
- * matrix shared by every batch (then the batch is folded into M). add is the
- * full [batch][M][N] addend (may equal out) or NULL; bias is [N] or NULL. */
+ * out[b] = alpha * op(a[b]) @ op(B) (+ add[b]) (+ bias), a [batch][M][K] (or [batch][K][M] with trans_a: the
+ * backward's x^T @ dy without a transpose copy); B is [K][N] (or [N][K] with trans_b), per batch when
+ * b_batched, else one matrix shared by every batch (then, without trans_a, the batch is folded into M). add
+ * is the full [batch][M][N] addend (may equal out) or NULL; bias is [N] or NULL. */
 void ck_matmul(float *out, const float *a, const float *b, const float *add, const float *bias, int64_t batch,
-               int64_t M, int64_t N, int64_t K, int b_batched, int trans_b, float alpha);
+               int64_t M, int64_t N, int64_t K, int b_batched, int trans_a, int trans_b, float alpha);
 void ck_matmul_ref(float *out, const float *a, const float *b, const float *add, const float *bias, int64_t batch,
-                   int64_t M, int64_t N, int64_t K, int b_batched, int trans_b, float alpha);
+                   int64_t M, int64_t N, int64_t K, int b_batched, int trans_a, int trans_b, float alpha);
 
 /* ---- attention over whole sequences (attention.c) ----
  * B batches of H heads; per (batch, head) a [S][D] matrix of queries, keys,

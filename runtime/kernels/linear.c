@@ -117,7 +117,7 @@ void ck_linear_ref(float *out, int ldo, const float *x, int ldx, const float *w,
 
 /* rows [0, M) x columns [n0, n0 + nb) of one batch */
 static void matmul_block(float *out, const float *a, const float *b, const float *add, const float *bias,
-                         int64_t M, int64_t N, int64_t K, int trans_b, float alpha, int64_t n0, int64_t nb)
+                         int64_t M, int64_t N, int64_t K, int trans_a, int trans_b, float alpha, int64_t n0, int64_t nb)
 {
     float beta = 0.0f;
     int64_t m, j;
@@ -134,19 +134,19 @@ static void matmul_block(float *out, const float *a, const float *b, const float
         }
         beta = 1.0f;
     }
-    if (M == 1)
+    if (M == 1 && !trans_a)
         cblas_sgemv(CblasRowMajor, trans_b ? CblasNoTrans : CblasTrans, trans_b ? (int)nb : (int)K,
                     trans_b ? (int)K : (int)nb, alpha, bb, ldb, a, 1, beta, out + n0, 1);
     else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)nb, (int)K, alpha,
-                    a, (int)K, bb, ldb, beta, out + n0, (int)N);
+        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)M,
+                    (int)nb, (int)K, alpha, a, trans_a ? (int)M : (int)K, bb, ldb, beta, out + n0, (int)N);
 }
 
 void ck_matmul(float *out, const float *a, const float *b, const float *add, const float *bias, int64_t batch,
-               int64_t M, int64_t N, int64_t K, int b_batched, int trans_b, float alpha)
+               int64_t M, int64_t N, int64_t K, int b_batched, int trans_a, int trans_b, float alpha)
 {
     int team = 1;
-    if (!b_batched) { /* one GEMM: [batch * M, K] @ B */
+    if (!b_batched && !trans_a) { /* one GEMM: [batch * M, K] @ B */
         M *= batch;
         batch = 1;
     }
@@ -157,7 +157,7 @@ void ck_matmul(float *out, const float *a, const float *b, const float *add, con
         int64_t i;
         for (i = 0; i < batch; i++)
             matmul_block(out + i * M * N, a + i * M * K, b + (b_batched ? i * K * N : 0), add ? add + i * M * N : NULL,
-                         bias, M, N, K, trans_b, alpha, 0, N);
+                         bias, M, N, K, trans_a, trans_b, alpha, 0, N);
         return;
     }
 #ifdef _OPENMP
@@ -170,14 +170,14 @@ void ck_matmul(float *out, const float *a, const float *b, const float *add, con
         for (t = 0; t < tasks; t++) {
             int64_t i = t / splits, n0 = (t % splits) * per, n1 = n0 + per > N ? N : n0 + per;
             matmul_block(out + i * M * N, a + i * M * K, b + (b_batched ? i * K * N : 0),
-                         add ? add + i * M * N : NULL, bias, M, N, K, trans_b, alpha, n0, n1 - n0);
+                         add ? add + i * M * N : NULL, bias, M, N, K, trans_a, trans_b, alpha, n0, n1 - n0);
         }
     }
 #endif
 }
 
 void ck_matmul_ref(float *out, const float *a, const float *b, const float *add, const float *bias, int64_t batch,
-                   int64_t M, int64_t N, int64_t K, int b_batched, int trans_b, float alpha)
+                   int64_t M, int64_t N, int64_t K, int b_batched, int trans_a, int trans_b, float alpha)
 {
     int64_t i, m, n, k;
     for (i = 0; i < batch; i++) {
@@ -186,7 +186,8 @@ void ck_matmul_ref(float *out, const float *a, const float *b, const float *add,
             for (n = 0; n < N; n++) {
                 double acc = 0.0;
                 size_t o = (size_t)((i * M + m) * N + n);
-                for (k = 0; k < K; k++) acc += (double)A[m * K + k] * (trans_b ? B[n * K + k] : B[k * N + n]);
+                for (k = 0; k < K; k++)
+                    acc += (double)(trans_a ? A[k * M + m] : A[m * K + k]) * (trans_b ? B[n * K + k] : B[k * N + n]);
                 acc *= alpha;
                 if (add) acc += add[o];
                 if (bias) acc += bias[n];

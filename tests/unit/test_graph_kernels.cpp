@@ -18,7 +18,7 @@ TEST_CASE("ck_matmul matches the reference (shared / batched B, transposed, alph
 {
     auto [batch, M, N, K] = GENERATE(std::tuple{1, 1, 1, 1}, std::tuple{1, 1, 96, 64}, std::tuple{3, 1, 40, 17},
                                      std::tuple{2, 16, 16, 64}, std::tuple{4, 33, 70, 29}, std::tuple{1, 128, 512, 512});
-    int b_batched = GENERATE(0, 1), trans_b = GENERATE(0, 1);
+    int b_batched = GENERATE(0, 1), trans_b = GENERATE(0, 1), trans_a = GENERATE(0, 1);
     int mode = GENERATE(0, 1, 2, 3);  // plain, bias, addend, in-place addend + bias
     int nth = GENERATE(1, 2);
     float alpha = mode == 0 ? 0.125f : 1.0f;
@@ -30,8 +30,9 @@ TEST_CASE("ck_matmul matches the reference (shared / batched B, transposed, alph
     const float *bp = mode == 1 || mode == 3 ? bias.data() : nullptr;
     const float *ap = mode >= 2 ? add.data() : nullptr;
     if (mode == 3) got = add;
-    ck_matmul(got.data(), a.data(), b.data(), mode == 3 ? got.data() : ap, bp, batch, M, N, K, b_batched, trans_b, alpha);
-    ck_matmul_ref(want.data(), a.data(), b.data(), ap, bp, batch, M, N, K, b_batched, trans_b, alpha);
+    ck_matmul(got.data(), a.data(), b.data(), mode == 3 ? got.data() : ap, bp, batch, M, N, K, b_batched, trans_a,
+              trans_b, alpha);
+    ck_matmul_ref(want.data(), a.data(), b.data(), ap, bp, batch, M, N, K, b_batched, trans_a, trans_b, alpha);
     CHECK(max_abs_diff(got, want) < 1e-4 * std::sqrt(static_cast<double>(K)));
 }
 

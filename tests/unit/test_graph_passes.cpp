@@ -170,6 +170,38 @@ TEST_CASE("absorb_blas: last-two-dims transpose -> transpose_b; others stay", "[
     }
 }
 
+TEST_CASE("absorb_blas: a transposed A (the backward's x^T @ dy) -> transpose_a, shape kept", "[graph-passes]")
+{
+    P t;
+    t.input("x", {6, 4});   // [T, K]: the GEMM wants x^T [K, T]
+    t.input("dy", {6, 5});  // [T, N]
+    t.node(Op::PERMUTE, {"x"}, "xt", {{"perm", std::vector<int64_t>{1, 0}}});
+    t.node(Op::MATMUL, {"xt", "dy"}, "dw");
+    t.output("dw");
+    CHECK(absorb_blas(t.g, t.p));
+    t.g.verify("test");
+    CHECK(ops(t.g) == V{"MATMUL"});
+    const Node &mm = only(t.g, Op::MATMUL);
+    CHECK(mm.inputs == V{"x", "dy"});
+    CHECK(mm.i("transpose_a") == 1);
+    CHECK(t.g.tensor("dw").shape == Shape{4, 5});
+
+    SECTION("a transpose something else reads stays for it; the GEMM reads the original")
+    {
+        P u;
+        u.input("x", {6, 4});
+        u.input("dy", {6, 5});
+        u.node(Op::TRANSPOSE, {"x"}, "xt", {{"dim0", int64_t(0)}, {"dim1", int64_t(1)}});
+        u.node(Op::MATMUL, {"xt", "dy"}, "dw");
+        u.node(Op::RELU, {"xt"}, "r");
+        u.output("dw");
+        u.output("r");
+        CHECK(absorb_blas(u.g, u.p));
+        CHECK(only(u.g, Op::MATMUL).inputs == V{"x", "dy"});
+        CHECK(ops(u.g) == V{"TRANSPOSE", "MATMUL", "RELU"});
+    }
+}
+
 TEST_CASE("absorb_blas: constant B is pre-transposed at load; scalars go into alpha", "[graph-passes]")
 {
     P t;
