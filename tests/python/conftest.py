@@ -90,7 +90,10 @@ def compile_graph(workdir):
         folder = os.path.join(workdir, "g-" + name)
         graph = ckc.export(module, inputs, os.path.join(folder, "export"))
         c_path = ckc.compile_model(graph, folder, args=args)
-        return Compiled(graph, c_path, ckc.build_library(c_path), args)
+        # every graph the tests compile must be type-correct C: a call passing a uint8_t * where a float * is
+        # expected (a bool tensor copied as floats) is an error here, not a warning
+        return Compiled(graph, c_path, ckc.build_library(c_path, extra_flags=["-Werror=incompatible-pointer-types"]),
+                        args)
     return _compile
 
 

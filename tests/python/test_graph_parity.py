@@ -134,6 +134,21 @@ def test_input_reshape_and_multiple_outputs(compile_graph):
     assert y2.dtype == np.int64
 
 
+def test_reshaped_bool_and_int_inputs_returned(compile_graph):
+    """A reshape of a bool or int64 input returned as an output is a copy of its bytes (it was copied as floats:
+    4x a bool's bytes, past the end of both buffers)."""
+    class M(torch.nn.Module):
+        def forward(self, x, mask, ids):
+            return x * 2.0, mask.unsqueeze(-1), ids.view(-1, 1)
+
+    x, mask, ids = torch.randn(4, 16), torch.rand(16) > 0.5, torch.arange(7) * 3
+    g = compile_graph("reshaped-bool", M(), (x, mask, ids)).model()
+    y, ym, yi = g(x.numpy(), mask.numpy(), ids.numpy())
+    assert ym.dtype == np.bool_ and np.array_equal(ym, mask.numpy()[:, None])
+    assert yi.dtype == np.int64 and np.array_equal(yi, ids.numpy()[:, None])
+    assert max_diff(y, 2 * x.numpy()) == 0
+
+
 def test_threads_and_repeated_calls(compile_graph):
     m = randomize(Block(32, 4, "softmax", True), seed=7)
     x = torch.randn(1, 16, 32)
