@@ -76,3 +76,19 @@ def test_explain_reports_the_backward_graph():
     with pytest.raises(ValueError, match="no output of the model requires grad"):
         with torch.no_grad():
             ckc.explain(model, (x,), backward=True)
+
+
+def test_a_big_fill_runs_eagerly_instead_of_becoming_a_constant():
+    """A zeros tensor of more than 2^20 elements (an embedding gradient's base at a real vocabulary) is not
+    compiled into the library as a constant: it runs eagerly and feeds the compiled add."""
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x + torch.zeros(1100, 1000)
+
+    m, x = M(), torch.randn(1100, 1000)
+    with torch.no_grad():
+        reports = ckc.explain(m, (x,))
+        assert torch.equal(torch.compile(m, backend="gcu", options={"target": "cpu"})(x), x)
+    nodes = {n.op: n for n in reports[0].nodes}
+    assert not nodes["aten.full"].compiled and "a fill of 1100000 elements runs eagerly" in nodes["aten.full"].reason
+    assert nodes["aten.add"].compiled

@@ -94,12 +94,30 @@ _FOLD_ONLY = {"aten.where", "aten.tril", "aten.eq", "aten.ne", "aten.lt", "aten.
               "aten.logical_not", "aten.bitwise_not"}
 
 
+# Fills larger than this many elements run eagerly: compiled in, a zeros [vocab, dim] (the embedding
+# gradient's base in a backward graph) would be a constant of that many floats in the library and its file
+_BIG_FILL = 1 << 20
+_FILLS = {"aten.full", "aten.zeros", "aten.ones", "aten.empty", "aten.full_like", "aten.zeros_like",
+          "aten.ones_like", "aten.empty_like", "aten.new_zeros", "aten.new_ones", "aten.new_full", "aten.new_empty"}
+
+
+def _big_fill(node):
+    """The element count of a fill node larger than _BIG_FILL, else 0."""
+    import torch
+    if node.op != "call_function" or ex._target_name(node) not in _FILLS:
+        return 0
+    v = node.meta.get("val")
+    n = v.numel() if isinstance(v, torch.Tensor) else 0
+    return n if isinstance(n, int) and n > _BIG_FILL else 0
+
+
 def _static_nodes(gm):
     """Constants (get_attr) and nodes computed from them only (iota, constant fills, masks), which ckc folds at
-    compile time."""
+    compile time; not a big fill (_BIG_FILL)."""
     static = set()
     for n in gm.graph.nodes:
-        if n.op == "get_attr" or (n.op == "call_function" and all(a in static for a in n.all_input_nodes)):
+        if n.op == "get_attr" or (n.op == "call_function" and all(a in static for a in n.all_input_nodes)
+                                  and not _big_fill(n)):
             static.add(n)
     return static
 
@@ -135,6 +153,9 @@ def _unsupported_reason(node, rejected, is_static):
         return "not an op"
     if node.name in rejected:
         return rejected[node.name]
+    if _big_fill(node):
+        return (f"a fill of {_big_fill(node)} elements runs eagerly (compiled in, it would be a constant of that "
+                "size in the library)")
     name = ex._target_name(node)
     if name not in ex._HANDLERS:
         return f"no ckc handler for {name}"
@@ -291,6 +312,12 @@ def _compile_partitions(gm, values, name, options, report):
             report.nodes.append(NodeReport(n.name, ex._target_name(n), ok, f"fused_{i}" if ok else "",
                                            "" if ok else (reason or "")))
         report.partitions = len(compiled)
+        # the example run's values served the partitions' compiles; kept in the graph's meta they would hold
+        # every intermediate tensor of that run for as long as the compiled function lives
+        for mod in fused.modules():
+            if isinstance(mod, torch.fx.GraphModule):
+                for n in mod.graph.nodes:
+                    n.meta.pop("ck_value", None)
         return fused
     raise RuntimeError("ckc (gcu): partitioning did not converge")  # every pass rejects one more node
 
