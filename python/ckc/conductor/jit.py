@@ -227,14 +227,37 @@ def _partition_module(model, multi, keep):
     return CompiledPartition()
 
 
-def _compile_partitions(gm, values, name, options, report):
+def _split_returned_views(gm):
+    """Training graphs return views: the forward saves a parameter's transpose for the backward, the backward
+    returns weight gradients transposed back. torch makes a view for free; returned from a compiled partition
+    it would be a copy (memory the size of the weights, and the copying). Each such view becomes a node that
+    only the graph's output reads, run eagerly; compute users keep the original. Returns their names."""
+    out = gm.graph.output_node()
+    eager = set()
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or ex._target_name(n) not in _LAYOUT_ONLY or out not in n.users:
+            continue
+        if len(n.users) > 1:
+            with gm.graph.inserting_after(n):
+                view = gm.graph.call_function(n.target, n.args, n.kwargs)
+            view.meta = dict(n.meta)
+            out.replace_input_with(n, view)
+            eager.add(view.name)
+        else:
+            eager.add(n.name)
+    if eager:
+        gm.recompile()
+    return eager
+
+
+def _compile_partitions(gm, values, name, options, report, eager=()):
     """Partitions gm (in place) and swaps every fused submodule for its compiled library; returns gm."""
     import torch
     import torch.fx
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
     from torch.fx.passes.operator_support import OperatorSupportBase
 
-    rejected = {}  # node name -> why ckc would not convert it
+    rejected = {n: "a view the graph returns: free in torch, a copy if compiled" for n in eager}  # name -> why not
     static_names = {n.name for n in _static_nodes(gm)}
 
     class Support(OperatorSupportBase):
@@ -243,10 +266,8 @@ def _compile_partitions(gm, values, name, options, report):
 
     for _ in range(len(gm.graph.nodes) + 1):
         work = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
+        # the example run's value of every node, by name (not in the nodes' meta: fusing deep-copies meta)
         by_name = {n.name: v for n, v in values.items()}
-        for n in work.graph.nodes:
-            if n.name in by_name:
-                n.meta["ck_value"] = by_name[n.name]
         partitioner = CapabilityBasedPartitioner(work, Support(), allows_single_node_partition=True)
         parts = [p for p in partitioner.propose_partitions()
                  if any(ex._target_name(n) not in _LAYOUT_ONLY for n in p.nodes)]
@@ -258,7 +279,7 @@ def _compile_partitions(gm, values, name, options, report):
             if node.op != "call_module":
                 continue
             sub = getattr(fused, node.target)
-            args = [a.meta["ck_value"] if isinstance(a, torch.fx.Node) else a for a in node.args]
+            args = [by_name[a.name] if isinstance(a, torch.fx.Node) else a for a in node.args]
             # graph constants, and values computed from constants only (even by ops ckc does not run: the
             # RoPE tables' cos / sin, a mask's any / logical_and) are the same on every call: compiled in
             constant = [isinstance(a, torch.fx.Node) and (a.op == "get_attr" or a.name in static_names)
@@ -286,10 +307,10 @@ def _compile_partitions(gm, values, name, options, report):
             # the node's value for later partitions' example inputs: the full run's values of the nodes it
             # returns (the fused submodule keeps their names)
             ret = [by_name[o.name] for o in (out if isinstance(out, (tuple, list)) else [out])]
-            node.meta["ck_value"] = tuple(ret) if isinstance(out, (tuple, list)) else ret[0]
+            by_name[node.name] = tuple(ret) if isinstance(out, (tuple, list)) else ret[0]
             for user in node.users:
                 if user.op == "call_function" and user.target is operator.getitem:
-                    user.meta["ck_value"] = node.meta["ck_value"][user.args[1]]
+                    by_name[user.name] = by_name[node.name][user.args[1]]
         if failure:
             rejected[failure[0]] = failure[1]
             continue
@@ -312,12 +333,6 @@ def _compile_partitions(gm, values, name, options, report):
             report.nodes.append(NodeReport(n.name, ex._target_name(n), ok, f"fused_{i}" if ok else "",
                                            "" if ok else (reason or "")))
         report.partitions = len(compiled)
-        # the example run's values served the partitions' compiles; kept in the graph's meta they would hold
-        # every intermediate tensor of that run for as long as the compiled function lives
-        for mod in fused.modules():
-            if isinstance(mod, torch.fx.GraphModule):
-                for n in mod.graph.nodes:
-                    n.meta.pop("ck_value", None)
         return fused
     raise RuntimeError("ckc (gcu): partitioning did not converge")  # every pass rejects one more node
 
@@ -364,13 +379,14 @@ def _load_entry(entry):
 class _Specializing:
     """The compiled forward: one static build per concrete argument signature."""
 
-    def __init__(self, agm, name, options, whole_key=None, graph_outputs=0):
+    def __init__(self, agm, name, options, whole_key=None, graph_outputs=0, training=False):
         self.agm, self.name, self.options, self.whole_key = agm, name, options, whole_key
         self.graph_outputs = graph_outputs  # outputs of dynamo's graph (whole-graph plans must return exactly them)
         self.builds = {}
         self.plan = None  # set when the static graph became one library (_whole_graph_plan)
         self.warned = False
         self.symbolic = _is_symbolic(agm)
+        self.training = training  # a training forward or a backward graph: returned views stay views
 
     def __call__(self, *args):
         import torch
@@ -393,7 +409,8 @@ class _Specializing:
         gm, keep, values = _specialize(self.agm, args)
         shapes = ", ".join(str(list(a.shape)) for a in args if isinstance(a, torch.Tensor))
         report = GraphReport(self.name, f"({shapes})")
-        fused = _compile_partitions(gm, values, self.name, self.options, report)
+        eager = _split_returned_views(gm) if self.training else set()
+        fused = _compile_partitions(gm, values, self.name, self.options, report, eager)
         # the ops ckc does not run (a partition that failed to compile has had its own warning)
         eager = [r for r in report.eager() if r.op not in _LAYOUT_ONLY and not r.reason.startswith("its partition")]
         if eager:
@@ -582,13 +599,13 @@ def gcu(gm, example_inputs, options=()):
     built, graph_outputs = [], len(outs) if isinstance(outs, (tuple, list)) else 1
 
     def forward(agm, _fake_inputs):
-        built.append(_Specializing(agm, name, options, whole_key, graph_outputs))
+        built.append(_Specializing(agm, name, options, whole_key, graph_outputs, training=torch.is_grad_enabled()))
         return built[-1]
 
     def backward(agm, _fake_inputs):
         # the joint graph's backward half: the same partitioning, per-node fallback and per-shape builds
         from torch._functorch.aot_autograd import make_boxed_func
-        return make_boxed_func(_Specializing(agm, name + "_backward", options))
+        return make_boxed_func(_Specializing(agm, name + "_backward", options, training=True))
 
     compiled = aot_module_simplified(gm, example_inputs, fw_compiler=forward, bw_compiler=backward,
                                      decompositions=table)
