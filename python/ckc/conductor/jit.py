@@ -164,15 +164,17 @@ def _unsupported_reason(node, rejected, is_static):
     return _values_ok(node)
 
 
-def _run_recording(gm, args):
-    """Every node's value of one eager run of gm (a torch.fx Interpreter)."""
+def _run_recording(gm, args, keep=None):
+    """Node values of one eager run of gm (a torch.fx Interpreter): every node's, or those keep(node, value)
+    accepts (the interpreter frees the others after their last use)."""
     import torch.fx
     values = {}
 
     class Rec(torch.fx.Interpreter):
         def run_node(self, n):
             out = super().run_node(n)
-            values[n] = out
+            if keep is None or keep(n, out):
+                values[n] = out
             return out
 
     import torch
@@ -184,11 +186,15 @@ def _run_recording(gm, args):
 def _specialize(agm, args):
     """A copy of the ATen graph with every SymInt / scalar placeholder and size computation replaced by its
     value for these arguments: a static graph. Returns (graph module, indices of the arguments it still
-    takes, its values on these arguments)."""
+    takes, record): record(names) runs it eagerly on these arguments and returns {name: value} of those
+    nodes only (holding every value of a backward graph at once would cost more than its training step)."""
     import torch
     import torch.fx
     gm = torch.fx.GraphModule(agm, copy.deepcopy(agm.graph))
-    values = _run_recording(gm, args)
+
+    def is_scalar(_n, v):
+        return isinstance(v, (int, float, bool)) and not isinstance(v, torch.Tensor)
+    values = _run_recording(gm, args, keep=is_scalar)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     scalar = {n: values[n] for n in gm.graph.nodes
               if n.op in ("placeholder", "call_function") and isinstance(values.get(n), (int, float, bool))
@@ -205,7 +211,11 @@ def _specialize(agm, args):
                 gm.graph.erase_node(n)
         gm.recompile()
     keep = [i for i, p in enumerate(placeholders) if p not in scalar]
-    return gm, keep, {n: v for n, v in values.items() if n not in scalar}
+    kept_args = [args[i] for i in keep]
+
+    def record(names):
+        return {n.name: v for n, v in _run_recording(gm, kept_args, keep=lambda n, _v: n.name in names).items()}
+    return gm, keep, record
 
 
 def _partition_module(model, multi, keep):
@@ -250,7 +260,7 @@ def _split_returned_views(gm):
     return eager
 
 
-def _compile_partitions(gm, values, name, options, report, eager=()):
+def _compile_partitions(gm, record, name, options, report, eager=()):
     """Partitions gm (in place) and swaps every fused submodule for its compiled library; returns gm."""
     import torch
     import torch.fx
@@ -266,13 +276,20 @@ def _compile_partitions(gm, values, name, options, report, eager=()):
 
     for _ in range(len(gm.graph.nodes) + 1):
         work = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
-        # the example run's value of every node, by name (not in the nodes' meta: fusing deep-copies meta)
-        by_name = {n.name: v for n, v in values.items()}
         partitioner = CapabilityBasedPartitioner(work, Support(), allows_single_node_partition=True)
         parts = [p for p in partitioner.propose_partitions()
                  if any(ex._target_name(n) not in _LAYOUT_ONLY for n in p.nodes)]
         in_part = {n.name: i for i, p in enumerate(parts) for n in p.nodes}
         fused = partitioner.fuse_partitions(parts) if parts else work
+        # the example values the partitions' compiles need, by name (not in the nodes' meta: fusing
+        # deep-copies meta): each partition's inputs and the values it returns
+        needed = set()
+        for node in fused.graph.nodes:
+            if node.op == "call_module":
+                out = getattr(fused, node.target).graph.output_node().args[0]
+                needed |= {a.name for a in list(node.args) + list(out if isinstance(out, (tuple, list)) else [out])
+                           if isinstance(a, torch.fx.Node)}
+        by_name = record(needed)
         failure = None
         compiled = {}
         for node in fused.graph.nodes:
@@ -406,11 +423,11 @@ class _Specializing:
 
     def _build(self, args):
         import torch
-        gm, keep, values = _specialize(self.agm, args)
+        gm, keep, record = _specialize(self.agm, args)
         shapes = ", ".join(str(list(a.shape)) for a in args if isinstance(a, torch.Tensor))
         report = GraphReport(self.name, f"({shapes})")
         eager = _split_returned_views(gm) if self.training else set()
-        fused = _compile_partitions(gm, values, self.name, self.options, report, eager)
+        fused = _compile_partitions(gm, record, self.name, self.options, report, eager)
         # the ops ckc does not run (a partition that failed to compile has had its own warning)
         eager = [r for r in report.eager() if r.op not in _LAYOUT_ONLY and not r.reason.startswith("its partition")]
         if eager:
