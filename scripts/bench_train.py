@@ -91,35 +91,41 @@ def worker(kind, folder, so, seq, threads):
             return m.train_step(x, y, 3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, clip=1.0)
     else:
         import torch
-        import torch.nn.functional as F
         from transformers import AutoModelForCausalLM
         from ckc.contenders import configure_torch
         configure_torch("torch", threads)
         base = rss_mib()
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-        model.train()
-        decay = [p for p in model.parameters() if p.dim() >= 2]
-        rest = [p for p in model.parameters() if p.dim() < 2]
-        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
-                                lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
         x, y = batch(model.config.vocab_size, seq)
-        x, y = torch.tensor(x[None]), torch.tensor(y)
-
-        def step():
-            opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(x).logits[0], y)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            return loss.item()
+        step = torch_step(model, lambda ids: model(ids).logits, torch.tensor(x[None]), torch.tensor(y))
     print(json.dumps({"ready": True, "base_rss": base}), flush=True)
     serve(step)
 
 
-def graph_worker(kind, dims, seq, threads, target):
-    """The GPT-style module, eager or torch.compile(backend="gcu"), one AdamW step per request."""
+def torch_step(model, logits_of, x, y):
+    """One PyTorch training step as ckc's: cross-entropy of logits_of(x)[0] against y, backward, clipping
+    to 1.0, AdamW (lr 3e-4, betas (0.9, 0.95), weight decay 0.1 on 2-D weights only). Returns the loss."""
     import torch
     import torch.nn.functional as F
+    model.train()
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(logits_of(x)[0], y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss.item()
+    return step
+
+
+def graph_worker(kind, dims, seq, threads, target):
+    """The GPT-style module, eager or torch.compile(backend="gcu"), one training step per request."""
+    import torch
     import ckc  # noqa: F401  (registers the backend)
     from ckc.contenders import configure_torch
     from ckc.examples import GPT, randomize
@@ -127,20 +133,9 @@ def graph_worker(kind, dims, seq, threads, target):
     base = rss_mib()
     vocab, dim, heads, layers = dims
     model = randomize(GPT(vocab=vocab, dim=dim, heads=heads, layers=layers, max_len=seq), seed=0, std=0.02)
-    model.train()
     run = torch.compile(model, backend="gcu", options={"target": target}) if kind == "gcu" else model
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
-    g = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, vocab, (1, seq + 1), generator=g)
-    x, y = ids[:, :-1], ids[0, 1:]
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(run(x)[0], y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        return loss.item()
+    ids = torch.randint(0, vocab, (1, seq + 1), generator=torch.Generator().manual_seed(0))
+    step = torch_step(model, run, ids[:, :-1], ids[0, 1:])
     print(json.dumps({"ready": True, "base_rss": base}), flush=True)
     serve(step)
 

@@ -1,8 +1,8 @@
 // backward_c.cpp — ck_<section>_backward for a language model (see backward_c.h).
 //
 // How to add an op's backward: one row in kBackward below; its function reads forward values with
-// c.val(t), writes input gradients with c.grad(t) (after c.acc({...}) says whether to overwrite or add),
-// reads the output's gradient with c.grad(n.output) and accumulates parameter gradients into
+// c.val(t), writes input gradients with c.write_grad(t) (after c.acc({...}) says whether to overwrite or
+// add), reads the output's gradient with c.read_grad(n.output) and accumulates parameter gradients into
 // c.param_grad(w). The kernel goes in runtime/kernels/train.c with a *_ref twin, a finite-difference test
 // and a fast-vs-ref test (tests/unit/test_train_kernels.cpp).
 #include "codegen/backward_c.h"
@@ -42,8 +42,8 @@ struct StepAccess {
 class BwdCtx {
 public:
     BwdCtx(const Program &p, Section sec, const SectionPlan &sp, const WeightTable &wt,
-           const std::function<std::string(const Node &)> &rope, const std::map<std::string, Allocation> *galloc)
-        : p(p), sec(sec), g(p.section(sec)), sp(sp), wt(wt), rope(rope), galloc_(galloc)
+           const std::function<std::string(const Node &)> &rope, bool dry_run)
+        : p(p), sec(sec), g(p.section(sec)), sp(sp), wt(wt), rope(rope), dry_run_(dry_run)
     {
     }
 
@@ -58,7 +58,7 @@ public:
     int step = 0;
     std::vector<StepAccess> access;  // per step (the dry run)
 
-    bool recording() const { return galloc_ == nullptr; }
+    bool recording() const { return dry_run_; }
 
     // ---- forward values
     std::string val(const std::string &t) const
@@ -116,8 +116,8 @@ public:
         else base = fmt::format("((float *)(m->grad_act + (size_t)T * {}))", goff_name(sec, root));
         return r.offset ? fmt::format("({} + {})", base, r.offset) : base;
     }
-    std::string gin(const std::string &t) { return grad(t, true); }    // an output gradient, read
-    std::string gout(const std::string &t) { return grad(t, false); }  // an input gradient, written
+    std::string read_grad(const std::string &t) { return grad(t, true); }    // an output's gradient
+    std::string write_grad(const std::string &t) { return grad(t, false); }  // an input's gradient
     std::string gld(const std::string &t) const { return ld(t); }
 
     // Whether the next call overwrites (0) or adds to (1) the gradients of `ts`: overwrite only when every
@@ -166,7 +166,7 @@ public:
     }
 
 private:
-    const std::map<std::string, Allocation> *galloc_;
+    bool dry_run_;  // records what each step reads and writes; emits nothing
     std::set<std::string> written_;
 
     int64_t root_width(const std::string &root) const
@@ -180,14 +180,12 @@ private:
     }
     void zero(const std::string &t, const std::string &root)
     {
-        const Region &r = sp.region.at(t);
-        int64_t wdt = r.root == kCarryRoot ? p.carry_shape.back() : root_width(r.root);
         if (recording()) {
             access[step].writes.insert(root);
             return;
         }
         std::string base = root == kInCarry ? "gin" : fmt::format("(m->grad_act + (size_t)T * {})", goff_name(sec, root));
-        w.line(fmt::format("memset({}, 0, (size_t)T * {} * sizeof(float));", base, wdt));
+        w.line(fmt::format("memset({}, 0, (size_t)T * {} * sizeof(float));", base, root_width(sp.region.at(t).root)));
     }
 };
 
@@ -196,25 +194,25 @@ private:
 void embedding_bwd(BwdCtx &c)
 {
     const Node &n = *c.n;
-    c.w.line(fmt::format("ck_embedding_backward({}, {}, m->tokens, T, {});", c.param_grad(n.inputs[1]), c.gin(n.output),
+    c.w.line(fmt::format("ck_embedding_backward({}, {}, m->tokens, T, {});", c.param_grad(n.inputs[1]), c.read_grad(n.output),
                          c.width(n.output)));
 }
 
 void pos_embed_bwd(BwdCtx &c)
 {
     const Node &n = *c.n;
-    c.w.line(fmt::format("ck_pos_embed_backward({}, {}, T, {}, 0);", c.param_grad(n.inputs[1]), c.gin(n.output),
+    c.w.line(fmt::format("ck_pos_embed_backward({}, {}, T, {}, 0);", c.param_grad(n.inputs[1]), c.read_grad(n.output),
                          c.width(n.output)));
     std::string a = c.acc({n.inputs[0]});
-    c.w.line(fmt::format("ck_grad_add({}, {}, {}, {}, 1.0f);", c.gout(n.inputs[0]), a, c.gin(n.output), c.numel(n.output)));
+    c.w.line(fmt::format("ck_grad_add({}, {}, {}, {}, 1.0f);", c.write_grad(n.inputs[0]), a, c.read_grad(n.output), c.numel(n.output)));
 }
 
 void rmsnorm_bwd(BwdCtx &c)
 {
     const Node &n = *c.n;
     std::string a = c.acc({n.inputs[0]});
-    c.w.line(fmt::format("ck_rmsnorm_backward({}, {}, {}, {}, {}, {}, T, {}, {}, {}, {});", c.gout(n.inputs[0]), a,
-                         c.param_grad(n.inputs[1]), c.gin(n.output), c.val(n.inputs[0]), c.val(n.inputs[1]),
+    c.w.line(fmt::format("ck_rmsnorm_backward({}, {}, {}, {}, {}, {}, T, {}, {}, {}, {});", c.write_grad(n.inputs[0]), a,
+                         c.param_grad(n.inputs[1]), c.read_grad(n.output), c.val(n.inputs[0]), c.val(n.inputs[1]),
                          c.width(n.output), c_float(n.f("eps")), c_float(n.f("w_offset", 0.0)), c.scratch(4)));
 }
 
@@ -222,8 +220,8 @@ void layernorm_bwd(BwdCtx &c)
 {
     const Node &n = *c.n;
     std::string a = c.acc({n.inputs[0]});
-    c.w.line(fmt::format("ck_layernorm_backward({}, {}, {}, {}, {}, {}, {}, T, {}, {}, {});", c.gout(n.inputs[0]), a,
-                         c.param_grad(n.inputs[1]), c.param_grad(n.inputs[2]), c.gin(n.output), c.val(n.inputs[0]),
+    c.w.line(fmt::format("ck_layernorm_backward({}, {}, {}, {}, {}, {}, {}, T, {}, {}, {});", c.write_grad(n.inputs[0]), a,
+                         c.param_grad(n.inputs[1]), c.param_grad(n.inputs[2]), c.read_grad(n.output), c.val(n.inputs[0]),
                          c.val(n.inputs[1]), c.width(n.output), c_float(n.f("eps")), c.scratch(8)));
 }
 
@@ -248,16 +246,16 @@ void matmul_bwd(BwdCtx &c)
     std::string x = n.inputs[0], dx = "NULL", a = "0";
     if (c.needs_grad(x)) {
         a = c.acc({x});
-        dx = c.gout(x);
+        dx = c.write_grad(x);
     }
     c.w.line(fmt::format("ck_linear_backward({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, T, {}, {});", dx, c.gld(x), a,
-                         c.param_grad(n.inputs[1]), bias, c.gin(n.output), c.gld(n.output), c.val(x), c.ld(x),
+                         c.param_grad(n.inputs[1]), bias, c.read_grad(n.output), c.gld(n.output), c.val(x), c.ld(x),
                          c.val(n.inputs[1]), d.K, d.N));
     if (!add.empty()) {  // the residual folded into the GEMM passes the gradient through
         if (c.gld(n.output) != std::to_string(d.N) || c.gld(add) != std::to_string(d.N))
             internal_error("training: the residual of '" + n.name + "' is a column view");
         std::string aa = c.acc({add});
-        c.w.line(fmt::format("ck_grad_add({}, {}, {}, {}, 1.0f);", c.gout(add), aa, c.gin(n.output), c.numel(n.output)));
+        c.w.line(fmt::format("ck_grad_add({}, {}, {}, {}, 1.0f);", c.write_grad(add), aa, c.read_grad(n.output), c.numel(n.output)));
     }
 }
 
@@ -273,8 +271,8 @@ void rope_bwd(BwdCtx &c)
 {
     const Node &n = *c.n;
     std::string t = c.rope(n), a = c.acc({n.inputs[0]});
-    c.w.line(fmt::format("ck_rope_backward({}, {}, {}, {}, {}, T, {}, {}, {}, 0, {}_cos, {}_sin);", c.gout(n.inputs[0]),
-                         c.gld(n.inputs[0]), a, c.gin(n.output), c.gld(n.output), n.i("heads"), n.i("head_dim"),
+    c.w.line(fmt::format("ck_rope_backward({}, {}, {}, {}, {}, T, {}, {}, {}, 0, {}_cos, {}_sin);", c.write_grad(n.inputs[0]),
+                         c.gld(n.inputs[0]), a, c.read_grad(n.output), c.gld(n.output), n.i("heads"), n.i("head_dim"),
                          n.i("rot_dim"), t, t));
 }
 
@@ -290,7 +288,7 @@ void kv_attention_bwd(BwdCtx &c)
     std::string kv = c.val(n.inputs[1]), a = c.acc({q, k, v});
     c.w.line(fmt::format("ck_attention_backward({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {} + (size_t){} * T * {}, "
                          "T, {}, {}, T, {}, {}, {}, {}, {}, {}, {});",
-                         c.gout(q), c.gld(q), c.gout(k), c.gld(k), c.gout(v), c.gld(v), a, c.gin(n.output),
+                         c.write_grad(q), c.gld(q), c.write_grad(k), c.gld(k), c.write_grad(v), c.gld(v), a, c.read_grad(n.output),
                          c.gld(n.output), c.val(q), c.ld(q), kv, kv, kvh, hd, c.val(n.output), c.ld(n.output), heads, kvh,
                          hd, c.param("scale", 0.0, false), c.param("window", 0, true), c.param("softcap", 0.0, false),
                          c.scratch(8 * heads)));
@@ -311,8 +309,8 @@ void glu_bwd(BwdCtx &c)
     const Node &n = *c.n;
     const std::string &gate = n.inputs[0], &up = n.inputs[1];
     std::string a = c.acc({gate, up});
-    c.w.line(fmt::format("ck_glu_backward({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, T, {}, {});", c.gout(gate),
-                         c.gld(gate), c.gout(up), c.gld(up), a, c.gin(n.output), c.gld(n.output), c.val(gate), c.ld(gate),
+    c.w.line(fmt::format("ck_glu_backward({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, T, {}, {});", c.write_grad(gate),
+                         c.gld(gate), c.write_grad(up), c.gld(up), a, c.read_grad(n.output), c.gld(n.output), c.val(gate), c.ld(gate),
                          c.val(up), c.ld(up), c.width(n.output), act_c(n)));
 }
 
@@ -328,7 +326,7 @@ void gelu_bwd(BwdCtx &c)
     contiguous(c, n.inputs[0]);
     contiguous(c, n.output);
     std::string a = c.acc({n.inputs[0]});
-    c.w.line(fmt::format("ck_gelu_backward({}, {}, {}, {}, {}, {});", c.gout(n.inputs[0]), a, c.gin(n.output),
+    c.w.line(fmt::format("ck_gelu_backward({}, {}, {}, {}, {}, {});", c.write_grad(n.inputs[0]), a, c.read_grad(n.output),
                          c.val(n.inputs[0]), c.numel(n.output), act_c(n)));
 }
 
@@ -340,7 +338,7 @@ void add_bwd(BwdCtx &c)
     for (const auto &t : n.inputs) {
         contiguous(c, t);
         std::string a = c.acc({t});
-        c.w.line(fmt::format("ck_grad_add({}, {}, {}, {}, 1.0f);", c.gout(t), a, c.gin(n.output), c.numel(n.output)));
+        c.w.line(fmt::format("ck_grad_add({}, {}, {}, {}, 1.0f);", c.write_grad(t), a, c.read_grad(n.output), c.numel(n.output)));
     }
 }
 
@@ -349,7 +347,7 @@ void scale_bwd(BwdCtx &c)
     const Node &n = *c.n;
     contiguous(c, n.inputs[0]);
     std::string a = c.acc({n.inputs[0]});
-    c.w.line(fmt::format("ck_grad_add({}, {}, {}, {}, {});", c.gout(n.inputs[0]), a, c.gin(n.output), c.numel(n.output),
+    c.w.line(fmt::format("ck_grad_add({}, {}, {}, {}, {});", c.write_grad(n.inputs[0]), a, c.read_grad(n.output), c.numel(n.output),
                          c_float(n.f("scale"))));
 }
 
@@ -358,7 +356,7 @@ void softcap_bwd(BwdCtx &c)
     const Node &n = *c.n;
     contiguous(c, n.inputs[0]);
     std::string a = c.acc({n.inputs[0]});
-    c.w.line(fmt::format("ck_softcap_backward({}, {}, {}, {}, {}, {});", c.gout(n.inputs[0]), a, c.gin(n.output),
+    c.w.line(fmt::format("ck_softcap_backward({}, {}, {}, {}, {}, {});", c.write_grad(n.inputs[0]), a, c.read_grad(n.output),
                          c.val(n.inputs[0]), c.numel(n.output), c_float(n.f("cap"))));
 }
 
@@ -370,7 +368,7 @@ const std::map<Op, void (*)(BwdCtx &)> kBackward = {
     {Op::ADD, add_bwd},             {Op::SCALE, scale_bwd},           {Op::SOFTCAP, softcap_bwd},
 };
 
-// Runs the backward rows of a section in reverse forward order (a dry run when galloc is null).
+// Runs the backward rows of a section in reverse forward order.
 void walk(BwdCtx &c)
 {
     const auto &order = c.sp.order;
@@ -453,7 +451,7 @@ TrainingC training_c(const Program &p, const Plan &plan, const WeightTable &wt,
     for (Section s : {Section::Footer, Section::Block, Section::Header}) {
         const SectionPlan &sp = plan.section(s);
         size_t si = static_cast<size_t>(s);
-        BwdCtx dry(p, s, sp, wt, rope_table, nullptr);
+        BwdCtx dry(p, s, sp, wt, rope_table, true);
         walk(dry);
         auto galloc = plan_gradients(dry, out.stats.per_token[si], out.stats.naive[si], out.stats.lower_bound[si]);
         out.stats.max_per_token = std::max(out.stats.max_per_token, out.stats.per_token[si]);
@@ -462,7 +460,7 @@ TrainingC training_c(const Program &p, const Plan &plan, const WeightTable &wt,
                                   fmt::format("#define {} {}", goff_name(s, root), a.offset), comment_safe(root),
                                   human_bytes(a.size), a.birth, a.death));
 
-        BwdCtx c(p, s, sp, wt, rope_table, &galloc);
+        BwdCtx c(p, s, sp, wt, rope_table, false);
         walk(c);
         fns.comment(fmt::format("The {}'s backward: gout is the gradient of its output{}, gin receives its input's.",
                                 Program::section_name(s), s == Section::Footer ? " (the logits': m->dlogits)" : ""));

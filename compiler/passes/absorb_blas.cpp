@@ -39,29 +39,18 @@ bool last_two_swap(const Graph &g, const Node &t)
     return false;
 }
 
-bool absorb_transpose(Graph &g, const Node &mm)
+// Operand `which` (0: A, 1: B) read through a transpose of its last two dims -> the GEMM's transpose flag.
+bool absorb_transpose(Graph &g, const Node &mm, size_t which)
 {
-    if (mm.i("transpose_b", 0)) return false;
-    const Node *t = g.producer(mm.inputs[1]);
+    const char *flag = which == 0 ? "transpose_a" : "transpose_b";
+    if (mm.i(flag, 0)) return false;
+    const Node *t = g.producer(mm.inputs[which]);
     if (!t || (t->op != Op::TRANSPOSE && t->op != Op::PERMUTE) || !last_two_swap(g, *t)) return false;
-    if (g.is_output(mm.inputs[1])) return false;
+    if (g.is_output(mm.inputs[which])) return false;
     // other readers of the transpose keep it; this GEMM reads the original
-    std::string src = t->inputs[0], name = mm.name, tr = mm.inputs[1];
-    g.set_input(name, 1, src);
-    g.edit(name).attrs["transpose_b"] = int64_t(1);
-    remove_if_dead(g, tr);
-    return true;
-}
-
-bool absorb_transpose_a(Graph &g, const Node &mm)
-{
-    if (mm.i("transpose_a", 0)) return false;
-    const Node *t = g.producer(mm.inputs[0]);
-    if (!t || (t->op != Op::TRANSPOSE && t->op != Op::PERMUTE) || !last_two_swap(g, *t)) return false;
-    if (g.is_output(mm.inputs[0])) return false;
-    std::string src = t->inputs[0], name = mm.name, tr = mm.inputs[0];
-    g.set_input(name, 0, src);
-    g.edit(name).attrs["transpose_a"] = int64_t(1);
+    std::string src = t->inputs[0], name = mm.name, tr = mm.inputs[which];
+    g.set_input(name, which, src);
+    g.edit(name).attrs[flag] = int64_t(1);
     remove_if_dead(g, tr);
     return true;
 }
@@ -159,7 +148,7 @@ bool absorb_input_scale(Graph &g, Program &p, const Node &mm)
 bool absorb_blas(Graph &g, Program &p)
 {
     return rewrite_all(g, [&p](Graph &gr, const Node &n) {
-        return n.op == Op::MATMUL && (absorb_transpose(gr, n) || absorb_transpose_a(gr, n) || pretranspose(gr, n) ||
+        return n.op == Op::MATMUL && (absorb_transpose(gr, n, 1) || absorb_transpose(gr, n, 0) || pretranspose(gr, n) ||
                                       absorb_output_scale(gr, p, n) || absorb_input_scale(gr, p, n));
     });
 }

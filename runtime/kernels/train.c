@@ -110,6 +110,25 @@ void ck_grad_add(float *dst, int acc, const float *src, size_t n, float s)
 
 /* ---- normalizations -------------------------------------------------------------------------------- */
 
+/* dw[c] += sum_t dy[t][c] x_hat[t][c] with x_hat = (x - mu[t]) rstd[t] (mu NULL: x rstd[t], RMSNorm), and
+ * db[c] += sum_t dy[t][c] when db is not NULL: threads own column ranges, so nothing races */
+static void norm_param_grads(float *dw, float *db, const float *dy, const float *x, const float *mu,
+                             const float *rstd, int T, int C, int team)
+{
+#pragma omp parallel num_threads(team) if (team > 1)
+    {
+        int c0, c1, t, i;
+        share(C, CK_NT(), CK_TID(), &c0, &c1);
+        for (t = 0; t < T; t++) {
+            const float *xr = x + (size_t)t * C, *g = dy + (size_t)t * C;
+            float m = mu ? mu[t] : 0.0f, r = rstd[t];
+            for (i = c0; i < c1; i++) dw[i] += g[i] * (xr[i] - m) * r;
+            if (db)
+                for (i = c0; i < c1; i++) db[i] += g[i];
+        }
+    }
+}
+
 void ck_rmsnorm_backward(float *dx, int acc, float *dw, const float *dy, const float *x, const float *w, int T, int C,
                          float eps, float w_offset, float *scratch)
 {
@@ -131,16 +150,7 @@ void ck_rmsnorm_backward(float *dx, int acc, float *dw, const float *dy, const f
             d[i] = acc ? d[i] + v : v;
         }
     }
-#pragma omp parallel num_threads(team) if (team > 1)
-    {
-        int c0, c1, tt, i;
-        share(C, CK_NT(), CK_TID(), &c0, &c1);
-        for (tt = 0; tt < T; tt++) {
-            const float *xr = x + (size_t)tt * C, *g = dy + (size_t)tt * C;
-            float r = scratch[tt];
-            for (i = c0; i < c1; i++) dw[i] += g[i] * xr[i] * r;
-        }
-    }
+    norm_param_grads(dw, NULL, dy, x, NULL, scratch, T, C, team);
 }
 
 void ck_rmsnorm_backward_ref(float *dx, int acc, float *dw, const float *dy, const float *x, const float *w, int T,
@@ -188,18 +198,7 @@ void ck_layernorm_backward(float *dx, int acc, float *dw, float *db, const float
             d[i] = acc ? d[i] + v : v;
         }
     }
-#pragma omp parallel num_threads(team) if (team > 1)
-    {
-        int c0, c1, tt, i;
-        share(C, CK_NT(), CK_TID(), &c0, &c1);
-        for (tt = 0; tt < T; tt++) {
-            const float *xr = x + (size_t)tt * C, *g = dy + (size_t)tt * C;
-            for (i = c0; i < c1; i++) {
-                dw[i] += g[i] * (xr[i] - mu[tt]) * rs[tt];
-                db[i] += g[i];
-            }
-        }
-    }
+    norm_param_grads(dw, db, dy, x, mu, rs, T, C, team);
 }
 
 void ck_layernorm_backward_ref(float *dx, int acc, float *dw, float *db, const float *dy, const float *x,
