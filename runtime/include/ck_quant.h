@@ -1,0 +1,115 @@
+/*
+ * ck_quant.h — weight formats kept as they are stored: 16-bit floats and
+ * GGML's block-quantized types, bit-exact with GGUF / llama.cpp.
+ *
+ * A row of K weights in a block type is K / block elements' worth of blocks,
+ * each self-contained (its scale(s) and packed integers). Rows of a matrix
+ * are independent, so a matrix can be sliced or concatenated by rows without
+ * touching the bits. The type numbers are GGUF's own (ggml_type), so a tensor
+ * read from a GGUF file needs no translation.
+ *
+ *   type   block  bytes  stores
+ *   f32        1      4  float
+ *   f16        1      2  IEEE half
+ *   bf16       1      2  bfloat16
+ *   q8_0      32     34  d (f16), 32 x int8                     x = d q
+ *   q4_0      32     18  d, 16 bytes of nibbles                 x = d (q - 8)
+ *   q4_1      32     20  d, m, nibbles                          x = d q + m
+ *   q5_0      32     22  d, 32 high bits, nibbles               x = d (q - 16)
+ *   q5_1      32     24  d, m, high bits, nibbles               x = d q + m
+ *   q4_K     256    144  d, dmin, 8 x 6-bit (scale, min), nibbles  x = d s q - dmin m
+ *   q5_K     256    176  as q4_K plus 32 bytes of high bits
+ *   q6_K     256    210  16 x int8 scale, 4+2-bit quants, d     x = d s (q - 32)
+ * Activation-side types used by the dot products (never stored in a model):
+ *   q8_1      32     36  d, s = d * sum(q), 32 x int8
+ *   q8_K     256    292  d (f32), 256 x int8, 16 sums of 16
+ *
+ * Quantizers are llama.cpp's reference ones (quantize_row_*_ref), so a file
+ * ckc writes has the bytes llama-quantize would write for the same input.
+ */
+#ifndef CK_QUANT_H
+#define CK_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ck_qtype {
+    CK_Q_F32 = 0,
+    CK_Q_F16 = 1,
+    CK_Q_Q4_0 = 2,
+    CK_Q_Q4_1 = 3,
+    CK_Q_Q5_0 = 6,
+    CK_Q_Q5_1 = 7,
+    CK_Q_Q8_0 = 8,
+    CK_Q_Q8_1 = 9,
+    CK_Q_Q4_K = 12,
+    CK_Q_Q5_K = 13,
+    CK_Q_Q6_K = 14,
+    CK_Q_Q8_K = 15,
+    CK_Q_BF16 = 30
+} ck_qtype;
+
+#define CK_QK 32   /* elements per block of the _0 / _1 types */
+#define CK_QK_K 256 /* elements per super-block of the K types */
+
+/* 1 when ckc can store, load and multiply this type (not q8_1 / q8_K, which
+ * only quantize activations); its name ("q4_K"), elements and bytes per block. */
+int ck_qtype_valid(int type);
+const char *ck_qtype_name(int type);
+int ck_qtype_from_name(const char *name); /* -1 if unknown */
+int ck_qtype_block(int type);
+int ck_qtype_block_bytes(int type);
+/* bytes of a row of n elements; 0 when n is not a multiple of the block */
+size_t ck_qtype_row_bytes(int type, int64_t n);
+/* the type a row of activations is quantized to for the dot product with a
+ * row of `type` (q8_0, q8_1, q8_K; f32 for the float types) */
+int ck_qtype_dot_type(int type);
+
+uint16_t ck_fp32_to_fp16(float f); /* round to nearest even, like F16C */
+float ck_fp16_to_fp32(uint16_t h);
+uint16_t ck_fp32_to_bf16(float f); /* round to nearest even, NaN kept quiet */
+
+/* n elements (a multiple of the block). quantize returns 0, or -1 for a type
+ * it cannot write. dequantize is the reference twin of every kernel here. */
+int ck_quantize_row(int type, const float *x, void *y, int64_t n);
+void ck_dequantize_row(int type, const void *x, float *y, int64_t n);
+
+/* sum_i w[i] * a[i] for one row of n weights of `type` and one row of
+ * activations already quantized to ck_qtype_dot_type(type) (f32 for the
+ * float types). The fast body uses AVX2 when the CPU has it. */
+float ck_vec_dot(int type, int64_t n, const void *w, const void *a);
+float ck_vec_dot_ref(int type, int64_t n, const void *w, const void *a);
+
+/* A [N][K] weight matrix as stored: up to CK_QMAT_MAX_PARTS row ranges, each
+ * in its own type and memory (the fused QKV of a GGUF file is three tensors,
+ * possibly of different types, used in place). */
+#define CK_QMAT_MAX_PARTS 4
+typedef struct ck_qmat {
+    int n_parts;
+    int type[CK_QMAT_MAX_PARTS];
+    int64_t rows[CK_QMAT_MAX_PARTS];
+    const void *data[CK_QMAT_MAX_PARTS];
+} ck_qmat;
+
+/* y[t][n] = x[t] . W[n] (+ bias[n]) (+ add[t][n]), like ck_linear. A few
+ * tokens quantize x once and run the integer dot products over rows split
+ * among the threads; more tokens dequantize W in tiles into an sgemm.
+ * Returns 0, or -1 when a buffer (activations or a tile) cannot be allocated.
+ * The reference twin always takes the dot-product path, scalar. */
+int ck_linear_q(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, const float *bias, const float *add,
+                int ld_add, int T, int K, int N);
+int ck_linear_q_ref(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, const float *bias,
+                    const float *add, int ld_add, int T, int K, int N);
+/* out[t] = row ids[t] of the table, dequantized (ids checked by the caller) */
+void ck_embedding_q(float *out, const ck_qmat *table, const int32_t *ids, int T, int C);
+/* row r of a matrix, dequantized into y[K] */
+void ck_qmat_row(const ck_qmat *w, int64_t r, int K, float *y);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CK_QUANT_H */

@@ -1,0 +1,507 @@
+/*
+ * qlinear.c — y = x W^T with W kept in its stored format (ck_quant.h).
+ *
+ * Few tokens (decode): each token's activations are quantized once to the
+ * weight type's partner (q8_0 / q8_1 / q8_K, as llama.cpp does), and every
+ * output is one integer dot product of a weight row with them; f16 / bf16
+ * rows are converted in registers against float activations. Rows are split
+ * into one contiguous range per OpenMP thread, so weights stream once.
+ *
+ * Many tokens (prefill): each thread dequantizes its rows in tiles of
+ * CK_QTILE rows into a float buffer and runs one sgemm per tile, so the
+ * dequantization is paid once per tile for all T tokens and the arithmetic is
+ * OpenBLAS's. (The other choice, int8 dot products for every (token, row),
+ * does T times the unpacking work; measure with scripts/bench_quant.py.)
+ *
+ * The AVX2 bodies follow the integer scheme of llama.cpp's x86 kernels
+ * (maddubs on |w| and sign-adjusted activations, then madd into int32); the
+ * scalar twins in quant.c give the same integer sums.
+ */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "ck_kernels.h"
+#include "ck_quant.h"
+#include "ck_simd.h"
+#include "quant_blocks.h"
+
+#define CK_QTILE 64      /* rows dequantized per sgemm in the prefill path */
+#define CK_QGEMM_MIN_T 4 /* from this many tokens on, the tile path */
+
+#ifdef CK_X86
+
+#define CK_AVX2_F16 __attribute__((target("avx2,fma,f16c")))
+
+CK_AVX2_F16 static inline float hsum8(__m256 x)
+{
+    __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
+CK_AVX2_F16 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+/* int8 x int8 -> 8 float sums of 4 products */
+CK_AVX2_F16 static inline __m256 dot_i8(__m256i x, __m256i y)
+{
+    const __m256i ax = _mm256_sign_epi8(x, x), sy = _mm256_sign_epi8(y, x);
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_set1_epi16(1), _mm256_maddubs_epi16(ax, sy)));
+}
+
+/* uint8 (< 128) x int8 -> 8 float sums of 4 products */
+CK_AVX2_F16 static inline __m256 dot_u8(__m256i ux, __m256i y)
+{
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_set1_epi16(1), _mm256_maddubs_epi16(ux, y)));
+}
+
+/* 16 bytes of nibbles -> 32 bytes: low nibbles first, then high ones */
+CK_AVX2_F16 static inline __m256i nibbles32(const uint8_t *p)
+{
+    const __m128i t = _mm_loadu_si128((const __m128i *)p);
+    return _mm256_and_si256(_mm256_set1_epi8(0x0F), _mm256_set_m128i(_mm_srli_epi16(t, 4), t));
+}
+
+/* 32 bits -> 32 bytes of 0x00 / 0xFF */
+CK_AVX2_F16 static inline __m256i bits32(const uint8_t *p)
+{
+    uint32_t x32;
+    __m256i bytes;
+    memcpy(&x32, p, 4);
+    bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x32),
+                                _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+    return _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
+}
+
+CK_AVX2_F16 static float dot_q8_0(int64_t nb, const ck_block_q8_0 *w, const ck_block_q8_0 *a)
+{
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i;
+    for (i = 0; i < nb; i++) {
+        const __m256 d = _mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d));
+        acc = _mm256_fmadd_ps(d, dot_i8(_mm256_loadu_si256((const __m256i *)w[i].qs),
+                                        _mm256_loadu_si256((const __m256i *)a[i].qs)), acc);
+    }
+    return hsum8(acc);
+}
+
+CK_AVX2_F16 static float dot_q4_0(int64_t nb, const ck_block_q4_0 *w, const ck_block_q8_0 *a)
+{
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i;
+    for (i = 0; i < nb; i++) {
+        const __m256 d = _mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d));
+        const __m256i qx = _mm256_sub_epi8(nibbles32(w[i].qs), _mm256_set1_epi8(8));
+        acc = _mm256_fmadd_ps(d, dot_i8(qx, _mm256_loadu_si256((const __m256i *)a[i].qs)), acc);
+    }
+    return hsum8(acc);
+}
+
+CK_AVX2_F16 static float dot_q4_1(int64_t nb, const ck_block_q4_1 *w, const ck_block_q8_1 *a)
+{
+    __m256 acc = _mm256_setzero_ps();
+    float summs = 0.0f;
+    int64_t i;
+    for (i = 0; i < nb; i++) {
+        const __m256 d = _mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d));
+        summs += h2f(w[i].m) * h2f(a[i].s);
+        acc = _mm256_fmadd_ps(d, dot_u8(nibbles32(w[i].qs), _mm256_loadu_si256((const __m256i *)a[i].qs)), acc);
+    }
+    return hsum8(acc) + summs;
+}
+
+CK_AVX2_F16 static float dot_q5_0(int64_t nb, const ck_block_q5_0 *w, const ck_block_q8_0 *a)
+{
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i;
+    for (i = 0; i < nb; i++) {
+        const __m256 d = _mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d));
+        /* q - 16: a clear fifth bit sets the byte's top nibble (negative) */
+        const __m256i hi = _mm256_andnot_si256(bits32(w[i].qh), _mm256_set1_epi8((char)0xF0));
+        const __m256i qx = _mm256_or_si256(nibbles32(w[i].qs), hi);
+        acc = _mm256_fmadd_ps(d, dot_i8(qx, _mm256_loadu_si256((const __m256i *)a[i].qs)), acc);
+    }
+    return hsum8(acc);
+}
+
+CK_AVX2_F16 static float dot_q5_1(int64_t nb, const ck_block_q5_1 *w, const ck_block_q8_1 *a)
+{
+    __m256 acc = _mm256_setzero_ps();
+    float summs = 0.0f;
+    int64_t i;
+    for (i = 0; i < nb; i++) {
+        const __m256 d = _mm256_set1_ps(h2f(w[i].d) * h2f(a[i].d));
+        const __m256i hi = _mm256_and_si256(bits32(w[i].qh), _mm256_set1_epi8(0x10));
+        summs += h2f(w[i].m) * h2f(a[i].s);
+        acc = _mm256_fmadd_ps(d, dot_u8(_mm256_or_si256(nibbles32(w[i].qs), hi),
+                                        _mm256_loadu_si256((const __m256i *)a[i].qs)), acc);
+    }
+    return hsum8(acc) + summs;
+}
+
+/* the 8 (scale, min) pairs of a q4_K / q5_K super-block */
+static void k4_scales(const uint8_t *q, int16_t *sc, int *mn)
+{
+    int j;
+    for (j = 0; j < 8; j++) {
+        if (j < 4) {
+            sc[j] = q[j] & 63;
+            mn[j] = q[j + 4] & 63;
+        } else {
+            sc[j] = (int16_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+            mn[j] = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
+        }
+    }
+}
+
+/* q4_K / q5_K: x = d sc q - dmin m; sum = d_a (d sum_j sc_j (q_j . a_j) - dmin sum_j m_j bsum_j) */
+CK_AVX2_F16 static float dot_qk45(int q5, int64_t nb, const void *vw, const ck_block_q8_K *a)
+{
+    __m256 acc = _mm256_setzero_ps();
+    float accm = 0.0f;
+    int64_t i;
+    int j;
+    for (i = 0; i < nb; i++) {
+        const ck_block_q4_K *w4 = (const ck_block_q4_K *)vw + i;
+        const ck_block_q5_K *w5 = (const ck_block_q5_K *)vw + i;
+        const uint8_t *q = q5 ? w5->qs : w4->qs;
+        const int8_t *y = a[i].qs;
+        int16_t sc[8];
+        int mn[8], summ = 0;
+        __m256i sumi = _mm256_setzero_si256(), hbits = _mm256_setzero_si256();
+        k4_scales(q5 ? w5->scales : w4->scales, sc, mn);
+        for (j = 0; j < 8; j++) summ += mn[j] * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
+        if (q5) hbits = _mm256_loadu_si256((const __m256i *)w5->qh);
+        for (j = 0; j < 4; j++, q += 32, y += 64) {
+            const __m256i bits = _mm256_loadu_si256((const __m256i *)q);
+            __m256i lo = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
+            __m256i plo, phi;
+            if (q5) { /* bit 2j of qh[l] is the fifth bit of the low half, 2j+1 of the high half */
+                const __m256i m = _mm256_set1_epi8(0x10);
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * j), 4), m));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * j + 1), 4), m));
+            }
+            plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)y));
+            phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 32)));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_set1_epi16(sc[2 * j]), plo));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_set1_epi16(sc[2 * j + 1]), phi));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * h2f(q5 ? w5->d : w4->d)), _mm256_cvtepi32_ps(sumi), acc);
+        accm += a[i].d * h2f(q5 ? w5->dmin : w4->dmin) * summ;
+    }
+    return hsum8(acc) - accm;
+}
+
+/* q6_K: x = d sc (q - 32), q in [0, 64): the 32 is taken out through bsums */
+CK_AVX2_F16 static float dot_q6_K(int64_t nb, const ck_block_q6_K *w, const ck_block_q8_K *a)
+{
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+    int64_t i;
+    int j, g;
+    for (i = 0; i < nb; i++) {
+        const uint8_t *ql = w[i].ql, *qh = w[i].qh;
+        const int8_t *y = a[i].qs, *sc = w[i].scales;
+        __m256i sumi = _mm256_setzero_si256();
+        int sub = 0;
+        for (j = 0; j < 16; j++) sub += sc[j] * a[i].bsums[j];
+        for (j = 0; j < 2; j++, ql += 64, qh += 32, y += 128, sc += 8) {
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4));
+            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4));
+            for (g = 0; g < 4; g++) { /* 32 elements, scales sc[2g] (first 16) and sc[2g + 1] */
+                const __m256i p = _mm256_maddubs_epi16(q[g], _mm256_loadu_si256((const __m256i *)(y + 32 * g)));
+                const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g]));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s, p));
+            }
+        }
+        sumi = _mm256_sub_epi32(sumi, _mm256_setr_epi32(32 * sub, 0, 0, 0, 0, 0, 0, 0));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * h2f(w[i].d)), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return hsum8(acc);
+}
+
+CK_AVX2_F16 static float dot_f16(int64_t n, const uint16_t *w, const float *a)
+{
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float s;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        acc0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i))), _mm256_loadu_ps(a + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i + 8))), _mm256_loadu_ps(a + i + 8),
+                               acc1);
+    }
+    s = hsum8(_mm256_add_ps(acc0, acc1));
+    for (; i < n; i++) s += h2f(w[i]) * a[i];
+    return s;
+}
+
+CK_AVX2_F16 static inline __m256 bf16x8(const uint16_t *p)
+{
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+
+CK_AVX2_F16 static float dot_bf16(int64_t n, const uint16_t *w, const float *a)
+{
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float s;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        acc0 = _mm256_fmadd_ps(bf16x8(w + i), _mm256_loadu_ps(a + i), acc0);
+        acc1 = _mm256_fmadd_ps(bf16x8(w + i + 8), _mm256_loadu_ps(a + i + 8), acc1);
+    }
+    s = hsum8(_mm256_add_ps(acc0, acc1));
+    for (; i < n; i++) {
+        uint32_t u = (uint32_t)w[i] << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        s += f * a[i];
+    }
+    return s;
+}
+
+CK_AVX2_F16 static float dot_f32(int64_t n, const float *w, const float *a)
+{
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float s;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(a + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(a + i + 8), acc1);
+    }
+    s = hsum8(_mm256_add_ps(acc0, acc1));
+    for (; i < n; i++) s += w[i] * a[i];
+    return s;
+}
+
+static float vec_dot_avx2(int type, int64_t n, const void *w, const void *a)
+{
+    switch (type) {
+    case CK_Q_F32: return dot_f32(n, (const float *)w, (const float *)a);
+    case CK_Q_F16: return dot_f16(n, (const uint16_t *)w, (const float *)a);
+    case CK_Q_BF16: return dot_bf16(n, (const uint16_t *)w, (const float *)a);
+    case CK_Q_Q8_0: return dot_q8_0(n / CK_QK, (const ck_block_q8_0 *)w, (const ck_block_q8_0 *)a);
+    case CK_Q_Q4_0: return dot_q4_0(n / CK_QK, (const ck_block_q4_0 *)w, (const ck_block_q8_0 *)a);
+    case CK_Q_Q4_1: return dot_q4_1(n / CK_QK, (const ck_block_q4_1 *)w, (const ck_block_q8_1 *)a);
+    case CK_Q_Q5_0: return dot_q5_0(n / CK_QK, (const ck_block_q5_0 *)w, (const ck_block_q8_0 *)a);
+    case CK_Q_Q5_1: return dot_q5_1(n / CK_QK, (const ck_block_q5_1 *)w, (const ck_block_q8_1 *)a);
+    case CK_Q_Q4_K: return dot_qk45(0, n / CK_QK_K, w, (const ck_block_q8_K *)a);
+    case CK_Q_Q5_K: return dot_qk45(1, n / CK_QK_K, w, (const ck_block_q8_K *)a);
+    case CK_Q_Q6_K: return dot_q6_K(n / CK_QK_K, (const ck_block_q6_K *)w, (const ck_block_q8_K *)a);
+    default: return ck_vec_dot_ref(type, n, w, a);
+    }
+}
+#endif /* CK_X86 */
+
+float ck_vec_dot(int type, int64_t n, const void *w, const void *a)
+{
+#ifdef CK_X86
+    if (ck_has_avx2()) return vec_dot_avx2(type, n, w, a);
+#endif
+    return ck_vec_dot_ref(type, n, w, a);
+}
+
+/* ---- matrices ---------------------------------------------------------------- */
+
+/* the part holding row r, and r's index inside it */
+static int qmat_part(const ck_qmat *w, int64_t *r)
+{
+    int p;
+    for (p = 0; p < w->n_parts - 1 && *r >= w->rows[p]; p++) *r -= w->rows[p];
+    return p;
+}
+
+static const void *qmat_row_ptr(const ck_qmat *w, int64_t r, int K, int *type)
+{
+    int p = qmat_part(w, &r);
+    *type = w->type[p];
+    return (const char *)w->data[p] + (size_t)r * ck_qtype_row_bytes(w->type[p], K);
+}
+
+void ck_qmat_row(const ck_qmat *w, int64_t r, int K, float *y)
+{
+    int type;
+    const void *row = qmat_row_ptr(w, r, K, &type);
+    ck_dequantize_row(type, row, y, K);
+}
+
+void ck_embedding_q(float *out, const ck_qmat *table, const int32_t *ids, int T, int C)
+{
+    int t;
+    for (t = 0; t < T; t++) ck_qmat_row(table, ids[t], C, out + (size_t)t * C);
+}
+
+/* The activations of T tokens in each dot type the matrix's parts need
+ * (at most one row set per type). */
+typedef struct {
+    int type[CK_QMAT_MAX_PARTS];
+    void *rows[CK_QMAT_MAX_PARTS];
+    size_t row_bytes[CK_QMAT_MAX_PARTS];
+    int n;
+} act_set;
+
+static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, int T, int K)
+{
+    int p, i, t;
+    s->n = 0;
+    for (p = 0; p < w->n_parts; p++) {
+        int dt = ck_qtype_dot_type(w->type[p]);
+        for (i = 0; i < s->n && s->type[i] != dt; i++) {}
+        if (i < s->n) continue;
+        s->type[i] = dt;
+        s->row_bytes[i] = ck_qtype_row_bytes(dt, K);
+        s->rows[i] = malloc(s->row_bytes[i] * (size_t)T + 1);
+        s->n++;
+        if (!s->rows[i]) return -1;
+        for (t = 0; t < T; t++) ck_quantize_row(dt, x + (size_t)t * ldx, (char *)s->rows[i] + s->row_bytes[i] * t, K);
+    }
+    return 0;
+}
+
+static void act_free(act_set *s)
+{
+    int i;
+    for (i = 0; i < s->n; i++) free(s->rows[i]);
+}
+
+static const void *act_row(const act_set *s, int type, int t)
+{
+    int i, dt = ck_qtype_dot_type(type);
+    for (i = 0; i < s->n; i++)
+        if (s->type[i] == dt) return (const char *)s->rows[i] + s->row_bytes[i] * t;
+    return NULL;
+}
+
+/* rows [n0, n1) of the output for every token, by dot products */
+static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w, const float *bias, const float *add,
+                     int ld_add, int T, int K, int64_t n0, int64_t n1,
+                     float (*dot)(int, int64_t, const void *, const void *))
+{
+    int64_t n;
+    int t;
+    for (n = n0; n < n1; n++) {
+        int type;
+        const void *row = qmat_row_ptr(w, n, K, &type);
+        for (t = 0; t < T; t++) {
+            float v = dot(type, K, row, act_row(acts, type, t));
+            if (bias) v += bias[n];
+            if (add) v += add[(size_t)t * ld_add + n];
+            out[(size_t)t * ldo + n] = v;
+        }
+    }
+}
+
+/* rows [n0, n1) of the output for every token, by dequantized tiles into sgemm */
+static void tile_rows(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, const float *bias,
+                      const float *add, int ld_add, int T, int K, int64_t n0, int64_t n1, float *tile)
+{
+    int64_t c, r;
+    int t, j;
+    for (c = n0; c < n1; c += CK_QTILE) {
+        int nb = (int)(n1 - c < CK_QTILE ? n1 - c : CK_QTILE), type;
+        const float *wt = tile;
+        float beta = 0.0f;
+        /* one part of f32 rows is read in place */
+        int64_t rr = c, last = c + nb - 1;
+        int p = qmat_part(w, &rr), p_last = qmat_part(w, &last);
+        if (p == p_last && w->type[p] == CK_Q_F32)
+            wt = (const float *)w->data[p] + (size_t)rr * K;
+        else
+            for (r = 0; r < nb; r++) {
+                const void *src = qmat_row_ptr(w, c + r, K, &type);
+                ck_dequantize_row(type, src, tile + (size_t)r * K, K);
+            }
+        if (add || bias) {
+            for (t = 0; t < T; t++) {
+                float *o = out + (size_t)t * ldo + c;
+                if (add) {
+                    const float *a = add + (size_t)t * ld_add + c;
+                    if (a != o) memcpy(o, a, (size_t)nb * sizeof(float));
+                    if (bias)
+                        for (j = 0; j < nb; j++) o[j] += bias[c + j];
+                } else {
+                    memcpy(o, bias + c, (size_t)nb * sizeof(float));
+                }
+            }
+            beta = 1.0f;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nb, K, 1.0f, x, ldx, wt, K, beta, out + c, ldo);
+    }
+}
+
+int ck_linear_q(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, const float *bias, const float *add,
+                int ld_add, int T, int K, int N)
+{
+    int team = 1, failed = 0;
+    act_set acts;
+    const int tiles = T >= CK_QGEMM_MIN_T;
+#ifdef _OPENMP
+    team = omp_in_parallel() || (double)T * K * N < CK_PAR_MIN ? 1 : omp_get_max_threads();
+#endif
+    if (tiles) {
+        if (team == 1) {
+            float *tile = malloc((size_t)CK_QTILE * K * sizeof(float));
+            if (!tile) return -1;
+            tile_rows(out, ldo, x, ldx, w, bias, add, ld_add, T, K, 0, N, tile);
+            free(tile);
+            return 0;
+        }
+#ifdef _OPENMP
+#pragma omp parallel num_threads(team)
+        {
+            int nt = omp_get_num_threads(), id = omp_get_thread_num();
+            int64_t per = ((N + nt - 1) / nt + 15) / 16 * 16, n0 = id * per, n1 = n0 + per > N ? N : n0 + per;
+            float *tile = n1 > n0 ? malloc((size_t)CK_QTILE * K * sizeof(float)) : NULL;
+            if (tile)
+                tile_rows(out, ldo, x, ldx, w, bias, add, ld_add, T, K, n0, n1, tile);
+            else if (n1 > n0) {
+#pragma omp atomic write
+                failed = 1;
+            }
+            free(tile);
+        }
+#endif
+        return failed ? -1 : 0;
+    }
+    if (act_prepare(&acts, w, x, ldx, T, K)) {
+        act_free(&acts);
+        return -1;
+    }
+    if (team == 1) {
+        dot_rows(out, ldo, &acts, w, bias, add, ld_add, T, K, 0, N, ck_vec_dot);
+    } else {
+#ifdef _OPENMP
+#pragma omp parallel num_threads(team)
+        {
+            int nt = omp_get_num_threads(), id = omp_get_thread_num();
+            int64_t per = ((N + nt - 1) / nt + 15) / 16 * 16, n0 = id * per, n1 = n0 + per > N ? N : n0 + per;
+            dot_rows(out, ldo, &acts, w, bias, add, ld_add, T, K, n0, n1, ck_vec_dot);
+        }
+#endif
+    }
+    act_free(&acts);
+    return 0;
+}
+
+int ck_linear_q_ref(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, const float *bias,
+                    const float *add, int ld_add, int T, int K, int N)
+{
+    act_set acts;
+    int rc = act_prepare(&acts, w, x, ldx, T, K);
+    if (!rc) dot_rows(out, ldo, &acts, w, bias, add, ld_add, T, K, 0, N, ck_vec_dot_ref);
+    act_free(&acts);
+    return rc;
+}

@@ -1,0 +1,213 @@
+// The stored weight formats (ck_quant.h): quantize -> dequantize error per
+// type, the fast dot products against their scalar twins and against the
+// dequantized values, and ck_linear_q (both paths, mixed-type parts, bias,
+// residual, threads) against the float GEMM of the dequantized matrix.
+// Bit-exactness with GGUF / llama.cpp is tests/python/test_quant.py's job.
+#include <cstring>
+#include <string>
+
+#include "ck_quant.h"
+#include "kernel_helpers.h"
+
+using namespace ckc_kernel_test;
+
+namespace {
+
+const int kStored[] = {CK_Q_F32, CK_Q_F16, CK_Q_BF16, CK_Q_Q8_0, CK_Q_Q4_0, CK_Q_Q4_1,
+                       CK_Q_Q5_0, CK_Q_Q5_1, CK_Q_Q4_K, CK_Q_Q5_K, CK_Q_Q6_K};
+
+std::vector<uint8_t> quantize(int type, const std::vector<float> &x)
+{
+    std::vector<uint8_t> q(ck_qtype_row_bytes(type, static_cast<int64_t>(x.size())));
+    REQUIRE(!q.empty());
+    REQUIRE(ck_quantize_row(type, x.data(), q.data(), static_cast<int64_t>(x.size())) == 0);
+    return q;
+}
+
+std::vector<float> dequantize(int type, const std::vector<uint8_t> &q, size_t n)
+{
+    std::vector<float> y(n);
+    ck_dequantize_row(type, q.data(), y.data(), static_cast<int64_t>(n));
+    return y;
+}
+
+// worst relative RMS error a type may have on Gaussian data (measured, with margin)
+double rms_bound(int type)
+{
+    switch (type) {
+    case CK_Q_F32: return 0;
+    case CK_Q_F16: return 1e-3;
+    case CK_Q_BF16: return 4e-3;
+    case CK_Q_Q8_0: return 8e-3;
+    case CK_Q_Q6_K: return 2e-2;
+    case CK_Q_Q5_0: case CK_Q_Q5_1: case CK_Q_Q5_K: return 4.5e-2;
+    default: return 9e-2;  // 4-bit
+    }
+}
+
+}  // namespace
+
+TEST_CASE("quant: the type table and row sizes", "[quant]")
+{
+    CHECK(ck_qtype_row_bytes(CK_Q_Q4_0, 64) == 36);
+    CHECK(ck_qtype_row_bytes(CK_Q_Q4_K, 512) == 288);
+    CHECK(ck_qtype_row_bytes(CK_Q_Q6_K, 256) == 210);
+    CHECK(ck_qtype_row_bytes(CK_Q_Q8_0, 48) == 0);  // not a multiple of the block
+    CHECK(ck_qtype_from_name("q4_k") == CK_Q_Q4_K);
+    CHECK(ck_qtype_from_name("Q8_0") == CK_Q_Q8_0);
+    CHECK(ck_qtype_from_name("q8_K") == -1);  // activations only
+    CHECK(ck_qtype_from_name("q3_K") == -1);
+    CHECK(std::string(ck_qtype_name(CK_Q_BF16)) == "bf16");
+    CHECK(ck_qtype_dot_type(CK_Q_Q4_1) == CK_Q_Q8_1);
+    CHECK(ck_qtype_dot_type(CK_Q_Q6_K) == CK_Q_Q8_K);
+}
+
+TEST_CASE("quant: fp16 and bf16 conversions round to nearest even", "[quant]")
+{
+    CHECK(ck_fp32_to_fp16(1.0f) == 0x3C00);
+    CHECK(ck_fp32_to_fp16(65504.0f) == 0x7BFF);
+    CHECK(ck_fp32_to_fp16(65520.0f) == 0x7C00);               // rounds up to inf
+    CHECK(ck_fp32_to_fp16(1.0f + 1.0f / 2048) == 0x3C00);     // tie -> even
+    CHECK(ck_fp32_to_fp16(1.0f + 3.0f / 2048) == 0x3C02);     // tie -> even (up)
+    CHECK(ck_fp32_to_fp16(5.960464477539063e-08f) == 0x0001); // smallest subnormal
+    CHECK((ck_fp32_to_fp16(std::nanf("")) & 0x7C00) == 0x7C00);
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        float f = ck_fp16_to_fp32(static_cast<uint16_t>(h));
+        if (std::isnan(f)) continue;
+        REQUIRE(ck_fp32_to_fp16(f) == h);  // every half survives the round trip
+    }
+    CHECK(ck_fp32_to_bf16(1.0f) == 0x3F80);
+    CHECK(ck_fp32_to_bf16(1.00390625f) == 0x3F80);  // tie -> even
+    CHECK(ck_fp32_to_bf16(1.01171875f) == 0x3F82);  // tie -> even (up)
+}
+
+TEST_CASE("quant: quantize -> dequantize error per type, incl. zeros and extremes", "[quant]")
+{
+    const size_t n = 4 * CK_QK_K;
+    for (int type : kStored) {
+        INFO("type " << ck_qtype_name(type));
+        std::vector<float> x = rnd(n, 7u + type);
+        auto y = dequantize(type, quantize(type, x), n);
+        double err = 0, ref = 0;
+        for (size_t i = 0; i < n; i++) {
+            err += (y[i] - x[i]) * (y[i] - x[i]);
+            ref += x[i] * x[i];
+        }
+        CHECK(std::sqrt(err / ref) <= rms_bound(type));
+        // all zeros, one huge value among tiny ones, all equal, negative extremes
+        std::vector<float> z(n, 0.0f);
+        CHECK(max_abs_diff(dequantize(type, quantize(type, z), n), z) == 0.0);
+        std::vector<float> spike(n, 1e-6f);
+        spike[5] = -3e4f;
+        auto ys = dequantize(type, quantize(type, spike), n);
+        CHECK(std::fabs(ys[5] - spike[5]) <= 3e4 * (type == CK_Q_BF16 ? 4e-3 : 1e-3) + 1);
+        std::vector<float> flat(n, -0.75f);
+        auto yf = dequantize(type, quantize(type, flat), n);
+        CHECK(max_abs_diff(yf, flat) <= 2e-3);
+    }
+}
+
+TEST_CASE("quant: fast dot products equal their scalar twins and the dequantized dot", "[quant]")
+{
+    for (int64_t n : {int64_t(CK_QK_K), int64_t(3 * CK_QK_K)})
+        for (int type : kStored) {
+            INFO("type " << ck_qtype_name(type) << " n " << n);
+            auto w = rnd(static_cast<size_t>(n), 11u + type, 0.5f);
+            auto a = rnd(static_cast<size_t>(n), 23u + type, 2.0f);
+            auto wq = quantize(type, w);
+            int dt = ck_qtype_dot_type(type);
+            auto aq = quantize(dt, a);
+            float fast = ck_vec_dot(type, n, wq.data(), aq.data());
+            float ref = ck_vec_dot_ref(type, n, wq.data(), aq.data());
+            {
+                Portable scalar(true);
+                CHECK(ck_vec_dot(type, n, wq.data(), aq.data()) == ref);
+            }
+            auto wd = dequantize(type, wq, static_cast<size_t>(n));
+            auto ad = dequantize(dt, aq, static_cast<size_t>(n));
+            double exact = 0, mag = 0;
+            for (int64_t i = 0; i < n; i++) {
+                exact += static_cast<double>(wd[i]) * ad[i];
+                mag += std::fabs(static_cast<double>(wd[i]) * ad[i]);
+            }
+            CHECK(std::fabs(fast - ref) <= 1e-5 * mag);
+            // the _1 types add min * s, where s = d sum(q) of the activations is stored as f16 (llama.cpp's layout)
+            bool one = type == CK_Q_Q4_1 || type == CK_Q_Q5_1;
+            CHECK(std::fabs(ref - exact) <= (one ? 2e-3 : 2e-5) * mag);
+        }
+}
+
+TEST_CASE("quant: ck_linear_q (dot and tile paths, mixed parts, bias, residual, threads)", "[quant]")
+{
+    const int K = 512;
+    const std::vector<int> types = {CK_Q_Q4_K, CK_Q_Q8_0, CK_Q_F32};
+    const std::vector<int64_t> rows = {48, 32, 80};  // e.g. q | k | v of different types
+    const int N = 160;
+    std::vector<std::vector<uint8_t>> parts;
+    std::vector<float> wd(static_cast<size_t>(N) * K);
+    ck_qmat m{};
+    m.n_parts = 3;
+    int64_t r0 = 0;
+    for (int p = 0; p < 3; p++) {
+        auto w = rnd(static_cast<size_t>(rows[p]) * K, 100u + p, 0.3f);
+        parts.push_back(quantize(types[p], w));
+        m.type[p] = types[p];
+        m.rows[p] = rows[p];
+        m.data[p] = parts[p].data();
+        ck_dequantize_row(types[p], parts[p].data(), wd.data() + r0 * K, rows[p] * K);
+        r0 += rows[p];
+    }
+    auto bias = rnd(N, 5u);
+    std::vector<float> wabs(wd);
+    for (auto &v : wabs) v = std::fabs(v);
+    for (int T : {1, 3, 9}) {
+        for (int threads : {1, 2}) {
+            INFO("T " << T << " threads " << threads);
+            Threads th(threads);
+            const int ldx = K + 8, ldo = N + 4;
+            auto x = rnd(static_cast<size_t>(T) * ldx, 40u + T);
+            auto add = rnd(static_cast<size_t>(T) * ldo, 60u + T);
+            std::vector<float> out(static_cast<size_t>(T) * ldo, 0.0f), ref(out), exact(out);
+            REQUIRE(ck_linear_q(out.data(), ldo, x.data(), ldx, &m, bias.data(), add.data(), ldo, T, K, N) == 0);
+            REQUIRE(ck_linear_q_ref(ref.data(), ldo, x.data(), ldx, &m, bias.data(), add.data(), ldo, T, K, N) == 0);
+            ck_linear_ref(exact.data(), ldo, x.data(), ldx, wd.data(), bias.data(), add.data(), ldo, T, K, N);
+            std::vector<float> xabs(x), mag(out);
+            for (auto &v : xabs) v = std::fabs(v);
+            ck_linear_ref(mag.data(), ldo, xabs.data(), ldx, wabs.data(), nullptr, nullptr, 0, T, K, N);
+            // the dot path quantizes activations to 8 bits: well under 1% of sum |w x|; the tile path is exact
+            double tol = T < 4 ? 1e-2 : 1e-5;
+            for (int t = 0; t < T; t++)
+                for (int n = 0; n < N; n++) {
+                    size_t i = static_cast<size_t>(t) * ldo + n;
+                    REQUIRE(std::fabs(out[i] - exact[i]) <= tol * (1.0 + mag[i]));
+                    if (T < 4) REQUIRE(std::fabs(out[i] - ref[i]) <= 1e-4 * std::max(1.0f, std::fabs(ref[i])));
+                }
+            // in place: the residual is the output (the planner's MATMUL_ADD trick)
+            std::vector<float> inplace(add);
+            REQUIRE(ck_linear_q(inplace.data(), ldo, x.data(), ldx, &m, bias.data(), inplace.data(), ldo, T, K, N) == 0);
+            for (int t = 0; t < T; t++)
+                for (int n = 0; n < N; n++) {
+                    size_t i = static_cast<size_t>(t) * ldo + n;
+                    REQUIRE(inplace[i] == out[i]);
+                }
+        }
+    }
+}
+
+TEST_CASE("quant: embedding rows dequantize from any part", "[quant]")
+{
+    const int C = 256, V = 12;
+    auto w = rnd(static_cast<size_t>(V) * C, 3u);
+    auto q = quantize(CK_Q_Q6_K, w);
+    ck_qmat m{};
+    m.n_parts = 1;
+    m.type[0] = CK_Q_Q6_K;
+    m.rows[0] = V;
+    m.data[0] = q.data();
+    std::vector<int32_t> ids = {11, 0, 5};
+    std::vector<float> out(ids.size() * C);
+    ck_embedding_q(out.data(), &m, ids.data(), 3, C);
+    auto all = dequantize(CK_Q_Q6_K, q, static_cast<size_t>(V) * C);
+    for (size_t t = 0; t < ids.size(); t++)
+        for (int c = 0; c < C; c++) REQUIRE(out[t * C + c] == all[static_cast<size_t>(ids[t]) * C + c]);
+}
