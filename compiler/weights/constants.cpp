@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "ck_quant.h"
 #include "ck_safetensors.h"
 #include "ir/eval.h"
 #include "support/error.h"
@@ -48,8 +49,8 @@ double element(const ck_tensor_info &ti, int64_t i)
     const unsigned char *p = static_cast<const unsigned char *>(ti.data);
     switch (ti.dtype) {
     case CK_DT_F32: { float v; std::memcpy(&v, p + 4 * i, 4); return v; }
-    case CK_DT_F16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return ck_f16_to_f32(v); }
-    case CK_DT_BF16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return ck_bf16_to_f32(v); }
+    case CK_DT_F16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return ck_fp16_to_fp32(v); }
+    case CK_DT_BF16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return ck_bf16_to_fp32(v); }
     case CK_DT_I64: { int64_t v; std::memcpy(&v, p + 8 * i, 8); return static_cast<double>(v); }
     case CK_DT_I32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); return v; }
     case CK_DT_BOOL:

@@ -1,5 +1,7 @@
 #include "weights/safetensors_writer.h"
 
+#include "ck_quant.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -11,37 +13,8 @@
 
 namespace ckc {
 
-uint16_t f32_to_bf16(float f)
-{
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN stays NaN
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return static_cast<uint16_t>(u >> 16);
-}
-
-uint16_t f32_to_f16(float f)
-{
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    uint32_t sign = (u >> 16) & 0x8000u;
-    int32_t exp = static_cast<int32_t>((u >> 23) & 0xffu) - 127 + 15;
-    uint32_t mant = u & 0x7fffffu;
-    if (((u >> 23) & 0xffu) == 0xffu) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0u));
-    if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-    if (exp <= 0) {                                               // subnormal or zero
-        if (exp < -10) return static_cast<uint16_t>(sign);
-        mant |= 0x800000u;
-        uint32_t shift = static_cast<uint32_t>(14 - exp);
-        uint32_t half = mant >> shift, rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
-        if (rem > mid || (rem == mid && (half & 1u))) half++;
-        return static_cast<uint16_t>(sign | half);
-    }
-    uint32_t half = sign | (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
-    uint32_t rem = mant & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) half++;  // may carry into the exponent: correct
-    return static_cast<uint16_t>(half);
-}
+uint16_t f32_to_bf16(float f) { return ck_fp32_to_bf16(f); }
+uint16_t f32_to_f16(float f) { return ck_fp32_to_fp16(f); }
 
 const char *safetensors_dtype(DType t)
 {

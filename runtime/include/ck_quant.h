@@ -72,6 +72,7 @@ int ck_qtype_dot_type(int type);
 uint16_t ck_fp32_to_fp16(float f); /* round to nearest even, like F16C */
 float ck_fp16_to_fp32(uint16_t h);
 uint16_t ck_fp32_to_bf16(float f); /* round to nearest even, NaN kept quiet */
+float ck_bf16_to_fp32(uint16_t b);
 
 /* n elements (a multiple of the block). quantize returns 0, or -1 for a type
  * it cannot write. dequantize is the reference twin of every kernel here. */

@@ -23,23 +23,11 @@
 #include "ck_json.h"
 #include "ck_errors.h"
 #include "ck_safetensors.h"
+#include "ck_quant.h"
+#include "checkpoint.h"
 
 #define CK_ST_MAX_HEADER (100u * 1024u * 1024u) /* same cap as the reference implementation */
 
-typedef struct st_file {
-    char *path;
-    void *map;
-    size_t size;
-} st_file;
-
-struct ck_checkpoint {
-    st_file *files;
-    int n_files;
-    ck_tensor_info *tensors; /* sorted by name */
-    int n_tensors, cap_tensors;
-    char **names;            /* owned copies of the tensor names */
-    char *optional_prefix;   /* see ck_checkpoint_set_optional_prefix */
-};
 
 static const struct {
     const char *name;
@@ -55,6 +43,7 @@ static const struct {
 const char *ck_dtype_name(ck_dtype dt)
 {
     size_t i;
+    if (dt == CK_DT_GGML) return "GGML";
     for (i = 0; i < N_DTYPES; i++)
         if (DTYPES[i].dt == dt) return DTYPES[i].name;
     return "?";
@@ -68,39 +57,9 @@ size_t ck_dtype_size(ck_dtype dt)
     return 0;
 }
 
-float ck_bf16_to_f32(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
+static int ends_with(const char *s, const char *suffix);
 
-float ck_f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu, u;
-    float f;
-    if (exp == 0) {
-        if (mant == 0) {
-            u = sign;
-        } else { /* subnormal: normalize */
-            exp = 127 - 15 + 1;
-            while (!(mant & 0x400u)) {
-                mant <<= 1;
-                exp--;
-            }
-            u = sign | (exp << 23) | ((mant & 0x3FFu) << 13);
-        }
-    } else if (exp == 31) {
-        u = sign | 0x7F800000u | (mant << 13);
-    } else {
-        u = sign | ((exp - 15 + 127) << 23) | (mant << 13);
-    }
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
+void ck_io_seterr(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
     if (!err || !errlen) return;
@@ -126,7 +85,7 @@ static int is_uint(const ck_json *v, uint64_t *out)
     return 1;
 }
 
-static int add_tensor(ck_checkpoint *ck, const ck_tensor_info *t)
+int ck_io_add_tensor(ck_checkpoint *ck, const ck_tensor_info *t)
 {
     if (ck->n_tensors == ck->cap_tensors) {
         int cap = ck->cap_tensors ? ck->cap_tensors * 2 : 64;
@@ -156,12 +115,12 @@ static int open_file(ck_checkpoint *ck, const char *path, char *err, size_t errl
     size_t data_size;
     ck_json_doc *doc = NULL;
     const ck_json *root, *e;
-    char jerr[200];
+    char jerr[200], magic[4];
     int i;
 
     st_file *nf = (st_file *)realloc(ck->files, sizeof *nf * (size_t)(ck->n_files + 1));
     if (!nf) {
-        seterr(err, errlen, "out of memory");
+        ck_io_seterr(err, errlen, "out of memory");
         return 0;
     }
     ck->files = nf;
@@ -169,24 +128,34 @@ static int open_file(ck_checkpoint *ck, const char *path, char *err, size_t errl
     memset(f, 0, sizeof *f);
     f->path = dupstr(path);
     if (!f->path) {
-        seterr(err, errlen, "out of memory");
+        ck_io_seterr(err, errlen, "out of memory");
         return 0;
     }
     ck->n_files++; /* counted now so close() frees it on any failure below */
 
     fd = open(path, O_RDONLY);
     if (fd < 0) {
-        seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        ck_io_seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return 0;
     }
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        seterr(err, errlen, "%s: not a regular file", path);
+        ck_io_seterr(err, errlen, "%s: not a regular file", path);
         close(fd);
         return 0;
     }
     f->size = (size_t)sb.st_size;
+    if (ends_with(path, ".gguf") || (f->size >= 4 && pread(fd, magic, 4, 0) == 4 && memcmp(magic, "GGUF", 4) == 0)) {
+        f->map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+        close(fd);
+        if (f->map == MAP_FAILED) {
+            f->map = NULL;
+            ck_io_seterr(err, errlen, "%s: cannot map: %s", path, strerror(errno));
+            return 0;
+        }
+        return ck_gguf_read(ck, f, err, errlen);
+    }
     if (f->size < 8) {
-        seterr(err, errlen, "%s: truncated: %lu bytes, but a safetensors file starts with an 8-byte header length",
+        ck_io_seterr(err, errlen, "%s: truncated: %lu bytes, but a safetensors file starts with an 8-byte header length",
                path, (unsigned long)f->size);
         close(fd);
         return 0;
@@ -195,19 +164,19 @@ static int open_file(ck_checkpoint *ck, const char *path, char *err, size_t errl
     close(fd);
     if (f->map == MAP_FAILED) {
         f->map = NULL;
-        seterr(err, errlen, "%s: cannot map: %s", path, strerror(errno));
+        ck_io_seterr(err, errlen, "%s: cannot map: %s", path, strerror(errno));
         return 0;
     }
     base = (const unsigned char *)f->map;
     for (i = 7; i >= 0; i--) hlen = (hlen << 8) | base[i];
     if (hlen > f->size - 8) {
-        seterr(err, errlen,
+        ck_io_seterr(err, errlen,
                "%s: header length %llu exceeds the file size %lu (truncated, or not a safetensors file)", path,
                (unsigned long long)hlen, (unsigned long)f->size);
         return 0;
     }
     if (hlen > CK_ST_MAX_HEADER) {
-        seterr(err, errlen, "%s: header length %llu is larger than the %u-byte limit", path,
+        ck_io_seterr(err, errlen, "%s: header length %llu is larger than the %u-byte limit", path,
                (unsigned long long)hlen, CK_ST_MAX_HEADER);
         return 0;
     }
@@ -215,12 +184,12 @@ static int open_file(ck_checkpoint *ck, const char *path, char *err, size_t errl
     data_size = f->size - 8 - (size_t)hlen;
     doc = ck_json_parse((const char *)base + 8, (size_t)hlen, jerr, sizeof jerr);
     if (!doc) {
-        seterr(err, errlen, "%s: bad header: %s", path, jerr);
+        ck_io_seterr(err, errlen, "%s: bad header: %s", path, jerr);
         return 0;
     }
     root = ck_json_root(doc);
     if (root->type != CK_JSON_OBJECT) {
-        seterr(err, errlen, "%s: bad header: expected a JSON object of tensors", path);
+        ck_io_seterr(err, errlen, "%s: bad header: expected a JSON object of tensors", path);
         goto done;
     }
     for (e = root->child; e; e = e->next) {
@@ -237,48 +206,48 @@ static int open_file(ck_checkpoint *ck, const char *path, char *err, size_t errl
         offs = ck_json_get(e, "data_offsets");
         if (e->type != CK_JSON_OBJECT || !dt || dt->type != CK_JSON_STRING || !shape ||
             shape->type != CK_JSON_ARRAY || !offs || offs->type != CK_JSON_ARRAY || offs->count != 2) {
-            seterr(err, errlen, "%s: tensor '%s': header entry needs \"dtype\", \"shape\" and \"data_offsets\"",
+            ck_io_seterr(err, errlen, "%s: tensor '%s': header entry needs \"dtype\", \"shape\" and \"data_offsets\"",
                    path, e->key);
             goto done;
         }
         for (k = 0; k < N_DTYPES; k++)
             if (strcmp(dt->string, DTYPES[k].name) == 0) break;
         if (k == N_DTYPES) {
-            seterr(err, errlen, "%s: tensor '%s': unknown dtype \"%s\"", path, e->key, dt->string);
+            ck_io_seterr(err, errlen, "%s: tensor '%s': unknown dtype \"%s\"", path, e->key, dt->string);
             goto done;
         }
         t.dtype = DTYPES[k].dt;
         if (shape->count > CK_ST_MAX_DIMS) {
-            seterr(err, errlen, "%s: tensor '%s': rank %lu is more than %d", path, e->key,
+            ck_io_seterr(err, errlen, "%s: tensor '%s': rank %lu is more than %d", path, e->key,
                    (unsigned long)shape->count, CK_ST_MAX_DIMS);
             goto done;
         }
         for (d = shape->child; d; d = d->next) {
             uint64_t dim;
             if (!is_uint(d, &dim)) {
-                seterr(err, errlen, "%s: tensor '%s': shape entries must be non-negative integers", path, e->key);
+                ck_io_seterr(err, errlen, "%s: tensor '%s': shape entries must be non-negative integers", path, e->key);
                 goto done;
             }
             if (dim != 0 && numel > UINT64_MAX / dim) {
-                seterr(err, errlen, "%s: tensor '%s': shape overflows", path, e->key);
+                ck_io_seterr(err, errlen, "%s: tensor '%s': shape overflows", path, e->key);
                 goto done;
             }
             numel *= dim;
             t.shape[t.ndim++] = (int64_t)dim;
         }
         if (!is_uint(offs->child, &b) || !is_uint(offs->child->next, &en)) {
-            seterr(err, errlen, "%s: tensor '%s': data_offsets must be two non-negative integers", path, e->key);
+            ck_io_seterr(err, errlen, "%s: tensor '%s': data_offsets must be two non-negative integers", path, e->key);
             goto done;
         }
         if (b > en || en > data_size) {
-            seterr(err, errlen,
+            ck_io_seterr(err, errlen,
                    "%s: tensor '%s': data_offsets [%llu, %llu] point past the end of the data (%lu bytes; "
                    "truncated file?)",
                    path, e->key, (unsigned long long)b, (unsigned long long)en, (unsigned long)data_size);
             goto done;
         }
         if (numel > UINT64_MAX / DTYPES[k].size || (nbytes = numel * DTYPES[k].size) != en - b) {
-            seterr(err, errlen,
+            ck_io_seterr(err, errlen,
                    "%s: tensor '%s': shape needs %llu bytes of %s but data_offsets cover %llu bytes", path,
                    e->key, (unsigned long long)(numel * DTYPES[k].size), DTYPES[k].name,
                    (unsigned long long)(en - b));
@@ -286,8 +255,9 @@ static int open_file(ck_checkpoint *ck, const char *path, char *err, size_t errl
         }
         t.data = data + b;
         t.nbytes = (size_t)nbytes;
-        if (!add_tensor(ck, &t)) {
-            seterr(err, errlen, "out of memory");
+        t.qtype = t.dtype == CK_DT_F32 ? CK_Q_F32 : t.dtype == CK_DT_F16 ? CK_Q_F16 : t.dtype == CK_DT_BF16 ? CK_Q_BF16 : -1;
+        if (!ck_io_add_tensor(ck, &t)) {
+            ck_io_seterr(err, errlen, "out of memory");
             goto done;
         }
     }
@@ -314,7 +284,7 @@ static char *read_text(const char *path, size_t *len, char *err, size_t errlen)
     char *buf = NULL;
     long n;
     if (!fp) {
-        seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        ck_io_seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     if (fseek(fp, 0, SEEK_END) == 0 && (n = ftell(fp)) >= 0 && fseek(fp, 0, SEEK_SET) == 0) {
@@ -325,10 +295,10 @@ static char *read_text(const char *path, size_t *len, char *err, size_t errlen)
         } else {
             free(buf);
             buf = NULL;
-            seterr(err, errlen, "%s: read failed", path);
+            ck_io_seterr(err, errlen, "%s: read failed", path);
         }
     } else {
-        seterr(err, errlen, "%s: cannot read", path);
+        ck_io_seterr(err, errlen, "%s: cannot read", path);
     }
     fclose(fp);
     return buf;
@@ -348,19 +318,19 @@ static int open_index(ck_checkpoint *ck, const char *path, char *err, size_t err
     doc = ck_json_parse(text, len, jerr, sizeof jerr);
     free(text);
     if (!doc) {
-        seterr(err, errlen, "%s: %s", path, jerr);
+        ck_io_seterr(err, errlen, "%s: %s", path, jerr);
         return 0;
     }
     map = ck_json_get(ck_json_root(doc), "weight_map");
     if (!map || map->type != CK_JSON_OBJECT) {
-        seterr(err, errlen, "%s: no \"weight_map\" object (is this a *.safetensors.index.json?)", path);
+        ck_io_seterr(err, errlen, "%s: no \"weight_map\" object (is this a *.safetensors.index.json?)", path);
         goto done;
     }
     dirlen = slash ? (size_t)(slash - path + 1) : 0;
     for (e = map->child; e; e = e->next) {
         int seen = 0;
         if (e->type != CK_JSON_STRING) {
-            seterr(err, errlen, "%s: weight_map[\"%s\"] must be a file name", path, e->key);
+            ck_io_seterr(err, errlen, "%s: weight_map[\"%s\"] must be a file name", path, e->key);
             goto done;
         }
         for (e2 = map->child; e2 != e; e2 = e2->next)
@@ -370,7 +340,7 @@ static int open_index(ck_checkpoint *ck, const char *path, char *err, size_t err
             }
         if (seen) continue;
         if (dirlen + strlen(e->string) + 1 > sizeof shard) {
-            seterr(err, errlen, "%s: shard path too long", path);
+            ck_io_seterr(err, errlen, "%s: shard path too long", path);
             goto done;
         }
         memcpy(shard, path, dirlen);
@@ -381,7 +351,7 @@ static int open_index(ck_checkpoint *ck, const char *path, char *err, size_t err
     for (e = map->child; e; e = e->next) {
         const ck_tensor_info *t = ck_checkpoint_find(ck, e->key);
         if (!t || !ends_with(t->file, e->string)) {
-            seterr(err, errlen, "%s: the index puts tensor '%s' in %s, but that shard does not contain it", path,
+            ck_io_seterr(err, errlen, "%s: the index puts tensor '%s' in %s, but that shard does not contain it", path,
                    e->key, e->string);
             goto done;
         }
@@ -399,16 +369,16 @@ ck_checkpoint *ck_checkpoint_open(const char *path, char *err, size_t errlen)
     char buf[4096];
     int ok, i;
     if (!path) {
-        seterr(err, errlen, "weights path is NULL");
+        ck_io_seterr(err, errlen, "weights path is NULL");
         return NULL;
     }
     if (stat(path, &sb) != 0) {
-        seterr(err, errlen, "%s: %s", path, strerror(errno));
+        ck_io_seterr(err, errlen, "%s: %s", path, strerror(errno));
         return NULL;
     }
     ck = (ck_checkpoint *)calloc(1, sizeof *ck);
     if (!ck) {
-        seterr(err, errlen, "out of memory");
+        ck_io_seterr(err, errlen, "out of memory");
         return NULL;
     }
     if (S_ISDIR(sb.st_mode)) {
@@ -420,7 +390,7 @@ ck_checkpoint *ck_checkpoint_open(const char *path, char *err, size_t errlen)
             if (stat(buf, &sb) == 0) {
                 ok = open_index(ck, buf, err, errlen);
             } else {
-                seterr(err, errlen, "%s: no model.safetensors or model.safetensors.index.json in this folder",
+                ck_io_seterr(err, errlen, "%s: no model.safetensors or model.safetensors.index.json in this folder",
                        path);
                 ok = 0;
             }
@@ -434,7 +404,7 @@ ck_checkpoint *ck_checkpoint_open(const char *path, char *err, size_t errlen)
         qsort(ck->tensors, (size_t)ck->n_tensors, sizeof *ck->tensors, cmp_tensor);
         for (i = 1; i < ck->n_tensors; i++)
             if (strcmp(ck->tensors[i - 1].name, ck->tensors[i].name) == 0) {
-                seterr(err, errlen, "tensor '%s' appears twice (%s and %s)", ck->tensors[i].name,
+                ck_io_seterr(err, errlen, "tensor '%s' appears twice (%s and %s)", ck->tensors[i].name,
                        ck->tensors[i - 1].file, ck->tensors[i].file);
                 ok = 0;
                 break;
@@ -456,6 +426,7 @@ void ck_checkpoint_close(ck_checkpoint *ck)
         free(ck->files[i].path);
     }
     for (i = 0; i < ck->n_tensors; i++) free(ck->names[i]);
+    ck_gguf_free(ck);
     free(ck->optional_prefix);
     free(ck->files);
     free(ck->tensors);
@@ -532,7 +503,7 @@ int ck_weights_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int lay
     int i, in_place = 1;
     float *buf, *w;
     if (spec->n_parts < 1 || spec->n_parts > CK_WEIGHT_MAX_PARTS || spec->ndim < 0 || spec->ndim > CK_WEIGHT_MAX_DIMS) {
-        seterr(err, errlen, "weight spec '%s': %d parts of rank %d (1..%d parts of rank 0..%d supported)",
+        ck_io_seterr(err, errlen, "weight spec '%s': %d parts of rank %d (1..%d parts of rank 0..%d supported)",
                spec->n_parts > 0 ? spec->names[0] : "?", spec->n_parts, spec->ndim, CK_WEIGHT_MAX_PARTS,
                CK_WEIGHT_MAX_DIMS);
         return CK_EFORMAT;
@@ -543,13 +514,13 @@ int ck_weights_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int lay
         snprintf(names[i], sizeof names[i], spec->names[i], layer);
         t = part[i] = find_weight(ck, names[i]);
         if (!t) {
-            seterr(err, errlen, "missing tensor '%s' (the checkpoint has %d tensors; HINT: check that the "
+            ck_io_seterr(err, errlen, "missing tensor '%s' (the checkpoint has %d tensors; HINT: check that the "
                    "weights match the config the model was compiled from)", names[i], ck_checkpoint_count(ck));
             return CK_EFORMAT;
         }
-        if (t->dtype != CK_DT_F32 && t->dtype != CK_DT_F16 && t->dtype != CK_DT_BF16) {
-            seterr(err, errlen, "tensor '%s' in %s has dtype %s; this model loads F32, F16 or BF16", names[i],
-                   t->file, ck_dtype_name(t->dtype));
+        if (t->qtype < 0) {
+            ck_io_seterr(err, errlen, "tensor '%s' in %s has dtype %s; this model loads F32, F16, BF16 or a GGUF block "
+                         "type", names[i], t->file, ck_dtype_name(t->dtype));
             return CK_EFORMAT;
         }
         same = t->ndim == spec->ndim;
@@ -558,17 +529,18 @@ int ck_weights_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int lay
             char got[96], want[96];
             shape_str(got, sizeof got, t->shape, t->ndim);
             shape_str(want, sizeof want, spec->shape[i], spec->ndim);
-            seterr(err, errlen, "tensor '%s' in %s has shape %s, but the model expects %s", names[i], t->file, got,
+            ck_io_seterr(err, errlen, "tensor '%s' in %s has shape %s, but the model expects %s", names[i], t->file, got,
                    want);
             return CK_EFORMAT;
         }
-        numel[i] = t->nbytes / ck_dtype_size(t->dtype);
+        numel[i] = 1;
+        for (d = 0; d < t->ndim; d++) numel[i] *= (size_t)t->shape[d];
         total += numel[i];
         if (t->dtype != CK_DT_F32 || ((uintptr_t)t->data % sizeof(float)) != 0) in_place = 0;
         if (i > 0 && (const char *)part[i - 1]->data + part[i - 1]->nbytes != (const char *)t->data) in_place = 0;
     }
     if (spec->transpose && (spec->n_parts != 1 || spec->ndim != 2)) {
-        seterr(err, errlen, "'%s': only a single 2-D tensor can be loaded transposed", names[0]);
+        ck_io_seterr(err, errlen, "'%s': only a single 2-D tensor can be loaded transposed", names[0]);
         return CK_EFORMAT;
     }
     if (in_place && !spec->transpose) {
@@ -579,7 +551,7 @@ int ck_weights_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int lay
     buf = (float *)malloc(total * sizeof(float) + 1);
     if (!buf || !store_keep(store, buf, total * sizeof(float))) {
         free(buf);
-        seterr(err, errlen, "out of memory loading '%s' (%lu floats)", names[0], (unsigned long)total);
+        ck_io_seterr(err, errlen, "out of memory loading '%s' (%lu floats)", names[0], (unsigned long)total);
         return CK_ENOMEM;
     }
     w = buf;
@@ -588,10 +560,12 @@ int ck_weights_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int lay
         size_t k;
         if (part[i]->dtype == CK_DT_F32) {
             memcpy(w, src, numel[i] * sizeof(float));
+        } else if (part[i]->dtype == CK_DT_GGML) {
+            ck_dequantize_row(part[i]->qtype, src, w, (int64_t)numel[i]);
         } else {
             for (k = 0; k < numel[i]; k++) {
                 uint16_t h = (uint16_t)(src[2 * k] | (src[2 * k + 1] << 8)); /* little-endian */
-                w[k] = part[i]->dtype == CK_DT_F16 ? ck_f16_to_f32(h) : ck_bf16_to_f32(h);
+                w[k] = part[i]->dtype == CK_DT_F16 ? ck_fp16_to_fp32(h) : ck_bf16_to_fp32(h);
             }
         }
         w += numel[i];
@@ -600,7 +574,7 @@ int ck_weights_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int lay
         size_t rows = (size_t)spec->shape[0][0], cols = (size_t)spec->shape[0][1], r, c;
         float *t = (float *)malloc(total * sizeof(float) + 1);
         if (!t) {
-            seterr(err, errlen, "out of memory transposing '%s'", names[0]);
+            ck_io_seterr(err, errlen, "out of memory transposing '%s'", names[0]);
             return CK_ENOMEM; /* buf is owned by the store */
         }
         for (r = 0; r < rows; r++)

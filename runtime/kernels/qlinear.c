@@ -28,10 +28,173 @@
 #include "ck_kernels.h"
 #include "ck_quant.h"
 #include "ck_simd.h"
-#include "quant_blocks.h"
+#include "ck_quant_blocks.h"
 
 #define CK_QTILE 64      /* rows dequantized per sgemm in the prefill path */
 #define CK_QGEMM_MIN_T 4 /* from this many tokens on, the tile path */
+
+static float bf16_to_f32(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* the 8 (scale, min) pairs of a q4_K / q5_K super-block */
+static void k4_scales(const uint8_t *q, int16_t *sc, int *mn)
+{
+    int j;
+    for (j = 0; j < 8; j++) {
+        if (j < 4) {
+            sc[j] = q[j] & 63;
+            mn[j] = q[j + 4] & 63;
+        } else {
+            sc[j] = (int16_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+            mn[j] = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
+        }
+    }
+}
+
+/* ---- scalar dot products: the reference twins of the AVX2 bodies ------------------ */
+
+/* the 32 quants of a q5 / q4 block as signed or unsigned ints, element order */
+static void unpack_q5(const uint8_t *qs, const uint8_t *qh4, int offset, int *q)
+{
+    uint32_t qh;
+    int j;
+    memcpy(&qh, qh4, 4);
+    for (j = 0; j < CK_QK / 2; j++) {
+        q[j] = ((qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10)) - offset;
+        q[j + CK_QK / 2] = ((qs[j] >> 4) | ((qh >> (j + 12)) & 0x10)) - offset;
+    }
+}
+
+float ck_vec_dot_ref(int type, int64_t n, const void *vw, const void *va)
+{
+    int64_t i, nb = n / (ck_qtype_block(type) > 0 ? ck_qtype_block(type) : 1);
+    int j, l;
+    float sum = 0.0f;
+    switch (type) {
+    case CK_Q_F32:
+    case CK_Q_F16:
+    case CK_Q_BF16: {
+        const float *a = (const float *)va;
+        double acc = 0.0;
+        for (i = 0; i < n; i++) {
+            float w = type == CK_Q_F32    ? ((const float *)vw)[i]
+                      : type == CK_Q_F16 ? ck_fp16_to_fp32(((const uint16_t *)vw)[i])
+                                          : bf16_to_f32(((const uint16_t *)vw)[i]);
+            acc += (double)w * a[i];
+        }
+        return (float)acc;
+    }
+    case CK_Q_Q8_0: {
+        const ck_block_q8_0 *w = (const ck_block_q8_0 *)vw, *a = (const ck_block_q8_0 *)va;
+        for (i = 0; i < nb; i++) {
+            int s = 0;
+            for (j = 0; j < CK_QK; j++) s += w[i].qs[j] * a[i].qs[j];
+            sum += s * ck_fp16_to_fp32(w[i].d) * ck_fp16_to_fp32(a[i].d);
+        }
+        return sum;
+    }
+    case CK_Q_Q4_0: {
+        const ck_block_q4_0 *w = (const ck_block_q4_0 *)vw;
+        const ck_block_q8_0 *a = (const ck_block_q8_0 *)va;
+        for (i = 0; i < nb; i++) {
+            int s = 0;
+            for (j = 0; j < CK_QK / 2; j++)
+                s += ((w[i].qs[j] & 0x0F) - 8) * a[i].qs[j] + ((w[i].qs[j] >> 4) - 8) * a[i].qs[j + CK_QK / 2];
+            sum += s * ck_fp16_to_fp32(w[i].d) * ck_fp16_to_fp32(a[i].d);
+        }
+        return sum;
+    }
+    case CK_Q_Q4_1: {
+        const ck_block_q4_1 *w = (const ck_block_q4_1 *)vw;
+        const ck_block_q8_1 *a = (const ck_block_q8_1 *)va;
+        for (i = 0; i < nb; i++) {
+            int s = 0;
+            for (j = 0; j < CK_QK / 2; j++)
+                s += (w[i].qs[j] & 0x0F) * a[i].qs[j] + (w[i].qs[j] >> 4) * a[i].qs[j + CK_QK / 2];
+            sum += ck_fp16_to_fp32(w[i].d) * ck_fp16_to_fp32(a[i].d) * s + ck_fp16_to_fp32(w[i].m) * ck_fp16_to_fp32(a[i].s);
+        }
+        return sum;
+    }
+    case CK_Q_Q5_0: {
+        const ck_block_q5_0 *w = (const ck_block_q5_0 *)vw;
+        const ck_block_q8_0 *a = (const ck_block_q8_0 *)va;
+        for (i = 0; i < nb; i++) {
+            int q[CK_QK], s = 0;
+            unpack_q5(w[i].qs, w[i].qh, 16, q);
+            for (j = 0; j < CK_QK; j++) s += q[j] * a[i].qs[j];
+            sum += s * ck_fp16_to_fp32(w[i].d) * ck_fp16_to_fp32(a[i].d);
+        }
+        return sum;
+    }
+    case CK_Q_Q5_1: {
+        const ck_block_q5_1 *w = (const ck_block_q5_1 *)vw;
+        const ck_block_q8_1 *a = (const ck_block_q8_1 *)va;
+        for (i = 0; i < nb; i++) {
+            int q[CK_QK], s = 0;
+            unpack_q5(w[i].qs, w[i].qh, 0, q);
+            for (j = 0; j < CK_QK; j++) s += q[j] * a[i].qs[j];
+            sum += ck_fp16_to_fp32(w[i].d) * ck_fp16_to_fp32(a[i].d) * s + ck_fp16_to_fp32(w[i].m) * ck_fp16_to_fp32(a[i].s);
+        }
+        return sum;
+    }
+    case CK_Q_Q4_K:
+    case CK_Q_Q5_K: {
+        const ck_block_q8_K *a = (const ck_block_q8_K *)va;
+        for (i = 0; i < nb; i++) {
+            const ck_block_q4_K *w4 = (const ck_block_q4_K *)vw + i;
+            const ck_block_q5_K *w5 = (const ck_block_q5_K *)vw + i;
+            const uint8_t *scales = type == CK_Q_Q4_K ? w4->scales : w5->scales;
+            const uint8_t *q = type == CK_Q_Q4_K ? w4->qs : w5->qs;
+            const int8_t *y = a[i].qs;
+            int sumi = 0, summ = 0, mn[8];
+            int16_t sc8[8];
+            k4_scales(scales, sc8, mn);
+            for (j = 0; j < 8; j++) {
+                int s = 0;
+                for (l = 0; l < 32; l++) {
+                    int v = j & 1 ? q[32 * (j / 2) + l] >> 4 : q[32 * (j / 2) + l] & 0xF;
+                    if (type == CK_Q_Q5_K && (w5->qh[l] >> j) & 1) v += 16;
+                    s += v * y[32 * j + l];
+                }
+                sumi += sc8[j] * s;
+                summ += mn[j] * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
+            }
+            sum += a[i].d * (ck_fp16_to_fp32(type == CK_Q_Q4_K ? w4->d : w5->d) * sumi -
+                             ck_fp16_to_fp32(type == CK_Q_Q4_K ? w4->dmin : w5->dmin) * summ);
+        }
+        return sum;
+    }
+    case CK_Q_Q6_K: {
+        const ck_block_q6_K *w = (const ck_block_q6_K *)vw;
+        const ck_block_q8_K *a = (const ck_block_q8_K *)va;
+        for (i = 0; i < nb; i++) {
+            const uint8_t *ql = w[i].ql, *qh = w[i].qh;
+            const int8_t *y = a[i].qs;
+            int q[CK_QK_K], sumi = 0;
+            for (j = 0; j < CK_QK_K; j += 128, ql += 64, qh += 32)
+                for (l = 0; l < 32; l++) {
+                    q[j + l + 0] = ((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                    q[j + l + 32] = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                    q[j + l + 64] = ((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                    q[j + l + 96] = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                }
+            for (j = 0; j < CK_QK_K / 16; j++) {
+                int s = 0;
+                for (l = 0; l < 16; l++) s += q[16 * j + l] * y[16 * j + l];
+                sumi += w[i].scales[j] * s;
+            }
+            sum += a[i].d * ck_fp16_to_fp32(w[i].d) * sumi;
+        }
+        return sum;
+    }
+    default: return 0.0f;
+    }
+}
 
 #ifdef CK_X86
 
@@ -143,21 +306,6 @@ CK_AVX2_F16 static float dot_q5_1(int64_t nb, const ck_block_q5_1 *w, const ck_b
                                         _mm256_loadu_si256((const __m256i *)a[i].qs)), acc);
     }
     return hsum8(acc) + summs;
-}
-
-/* the 8 (scale, min) pairs of a q4_K / q5_K super-block */
-static void k4_scales(const uint8_t *q, int16_t *sc, int *mn)
-{
-    int j;
-    for (j = 0; j < 8; j++) {
-        if (j < 4) {
-            sc[j] = q[j] & 63;
-            mn[j] = q[j + 4] & 63;
-        } else {
-            sc[j] = (int16_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-            mn[j] = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
-        }
-    }
 }
 
 /* q4_K / q5_K: x = d sc q - dmin m; sum = d_a (d sum_j sc_j (q_j . a_j) - dmin sum_j m_j bsum_j) */

@@ -1,5 +1,5 @@
 """ckc's weight formats are GGUF's, bit for bit: the runtime's quantizers and
-dequantizers (runtime/kernels/quant.c, built here on its own with cc) against
+dequantizers (runtime/io/quant.c, built here on its own with cc) against
 the `gguf` package's, which follow llama.cpp's reference implementation.
 
 - dequantize: random blocks (any bit pattern for the quants, scales drawn from
@@ -29,7 +29,7 @@ GGUF_QUANTIZES = ["bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1"]
 def lib(tmp_path_factory):
     so = str(tmp_path_factory.mktemp("quant") / "libquant.so")
     subprocess.run([os.environ.get("CC", "cc"), "-O2", "-std=c99", "-shared", "-fPIC", "-I", f"{ROOT}/runtime/include",
-                    f"{ROOT}/runtime/kernels/quant.c", "-lm", "-o", so], check=True)
+                    f"{ROOT}/runtime/io/quant.c", "-lm", "-o", so], check=True)
     L = ctypes.CDLL(so)
     L.ck_quantize_row.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
     L.ck_dequantize_row.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]

@@ -5,7 +5,9 @@
 #include <cstring>
 
 #include "ck_json.h"
+#include "ck_quant.h"
 #include "ck_safetensors.h"
+#include "weights/gguf_writer.h"
 #include "weights/safetensors_writer.h"
 
 using namespace ckc;
@@ -255,11 +257,171 @@ TEST_CASE("weights: load, convert, concatenate, and name what is wrong", "[io]")
 TEST_CASE("f16 / bf16 conversions round to nearest even", "[io]")
 {
     CHECK(f32_to_bf16(1.0f) == 0x3f80);
-    CHECK(ck_bf16_to_f32(f32_to_bf16(3.14159f)) == Approx(3.14159f).epsilon(1e-2));
+    CHECK(ck_bf16_to_fp32(f32_to_bf16(3.14159f)) == Approx(3.14159f).epsilon(1e-2));
     CHECK(f32_to_f16(1.0f) == 0x3c00);
     CHECK(f32_to_f16(65504.0f) == 0x7bff);
     CHECK(f32_to_f16(1e6f) == 0x7c00);           // overflow to inf
-    CHECK(ck_f16_to_f32(f32_to_f16(5.96e-8f)) == Approx(5.96e-8f).epsilon(1e-2));  // smallest subnormal
+    CHECK(ck_fp16_to_fp32(f32_to_f16(5.96e-8f)) == Approx(5.96e-8f).epsilon(1e-2));  // smallest subnormal
     for (float f : {0.1f, -2.5f, 1000.25f, 6.1e-5f})
-        CHECK(ck_f16_to_f32(f32_to_f16(f)) == Approx(f).epsilon(1e-3));
+        CHECK(ck_fp16_to_fp32(f32_to_f16(f)) == Approx(f).epsilon(1e-3));
+}
+
+// ---- GGUF -----------------------------------------------------------------------
+
+namespace {
+
+std::vector<uint8_t> quantized(int type, const std::vector<float> &x)
+{
+    std::vector<uint8_t> q(ck_qtype_row_bytes(type, static_cast<int64_t>(x.size())));
+    REQUIRE(ck_quantize_row(type, x.data(), q.data(), static_cast<int64_t>(x.size())) == 0);
+    return q;
+}
+
+std::string small_gguf()
+{
+    GgufWriter w;
+    w.set_str("general.architecture", "llama");
+    w.set_u32("llama.block_count", 2);
+    w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    w.set_bool("tokenizer.ggml.add_bos_token", true);
+    w.set_str_array("tokenizer.ggml.tokens", {"<s>", "a", "b\xc3\xa9"});
+    w.set_i32_array("tokenizer.ggml.token_type", {3, 1, 1});
+    std::vector<float> m(4 * 64);
+    for (size_t i = 0; i < m.size(); i++) m[i] = std::sin(0.1f * static_cast<float>(i));
+    w.add_tensor("blk.0.attn_q.weight", {4, 64}, CK_Q_Q8_0, quantized(CK_Q_Q8_0, m));
+    w.add_tensor("output_norm.weight", {64}, CK_Q_F32, quantized(CK_Q_F32, std::vector<float>(64, 0.5f)));
+    return w.bytes();
+}
+
+}  // namespace
+
+TEST_CASE("gguf: tensors (shape outermost first, in place) and metadata", "[io][gguf]")
+{
+    TempFile f(small_gguf(), ".gguf");
+    char err[512] = "";
+    ck_checkpoint *ck = ck_checkpoint_open(f.path.c_str(), err, sizeof err);
+    REQUIRE(ck);
+    INFO(err);
+    REQUIRE(ck_checkpoint_count(ck) == 2);
+    const ck_tensor_info *q = ck_checkpoint_find(ck, "blk.0.attn_q.weight");
+    REQUIRE(q);
+    CHECK(q->dtype == CK_DT_GGML);
+    CHECK(q->qtype == CK_Q_Q8_0);
+    CHECK(q->ndim == 2);
+    CHECK(q->shape[0] == 4);
+    CHECK(q->shape[1] == 64);
+    CHECK(q->nbytes == 4 * 68);
+    CHECK(reinterpret_cast<uintptr_t>(q->data) % 32 == 0);
+    const ck_tensor_info *n = ck_checkpoint_find(ck, "output_norm.weight");
+    REQUIRE(n);
+    CHECK(n->dtype == CK_DT_F32);
+    CHECK(static_cast<const float *>(n->data)[63] == 0.5f);
+
+    REQUIRE(ck_checkpoint_kv_count(ck) == 6);
+    int64_t v = 0;
+    double d = 0;
+    size_t len = 0;
+    const char *s = ck_gguf_kv_str(ck_checkpoint_kv_find(ck, "general.architecture"), 0, &len);
+    REQUIRE(s);
+    CHECK(std::string(s, len) == "llama");
+    CHECK(ck_gguf_kv_int(ck_checkpoint_kv_find(ck, "llama.block_count"), 0, &v) == 0);
+    CHECK(v == 2);
+    CHECK(ck_gguf_kv_num(ck_checkpoint_kv_find(ck, "llama.attention.layer_norm_rms_epsilon"), 0, &d) == 0);
+    CHECK(d == Approx(1e-5));
+    CHECK(ck_gguf_kv_int(ck_checkpoint_kv_find(ck, "tokenizer.ggml.add_bos_token"), 0, &v) == 0);
+    CHECK(v == 1);
+    const ck_gguf_kv *tokens = ck_checkpoint_kv_find(ck, "tokenizer.ggml.tokens");
+    REQUIRE(tokens);
+    CHECK(tokens->count == 3);
+    s = ck_gguf_kv_str(tokens, 2, &len);
+    REQUIRE(s);
+    CHECK(std::string(s, len) == "b\xc3\xa9");
+    CHECK(ck_gguf_kv_str(tokens, 3, &len) == nullptr);  // past the end
+    CHECK(ck_gguf_kv_int(tokens, 0, &v) != 0);           // not an integer
+    CHECK(ck_gguf_kv_int(ck_checkpoint_kv_find(ck, "tokenizer.ggml.token_type"), 0, &v) == 0);
+    CHECK(v == 3);
+    CHECK(ck_checkpoint_kv_find(ck, "missing") == nullptr);
+
+    // the weight loader dequantizes a block type to float32
+    ck_weight_spec spec = {0, 1, {"blk.%d.attn_q.weight"}, 2, {{4, 64}}};
+    ck_weight_store store = {};
+    const float *w = nullptr;
+    REQUIRE(ck_weights_load(ck, &spec, 0, &w, &store, err, sizeof err) == 0);
+    std::vector<float> ref(4 * 64);
+    ck_dequantize_row(CK_Q_Q8_0, q->data, ref.data(), 256);
+    for (size_t i = 0; i < ref.size(); i++) REQUIRE(w[i] == ref[i]);
+    ck_weight_store_free(&store);
+    ck_checkpoint_close(ck);
+}
+
+TEST_CASE("gguf: every corruption is an error naming what is wrong, never a crash", "[io][gguf]")
+{
+    const std::string good = small_gguf();
+    auto patched = [&](size_t at, const std::string &bytes) {
+        std::string s = good;
+        s.replace(at, bytes.size(), bytes);
+        return s;
+    };
+    auto u64 = [](uint64_t v) {
+        std::string s;
+        for (int i = 0; i < 8; i++) s += static_cast<char>((v >> (8 * i)) & 0xff);
+        return s;
+    };
+    // every truncation of the header and of the data
+    for (size_t cut : {size_t(0), size_t(3), size_t(7), size_t(20), size_t(40), size_t(100), size_t(200),
+                       good.size() / 2, good.size() - 1}) {
+        TempFile f(good.substr(0, cut), ".gguf");
+        INFO("cut at " << cut);
+        std::string e = open_error(f.path);
+        CHECK_THAT(e, Contains(f.path));
+    }
+    {
+        TempFile f(patched(0, "GGUX"), ".gguf");
+        CHECK_THAT(open_error(f.path), Contains("not a GGUF file"));
+    }
+    {
+        TempFile f(patched(4, std::string("\x01\0\0\0", 4)), ".gguf");
+        CHECK_THAT(open_error(f.path), Contains("GGUF version 1"));
+    }
+    {
+        TempFile f(patched(8, u64(1ull << 40)), ".gguf");  // tensor count
+        CHECK_THAT(open_error(f.path), Contains("cannot fit"));
+    }
+    {
+        TempFile f(patched(16, u64(1ull << 60)), ".gguf");  // metadata count
+        CHECK_THAT(open_error(f.path), Contains("cannot fit"));
+    }
+    // the tensor infos are the last bytes before the aligned data: find the q tensor's type and offset
+    size_t name_at = good.find("blk.0.attn_q.weight");
+    REQUIRE(name_at != std::string::npos);
+    size_t type_at = name_at + 19 + 4 + 16, off_at = type_at + 4;
+    {
+        TempFile f(patched(type_at, std::string("\x0b\0\0\0", 4)), ".gguf");  // q3_K
+        std::string e = open_error(f.path);
+        CHECK_THAT(e, Contains("'blk.0.attn_q.weight'"));
+        CHECK_THAT(e, Contains("q3_K"));
+        CHECK_THAT(e, Contains("does not read"));
+    }
+    {
+        TempFile f(patched(type_at, std::string("\x63\0\0\0", 4)), ".gguf");  // no such type
+        CHECK_THAT(open_error(f.path), Contains("GGML type 99 (unknown)"));
+    }
+    {
+        TempFile f(patched(type_at, std::string("\x0c\0\0\0", 4)), ".gguf");  // q4_K: 64 is not a block of 256
+        CHECK_THAT(open_error(f.path), Contains("not a whole number of q4_K blocks"));
+    }
+    {
+        TempFile f(patched(off_at, u64(1u << 20)), ".gguf");
+        std::string e = open_error(f.path);
+        CHECK_THAT(e, Contains("'blk.0.attn_q.weight'"));
+        CHECK_THAT(e, Contains("past the end"));
+    }
+    {
+        TempFile f(patched(off_at, u64(4)), ".gguf");
+        CHECK_THAT(open_error(f.path), Contains("not aligned"));
+    }
+    {
+        TempFile f(patched(type_at, std::string("\x00\0\0\0", 4)), ".gguf");  // f32: 4 x 64 x 4 bytes > the data
+        CHECK_THAT(open_error(f.path), Contains("past the end"));
+    }
 }

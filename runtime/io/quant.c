@@ -1,17 +1,16 @@
 /*
  * quant.c — GGML's block formats: type table, 16-bit conversions, the
  * reference quantizers (llama.cpp's quantize_row_*_ref, so the bytes match
- * what llama-quantize writes), dequantizers and scalar dot products.
- *
- * The scalar dot products are the reference twins of the AVX2 ones in
- * qdot.c: the same integer sums, accumulated in a different float order.
+ * what llama-quantize writes) and dequantizers. The readers (safetensors.c,
+ * gguf.c) convert with it, and so does `ckc quantize`; the dot products that
+ * use the formats are kernels (kernels/qlinear.c).
  */
 #include <float.h>
 #include <math.h>
 #include <string.h>
 
 #include "ck_quant.h"
-#include "quant_blocks.h"
+#include "ck_quant_blocks.h"
 
 /* ---- type table ---------------------------------------------------------- */
 
@@ -33,6 +32,12 @@ static const struct {
     {CK_Q_Q6_K, "q6_K", CK_QK_K, sizeof(ck_block_q6_K), CK_Q_Q8_K, 1},
     {CK_Q_Q8_1, "q8_1", CK_QK, sizeof(ck_block_q8_1), -1, 0},
     {CK_Q_Q8_K, "q8_K", CK_QK_K, sizeof(ck_block_q8_K), -1, 0},
+    /* GGML types ckc does not read, named for the error messages */
+    {10, "q2_K", 0, 0, -1, 0}, {11, "q3_K", 0, 0, -1, 0}, {16, "iq2_xxs", 0, 0, -1, 0}, {17, "iq2_xs", 0, 0, -1, 0},
+    {18, "iq3_xxs", 0, 0, -1, 0}, {19, "iq1_s", 0, 0, -1, 0}, {20, "iq4_nl", 0, 0, -1, 0}, {21, "iq3_s", 0, 0, -1, 0},
+    {22, "iq2_s", 0, 0, -1, 0}, {23, "iq4_xs", 0, 0, -1, 0}, {24, "i8", 0, 0, -1, 0}, {25, "i16", 0, 0, -1, 0},
+    {26, "i32", 0, 0, -1, 0}, {27, "i64", 0, 0, -1, 0}, {28, "f64", 0, 0, -1, 0}, {29, "iq1_m", 0, 0, -1, 0},
+    {34, "tq1_0", 0, 0, -1, 0}, {35, "tq2_0", 0, 0, -1, 0}, {39, "mxfp4", 0, 0, -1, 0},
 };
 #define N_TYPES ((int)(sizeof kTypes / sizeof kTypes[0]))
 
@@ -83,7 +88,7 @@ int ck_qtype_block_bytes(int type)
 size_t ck_qtype_row_bytes(int type, int64_t n)
 {
     int i = type_index(type);
-    if (i < 0 || n < 0 || n % kTypes[i].block) return 0;
+    if (i < 0 || !kTypes[i].block || n < 0 || n % kTypes[i].block) return 0;
     return (size_t)(n / kTypes[i].block) * (size_t)kTypes[i].bytes;
 }
 
@@ -138,6 +143,8 @@ uint16_t ck_fp32_to_bf16(float f)
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 64); /* quiet NaN */
     return (uint16_t)((u + (0x7fffu + ((u >> 16) & 1))) >> 16);
 }
+
+float ck_bf16_to_fp32(uint16_t b) { return f32_from_bits((uint32_t)b << 16); }
 
 #define FP16(h) ck_fp16_to_fp32(h)
 #define TO_FP16(f) ck_fp32_to_fp16(f)
@@ -595,7 +602,7 @@ void ck_dequantize_row(int type, const void *vx, float *y, int64_t n)
         for (i = 0; i < n; i++) y[i] = FP16(((const uint16_t *)vx)[i]);
         return;
     case CK_Q_BF16:
-        for (i = 0; i < n; i++) y[i] = f32_from_bits((uint32_t)((const uint16_t *)vx)[i] << 16);
+        for (i = 0; i < n; i++) y[i] = ck_bf16_to_fp32(((const uint16_t *)vx)[i]);
         return;
     case CK_Q_Q8_0: {
         const ck_block_q8_0 *x = (const ck_block_q8_0 *)vx;
@@ -732,145 +739,5 @@ void ck_dequantize_row(int type, const void *vx, float *y, int64_t n)
         return;
     }
     default: return;
-    }
-}
-
-/* ---- scalar dot products ------------------------------------------------------ */
-
-/* the 32 quants of a q5 / q4 block as signed or unsigned ints, element order */
-static void unpack_q5(const uint8_t *qs, const uint8_t *qh4, int offset, int *q)
-{
-    uint32_t qh;
-    int j;
-    memcpy(&qh, qh4, 4);
-    for (j = 0; j < CK_QK / 2; j++) {
-        q[j] = ((qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10)) - offset;
-        q[j + CK_QK / 2] = ((qs[j] >> 4) | ((qh >> (j + 12)) & 0x10)) - offset;
-    }
-}
-
-float ck_vec_dot_ref(int type, int64_t n, const void *vw, const void *va)
-{
-    int64_t i, nb = n / (ck_qtype_block(type) > 0 ? ck_qtype_block(type) : 1);
-    int j, l;
-    float sum = 0.0f;
-    switch (type) {
-    case CK_Q_F32:
-    case CK_Q_F16:
-    case CK_Q_BF16: {
-        const float *a = (const float *)va;
-        double acc = 0.0;
-        for (i = 0; i < n; i++) {
-            float w = type == CK_Q_F32    ? ((const float *)vw)[i]
-                      : type == CK_Q_F16 ? FP16(((const uint16_t *)vw)[i])
-                                          : f32_from_bits((uint32_t)((const uint16_t *)vw)[i] << 16);
-            acc += (double)w * a[i];
-        }
-        return (float)acc;
-    }
-    case CK_Q_Q8_0: {
-        const ck_block_q8_0 *w = (const ck_block_q8_0 *)vw, *a = (const ck_block_q8_0 *)va;
-        for (i = 0; i < nb; i++) {
-            int s = 0;
-            for (j = 0; j < CK_QK; j++) s += w[i].qs[j] * a[i].qs[j];
-            sum += s * FP16(w[i].d) * FP16(a[i].d);
-        }
-        return sum;
-    }
-    case CK_Q_Q4_0: {
-        const ck_block_q4_0 *w = (const ck_block_q4_0 *)vw;
-        const ck_block_q8_0 *a = (const ck_block_q8_0 *)va;
-        for (i = 0; i < nb; i++) {
-            int s = 0;
-            for (j = 0; j < CK_QK / 2; j++)
-                s += ((w[i].qs[j] & 0x0F) - 8) * a[i].qs[j] + ((w[i].qs[j] >> 4) - 8) * a[i].qs[j + CK_QK / 2];
-            sum += s * FP16(w[i].d) * FP16(a[i].d);
-        }
-        return sum;
-    }
-    case CK_Q_Q4_1: {
-        const ck_block_q4_1 *w = (const ck_block_q4_1 *)vw;
-        const ck_block_q8_1 *a = (const ck_block_q8_1 *)va;
-        for (i = 0; i < nb; i++) {
-            int s = 0;
-            for (j = 0; j < CK_QK / 2; j++)
-                s += (w[i].qs[j] & 0x0F) * a[i].qs[j] + (w[i].qs[j] >> 4) * a[i].qs[j + CK_QK / 2];
-            sum += FP16(w[i].d) * FP16(a[i].d) * s + FP16(w[i].m) * FP16(a[i].s);
-        }
-        return sum;
-    }
-    case CK_Q_Q5_0: {
-        const ck_block_q5_0 *w = (const ck_block_q5_0 *)vw;
-        const ck_block_q8_0 *a = (const ck_block_q8_0 *)va;
-        for (i = 0; i < nb; i++) {
-            int q[CK_QK], s = 0;
-            unpack_q5(w[i].qs, w[i].qh, 16, q);
-            for (j = 0; j < CK_QK; j++) s += q[j] * a[i].qs[j];
-            sum += s * FP16(w[i].d) * FP16(a[i].d);
-        }
-        return sum;
-    }
-    case CK_Q_Q5_1: {
-        const ck_block_q5_1 *w = (const ck_block_q5_1 *)vw;
-        const ck_block_q8_1 *a = (const ck_block_q8_1 *)va;
-        for (i = 0; i < nb; i++) {
-            int q[CK_QK], s = 0;
-            unpack_q5(w[i].qs, w[i].qh, 0, q);
-            for (j = 0; j < CK_QK; j++) s += q[j] * a[i].qs[j];
-            sum += FP16(w[i].d) * FP16(a[i].d) * s + FP16(w[i].m) * FP16(a[i].s);
-        }
-        return sum;
-    }
-    case CK_Q_Q4_K:
-    case CK_Q_Q5_K: {
-        const ck_block_q8_K *a = (const ck_block_q8_K *)va;
-        for (i = 0; i < nb; i++) {
-            const ck_block_q4_K *w4 = (const ck_block_q4_K *)vw + i;
-            const ck_block_q5_K *w5 = (const ck_block_q5_K *)vw + i;
-            const uint8_t *scales = type == CK_Q_Q4_K ? w4->scales : w5->scales;
-            const uint8_t *q = type == CK_Q_Q4_K ? w4->qs : w5->qs;
-            const int8_t *y = a[i].qs;
-            int sumi = 0, summ = 0;
-            for (j = 0; j < 8; j++) {
-                uint8_t sc, m;
-                int s = 0;
-                scale_min_k4(j, scales, &sc, &m);
-                for (l = 0; l < 32; l++) {
-                    int v = j & 1 ? q[32 * (j / 2) + l] >> 4 : q[32 * (j / 2) + l] & 0xF;
-                    if (type == CK_Q_Q5_K && (w5->qh[l] >> j) & 1) v += 16;
-                    s += v * y[32 * j + l];
-                }
-                sumi += sc * s;
-                summ += m * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
-            }
-            sum += a[i].d * (FP16(type == CK_Q_Q4_K ? w4->d : w5->d) * sumi -
-                             FP16(type == CK_Q_Q4_K ? w4->dmin : w5->dmin) * summ);
-        }
-        return sum;
-    }
-    case CK_Q_Q6_K: {
-        const ck_block_q6_K *w = (const ck_block_q6_K *)vw;
-        const ck_block_q8_K *a = (const ck_block_q8_K *)va;
-        for (i = 0; i < nb; i++) {
-            const uint8_t *ql = w[i].ql, *qh = w[i].qh;
-            const int8_t *y = a[i].qs;
-            int q[CK_QK_K], sumi = 0;
-            for (j = 0; j < CK_QK_K; j += 128, ql += 64, qh += 32)
-                for (l = 0; l < 32; l++) {
-                    q[j + l + 0] = ((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-                    q[j + l + 32] = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-                    q[j + l + 64] = ((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-                    q[j + l + 96] = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-                }
-            for (j = 0; j < CK_QK_K / 16; j++) {
-                int s = 0;
-                for (l = 0; l < 16; l++) s += q[16 * j + l] * y[16 * j + l];
-                sumi += w[i].scales[j] * s;
-            }
-            sum += a[i].d * FP16(w[i].d) * sumi;
-        }
-        return sum;
-    }
-    default: return 0.0f;
     }
 }

@@ -1,6 +1,6 @@
 /*
- * quant_blocks.h — GGML's block layouts (ggml-common.h), internal to
- * runtime/kernels. Every field is a byte or a 16-bit value, so a block is
+ * ck_quant_blocks.h — GGML's block layouts (ggml-common.h), shared by the
+ * format code (io/quant.c) and the kernels that read it. Every field is a byte or a 16-bit value, so a block is
  * 2-byte aligned and tightly packed, as in the files.
  */
 #ifndef CK_QUANT_BLOCKS_H
