@@ -225,9 +225,9 @@ GraphCodegenResult generate_graph_c(Program &p, const Plan &plan, const CodegenO
 
     GraphCodegenResult r;
     r.source = fill_template(read_template(o.templates_dir, "graph_model.c.in"), slots, "templates/graph_model.c.in");
-    std::set<std::string> always = {"kernels/threads.c", "kernels/cpu.c", "io/safetensors.c", "io/json.c", "io/quant.c"};
-    if (gcu) always.insert("gcu/gcu_host.c");
-    for (const auto &k : kernel_files(p, always))
+    std::set<std::string> extra;
+    if (gcu) extra.insert("gcu/gcu_host.c");
+    for (const auto &k : kernel_files(p, extra))
         r.kernels.push_back(o.runtime_dir + "/" + k);
     if (!wt.global.empty() || !wt.layer.empty()) r.weights = graph_weights_bytes(p);
     r.weights_name = weights_name;

@@ -240,11 +240,11 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
 
     CodegenResult r;
     r.source = fill_template(read_template(o.templates_dir, "llm_model.c.in"), slots, "templates/llm_model.c.in");
-    std::set<std::string> always = {"kernels/threads.c", "kernels/cpu.c", "io/safetensors.c", "io/json.c", "io/quant.c"};
-    if (gcu) always.insert("gcu/gcu_host.c");
-    if (o.train) always.insert("kernels/train.c");
+    std::set<std::string> extra;
+    if (gcu) extra.insert("gcu/gcu_host.c");
+    if (o.train) extra.insert("kernels/train.c");
     r.training_report = training_report;
-    for (const auto &k : kernel_files(p, always)) r.kernels.push_back(o.runtime_dir + "/" + k);
+    for (const auto &k : kernel_files(p, extra)) r.kernels.push_back(o.runtime_dir + "/" + k);
     return r;
 }
 

@@ -677,9 +677,12 @@ void target_slots(std::map<std::string, std::string> &out, const std::string &te
     }
 }
 
-std::set<std::string> kernel_files(const Program &p, const std::set<std::string> &always)
+std::set<std::string> kernel_files(const Program &p, const std::set<std::string> &extra)
 {
-    std::set<std::string> files = always;
+    // what every model uses: the thread pool, CPU dispatch, and the checkpoint readers with their formats
+    std::set<std::string> files = {"kernels/threads.c", "kernels/cpu.c", "io/safetensors.c", "io/gguf.c",
+                                   "io/quant.c", "io/json.c"};
+    files.insert(extra.begin(), extra.end());
     for (Section s : kSections)
         for (const Node &n : p.section(s).nodes())
             for (const char *k : lowering(n.op).kernels) files.insert(k);

@@ -80,8 +80,9 @@ std::string plan_c(const Program &p, const Plan &plan);
 std::string layer_tables_c(const Program &p);
 // One C function per section (and, for -DCK_TRACE, its table of traced nodes).
 std::string section_c(const Program &p, Section section, const SectionPlan &sp, const WeightTable &wt, Target &target);
-// The runtime sources a Program needs (relative to runtime/).
-std::set<std::string> kernel_files(const Program &p, const std::set<std::string> &always);
+// The runtime sources a Program needs (relative to runtime/): what every model
+// uses, its ops' kernels, and `extra` (a target's or training's files).
+std::set<std::string> kernel_files(const Program &p, const std::set<std::string> &extra);
 
 // The TARGET_INCLUDES, TARGET_FIELDS and TARGET_CODE slots of a model template: the parts of
 // templates/targets/<target>_<kind>.c.in (filled with `slots`), after those of targets/gcu.c.in on a device
