@@ -23,6 +23,8 @@
 
 #include "codegen/graph_codegen.h"
 #include "codegen/llm_codegen.h"
+#include "ck_quant.h"
+#include "frontend/gguf/gguf_frontend.h"
 #include "frontend/graph/graph_json.h"
 #include "frontend/hf/families.h"
 #include "ir/printer.h"
@@ -101,12 +103,16 @@ struct CommonOptions {
     bool no_inplace = false;
     bool no_fold_layers = false;
     bool train = false;  // compile only: plan for training (every activation kept)
+    std::string weights;  // --weights: f32 (default) or a stored format
 };
 
 void add_common(CLI::App *cmd, CommonOptions &o)
 {
-    cmd->add_option("INPUT", o.input, "a Hugging Face config.json, or a graph.json from ckc.export (python/ckc/export.py)")
+    cmd->add_option("INPUT", o.input,
+                    "a Hugging Face config.json, a GGUF model file (its weight matrices are used as stored), or a "
+                    "graph.json from ckc.export (python/ckc/export.py)")
         ->required();
+
     cmd->add_option("--max-context", o.max_context,
                     "LLM: cap the context length (positions, KV-cache capacity); default: max_position_embeddings")
         ->check(CLI::PositiveNumber);
@@ -134,13 +140,31 @@ Built build(const CommonOptions &o)
     bool graph = is_graph_json(o.input);
     if (graph) {
         if (o.max_context) throw Error(ErrorKind::Usage, "--max-context applies to language models, not to a graph.json");
+        if (!o.weights.empty() && o.weights != "f32")
+            throw Error(ErrorKind::Usage, "--weights applies to language models, not to a graph.json");
         b.program = build_from_graph_json(o.input);
+    } else if (is_gguf(o.input)) {
+        if (o.no_fold_layers) throw Error(ErrorKind::Usage, "--no-fold-layers applies to a graph.json");
+        if (!o.weights.empty())
+            throw Error(ErrorKind::Usage, "--weights applies to a config.json: a GGUF file's tensors are used in the "
+                                          "formats it stores (requantize with `ckc quantize`)");
+        HfOptions hf;
+        hf.max_context = o.max_context;
+        b.program = build_from_gguf(o.input, hf);
     } else {
         if (o.no_fold_layers) throw Error(ErrorKind::Usage, "--no-fold-layers applies to a graph.json");
         HfOptions hf;
         hf.max_context = o.max_context;
         b.program = build_from_hf_config(o.input, hf);
+        if (!o.weights.empty() && o.weights != "f32") {
+            b.program.info.stored_weights = true;
+            b.program.info.weight_type = ck_qtype_from_name(o.weights.c_str());
+        }
     }
+    if (b.program.info.stored_weights && o.train)
+        throw Error(ErrorKind::Usage, std::string("--train needs float32 weights (") +
+                                          (is_gguf(o.input) ? "a GGUF input keeps its formats" : "drop --weights") +
+                                          "); training updates every weight in float32");
     PipelineOptions po;
     po.disabled = {o.disable.begin(), o.disable.end()};
     if (o.no_fold_layers) po.disabled.insert("fold_layers");
@@ -230,6 +254,13 @@ CLI::App *add_compile(CLI::App &app, CompileArgs &a)
     CLI::App *cmd = app.add_subcommand("compile", "compile INPUT to a C file (writes OUTPUT and OUTPUT.kernels)");
     add_common(cmd, a.common);
     cmd->add_option("-o,--output", a.output, "the C file to write, e.g. out/model.c")->required();
+    cmd->add_option("--weights", a.common.weights,
+                    "LLM from config.json: how the weight matrices are kept in memory. f32 (default: every weight "
+                    "converted to float32 at load); f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K: the GEMM "
+                    "and embedding matrices in that format (GGUF's blocks; converted at load when the checkpoint holds "
+                    "another; a matrix whose rows are not whole blocks falls back as llama.cpp does, with a note). "
+                    "Norms and biases stay float32")
+        ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K"}));
     cmd->add_flag("--report", a.report,
                   "print node counts around each pass and the memory plan (arena vs naive sum vs max-live lower bound)");
     cmd->add_flag("--train", a.common.train,
@@ -269,6 +300,7 @@ int run_compile(const CompileArgs &a, const std::string &command)
         if (!r.weights.empty()) files.add(graph_weights_path(a.output), r.weights);
     } else {
         CodegenResult r = generate_llm_c(b.program, b.plan, cg);
+        for (const auto &note : r.notes) std::cerr << "ckc: note: " << note << "\n";
         files.add(a.output, r.source);
         files.add(a.output + ".kernels", join(r.kernels, "\n") + "\n");
         training_report = r.training_report;

@@ -270,6 +270,7 @@ void slice_bwd(BwdCtx &c)
 void rope_bwd(BwdCtx &c)
 {
     const Node &n = *c.n;
+    if (n.i("interleaved", 0)) internal_error("node '" + n.name + "': no backward for interleaved RoPE (GGUF weights)");
     std::string t = c.rope(n), a = c.acc({n.inputs[0]});
     c.w.line(fmt::format("ck_rope_backward({}, {}, {}, {}, {}, T, {}, {}, {}, 0, {}_cos, {}_sin);", c.write_grad(n.inputs[0]),
                          c.gld(n.inputs[0]), a, c.read_grad(n.output), c.gld(n.output), n.i("heads"), n.i("head_dim"),

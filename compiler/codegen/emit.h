@@ -43,6 +43,8 @@ public:
     // A size as C: the program's name for it (ModelInfo::sizes: "CK_FFN") or the number.
     virtual std::string dim(int64_t v) const { return std::to_string(v); }
     virtual bool aliased() const = 0;         // the planner made the output a view: no kernel to run
+    // a weight matrix kept in a stored format: ptr() is a `const ck_qmat *` (ck_quant.h), read by the q kernels
+    virtual bool stored_matrix(const std::string &) const { return false; }
     // The statement that reports a failed run-time check: `return ck_fail(code, "message");` on the host, a
     // status store on a device (program_c.h).
     virtual std::string fail(const std::string &code, const std::string &message) const;

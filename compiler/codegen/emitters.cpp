@@ -37,6 +37,10 @@ const Shape &static_shape(const EmitCtx &c, const Tensor &t)
 void embedding_emit(EmitCtx &c)
 {
     int64_t C = c.tin(1).shape[1], V = c.tin(1).shape[0];
+    if (c.stored_matrix(c.n.inputs[1])) {  // LM tokens into a stored table: one row dequantized per token
+        c.w.line(fmt::format("ck_embedding_q({}, {}, {}, {}, {});", c.out(), c.in(1), c.in(0), c.rows(c.n.output), c.dim(C)));
+        return;
+    }
     if (c.tin(0).dtype == DType::I32) {  // LM tokens, checked by ck_model_embed_tokens
         c.w.line(fmt::format("ck_embedding({}, {}, {}, {}, {});", c.out(), c.in(1), c.in(0), c.rows(c.n.output), c.dim(C)));
         return;
@@ -168,6 +172,13 @@ void matmul_emit(EmitCtx &c)
         if (add != "NULL")  // say what beta = 1 does here
             c.w.comment(fmt::format("{} = {} + {} W^T: the residual add folded into the GEMM (beta = 1)", n.output,
                                     n.inputs[2], n.inputs[0]));
+        if (c.stored_matrix(n.inputs[1])) {  // a stored format: integer dot products / dequantized tiles
+            c.w.open(fmt::format("if (ck_linear_q({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}))", c.out(), c.ld_out(),
+                                 c.in(0), c.ld_in(0), c.in(1), bias, add, ld_add, rows, c.dim(d.K), c.dim(d.N)));
+            c.w.line(c.fail("CK_ENOMEM", fmt::format("'{}': out of memory for the quantized GEMM's buffers", n.name)));
+            c.w.close();
+            return;
+        }
         c.w.line(fmt::format("ck_linear({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});", c.out(), c.ld_out(), c.in(0),
                              c.ld_in(0), c.in(1), bias, add, ld_add, rows, c.dim(d.K), c.dim(d.N)));
         return;
@@ -193,8 +204,9 @@ void rope_emit(EmitCtx &c)
     std::string t = c.rope_table(c.n);
     std::string cos = c.device_value("const float *", "rope_cos", t + "_cos", "RoPE cos table");
     std::string sin = c.device_value("const float *", "rope_sin", t + "_sin", "RoPE sin table");
-    c.w.line(fmt::format("ck_rope({}, {}, {}, {}, {}, {}, {}, {}, pos0, {}, {});", c.out(), c.ld_out(), c.in(0),
-                         c.ld_in(0), c.rows(c.n.output), c.n.i("heads"), c.n.i("head_dim"), c.n.i("rot_dim"), cos, sin));
+    c.w.line(fmt::format("ck_rope({}, {}, {}, {}, {}, {}, {}, {}, pos0, {}, {}, {});", c.out(), c.ld_out(), c.in(0),
+                         c.ld_in(0), c.rows(c.n.output), c.n.i("heads"), c.n.i("head_dim"), c.n.i("rot_dim"), cos, sin,
+                         c.n.i("interleaved", 0)));
 }
 
 // Where KV_STORE writes this layer's keys and values and KV_ATTENTION reads them: the KV cache when it is on,

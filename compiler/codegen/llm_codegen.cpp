@@ -105,6 +105,9 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     wt.collect(p);
     bool gcu = o.target == "gcu";
     LlmTarget target(gcu);
+    if (gcu && p.info.stored_weights)
+        input_error("--target gcu runs float32 weights (the device has no quantized kernels yet): compile a "
+                    "config.json without --weights");
 
     const Node *kv = nullptr;
     for (const Node &n : p.block.nodes())
@@ -243,7 +246,9 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     std::set<std::string> extra;
     if (gcu) extra.insert("gcu/gcu_host.c");
     if (o.train) extra.insert("kernels/train.c");
+    if (p.info.stored_weights) extra.insert("kernels/qlinear.c");
     r.training_report = training_report;
+    r.notes = wt.notes;
     for (const auto &k : kernel_files(p, extra)) r.kernels.push_back(o.runtime_dir + "/" + k);
     return r;
 }

@@ -24,6 +24,7 @@ struct CodegenResult {
     std::string source;                    // model.c
     std::vector<std::string> kernels;      // absolute paths of runtime .c files
     std::string training_report;           // --train: the training memory (saved activations, gradients)
+    std::vector<std::string> notes;        // worth telling the user (a stored format's fallbacks)
 };
 
 CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOptions &o);

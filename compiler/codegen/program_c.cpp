@@ -6,7 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "ck_quant.h"
 #include "ck_safetensors.h"  // CK_WEIGHT_MAX_PARTS, CK_WEIGHT_MAX_DIMS
+#include "ir/op_rules.h"
 #include "codegen/emit.h"
 #include "codegen/emitters.h"
 #include "codegen/template.h"
@@ -70,8 +72,12 @@ std::string spec_row(const std::string &strct, const WeightField &f)
         if (dims.empty()) dims.push_back("1");
         shapes.push_back("{" + join(dims, ", ") + "}");
     }
-    return fmt::format("{{offsetof({}, {}), {}, {{{}}}, {}, {{{}}}, {}}},", strct, f.field, t.source.parts.size(),
-                       join(names, ", "), t.source.part_shapes[0].size(), join(shapes, ", "), t.source.transposed ? 1 : 0);
+    std::string format = f.format == CK_WEIGHT_FLOAT      ? "CK_WEIGHT_FLOAT"
+                         : f.format == CK_WEIGHT_AS_STORED ? "CK_WEIGHT_AS_STORED"
+                                                           : fmt::format("CK_Q_{}", upper(ck_qtype_name(f.format)));
+    return fmt::format("{{offsetof({}, {}), {}, {{{}}}, {}, {{{}}}, {}, {}}},", strct, f.field, t.source.parts.size(),
+                       join(names, ", "), t.source.part_shapes[0].size(), join(shapes, ", "), t.source.transposed ? 1 : 0,
+                       format);
 }
 
 std::string offset_name(Section section, const std::string &root)
@@ -129,6 +135,7 @@ public:
         const Tensor &tt = g.tensor(t);
         if (tt.storage == Storage::Weight) {
             std::string e = st_.wt.expr(st_.sec, tt, st_.target.weights(st_.sec));
+            if (st_.wt.matrix(tt)) return "&" + e;
             if (tt.dtype != DType::F32) e = st_.target.inline_const(tt, e);
             return st_.target.device() ? st_.device_weight(tt, e) : e;
         }
@@ -184,6 +191,11 @@ public:
         return st_.device_value("float *", "scratch_" + c_identifier(n.name), e, "scratch of " + n.name);
     }
     bool aliased() const override { return st_.sp.views.count(n.name) != 0; }
+    bool stored_matrix(const std::string &t) const override
+    {
+        const Tensor &tt = g.tensor(t);
+        return tt.storage == Storage::Weight && st_.wt.matrix(tt);
+    }
     std::string fail(const std::string &code, const std::string &message) const override
     {
         if (!st_.target.device()) return EmitCtx::fail(code, message);
@@ -197,9 +209,49 @@ private:
 
 }  // namespace
 
+namespace {
+
+// Input i of n reads a weight as ck_linear's [N][K] matrix or as an embedding table: the uses a stored
+// format (ck_qmat) serves.
+bool matrix_use(const Graph &g, const Node &n, size_t i)
+{
+    if (n.op == Op::EMBEDDING) return i == 1;
+    if ((n.op != Op::MATMUL && n.op != Op::MATMUL_ADD) || i != 1) return false;
+    Inputs in;
+    for (auto &x : n.inputs) in.push_back(&g.tensor(x));
+    rules::MM d = rules::matmul_dims(n, in);
+    return !d.b_batched && d.trans_b && !d.trans_a && n.f("alpha", 1.0) == 1.0;
+}
+
+// The stored type of a matrix with rows of K: the one asked for, else llama.cpp's fallback when K is not a
+// whole number of its blocks (q4_K -> q5_0, q5_K -> q5_1, q6_K -> q8_0; f16 when K is not a multiple of 32).
+int stored_type(int want, int64_t K)
+{
+    if (K % ck_qtype_block(want) == 0) return want;
+    int fb = want == CK_Q_Q4_K ? CK_Q_Q5_0 : want == CK_Q_Q5_K ? CK_Q_Q5_1 : want == CK_Q_Q6_K ? CK_Q_Q8_0 : CK_Q_F16;
+    return K % ck_qtype_block(fb) == 0 ? fb : CK_Q_F16;
+}
+
+}  // namespace
+
+bool WeightTable::matrix(const Tensor &t) const { return matrix_keys.count(source_key(t)) != 0; }
+
 void WeightTable::collect(const Program &p)
 {
     NameSet gnames, lnames;
+    if (p.info.stored_weights) {  // matrices: every use a GEMM weight or an embedding table
+        std::map<std::string, bool> all_matrix;
+        for (Section s : kSections)
+            for (const Node &n : p.section(s).nodes())
+                for (size_t i = 0; i < n.inputs.size(); i++) {
+                    const Tensor &t = p.section(s).tensor(n.inputs[i]);
+                    if (t.storage != Storage::Weight || t.dtype != DType::F32 || t.shape.size() != 2) continue;
+                    auto [it, fresh] = all_matrix.emplace(source_key(t), true);
+                    it->second = it->second && matrix_use(p.section(s), n, i);
+                }
+        for (const auto &[key, ok] : all_matrix)
+            if (ok) matrix_keys.insert(key);
+    }
     for (Section s : {Section::Header, Section::Footer, Section::Block})
         for (const Node &n : p.section(s).nodes())
             for (const auto &name : n.inputs) {
@@ -222,7 +274,21 @@ void WeightTable::collect(const Program &p)
                 if (starts_with(want, "model.")) want = want.substr(6);
                 std::string field = (s == Section::Block ? lnames : gnames).take(want);
                 by_key[key] = field;
-                (s == Section::Block ? layer : global).push_back({field, &t});
+                WeightField wf{field, &t};
+                if (matrix_keys.count(key)) {
+                    wf.matrix = true;
+                    wf.format = CK_WEIGHT_AS_STORED;
+                    if (p.info.weight_type >= 0) {
+                        const Shape &ps = t.source.part_shapes[0];
+                        int64_t K = t.source.transposed ? ps[0] : ps[1];
+                        wf.format = stored_type(p.info.weight_type, K);
+                        if (wf.format != p.info.weight_type)
+                            notes.push_back(fmt::format("{}: rows of {} are not whole {} blocks of {}; stored as {}",
+                                                        merge_names(t.source.parts), K, ck_qtype_name(p.info.weight_type),
+                                                        ck_qtype_block(p.info.weight_type), ck_qtype_name(wf.format)));
+                    }
+                }
+                (s == Section::Block ? layer : global).push_back(wf);
             }
 }
 
@@ -282,7 +348,8 @@ std::string weights_c(const WeightTable &wt, const std::string &prefix)
 {
     CWriter w;
     auto field_line = [&](const WeightField &f) {
-        std::string decl = fmt::format("const {} *{};", c_type(f.t->dtype == DType::F32 ? DType::F32 : f.t->dtype), f.field);
+        std::string decl = f.matrix ? fmt::format("ck_qmat {};", f.field)
+                                    : fmt::format("const {} *{};", c_type(f.t->dtype == DType::F32 ? DType::F32 : f.t->dtype), f.field);
         w.line(fmt::format("{:<40} /* {} {}{} */", decl, shape_str(f.t->shape), comment_safe(merge_names(f.t->source.parts)),
                            f.t->source.transposed ? " (stored [in, out], loaded transposed)" : ""));
     };
@@ -297,14 +364,14 @@ std::string weights_c(const WeightTable &wt, const std::string &prefix)
     w.line(fmt::format("{}layer_weights layers[CK_N_LAYERS > 0 ? CK_N_LAYERS : 1];", prefix));
     w.close(fmt::format("}} {}weights;", prefix));
     w.line();
-    w.comment("load tables: field, parts (concatenated along dim 0), names, rank, file shape of each part, transpose");
+    w.comment("load tables: field, parts (concatenated along dim 0), names, rank, file shape of each part, transpose, format");
     w.open("static const ck_weight_spec CK_GLOBAL_WEIGHTS[] =");
     for (const auto &f : wt.global) w.line(spec_row(prefix + "weights", f));
-    if (wt.global.empty()) w.line("{0, 0, {NULL}, 0, {{0}}, 0} /* none */");
+    if (wt.global.empty()) w.line("{0, 0, {NULL}, 0, {{0}}, 0, CK_WEIGHT_FLOAT} /* none */");
     w.close("};");
     w.open("static const ck_weight_spec CK_LAYER_WEIGHTS[] =");
     for (const auto &f : wt.layer) w.line(spec_row(prefix + "layer_weights", f));
-    if (wt.layer.empty()) w.line("{0, 0, {NULL}, 0, {{0}}, 0} /* none */");
+    if (wt.layer.empty()) w.line("{0, 0, {NULL}, 0, {{0}}, 0, CK_WEIGHT_FLOAT} /* none */");
     w.close("};");
     w.line(fmt::format("#define CK_N_GLOBAL_WEIGHTS {}", wt.global.size()));
     w.line(fmt::format("#define CK_N_LAYER_WEIGHTS {}", wt.layer.size()));

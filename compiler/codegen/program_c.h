@@ -55,6 +55,8 @@ std::string c_type(DType t);  // float, int64_t, int32_t, uint8_t
 struct WeightField {
     std::string field;
     const Tensor *t;
+    bool matrix = false;  // a ck_qmat in a stored format (ModelInfo::stored_weights), else const float *
+    int format = -2;      // the spec's format: CK_WEIGHT_FLOAT, CK_WEIGHT_AS_STORED or a ck_qtype
 };
 
 // The weights a Program reads, as struct fields: global (header, footer) and
@@ -64,7 +66,10 @@ struct WeightField {
 struct WeightTable {
     std::vector<WeightField> global, layer, inline_consts;
     std::map<std::string, std::string> global_by_key, layer_by_key, inline_by_key;
+    std::set<std::string> matrix_keys;  // sources kept as ck_qmat
+    std::vector<std::string> notes;     // per-tensor format fallbacks worth telling the user
     void collect(const Program &p);
+    bool matrix(const Tensor &t) const;
     // the C expression reading weight `t` in `section` (prefix: the target's weights())
     std::string expr(Section section, const Tensor &t, const std::string &prefix) const;
     std::string field(Section section, const Tensor &t) const;

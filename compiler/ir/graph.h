@@ -186,6 +186,11 @@ struct ModelInfo {
     // Named sizes for the generated C (#define CK_FFN 172), most telling first: a size argument of a
     // kernel call prints as the first name with its value.
     std::vector<std::pair<std::string, int64_t>> sizes;
+    // How the weight matrices are kept (ckc compile --weights, or a GGUF input): false = float32 (converted
+    // at load); true = the matrices GEMMs and embedding lookups read stay in a stored format (ck_quant.h):
+    // `weight_type` (a ck_qtype) or, with -1, each tensor's own type in the file.
+    bool stored_weights = false;
+    int weight_type = -1;
 };
 
 // Values of one attribute across layers (index = layer).

@@ -96,12 +96,13 @@ void ck_rope_inv_freq(float *inv_freq, int rot_dim, const ck_rope_params *p);
 void ck_rope_table(float *cos_t, float *sin_t, const float *inv_freq, int rot_dim, int n_pos);
 /* out = rope(x): x[T][ldx] holds n_heads heads of head_dim; the first
  * rot_dim dims of every head are rotated with the Hugging Face rotate_half
- * convention (pairs i and i + rot_dim/2) at positions pos0 .. pos0+T-1, the
- * rest are copied. out may equal x (then it works in place). */
+ * convention (pairs i and i + rot_dim/2), or with `interleaved` GGML's normal
+ * mode (pairs 2i and 2i + 1), at positions pos0 .. pos0+T-1; the rest are
+ * copied. out may equal x (then it works in place). */
 void ck_rope(float *out, int ldo, const float *x, int ldx, int T, int n_heads, int head_dim, int rot_dim,
-             int pos0, const float *cos_t, const float *sin_t);
+             int pos0, const float *cos_t, const float *sin_t, int interleaved);
 void ck_rope_ref(float *out, int ldo, const float *x, int ldx, int T, int n_heads, int head_dim, int rot_dim,
-                 int pos0, const float *cos_t, const float *sin_t);
+                 int pos0, const float *cos_t, const float *sin_t, int interleaved);
 
 /* ---- linear / GEMM (linear.c) ------------------------------------------- */
 /* out[T][N] (row stride ldo) = x[T][K] @ w[N][K]^T  (+ bias[N])  (+ add[T][N])

@@ -89,13 +89,17 @@ size_t ck_dtype_size(ck_dtype dt);
  * e.g. q_proj|k_proj|v_proj for the fused QKV GEMM. With `transpose`, the one
  * 2-D part is stored [in][out] in the file (GPT-2's Conv1D) and is loaded as
  * [out][in], the nn.Linear layout every GEMM here reads. */
+#define CK_WEIGHT_FLOAT (-2)  /* ck_weight_spec.format: a `const float *` field */
+#define CK_WEIGHT_AS_STORED (-1) /* a ck_qmat field in the file's own types */
+
 typedef struct ck_weight_spec {
-    size_t field;   /* offsetof the `const float *` in the weights struct */
+    size_t field;   /* offsetof the `const float *` (or ck_qmat, see format) in the weights struct */
     int n_parts;
     const char *names[CK_WEIGHT_MAX_PARTS];
     int ndim;       /* rank of every part */
     int64_t shape[CK_WEIGHT_MAX_PARTS][CK_WEIGHT_MAX_DIMS]; /* expected shape of each part, as in the file */
     int transpose;  /* 1: a single [in][out] part, loaded transposed */
+    int format;     /* CK_WEIGHT_FLOAT, CK_WEIGHT_AS_STORED, or a ck_qtype every part is converted to */
 } ck_weight_spec;
 
 /* Memory the loader had to allocate (dtype conversion, concatenation). */
@@ -112,6 +116,13 @@ typedef struct ck_weight_store {
  * CK_EFORMAT (what is wrong with the file or the spec, in err) or CK_ENOMEM. */
 int ck_weights_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int layer, const float **dst,
                     ck_weight_store *store, char *err, size_t errlen);
+/* The field of `spec` inside the weights struct at `base`: ck_weights_load
+ * for a float field, else a ck_qmat (ck_quant.h) of [N][K] matrices. Each
+ * part is used in place when its type is the one wanted (or any type ckc
+ * multiplies, with CK_WEIGHT_AS_STORED), else converted row by row (through
+ * float32) into memory the store owns; a transposed part is converted too. */
+int ck_weight_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int layer, void *base, ck_weight_store *store,
+                   char *err, size_t errlen);
 void ck_weight_store_free(ck_weight_store *store);
 
 #ifdef __cplusplus

@@ -586,6 +586,83 @@ int ck_weights_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int lay
     return 0;
 }
 
+int ck_weight_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int layer, void *base, ck_weight_store *store,
+                   char *err, size_t errlen)
+{
+    ck_qmat *m = (ck_qmat *)((char *)base + spec->field);
+    int i, rc;
+    if (spec->format == CK_WEIGHT_FLOAT)
+        return ck_weights_load(ck, spec, layer, (const float **)((char *)base + spec->field), store, err, errlen);
+    if (spec->ndim != 2 || spec->n_parts < 1 || spec->n_parts > CK_QMAT_MAX_PARTS ||
+        (spec->format >= 0 && !ck_qtype_valid(spec->format))) {
+        ck_io_seterr(err, errlen, "weight spec '%s': a matrix needs 1..%d parts of rank 2 and a known format (%d)",
+                     spec->names[0], CK_QMAT_MAX_PARTS, spec->format);
+        return CK_EFORMAT;
+    }
+    memset(m, 0, sizeof *m);
+    for (i = 0; i < spec->n_parts; i++) {
+        ck_weight_spec one = *spec;
+        char name[256];
+        const ck_tensor_info *t;
+        int64_t rows, K, r;
+        int want;
+        size_t in_rb, out_rb;
+        snprintf(name, sizeof name, spec->names[i], layer);
+        one.n_parts = 1;
+        one.names[0] = spec->names[i];
+        memcpy(one.shape[0], spec->shape[i], sizeof one.shape[0]);
+        one.format = CK_WEIGHT_FLOAT;
+        t = find_weight(ck, name);
+        rows = spec->transpose ? spec->shape[i][1] : spec->shape[i][0];
+        K = spec->transpose ? spec->shape[i][0] : spec->shape[i][1];
+        m->rows[i] = rows;
+        m->n_parts = i + 1;
+        if (t && !spec->transpose && t->qtype >= 0 && t->ndim == 2 && t->shape[0] == spec->shape[i][0] &&
+            t->shape[1] == spec->shape[i][1] && ck_qtype_valid(t->qtype) &&
+            (spec->format == CK_WEIGHT_AS_STORED || spec->format == t->qtype) && (uintptr_t)t->data % 4 == 0) {
+            m->type[i] = t->qtype;
+            m->data[i] = t->data;
+            store->bytes_mapped += t->nbytes;
+            continue;
+        }
+        /* anything else goes through float32: checks (missing, dtype, shape), conversion, transpose */
+        {
+            const float *f = NULL;
+            ck_weight_store tmp;
+            memset(&tmp, 0, sizeof tmp);
+            if ((rc = ck_weights_load(ck, &one, layer, &f, &tmp, err, errlen))) {
+                ck_weight_store_free(&tmp);
+                return rc;
+            }
+            want = spec->format >= 0 ? spec->format : CK_Q_F32;
+            in_rb = (size_t)K * sizeof(float);
+            out_rb = ck_qtype_row_bytes(want, K);
+            if (!out_rb) {
+                ck_weight_store_free(&tmp);
+                ck_io_seterr(err, errlen, "tensor '%s': rows of %lld are not whole %s blocks of %d", name, (long long)K,
+                             ck_qtype_name(want), ck_qtype_block(want));
+                return CK_EFORMAT;
+            }
+            {
+                unsigned char *q = (unsigned char *)malloc(out_rb * (size_t)rows + 1);
+                if (!q || !store_keep(store, q, out_rb * (size_t)rows)) {
+                    free(q);
+                    ck_weight_store_free(&tmp);
+                    ck_io_seterr(err, errlen, "out of memory converting '%s' to %s", name, ck_qtype_name(want));
+                    return CK_ENOMEM;
+                }
+                for (r = 0; r < rows; r++)
+                    ck_quantize_row(want, (const float *)((const char *)f + (size_t)r * in_rb), q + (size_t)r * out_rb, K);
+                m->type[i] = want;
+                m->data[i] = q;
+            }
+            /* f may point into the mapping (nothing to free) or into tmp's copies */
+            ck_weight_store_free(&tmp);
+        }
+    }
+    return 0;
+}
+
 void ck_weight_store_free(ck_weight_store *store)
 {
     int i;

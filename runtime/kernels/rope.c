@@ -8,6 +8,13 @@
  * Frequencies follow transformers' modeling_rope_utils (computed in float32),
  * including the "linear" and "llama3" scalings. The cos/sin tables are built
  * once at init for every position of the context.
+ *
+ * `interleaved` pairs dims 2i and 2i + 1 instead (GGML's "normal" mode): a
+ * GGUF of the `llama` architecture stores q_proj / k_proj with each head's
+ * rows permuted so that HF's pair (i, i + half) sits at (2i, 2i + 1). Rotating
+ * those pairs with frequency i gives the same q and k up to that permutation,
+ * applied to both, so q.k and attention are unchanged and the file's weights
+ * are used as they are.
  */
 #include <math.h>
 
@@ -52,20 +59,27 @@ void ck_rope_table(float *cos_t, float *sin_t, const float *inv_freq, int rot_di
         }
 }
 
-static void rope_row(float *o, const float *v, int head_dim, int half, const float *c, const float *s)
+static void rope_row(float *o, const float *v, int head_dim, int half, const float *c, const float *s, int interleaved)
 {
     int i;
-    for (i = 0; i < half; i++) {
-        float a = v[i], b = v[i + half];
-        o[i] = a * c[i] - b * s[i];
-        o[i + half] = b * c[i] + a * s[i];
-    }
+    if (interleaved)
+        for (i = 0; i < half; i++) {
+            float a = v[2 * i], b = v[2 * i + 1];
+            o[2 * i] = a * c[i] - b * s[i];
+            o[2 * i + 1] = b * c[i] + a * s[i];
+        }
+    else
+        for (i = 0; i < half; i++) {
+            float a = v[i], b = v[i + half];
+            o[i] = a * c[i] - b * s[i];
+            o[i + half] = b * c[i] + a * s[i];
+        }
     if (o != v)
         for (i = 2 * half; i < head_dim; i++) o[i] = v[i];
 }
 
 void ck_rope(float *out, int ldo, const float *x, int ldx, int T, int n_heads, int head_dim, int rot_dim,
-             int pos0, const float *cos_t, const float *sin_t)
+             int pos0, const float *cos_t, const float *sin_t, int interleaved)
 {
     int half = rot_dim / 2, t;
 #pragma omp parallel for schedule(static) if ((long)T * n_heads * head_dim >= CK_PAR_MIN)
@@ -74,12 +88,12 @@ void ck_rope(float *out, int ldo, const float *x, int ldx, int T, int n_heads, i
         int h;
         for (h = 0; h < n_heads; h++)
             rope_row(out + (size_t)t * ldo + (size_t)h * head_dim, x + (size_t)t * ldx + (size_t)h * head_dim,
-                     head_dim, half, c, s);
+                     head_dim, half, c, s, interleaved);
     }
 }
 
 void ck_rope_ref(float *out, int ldo, const float *x, int ldx, int T, int n_heads, int head_dim, int rot_dim,
-                 int pos0, const float *cos_t, const float *sin_t)
+                 int pos0, const float *cos_t, const float *sin_t, int interleaved)
 {
     int half = rot_dim / 2, t, h, i;
     for (t = 0; t < T; t++)
@@ -88,12 +102,19 @@ void ck_rope_ref(float *out, int ldo, const float *x, int ldx, int T, int n_head
             float *o = out + (size_t)t * ldo + (size_t)h * head_dim;
             const float *c = cos_t + (size_t)(pos0 + t) * half, *s = sin_t + (size_t)(pos0 + t) * half;
             float rot[CK_ATTENTION_MAX_HEAD_DIM], res[CK_ATTENTION_MAX_HEAD_DIM];
-            /* rotate_half(v[:rot_dim]) = cat(-v[half:rot_dim], v[:half]) */
-            for (i = 0; i < half; i++) {
-                rot[i] = -v[i + half];
-                rot[i + half] = v[i];
+            if (interleaved) { /* the paper's form: pair (2i, 2i + 1) turns by angle i */
+                for (i = 0; i < half; i++) {
+                    res[2 * i] = v[2 * i] * c[i] - v[2 * i + 1] * s[i];
+                    res[2 * i + 1] = v[2 * i + 1] * c[i] + v[2 * i] * s[i];
+                }
+            } else {
+                /* rotate_half(v[:rot_dim]) = cat(-v[half:rot_dim], v[:half]) */
+                for (i = 0; i < half; i++) {
+                    rot[i] = -v[i + half];
+                    rot[i + half] = v[i];
+                }
+                for (i = 0; i < rot_dim; i++) res[i] = v[i] * c[i % half] + rot[i] * s[i % half];
             }
-            for (i = 0; i < rot_dim; i++) res[i] = v[i] * c[i % half] + rot[i] * s[i % half];
             for (i = rot_dim; i < head_dim; i++) res[i] = v[i];
             for (i = 0; i < head_dim; i++) o[i] = res[i];
         }

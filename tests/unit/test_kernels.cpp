@@ -70,12 +70,34 @@ TEST_CASE("ck_rope matches the reference (in place, out of place, partial rotary
     int ld = H * D + 6;
     auto x = rnd(static_cast<size_t>(T) * ld, 8);
     std::vector<float> a(x.size(), 0.0f), b(x.size(), 0.0f), c = x;
-    ck_rope(a.data(), ld, x.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data());
-    ck_rope_ref(b.data(), ld, x.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data());
+    int il = GENERATE(0, 1);
+    ck_rope(a.data(), ld, x.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data(), il);
+    ck_rope_ref(b.data(), ld, x.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data(), il);
     CHECK(max_abs_diff(a, b) < 1e-6);
-    ck_rope(c.data(), ld, c.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data());
+    ck_rope(c.data(), ld, c.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data(), il);
     for (int t = 0; t < T; t++)
         for (int i = 0; i < H * D; i++) CHECK(c[static_cast<size_t>(t) * ld + i] == Approx(b[static_cast<size_t>(t) * ld + i]).margin(1e-6));
+    if (il && rot == D) {
+        // GGUF's llama permutation: row (2i + s) of a head holds HF's row (s * D/2 + i). Interleaved RoPE of the
+        // permuted vector is the permuted HF RoPE of the original.
+        auto perm = [&](const std::vector<float> &v) {
+            std::vector<float> o(v);
+            for (int t = 0; t < T; t++)
+                for (int h = 0; h < H; h++)
+                    for (int i = 0; i < D / 2; i++)
+                        for (int s = 0; s < 2; s++)
+                            o[static_cast<size_t>(t) * ld + h * D + 2 * i + s] = v[static_cast<size_t>(t) * ld + h * D + s * D / 2 + i];
+            return o;
+        };
+        std::vector<float> hf(x.size(), 0.0f), ggml(x.size(), 0.0f);
+        auto xp = perm(x);
+        ck_rope_ref(hf.data(), ld, x.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data(), 0);
+        ck_rope_ref(ggml.data(), ld, xp.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data(), 1);
+        auto hfp = perm(hf);
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < H * D; i++)
+                REQUIRE(ggml[static_cast<size_t>(t) * ld + i] == Approx(hfp[static_cast<size_t>(t) * ld + i]).margin(1e-6));
+    }
 }
 
 TEST_CASE("ck_rope_inv_freq: default, linear and llama3 scaling", "[kernels]")

@@ -186,7 +186,7 @@ TEST_CASE("ck_rope_backward: finite differences (full and partial rotary), fast 
     ck_rope_backward_ref(dx.data(), ld, 0, r.data(), H * D, T, H, D, rot, pos0, cs.data(), sn.data());
     fd_check(x, dx, [&] {
         Vec y(r.size());
-        ck_rope_ref(y.data(), H * D, x.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data());
+        ck_rope_ref(y.data(), H * D, x.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data(), 0);
         return weighted(y, r);
     }, "dx");
     int acc = GENERATE(0, 1);

@@ -54,9 +54,9 @@ static const Family &find_family(const ConfigReader &r)
 
 LlmConfig parse_hf_config(const ConfigReader &r) { return find_family(r).parse(r); }
 
-Program build_from_hf_config(const std::string &config_path, const HfOptions &opts)
+Program build_from_config(const ConfigReader &r, const HfOptions &opts)
 {
-    ConfigReader r = ConfigReader::load(config_path);
+    const std::string &config_path = r.path();
     const Family &fam = find_family(r);
     LlmConfig c = fam.parse(r);
     if (c.head_dim > CK_ATTENTION_MAX_HEAD_DIM)
@@ -78,6 +78,12 @@ Program build_from_hf_config(const std::string &config_path, const HfOptions &op
         p.info.notes.push_back(fmt::format("{} has no vocab_size: using the {} default, {}", config_path, c.model_type,
                                            c.vocab_size));
     p.info.source_path = config_path;
+    return p;
+}
+
+Program build_from_hf_config(const std::string &config_path, const HfOptions &opts)
+{
+    Program p = build_from_config(ConfigReader::load(config_path), opts);
     p.info.source_hash = fnv1a64(read_file(config_path));
     for (Section s : kSections) p.section(s).verify(std::string("front end, ") + Program::section_name(s));
     return p;

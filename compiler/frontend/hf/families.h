@@ -31,6 +31,8 @@ struct HfOptions {
 
 // config.json -> Program. Errors name the file and the key.
 Program build_from_hf_config(const std::string &config_path, const HfOptions &opts = {});
+// The same from a config already read (the GGUF front end synthesizes one); errors name r.path().
+Program build_from_config(const ConfigReader &r, const HfOptions &opts = {});
 LlmConfig parse_hf_config(const ConfigReader &r);
 
 }  // namespace ckc

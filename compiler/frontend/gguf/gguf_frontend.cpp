@@ -1,0 +1,185 @@
+// gguf_frontend.cpp — see gguf_frontend.h. The file is read with the
+// runtime's own bounds-checked reader (runtime/io/gguf.c), so `ckc compile`
+// and ck_model_init reject the same corrupt files with the same messages.
+#include "frontend/gguf/gguf_frontend.h"
+
+#include <fstream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "ck_safetensors.h"
+#include "frontend/gguf/gguf_arch.h"
+#include "support/error.h"
+#include "support/util.h"
+
+namespace ckc {
+
+namespace {
+
+struct Checkpoint {
+    ck_checkpoint *ck = nullptr;
+    explicit Checkpoint(const std::string &path)
+    {
+        char err[1024] = "";
+        ck = ck_checkpoint_open(path.c_str(), err, sizeof err);
+        if (!ck) input_error(err);
+    }
+    ~Checkpoint() { ck_checkpoint_close(ck); }
+    Checkpoint(const Checkpoint &) = delete;
+    Checkpoint &operator=(const Checkpoint &) = delete;
+};
+
+class Meta {
+public:
+    Meta(const ck_checkpoint *ck, std::string path, std::string arch) : ck_(ck), path_(std::move(path)), arch_(std::move(arch)) {}
+    const ck_gguf_kv *find(const std::string &key) const { return ck_checkpoint_kv_find(ck_, key.c_str()); }
+    std::string key(const std::string &k) const { return arch_ + "." + k; }
+    std::optional<int64_t> integer(const std::string &k) const
+    {
+        const ck_gguf_kv *kv = find(key(k));
+        int64_t v;
+        if (!kv) return std::nullopt;
+        if (ck_gguf_kv_int(kv, 0, &v)) input_error(fmt::format("{}: metadata '{}' is not an integer", path_, key(k)));
+        return v;
+    }
+    int64_t required(const std::string &k) const
+    {
+        auto v = integer(k);
+        if (!v) input_error(fmt::format("{}: metadata '{}' is missing (a {} GGUF needs it)", path_, key(k), arch_));
+        return *v;
+    }
+    std::optional<double> number(const std::string &k) const
+    {
+        const ck_gguf_kv *kv = find(key(k));
+        double v;
+        if (!kv) return std::nullopt;
+        if (ck_gguf_kv_num(kv, 0, &v)) input_error(fmt::format("{}: metadata '{}' is not a number", path_, key(k)));
+        return v;
+    }
+    std::optional<std::string> string(const std::string &full_key) const
+    {
+        const ck_gguf_kv *kv = find(full_key);
+        size_t n;
+        const char *s = kv ? ck_gguf_kv_str(kv, 0, &n) : nullptr;
+        if (!kv) return std::nullopt;
+        if (!s) input_error(fmt::format("{}: metadata '{}' is not a string", path_, full_key));
+        return std::string(s, n);
+    }
+
+private:
+    const ck_checkpoint *ck_;
+    std::string path_, arch_;
+};
+
+const GgufArch &arch_of(const ck_checkpoint *ck, const std::string &path, std::string *name)
+{
+    Meta m(ck, path, "");
+    auto a = m.string("general.architecture");
+    if (!a) input_error(path + ": metadata 'general.architecture' is missing (is this a model GGUF?)");
+    const GgufArch *arch = gguf_arch(*a);
+    if (!arch)
+        input_error(fmt::format("{}: architecture \"{}\" is not supported{}; supported: {}", path, *a,
+                                did_you_mean(*a, gguf_arch_names()), join(gguf_arch_names(), ", ")));
+    *name = *a;
+    return *arch;
+}
+
+nlohmann::json config_of(const ck_checkpoint *ck, const std::string &path, const GgufArch &arch, const std::string &name)
+{
+    Meta m(ck, path, name);
+    nlohmann::json c;
+    c["model_type"] = arch.model_type;
+    c["hidden_size"] = m.required("embedding_length");
+    c["intermediate_size"] = m.required("feed_forward_length");
+    c["num_hidden_layers"] = m.required("block_count");
+    int64_t heads = m.required("attention.head_count");
+    c["num_attention_heads"] = heads;
+    c["num_key_value_heads"] = m.integer("attention.head_count_kv").value_or(heads);
+    c["max_position_embeddings"] = m.required("context_length");
+    if (auto eps = m.number("attention.layer_norm_rms_epsilon")) c["rms_norm_eps"] = *eps;
+    if (auto theta = m.number("rope.freq_base")) c["rope_theta"] = *theta;
+    if (auto kl = m.integer("attention.key_length")) c["head_dim"] = *kl;
+    if (auto type = m.string(m.key("rope.scaling.type"))) {
+        if (*type == "linear") {
+            auto f = m.number("rope.scaling.factor");
+            if (!f) input_error(path + ": rope.scaling.type is linear but " + m.key("rope.scaling.factor") + " is missing");
+            c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", *f}};
+        } else if (*type != "none") {
+            input_error(fmt::format("{}: {} \"{}\" is not supported (ckc reads none and linear)", path,
+                                    m.key("rope.scaling.type"), *type));
+        }
+    }
+    if (ck_checkpoint_find(ck, "rope_freqs.weight"))
+        input_error(path + ": tensor 'rope_freqs.weight' (Llama 3's frequency scaling stored as factors) is not "
+                           "supported yet");
+    const ck_tensor_info *emb = ck_checkpoint_find(ck, "token_embd.weight");
+    if (!emb || emb->ndim != 2) input_error(path + ": tensor 'token_embd.weight' is missing (or not a matrix)");
+    c["vocab_size"] = emb->shape[0];
+    c["tie_word_embeddings"] = ck_checkpoint_find(ck, "output.weight") == nullptr;
+    return c;
+}
+
+}  // namespace
+
+bool is_gguf(const std::string &path)
+{
+    std::ifstream f(path, std::ios::binary);
+    char magic[4] = {0, 0, 0, 0};
+    return f.read(magic, 4) && std::string(magic, 4) == "GGUF";
+}
+
+nlohmann::json gguf_to_hf_config(const std::string &path)
+{
+    Checkpoint ck(path);
+    std::string name;
+    const GgufArch &arch = arch_of(ck.ck, path, &name);
+    return config_of(ck.ck, path, arch, name);
+}
+
+Program build_from_gguf(const std::string &path, const HfOptions &opts)
+{
+    Checkpoint ck(path);
+    std::string name;
+    const GgufArch &arch = arch_of(ck.ck, path, &name);
+    nlohmann::json cfg = config_of(ck.ck, path, arch, name);
+    Program p = build_from_config(ConfigReader(cfg, path + " (metadata read as config.json)", cfg.dump(1)), opts);
+    p.info.source_path = path;
+    p.info.source_hash = fnv1a64(cfg.dump());
+    p.info.optional_prefix = "";
+    p.info.stored_weights = true;
+    p.info.weight_type = -1;  // each tensor as the file stores it
+    // checkpoint names -> the file's, each checked against the file now (ck_model_init checks again)
+    for (Section s : kSections) {
+        Graph &g = p.section(s);
+        std::vector<std::string> weights;
+        for (const auto &[tname, t] : g.tensors())
+            if (t.storage == Storage::Weight && !t.source.parts.empty()) weights.push_back(tname);
+        for (const auto &tname : weights) {
+            Tensor &t = g.tensor(tname);
+            for (size_t i = 0; i < t.source.parts.size(); i++) {
+                std::string gg = gguf_tensor_name(arch, t.source.parts[i]);
+                if (gg.empty())
+                    internal_error(fmt::format("gguf: {} has no GGUF name for weight '{}'", arch.arch, t.source.parts[i]));
+                t.source.parts[i] = gg;
+                const Shape &want = t.source.part_shapes[i];
+                for (int64_t layer = 0; layer < (s == Section::Block ? p.info.n_layers : 1); layer++) {
+                    std::string tn = replace_all(gg, "{L}", std::to_string(layer));
+                    const ck_tensor_info *ti = ck_checkpoint_find(ck.ck, tn.c_str());
+                    if (!ti) input_error(fmt::format("{}: tensor '{}' is missing", path, tn));
+                    Shape got(ti->shape, ti->shape + ti->ndim);
+                    if (got != want)
+                        input_error(fmt::format("{}: tensor '{}' has shape {}, but the metadata implies {}", path, tn,
+                                                shape_str(got), shape_str(want)));
+                }
+            }
+        }
+        if (arch.permuted_qk)  // the file's q/k rows pair dims (2i, 2i + 1): see runtime/kernels/rope.c
+            for (const Node &n : g.nodes())
+                if (n.op == Op::ROPE) g.edit(n.name).attrs["interleaved"] = int64_t(1);
+    }
+    for (Section s : kSections) p.section(s).verify(std::string("front end, ") + Program::section_name(s));
+    return p;
+}
+
+}  // namespace ckc
