@@ -33,6 +33,7 @@
 #include "support/error.h"
 #include "support/util.h"
 #include "support/version.h"
+#include "weights/gguf_quantize.h"
 #include "weights/random_weights.h"
 
 using namespace ckc;
@@ -391,6 +392,36 @@ int run_random_weights(const RandomWeightsArgs &a)
     return 0;
 }
 
+// ---- ckc quantize ---------------------------------------------------------------------------
+struct QuantizeArgs {
+    std::string input, out, type = "q8_0";
+};
+
+CLI::App *add_quantize(CLI::App &app, QuantizeArgs &a)
+{
+    CLI::App *cmd = app.add_subcommand("quantize", "write a Hugging Face model as a GGUF file (llama.cpp loads it)");
+    cmd->add_option("MODEL", a.input, "a Hugging Face folder (config.json + safetensors) or its config.json")->required();
+    cmd->add_option("-o,--output", a.out, "the .gguf file to write")->required();
+    cmd->add_option("--type", a.type,
+                    "format of the weight matrices (default q8_0): f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, "
+                    "q5_K, q6_K (llama.cpp's reference quantizers, so the bytes are llama-quantize's; rows that are "
+                    "not whole blocks fall back as llama-quantize does). Norms and biases are written in f32")
+        ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K"}));
+    cmd->footer("Then: ckc compile OUTPUT -o model.c (the matrices are used in place from the mapped file).\n"
+                "The tokenizer is not written yet: llama.cpp sees placeholder tokens and runs on token ids.");
+    return cmd;
+}
+
+int run_quantize(const QuantizeArgs &a)
+{
+    QuantizeOptions o;
+    o.type = a.type;
+    o.progress = isatty(2) ? &std::cerr : nullptr;  // a line rewritten per tensor: only on a terminal
+    size_t n = quantize_to_gguf(a.input, a.out, o);
+    std::cerr << fmt::format("ckc: wrote {} tensors to {} ({})\n", n, a.out, a.type);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv)
@@ -409,6 +440,8 @@ int main(int argc, char **argv)
     CLI::App *compile = add_compile(app, compile_args);
     CLI::App *inspect = add_inspect(app, inspect_args);
     CLI::App *rw = add_random_weights(app, rw_args);
+    QuantizeArgs q_args;
+    CLI::App *quantize = add_quantize(app, q_args);
 
     try {
         app.parse(argc, argv);
@@ -433,6 +466,7 @@ int main(int argc, char **argv)
         if (*compile) return run_compile(compile_args, command_line(argc, argv));
         if (*inspect) return run_inspect(inspect_args);
         if (*rw) return run_random_weights(rw_args);
+        if (*quantize) return run_quantize(q_args);
         std::cout << app.help();
         return static_cast<int>(ErrorKind::Usage);
     } catch (const Error &e) {

@@ -18,6 +18,7 @@
  * scalar twins in quant.c give the same integer sums.
  */
 #include <cblas.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -492,6 +493,40 @@ void ck_embedding_q(float *out, const ck_qmat *table, const int32_t *ids, int T,
     for (t = 0; t < T; t++) ck_qmat_row(table, ids[t], C, out + (size_t)t * C);
 }
 
+/* One row of activations in a dot type, as llama.cpp's x86 CPU backend
+ * quantizes them (quantize_row_q8_0 / q8_1: scale by 127 / amax and round
+ * half to even, which differs from the file format's reference quantizer in
+ * the last bit now and then): the same inputs to the same integer dot
+ * products, so decode agrees with llama.cpp as closely as the formats allow.
+ * q8_K is llama.cpp's reference quantizer on every backend. */
+static void quantize_act(int type, const float *x, void *vy, int64_t n)
+{
+    int64_t i;
+    int j;
+    if (type != CK_Q_Q8_0 && type != CK_Q_Q8_1) {
+        ck_quantize_row(type, x, vy, n);
+        return;
+    }
+    for (i = 0; i < n / CK_QK; i++, x += CK_QK) {
+        float amax = 0.0f, d, id;
+        int8_t *q = type == CK_Q_Q8_0 ? ((ck_block_q8_0 *)vy)[i].qs : ((ck_block_q8_1 *)vy)[i].qs;
+        int sum = 0;
+        for (j = 0; j < CK_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+        d = amax / 127.f;
+        id = amax != 0.0f ? 127.f / amax : 0.0f;
+        for (j = 0; j < CK_QK; j++) {
+            q[j] = (int8_t)rintf(x[j] * id); /* the default rounding mode: half to even */
+            sum += q[j];
+        }
+        if (type == CK_Q_Q8_0) {
+            ((ck_block_q8_0 *)vy)[i].d = ck_fp32_to_fp16(d);
+        } else {
+            ((ck_block_q8_1 *)vy)[i].d = ck_fp32_to_fp16(d);
+            ((ck_block_q8_1 *)vy)[i].s = ck_fp32_to_fp16(d * (float)sum);
+        }
+    }
+}
+
 /* The activations of T tokens in each dot type the matrix's parts need
  * (at most one row set per type). */
 typedef struct {
@@ -514,7 +549,7 @@ static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, in
         s->rows[i] = malloc(s->row_bytes[i] * (size_t)T + 1);
         s->n++;
         if (!s->rows[i]) return -1;
-        for (t = 0; t < T; t++) ck_quantize_row(dt, x + (size_t)t * ldx, (char *)s->rows[i] + s->row_bytes[i] * t, K);
+        for (t = 0; t < T; t++) quantize_act(dt, x + (size_t)t * ldx, (char *)s->rows[i] + s->row_bytes[i] * t, K);
     }
     return 0;
 }

@@ -1,0 +1,196 @@
+// gguf_quantize.cpp — see gguf_quantize.h. The tensors are the ones the
+// compiled model reads (the front end's Program, before any fusion), so a
+// file ckc writes is exactly what `ckc compile model.gguf` needs.
+#include "weights/gguf_quantize.h"
+
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "ck_quant.h"
+#include "ck_safetensors.h"
+#include "frontend/gguf/gguf_arch.h"
+#include "frontend/hf/families.h"
+#include "support/error.h"
+#include "support/util.h"
+#include "support/version.h"
+#include "weights/gguf_writer.h"
+
+namespace ckc {
+
+namespace {
+
+struct Checkpoint {
+    ck_checkpoint *ck = nullptr;
+    explicit Checkpoint(const std::string &path)
+    {
+        char err[1024] = "";
+        ck = ck_checkpoint_open(path.c_str(), err, sizeof err);
+        if (!ck) input_error(err);
+    }
+    ~Checkpoint() { ck_checkpoint_close(ck); }
+    Checkpoint(const Checkpoint &) = delete;
+    Checkpoint &operator=(const Checkpoint &) = delete;
+};
+
+// llama.cpp's llama_ftype for general.file_type
+int file_type(int qtype)
+{
+    switch (qtype) {
+    case CK_Q_F32: return 0;
+    case CK_Q_F16: return 1;
+    case CK_Q_Q4_0: return 2;
+    case CK_Q_Q4_1: return 3;
+    case CK_Q_Q8_0: return 7;
+    case CK_Q_Q5_0: return 8;
+    case CK_Q_Q5_1: return 9;
+    case CK_Q_Q4_K: return 15;  // Q4_K_M's number: the closest llama.cpp names
+    case CK_Q_Q5_K: return 17;
+    case CK_Q_Q6_K: return 18;
+    case CK_Q_BF16: return 32;
+    default: return 0;
+    }
+}
+
+// llama.cpp's fallback for rows that are not whole blocks (llama-quant.cpp)
+int row_type(int want, int64_t K)
+{
+    if (K % ck_qtype_block(want) == 0) return want;
+    int fb = want == CK_Q_Q4_K ? CK_Q_Q5_0 : want == CK_Q_Q5_K ? CK_Q_Q5_1 : want == CK_Q_Q6_K ? CK_Q_Q8_0 : CK_Q_F16;
+    return K % ck_qtype_block(fb) == 0 ? fb : CK_Q_F16;
+}
+
+// llama.cpp's permute for q_proj / k_proj: row (2i + s) of each head takes HF's row (s * D/2 + i)
+std::vector<float> permute_rows(const float *w, int64_t rows, int64_t cols, int64_t heads)
+{
+    std::vector<float> out(static_cast<size_t>(rows * cols));
+    int64_t D = rows / heads;
+    for (int64_t h = 0; h < heads; h++)
+        for (int64_t i = 0; i < D / 2; i++)
+            for (int64_t s = 0; s < 2; s++)
+                std::copy(w + (h * D + s * D / 2 + i) * cols, w + (h * D + s * D / 2 + i + 1) * cols,
+                          out.begin() + (h * D + 2 * i + s) * cols);
+    return out;
+}
+
+}  // namespace
+
+size_t quantize_to_gguf(const std::string &folder, const std::string &out_path, const QuantizeOptions &o)
+{
+    int want = ck_qtype_from_name(o.type.c_str());
+    if (want < 0) throw Error(ErrorKind::Usage, "--type " + o.type + " is not a format ckc writes");
+    std::string config = is_directory(folder) ? folder + "/config.json" : folder;
+    std::string dir = is_directory(folder) ? folder : config.substr(0, config.rfind('/') == std::string::npos ? 0 : config.rfind('/'));
+    if (dir.empty()) dir = ".";
+    ConfigReader r = ConfigReader::load(config);
+    LlmConfig c = parse_hf_config(r);
+    const GgufArch *arch = gguf_arch_for_model_type(c.model_type);
+    if (!arch)
+        input_error(fmt::format("{}: model_type \"{}\" has no GGUF writer yet (ckc writes: {})", config, c.model_type,
+                                join(gguf_arch_names(), ", ")));
+    if (c.rope.type != "default" && c.rope.type != "linear")
+        input_error(fmt::format("{}: rope_scaling \"{}\" cannot be written to GGUF yet", config, c.rope.type));
+    Program p = build_from_hf_config(config);
+    Checkpoint ck(dir);
+    ck_checkpoint_set_optional_prefix(ck.ck, p.info.optional_prefix.c_str());
+
+    GgufWriter w;
+    const std::string a = arch->arch;
+    w.set_str("general.architecture", a);
+    w.set_str("general.name", r.raw().value("_name_or_path", folder));
+    w.set_u32("general.file_type", static_cast<uint32_t>(file_type(want)));
+    w.set_u32("general.quantization_version", 2);
+    w.set_str("general.quantized_by", std::string("ckc ") + CKC_VERSION);
+    w.set_u32(a + ".context_length", static_cast<uint32_t>(c.context_length));
+    w.set_u32(a + ".embedding_length", static_cast<uint32_t>(c.hidden_size));
+    w.set_u32(a + ".block_count", static_cast<uint32_t>(c.n_layers));
+    w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(c.intermediate_size));
+    w.set_u32(a + ".attention.head_count", static_cast<uint32_t>(c.n_heads));
+    w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(c.n_kv_heads));
+    w.set_f32(a + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.norm_eps));
+    w.set_f32(a + ".rope.freq_base", static_cast<float>(c.rope.theta));
+    w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(c.rope.rot_dim));
+    if (c.head_dim * c.n_heads != c.hidden_size) {
+        w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
+        w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
+    }
+    if (c.rope.type == "linear") {
+        w.set_str(a + ".rope.scaling.type", "linear");
+        w.set_f32(a + ".rope.scaling.factor", static_cast<float>(c.rope.factor));
+    }
+    w.set_u32(a + ".vocab_size", static_cast<uint32_t>(c.vocab_size));
+    // the tokenizer is not converted yet: llama.cpp then runs on token ids with a vocabulary of placeholders
+    w.set_str("tokenizer.ggml.model", "none");
+
+    // every checkpoint tensor the model reads, once (tied embeddings appear under one name)
+    struct Item { std::string hf, gg; Shape shape; bool transposed; bool block; };
+    std::map<std::string, Item> items;
+    for (Section s : kSections)
+        for (const auto &[name, t] : p.section(s).tensors()) {
+            if (t.storage != Storage::Weight) continue;
+            for (size_t i = 0; i < t.source.parts.size(); i++) {
+                std::string gg = gguf_tensor_name(*arch, t.source.parts[i]);
+                if (gg.empty()) internal_error("quantize: no GGUF name for " + t.source.parts[i]);
+                items[gg] = {t.source.parts[i], gg, t.source.part_shapes[i], t.source.transposed, s == Section::Block};
+            }
+        }
+    std::vector<std::pair<std::string, const Item *>> order;  // llama.cpp's order: globals, then block by block
+    for (const auto &[gg, it] : items)
+        if (!it.block) order.push_back({gg, &it});
+    for (int64_t l = 0; l < c.n_layers; l++)
+        for (const auto &[gg, it] : items)
+            if (it.block) order.push_back({replace_all(gg, "{L}", std::to_string(l)), &it});
+
+    size_t done = 0;
+    ck_weight_store store{};
+    for (const auto &[gg_name, it] : order) {
+        int64_t layer = -1;
+        if (it->block) layer = std::stoll(gg_name.substr(4, gg_name.find('.', 4) - 4));
+        std::string hf_name = replace_all(it->hf, "{L}", "%d");
+        ck_weight_spec spec{};
+        spec.field = 0;
+        spec.n_parts = 1;
+        spec.names[0] = hf_name.c_str();
+        spec.ndim = static_cast<int>(it->shape.size());
+        for (size_t d = 0; d < it->shape.size(); d++) spec.shape[0][d] = it->shape[d];
+        spec.transpose = it->transposed ? 1 : 0;
+        spec.format = CK_WEIGHT_FLOAT;
+        const float *f = nullptr;
+        char err[1024] = "";
+        if (ck_weights_load(ck.ck, &spec, static_cast<int>(layer), &f, &store, err, sizeof err)) input_error(err);
+        Shape shape = it->shape;
+        if (it->transposed) shape = {shape[1], shape[0]};
+        std::vector<float> permuted;
+        bool is_q = ends_with(it->hf, "q_proj.weight"), is_k = ends_with(it->hf, "k_proj.weight");
+        if (arch->permuted_qk && (is_q || is_k)) {
+            permuted = permute_rows(f, shape[0], shape[1], is_q ? c.n_heads : c.n_kv_heads);
+            f = permuted.data();
+        }
+        int64_t K = shape.back(), rows = 1;
+        for (size_t d = 0; d + 1 < shape.size(); d++) rows *= shape[d];
+        int type = shape.size() == 2 ? row_type(want, K) : CK_Q_F32;
+        size_t rb = ck_qtype_row_bytes(type, K);
+        std::vector<uint8_t> data(rb * static_cast<size_t>(rows));
+        for (int64_t row = 0; row < rows; row++)
+            ck_quantize_row(type, f + row * K, data.data() + row * rb, K);
+        for (int64_t i = 0; i < rows * K; i++)
+            if (!std::isfinite(f[i]))
+                input_error(fmt::format("{}: tensor '{}' holds a non-finite value at element {}", dir,
+                                        replace_all(it->hf, "{L}", std::to_string(layer)), i));
+        w.add_tensor(gg_name, shape, type, std::move(data));
+        ck_weight_store_free(&store);
+        store = ck_weight_store{};
+        if (o.progress)
+            *o.progress << fmt::format("\rckc quantize: {}/{} {} -> {}        ", ++done, order.size(), gg_name,
+                                       ck_qtype_name(type))
+                        << std::flush;
+    }
+    if (o.progress) *o.progress << "\n";
+    AtomicFiles files;
+    files.add(out_path, w.bytes());
+    files.commit();
+    return order.size();
+}
+
+}  // namespace ckc

@@ -1,0 +1,233 @@
+"""GGUF models: `ckc quantize` writes them, `ckc compile model.gguf` reads them.
+
+- the GGUF path (llama.cpp's names, its q/k row permutation read with
+  interleaved RoPE, each tensor in its file format) gives the logits of the
+  safetensors path compiled with --weights of the same format;
+- a float32 GGUF gives transformers' logits of the original checkpoint, and a
+  quantized one the logits of transformers holding the weights as the `gguf`
+  package dequantizes them (tests/python/references.py);
+- a real published file (SmolLM2-135M-Instruct Q4_1) against that reference;
+- corrupt or unsupported files are clear errors from `ckc compile` and from
+  ck_model_init, never a crash.
+(llama.cpp itself: test_gguf_llama_cpp.py.)
+"""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+import ckc
+from conftest import prompt, tiny
+from references import hf_reference, smollm2_gguf
+
+LLAMA = tiny(vocab_size=512, hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=2)
+QWEN2 = tiny(model_type="qwen2", vocab_size=512, hidden_size=256, intermediate_size=512, num_attention_heads=4,
+             num_key_value_heads=2, tie_word_embeddings=True)
+TYPES = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K"]
+
+
+def quantize(src, out, qtype):
+    r = subprocess.run([ckc.ckc_binary(), "quantize", src, "-o", out, "--type", qtype], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def compile_gguf(path, folder):
+    os.makedirs(folder, exist_ok=True)
+    return ckc.build_library(ckc.compile_model(path, folder))
+
+
+def rel_max(a, b):
+    return float(np.max(np.abs(a - b)) / max(1.0, float(np.max(np.abs(b)))))
+
+
+@pytest.fixture(scope="module")
+def llama_files(build, tmp_path_factory):
+    """The tiny Llama: its safetensors build, and one GGUF + library per type."""
+    d = tmp_path_factory.mktemp("gguf")
+    ref = build(LLAMA, std=0.05)
+    files = {}
+    for t in TYPES:
+        g = quantize(ref.weights, str(d / f"tiny.{t}.gguf"), t)
+        files[t] = (g, compile_gguf(g, str(d / t)))
+    return ref, files
+
+
+@pytest.mark.parametrize("qtype", TYPES)
+def test_gguf_equals_the_safetensors_path_in_the_same_format(build, llama_files, qtype):
+    ref, files = llama_files
+    g, so = files[qtype]
+    st = build(LLAMA, args=() if qtype == "f32" else ("--weights", qtype), std=0.05)
+    ids = prompt(40, LLAMA["vocab_size"], seed=3)
+    a = ckc.LlmModel(so, g).forward(ids)
+    b = st.model(weights=ref.weights).forward(ids)
+    assert rel_max(a, b) < 1e-4  # same bytes per row; only the head-dim order inside attention differs
+    # and the cached decode path
+    m = ckc.LlmModel(so, g)
+    m.kv_cache_enable(64)
+    dec = np.stack([m.decode(t).copy() for t in ids[:8]])
+    m2 = st.model(weights=ref.weights)
+    m2.kv_cache_enable(64)
+    dec2 = np.stack([m2.decode(t).copy() for t in ids[:8]])
+    assert rel_max(dec, dec2) < 1e-4
+
+
+def test_f32_gguf_gives_transformers_logits_of_the_checkpoint(llama_files):
+    from transformers import AutoModelForCausalLM
+    ref, files = llama_files
+    hf = AutoModelForCausalLM.from_pretrained(ref.weights, torch_dtype=torch.float32).eval()
+    ids = prompt(48, LLAMA["vocab_size"], seed=4)
+    with torch.no_grad():
+        want = hf(torch.tensor([ids])).logits[0].numpy()
+    got = ckc.LlmModel(files["f32"][1], files["f32"][0]).forward(ids)
+    assert rel_max(got, want) < 1e-4
+
+
+@pytest.mark.parametrize("qtype", ["q8_0", "q4_1", "q4_K", "q6_K"])
+def test_quantized_gguf_gives_transformers_logits_of_its_dequantized_weights(llama_files, qtype):
+    _, files = llama_files
+    model, _ = hf_reference(files[qtype][0])
+    ids = prompt(48, LLAMA["vocab_size"], seed=5)
+    with torch.no_grad():
+        want = model(torch.tensor([ids])).logits[0].numpy()
+    got = ckc.LlmModel(files[qtype][1], files[qtype][0]).forward(ids)  # prefill: float32 activations
+    assert rel_max(got, want) < 1e-4
+
+
+def test_qwen2_gguf(build, tmp_path):
+    ref = build(QWEN2, std=0.05)
+    g = quantize(ref.weights, str(tmp_path / "qwen2.q8_0.gguf"), "q8_0")
+    so = compile_gguf(g, str(tmp_path / "c"))
+    ids = prompt(32, QWEN2["vocab_size"], seed=6)
+    st = build(QWEN2, args=("--weights", "q8_0"), std=0.05)
+    assert rel_max(ckc.LlmModel(so, g).forward(ids), st.model(weights=ref.weights).forward(ids)) < 1e-4
+
+
+@pytest.mark.slow  # downloads the 93 MB model once (cached)
+def test_smollm2_q4_1_against_its_dequantized_weights(tmp_path):
+    path = smollm2_gguf()
+    so = compile_gguf(path, str(tmp_path / "smol"))
+    model, cfg = hf_reference(path)
+    ids = prompt(96, cfg.vocab_size, seed=7)
+    with torch.no_grad():
+        want = model(torch.tensor([ids])).logits[0].numpy()
+    m = ckc.LlmModel(so, path)
+    got = m.forward(ids)
+    print(f"SmolLM2 Q4_1 prefill vs dequantized reference: max |diff| {np.max(np.abs(got - want)):.2e} "
+          f"(logits up to {np.max(np.abs(want)):.1f})")
+    assert rel_max(got, want) < 1e-4
+    # decode quantizes activations to 8 bits per block (as llama.cpp does): close, not equal
+    m.kv_cache_enable(128)
+    dec = np.stack([m.decode(t).copy() for t in ids])
+    nmse = float(np.mean((dec - want) ** 2) / np.mean(want ** 2))
+    print(f"decode NMSE vs the reference: {nmse:.2e}")
+    assert nmse < 5e-3
+
+
+# ---- bad input ------------------------------------------------------------------------------------
+
+def gguf_with(path, *, arch="llama", drop=(), retype=None, reshape=None, extra_meta=None, truncate=None, src=None):
+    """A copy of src (a tiny GGUF ckc wrote) changed one way, written with the gguf package."""
+    import gguf
+    r = gguf.GGUFReader(src)
+    w = gguf.GGUFWriter(path, arch)
+    for k, f in r.fields.items():
+        if k.startswith("GGUF.") or k == "general.architecture":
+            continue
+        v = f.contents()
+        key = k.replace("llama.", arch + ".", 1)
+        if isinstance(v, str):
+            w.add_string(key, v)
+        elif isinstance(v, float):
+            w.add_float32(key, v)
+        elif isinstance(v, int):
+            w.add_uint32(key, v)
+    for k, v in (extra_meta or {}).items():
+        w.add_uint32(k, v)
+    for t in r.tensors:
+        if t.name in drop:
+            continue
+        data = np.array(t.data)
+        qt = t.tensor_type
+        shape = [int(x) for x in t.shape[::-1]]
+        if reshape and t.name in reshape:
+            shape = reshape[t.name]
+            data = np.zeros(shape, np.float32)
+        if retype and t.name in retype:
+            qt = retype[t.name]
+        w.add_tensor(t.name, data, raw_shape=shape if qt == gguf.GGMLQuantizationType.F32 else None, raw_dtype=qt)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    if truncate:
+        with open(path, "r+b") as f:
+            f.truncate(os.path.getsize(path) - truncate)
+    return path
+
+
+def compile_error(path, tmp_path):
+    r = subprocess.run([ckc.ckc_binary(), "compile", path, "-o", str(tmp_path / "bad" / "model.c")],
+                       capture_output=True, text=True)
+    assert r.returncode != 0
+    assert not (tmp_path / "bad" / "model.c").exists()
+    return r.stderr
+
+
+def init_error(so, path):
+    with pytest.raises(ckc.CkError) as e:
+        ckc.LlmModel(so, path)
+    return str(e.value)
+
+
+def test_bad_files_are_clear_errors_from_compile_and_init(llama_files, tmp_path):
+    _, files = llama_files
+    src, so = files["q8_0"]
+    # truncated: the last tensor runs past the end
+    t = gguf_with(str(tmp_path / "trunc.gguf"), src=src, truncate=1000)
+    for err in (compile_error(t, tmp_path), init_error(so, t)):
+        assert "trunc.gguf" in err and "past the end" in err
+    # a tensor missing
+    t = gguf_with(str(tmp_path / "missing.gguf"), src=src, drop=("blk.1.ffn_up.weight",))
+    for err in (compile_error(t, tmp_path), init_error(so, t)):
+        assert "blk.1.ffn_up.weight" in err and "missing" in err
+    # a tensor whose shape disagrees with the metadata
+    t = gguf_with(str(tmp_path / "shape.gguf"), src=src, reshape={"output_norm.weight": [128]})
+    for err in (compile_error(t, tmp_path), init_error(so, t)):
+        assert "output_norm.weight" in err and "[128]" in err
+    # an architecture ckc does not build
+    t = gguf_with(str(tmp_path / "arch.gguf"), src=src, arch="mamba")
+    err = compile_error(t, tmp_path)
+    assert '"mamba" is not supported' in err and "llama" in err
+    # a quant type ckc does not read (raw q3_K bytes of the right size)
+    import gguf
+    t = str(tmp_path / "q3k.gguf")
+    w = gguf.GGUFWriter(t, "llama")
+    w.add_uint32("llama.block_count", 1)
+    w.add_tensor("token_embd.weight", np.zeros((4, 110), np.uint8), raw_dtype=gguf.GGMLQuantizationType.Q3_K)
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    err = compile_error(t, tmp_path)
+    assert "token_embd.weight" in err and "q3_K" in err and "does not read" in err
+    # not a GGUF at all, with the suffix
+    (tmp_path / "text.gguf").write_text("hello, world")
+    assert "not a GGUF file" in init_error(so, str(tmp_path / "text.gguf"))
+
+
+def test_cli_refusals(llama_files, tmp_path):
+    src, _ = llama_files[1]["q4_K"]
+    r = subprocess.run([ckc.ckc_binary(), "compile", src, "--weights", "q8_0", "-o", str(tmp_path / "m.c")],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "a GGUF file's tensors are used in the formats it stores" in r.stderr
+    r = subprocess.run([ckc.ckc_binary(), "compile", src, "--train", "-o", str(tmp_path / "m.c")],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "--train needs float32 weights" in r.stderr
+    cfg = tmp_path / "gpt2.json"
+    cfg.write_text(json.dumps({"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 1, "vocab_size": 64,
+                               "n_positions": 32}))
+    r = subprocess.run([ckc.ckc_binary(), "quantize", str(cfg), "-o", str(tmp_path / "g.gguf")], capture_output=True,
+                       text=True)
+    assert r.returncode != 0 and "gpt2" in r.stderr and "no GGUF writer" in r.stderr
+    assert not (tmp_path / "g.gguf").exists()
