@@ -165,6 +165,11 @@ void AtomicFiles::add(const std::string &path, const std::string &contents)
 {
     std::error_code ec;
     fs::path dest(path);
+    // the output replaces a file by rename: never a device, a directory or a FIFO (`-o /dev/null` would
+    // replace the device node with a regular file)
+    auto st = fs::status(dest, ec);
+    if (!ec && fs::exists(st) && !fs::is_regular_file(st))
+        io_error(path + ": exists and is not a regular file; ckc writes its outputs as new files (choose a path)");
     if (dest.has_parent_path()) {
         fs::create_directories(dest.parent_path(), ec);
         if (ec) io_error(path + ": cannot create directory " + dest.parent_path().string() + ": " + ec.message());

@@ -176,3 +176,16 @@ def test_real_shaped_configs_plan_and_emit(config, tmp_path):
     assert src.count("static int ck_block(") == 1
     sh(f"cc -std=c99 -Wall -Wextra -pedantic -Werror -fsyntax-only -I runtime/include {out}")
     sh(f"cc -std=c99 -Wall -Wextra -pedantic -Werror -DCK_TRACE -fsyntax-only -I runtime/include {out}")
+
+
+def test_outputs_never_replace_a_non_regular_file(tmp_path):
+    """-o /dev/null once replaced the device node with a regular file (the output is renamed into place)."""
+    cfg = os.path.join(ROOT, "models", "tiny-llama", "config.json")
+    fifo = tmp_path / "pipe.c"
+    os.mkfifo(fifo)
+    (tmp_path / "dir.c").mkdir()
+    for dest in (str(fifo), str(tmp_path / "dir.c")):
+        p = ckc_run("compile", cfg, "-o", dest, check=False)
+        assert p.returncode != 0 and "is not a regular file" in p.stderr
+    assert fifo.is_fifo() and (tmp_path / "dir.c").is_dir()
+    assert not (tmp_path / "pipe.c.kernels").exists()
