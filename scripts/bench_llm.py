@@ -15,6 +15,16 @@ the same machine conditions (shared VMs drift), and reports medians. Logits of
 every contender are compared, so a fast wrong answer cannot pass.
 
     scripts/bench_llm.py [--config models/stories110m/config.json] [--threads 2] [--reps 7]
+
+Against llama.cpp (llama-cpp-python; scripts/llama_cpp.sh builds it once):
+    scripts/bench_llm.py --against llama.cpp [--formats f32,f16,q8_0,q4_0,q4_1,q4_K] [--gguf FILE]
+writes the random weights as one GGUF per format with `ckc quantize` (or takes
+--gguf, a published file), and both run that same file: ckc compiled from it,
+llama.cpp loading it. Prefill is 128 tokens with the last position's logits
+(what llama-bench measures), decode 64 steps; both at --threads, KV cache in
+f32 for both. Besides tokens/s and ratios it prints decode as a fraction of
+this machine's read bandwidth, measured in the same run (bytes of weights
+read per token / time per token).
 """
 import argparse
 import json
@@ -31,18 +41,36 @@ from ckc.contenders import configure_torch, worker_env
 
 # ---- worker: one contender, driven over stdin/stdout --------------------------
 
-def worker(kind, so, weights, config, threads, n_prefill, n_decode, logits_path):
+def worker(kind, so, weights, config, threads, n_prefill, n_decode, logits_path, vocab=None):
     import numpy as np
 
-    cfg = json.load(open(config))
-    toks = [int(t) for t in np.random.default_rng(0).integers(0, cfg["vocab_size"], max(n_prefill, 16 + n_decode))]
+    vocab = vocab or json.load(open(config))["vocab_size"]
+    toks = [int(t) for t in np.random.default_rng(0).integers(0, vocab, max(n_prefill, 16 + n_decode))]
     prompt = toks[:16]
-    if kind == "ckc":
+    last_only = weights.endswith(".gguf")  # the llama.cpp comparison: last-position logits, like llama-bench
+    if kind == "llama.cpp":
+        from llama_cpp import Llama
+        L = Llama(weights, n_ctx=max(n_prefill, 16 + n_decode) + 16, n_threads=threads, n_threads_batch=threads,
+                  n_batch=512, n_ubatch=512, type_k=0, type_v=0, verbose=False)
+
+        def prefill():
+            L.reset()
+            L.eval(toks[:n_prefill])  # without logits_all, llama-cpp-python keeps no scores: read the context's
+            return np.ctypeslib.as_array(L._ctx.get_logits(), shape=(1, L.n_vocab())).copy()
+
+        def decode():
+            L.reset()
+            L.eval(prompt)
+            t0 = time.perf_counter()
+            for i in range(n_decode):
+                L.eval([toks[16 + i]])
+            return time.perf_counter() - t0
+    elif kind == "ckc":
         m = ckc.LlmModel(so, weights, threads=threads)
 
         def prefill():
             m.kv_cache_disable()  # a fresh sequence from position 0
-            return m.forward(toks[:n_prefill])
+            return m.forward(toks[:n_prefill], last_only=last_only)
 
         def decode():
             m.kv_cache_enable(16 + n_decode)
@@ -80,6 +108,8 @@ def worker(kind, so, weights, config, threads, n_prefill, n_decode, logits_path)
             print(time.perf_counter() - t0, flush=True)
         elif cmd == "decode":
             print(decode(), flush=True)
+        elif cmd == "rss":  # peak resident memory of this worker, MiB
+            print(int([l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM")][0]) / 1024, flush=True)
         elif cmd == "quit":
             break
 
@@ -100,9 +130,16 @@ def main():
     ap.add_argument("--so", help=argparse.SUPPRESS)
     ap.add_argument("--weights", help=argparse.SUPPRESS)
     ap.add_argument("--logits", help=argparse.SUPPRESS)
+    ap.add_argument("--vocab", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--against", choices=["llama.cpp"], help="compare with llama.cpp on GGUF files instead")
+    ap.add_argument("--formats", default="f32,f16,q8_0,q4_0,q4_1,q4_K",
+                    help="--against llama.cpp: the formats to write the weights in (ckc quantize --type)")
+    ap.add_argument("--gguf", help="--against llama.cpp: a GGUF file to run instead of the random weights")
     a = ap.parse_args()
     if a.worker:
-        return worker(a.worker, a.so, a.weights, a.config, a.threads, a.prefill, a.decode, a.logits)
+        return worker(a.worker, a.so, a.weights, a.config, a.threads, a.prefill, a.decode, a.logits, a.vocab)
+    if a.against:
+        return against_llama_cpp(a)
 
     import numpy as np
 
@@ -162,6 +199,131 @@ def main():
     n_params = sum(v.size for v in safetensors.load(weights).values())
     print(f"decode streams {n_params * 4 / 1e6:.0f} MB of f32 weights per token: "
           f"{n_params * 4 * rate[kinds[0]]['decode'] / 1e9:.1f} GB/s for {kinds[0]}")
+
+
+# ---- ckc vs llama.cpp on GGUF files ------------------------------------------------
+
+BANDWIDTH_C = r"""
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+int main(void) {
+    size_t n = (size_t)1 << 28; /* 1 GiB of floats: far beyond the caches */
+    float *a = malloc(n * sizeof *a), best = 0;
+    size_t i;
+    int rep;
+    for (i = 0; i < n; i++) a[i] = (float)(i & 7);
+    for (rep = 0; rep < 5; rep++) {
+        double t0 = omp_get_wtime(), s = 0;
+#pragma omp parallel for simd reduction(+ : s)
+        for (i = 0; i < n; i++) s += a[i];
+        double gbs = n * sizeof *a / (omp_get_wtime() - t0) / 1e9;
+        if (s < 0) puts("");
+        if (gbs > best) best = (float)gbs;
+    }
+    printf("%f\n", best);
+    return 0;
+}
+"""
+
+
+def read_bandwidth(threads, folder):
+    """GB/s of a streaming read with `threads` threads (the best of 5 passes over 1 GiB)."""
+    src, exe = os.path.join(folder, "bandwidth.c"), os.path.join(folder, "bandwidth")
+    with open(src, "w") as f:
+        f.write(BANDWIDTH_C)
+    subprocess.run(["cc", "-O3", "-mavx2", "-fopenmp", src, "-o", exe], check=True)
+    out = subprocess.run([exe], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, OMP_NUM_THREADS=str(threads))).stdout
+    return float(out)
+
+
+def decode_bytes(path):
+    """Bytes of weights one decode step reads: every tensor but the token embedding's unread rows."""
+    import gguf
+    r = gguf.GGUFReader(path)
+    names = {t.name for t in r.tensors}
+    total = 0
+    for t in r.tensors:
+        if t.name == "token_embd.weight" and "output.weight" in names:
+            total += int(t.n_bytes) // int(t.shape[1])  # one row
+        else:
+            total += int(t.n_bytes)
+    return total, int(next(t for t in r.tensors if t.name == "token_embd.weight").shape[1])
+
+
+def against_llama_cpp(a):
+    import numpy as np
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    subprocess.run([os.path.join(here, "llama_cpp.sh")], check=True, stdout=sys.stderr)
+    name = "gguf-" + (os.path.basename(a.gguf) if a.gguf else
+                      os.path.basename(os.path.dirname(os.path.abspath(a.config))))
+    out = os.path.join(a.out, name)
+    os.makedirs(out, exist_ok=True)
+    files = {}
+    if a.gguf:
+        files[os.path.basename(a.gguf)] = os.path.abspath(a.gguf)
+    else:
+        weights = os.path.join(out, "weights")
+        if not os.path.exists(os.path.join(weights, "model.safetensors")):
+            ckc.random_weights(a.config, weights, seed=0)
+        for f in a.formats.split(","):
+            path = os.path.join(out, f"model.{f}.gguf")
+            if not os.path.exists(path):
+                print(f"== ckc quantize --type {f}", file=sys.stderr)
+                ckc.build.run([ckc.ckc_binary(), "quantize", weights, "-o", path, "--type", f])
+            files[f] = path
+    sos = {f: ckc.build_library(ckc.compile_model(p, os.path.join(out, "c-" + f))) for f, p in files.items()}
+    print("== measuring the read bandwidth", file=sys.stderr)
+    bw = read_bandwidth(a.threads, out)
+
+    procs = {}
+    for f, path in files.items():
+        vocab = decode_bytes(path)[1]
+        for k in ("ckc", "llama.cpp"):
+            cmd = [sys.executable, os.path.abspath(__file__), "--worker", k, "--so", sos[f], "--weights", path,
+                   "--config", a.config, "--threads", str(a.threads), "--prefill", str(a.prefill),
+                   "--decode", str(a.decode), "--vocab", str(vocab),
+                   "--logits", os.path.join(out, f"logits-{f}-{k}.npy")]
+            procs[f, k] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                           env=worker_env("ckc", os.environ))
+    for key, p in procs.items():
+        if p.stdout.readline().strip() != "ready":
+            sys.exit(f"worker {key} failed to start")
+
+    def ask(key, cmd):
+        procs[key].stdin.write(cmd + "\n")
+        procs[key].stdin.flush()
+        return float(procs[key].stdout.readline())
+
+    times = {key: {"prefill": [], "decode": []} for key in procs}
+    for rep in range(a.reps):
+        for what in ("prefill", "decode"):
+            for key in procs:  # round-robin over formats and contenders
+                times[key][what].append(ask(key, what))
+        print(f"== rep {rep + 1}/{a.reps}", file=sys.stderr)
+    rss = {key: ask(key, "rss") for key in procs}
+    for p in procs.values():
+        p.stdin.write("quit\n")
+        p.stdin.flush()
+        p.wait()
+
+    print(f"\n{name}: {a.threads} threads, median of {a.reps} interleaved runs; prefill {a.prefill} tokens "
+          f"(last-position logits), decode {a.decode} steps; read bandwidth {bw:.1f} GB/s")
+    print(f"{'format':10}{'MB':>7} | {'prefill tok/s':>13}{'llama.cpp':>11}{'ratio':>7} | {'decode tok/s':>12}"
+          f"{'llama.cpp':>11}{'ratio':>7} | {'ckc %bw':>8}{'l.cpp %bw':>10} | {'RSS MiB':>8}{'l.cpp':>7} | logits")
+    for f, path in files.items():
+        nb = decode_bytes(path)[0]
+        r = {k: {w: (a.prefill if w == "prefill" else a.decode) / statistics.median(times[f, k][w])
+                 for w in ("prefill", "decode")} for k in ("ckc", "llama.cpp")}
+        la, lb = (np.load(os.path.join(out, f"logits-{f}-{k}.npy")).reshape(-1) for k in ("ckc", "llama.cpp"))
+        agree = "same top-1" if la.argmax() == lb.argmax() else "top-1 differs"
+        print(f"{f:10}{os.path.getsize(path) / 1e6:7.0f} | {r['ckc']['prefill']:13.1f}{r['llama.cpp']['prefill']:11.1f}"
+              f"{r['ckc']['prefill'] / r['llama.cpp']['prefill']:6.2f}x | {r['ckc']['decode']:12.1f}"
+              f"{r['llama.cpp']['decode']:11.1f}{r['ckc']['decode'] / r['llama.cpp']['decode']:6.2f}x | "
+              f"{100 * nb * r['ckc']['decode'] / 1e9 / bw:7.0f}%{100 * nb * r['llama.cpp']['decode'] / 1e9 / bw:9.0f}% | "
+              f"{rss[f, 'ckc']:8.0f}{rss[f, 'llama.cpp']:7.0f} | max|diff| {np.max(np.abs(la - lb)):.2e}, {agree}")
 
 
 if __name__ == "__main__":
