@@ -606,14 +606,18 @@ void ck_dequantize_row(int type, const void *vx, float *y, int64_t n)
         return;
     case CK_Q_Q8_0: {
         const ck_block_q8_0 *x = (const ck_block_q8_0 *)vx;
-        for (i = 0; i < nb; i++, y += CK_QK)
-            for (j = 0; j < CK_QK; j++) y[j] = x[i].qs[j] * FP16(x[i].d);
+        for (i = 0; i < nb; i++, y += CK_QK) {
+            const float d = FP16(x[i].d);
+            for (j = 0; j < CK_QK; j++) y[j] = x[i].qs[j] * d;
+        }
         return;
     }
     case CK_Q_Q8_1: {
         const ck_block_q8_1 *x = (const ck_block_q8_1 *)vx;
-        for (i = 0; i < nb; i++, y += CK_QK)
-            for (j = 0; j < CK_QK; j++) y[j] = x[i].qs[j] * FP16(x[i].d);
+        for (i = 0; i < nb; i++, y += CK_QK) {
+            const float d = FP16(x[i].d);
+            for (j = 0; j < CK_QK; j++) y[j] = x[i].qs[j] * d;
+        }
         return;
     }
     case CK_Q_Q4_0: {
