@@ -417,6 +417,7 @@ int run_quantize(const QuantizeArgs &a)
     QuantizeOptions o;
     o.type = a.type;
     o.progress = isatty(2) ? &std::cerr : nullptr;  // a line rewritten per tensor: only on a terminal
+    o.progress_notes = &std::cerr;
     size_t n = quantize_to_gguf(a.input, a.out, o);
     std::cerr << fmt::format("ckc: wrote {} tensors to {} ({})\n", n, a.out, a.type);
     return 0;

@@ -92,8 +92,6 @@ size_t quantize_to_gguf(const std::string &folder, const std::string &out_path, 
     if (c.rope.type != "default" && c.rope.type != "linear")
         input_error(fmt::format("{}: rope_scaling \"{}\" cannot be written to GGUF yet", config, c.rope.type));
     Program p = build_from_hf_config(config);
-    Checkpoint ck(dir);
-    ck_checkpoint_set_optional_prefix(ck.ck, p.info.optional_prefix.c_str());
 
     GgufWriter w;
     const std::string a = arch->arch;
@@ -108,9 +106,12 @@ size_t quantize_to_gguf(const std::string &folder, const std::string &out_path, 
     w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(c.intermediate_size));
     w.set_u32(a + ".attention.head_count", static_cast<uint32_t>(c.n_heads));
     w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(c.n_kv_heads));
-    w.set_f32(a + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.norm_eps));
-    w.set_f32(a + ".rope.freq_base", static_cast<float>(c.rope.theta));
-    w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(c.rope.rot_dim));
+    w.set_f32(a + (arch->layer_norm ? ".attention.layer_norm_epsilon" : ".attention.layer_norm_rms_epsilon"),
+              static_cast<float>(c.norm_eps));
+    if (c.rope.rot_dim > 0) {
+        w.set_f32(a + ".rope.freq_base", static_cast<float>(c.rope.theta));
+        w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(c.rope.rot_dim));
+    }
     if (c.head_dim * c.n_heads != c.hidden_size) {
         w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
         w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
@@ -120,8 +121,17 @@ size_t quantize_to_gguf(const std::string &folder, const std::string &out_path, 
         w.set_f32(a + ".rope.scaling.factor", static_cast<float>(c.rope.factor));
     }
     w.set_u32(a + ".vocab_size", static_cast<uint32_t>(c.vocab_size));
+    if (arch->write_extra) arch->write_extra(r, c, w);
+    if (c.model_type == "mistral" && r.has("sliding_window") && !r.is_null("sliding_window") && o.progress_notes)
+        *o.progress_notes << fmt::format("ckc: note: {}: sliding_window {} has no GGUF key in the llama architecture "
+                                         "llama.cpp uses for Mistral; the file attends to the whole context "
+                                         "(the same as the model below {} tokens)\n",
+                                         config, r.positive_int("sliding_window"), r.positive_int("sliding_window"));
     // the tokenizer is not converted yet: llama.cpp then runs on token ids with a vocabulary of placeholders
     w.set_str("tokenizer.ggml.model", "none");
+
+    Checkpoint ck(dir);  // after the metadata: a config GGUF cannot hold is refused before any weight is read
+    ck_checkpoint_set_optional_prefix(ck.ck, p.info.optional_prefix.c_str());
 
     // every checkpoint tensor the model reads, once (tied embeddings appear under one name)
     struct Item { std::string hf, gg; Shape shape; bool transposed; bool block; };
@@ -161,15 +171,21 @@ size_t quantize_to_gguf(const std::string &folder, const std::string &out_path, 
         if (ck_weights_load(ck.ck, &spec, static_cast<int>(layer), &f, &store, err, sizeof err)) input_error(err);
         Shape shape = it->shape;
         if (it->transposed) shape = {shape[1], shape[0]};
-        std::vector<float> permuted;
+        std::vector<float> changed;
         bool is_q = ends_with(it->hf, "q_proj.weight"), is_k = ends_with(it->hf, "k_proj.weight");
         if (arch->permuted_qk && (is_q || is_k)) {
-            permuted = permute_rows(f, shape[0], shape[1], is_q ? c.n_heads : c.n_kv_heads);
-            f = permuted.data();
+            changed = permute_rows(f, shape[0], shape[1], is_q ? c.n_heads : c.n_kv_heads);
+            f = changed.data();
+        }
+        if (arch->norm_plus_one && shape.size() == 1 && ends_with(it->hf, "norm.weight")) {  // Gemma's 1 + w
+            changed.assign(f, f + shape[0]);
+            for (float &v : changed) v += 1.0f;
+            f = changed.data();
         }
         int64_t K = shape.back(), rows = 1;
         for (size_t d = 0; d + 1 < shape.size(); d++) rows *= shape[d];
-        int type = shape.size() == 2 ? row_type(want, K) : CK_Q_F32;
+        // matrices in the format; vectors and GPT-2's learned positions (added, not multiplied) in f32
+        int type = shape.size() == 2 && gg_name != "position_embd.weight" ? row_type(want, K) : CK_Q_F32;
         size_t rb = ck_qtype_row_bytes(type, K);
         std::vector<uint8_t> data(rb * static_cast<size_t>(rows));
         for (int64_t row = 0; row < rows; row++)

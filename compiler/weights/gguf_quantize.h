@@ -11,7 +11,8 @@ namespace ckc {
 
 struct QuantizeOptions {
     std::string type = "q8_0";  // f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K
-    std::ostream *progress = nullptr;
+    std::ostream *progress = nullptr;        // a line per tensor (a terminal)
+    std::ostream *progress_notes = nullptr;  // what the user should know about the written file
 };
 
 // folder: config.json + safetensors (single, sharded, or any dtype ckc reads).

@@ -20,12 +20,10 @@ import pytest
 import torch
 
 import ckc
-from conftest import prompt, tiny
+from conftest import ROOT, prompt, tiny
 from references import hf_reference, smollm2_gguf
 
 LLAMA = tiny(vocab_size=512, hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=2)
-QWEN2 = tiny(model_type="qwen2", vocab_size=512, hidden_size=256, intermediate_size=512, num_attention_heads=4,
-             num_key_value_heads=2, tie_word_embeddings=True)
 TYPES = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K"]
 
 
@@ -97,13 +95,35 @@ def test_quantized_gguf_gives_transformers_logits_of_its_dequantized_weights(lla
     assert rel_max(got, want) < 1e-4
 
 
-def test_qwen2_gguf(build, tmp_path):
-    ref = build(QWEN2, std=0.05)
-    g = quantize(ref.weights, str(tmp_path / "qwen2.q8_0.gguf"), "q8_0")
+def family_config(name):
+    cfg = json.load(open(os.path.join(ROOT, "models", f"tiny-{name}", "config.json")))
+    if name == "gemma2":  # llama.cpp derives gemma2's attention scale from head_dim (ckc quantize refuses others)
+        cfg["query_pre_attn_scalar"] = cfg["head_dim"]
+    return cfg
+
+
+FAMILIES = ["qwen2", "gemma", "gemma2", "phi3", "phi", "gpt2"]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("qtype", ["f32", "q8_0"])
+def test_every_family_through_gguf(build, tmp_path, family, qtype):
+    """GGUF written by ckc quantize, compiled from the file: the logits of the config.json path (same format)."""
+    cfg = family_config(family)
+    ref = build(cfg, std=0.05)
+    g = quantize(ref.weights, str(tmp_path / f"{family}.{qtype}.gguf"), qtype)
     so = compile_gguf(g, str(tmp_path / "c"))
-    ids = prompt(32, QWEN2["vocab_size"], seed=6)
-    st = build(QWEN2, args=("--weights", "q8_0"), std=0.05)
+    ids = prompt(24, cfg["vocab_size"], seed=6)
+    st = build(cfg, args=() if qtype == "f32" else ("--weights", qtype), std=0.05)
     assert rel_max(ckc.LlmModel(so, g).forward(ids), st.model(weights=ref.weights).forward(ids)) < 1e-4
+
+
+def test_mistral_window_is_noted(build, tmp_path):
+    cfg = json.load(open(os.path.join(ROOT, "models", "tiny-mistral", "config.json")))
+    ref = build(cfg, std=0.05)
+    r = subprocess.run([ckc.ckc_binary(), "quantize", ref.weights, "-o", str(tmp_path / "m.gguf")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "sliding_window" in r.stderr and "has no GGUF key" in r.stderr
 
 
 @pytest.mark.slow  # downloads the 93 MB model once (cached)
@@ -225,9 +245,10 @@ def test_cli_refusals(llama_files, tmp_path):
                        capture_output=True, text=True)
     assert r.returncode != 0 and "--train needs float32 weights" in r.stderr
     cfg = tmp_path / "gpt2.json"
-    cfg.write_text(json.dumps({"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 1, "vocab_size": 64,
-                               "n_positions": 32}))
+    g2 = family_config("gemma2")
+    g2["query_pre_attn_scalar"] = 24
+    cfg.write_text(json.dumps(g2))
     r = subprocess.run([ckc.ckc_binary(), "quantize", str(cfg), "-o", str(tmp_path / "g.gguf")], capture_output=True,
                        text=True)
-    assert r.returncode != 0 and "gpt2" in r.stderr and "no GGUF writer" in r.stderr
+    assert r.returncode != 0 and "query_pre_attn_scalar" in r.stderr and "llama.cpp" in r.stderr
     assert not (tmp_path / "g.gguf").exists()

@@ -84,6 +84,24 @@ def test_ckc_gguf_in_llama_cpp_gives_ckc_logits(tiny_model, qtype):
     assert nmse < {"f32": 1e-10, "f16": 2e-6}.get(qtype, 2e-4)
 
 
+@pytest.mark.parametrize("family", ["qwen2", "gemma", "gemma2", "phi3", "phi", "gpt2", "mistral"])
+def test_every_family_in_llama_cpp(build, tmp_path, family):
+    """ckc quantize's conventions per architecture (names, norms stored as 1 + w, transposes, keys) are llama.cpp's:
+    the f32 file gives the same logits in both. 12 tokens: inside every tiny config's sliding window (llama.cpp's
+    window convention is not HF's, and the llama architecture has none for Mistral)."""
+    from test_gguf import family_config
+    cfg = family_config(family)
+    ref = build(cfg, std=0.05)
+    g = quantize(ref.weights, str(tmp_path / f"{family}.gguf"), "f32")
+    so = ckc.build_library(ckc.compile_model(g, str(tmp_path / "c")))
+    ids = prompt(12, cfg["vocab_size"], seed=12)
+    want, _ = llama_cpp_logits(g, ids, n_ctx=64)
+    got = ckc.LlmModel(so, g).forward(ids)
+    err = float(np.max(np.abs(got - want)) / max(1.0, np.max(np.abs(want))))
+    print(f"{family}: max |ckc - llama.cpp| {err:.2e} of the largest logit")
+    assert err < 2e-3  # measured <= 1.4e-3 (gemma2: llama.cpp's GELU runs through an f16 table)
+
+
 def test_smollm2_against_llama_cpp(tmp_path):
     path = smollm2_gguf()
     so = ckc.build_library(ckc.compile_model(path, str(tmp_path / "smol")))

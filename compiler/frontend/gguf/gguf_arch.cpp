@@ -1,28 +1,28 @@
-// gguf_arch.cpp — the architecture table (llama.cpp's gguf-py tensor map and
-// its convert_hf_to_gguf.py, restricted to what ckc's families build).
+// gguf_arch.cpp — the architecture table (llama.cpp's gguf-py tensor map,
+// its convert_hf_to_gguf.py and llama-model.cpp, restricted to what ckc's
+// families build).
 #include "frontend/gguf/gguf_arch.h"
+
+#include <cmath>
+
+#include "support/error.h"
+#include "weights/gguf_writer.h"
 
 namespace ckc {
 
 namespace {
 
-// Names shared by the Llama-like layouts (model.layers.{L}.* -> blk.{L}.*).
-std::vector<std::pair<std::string, std::string>> llama_names()
+using Names = std::vector<std::pair<std::string, std::string>>;
+
+// The Llama-like layout (model.layers.{L}.* -> blk.{L}.*), with `more` appended.
+Names llama_names(Names more = {})
 {
     const std::string L = "model.layers.{L}.", B = "blk.{L}.";
-    return {
+    Names n = {
         {"model.embed_tokens.weight", "token_embd.weight"},
         {"model.norm.weight", "output_norm.weight"},
         {"lm_head.weight", "output.weight"},
         {L + "input_layernorm.weight", B + "attn_norm.weight"},
-        {L + "self_attn.q_proj.weight", B + "attn_q.weight"},
-        {L + "self_attn.k_proj.weight", B + "attn_k.weight"},
-        {L + "self_attn.v_proj.weight", B + "attn_v.weight"},
-        {L + "self_attn.q_proj.bias", B + "attn_q.bias"},
-        {L + "self_attn.k_proj.bias", B + "attn_k.bias"},
-        {L + "self_attn.v_proj.bias", B + "attn_v.bias"},
-        {L + "self_attn.o_proj.weight", B + "attn_output.weight"},
-        {L + "self_attn.o_proj.bias", B + "attn_output.bias"},
         {L + "post_attention_layernorm.weight", B + "ffn_norm.weight"},
         {L + "mlp.gate_proj.weight", B + "ffn_gate.weight"},
         {L + "mlp.up_proj.weight", B + "ffn_up.weight"},
@@ -30,18 +30,160 @@ std::vector<std::pair<std::string, std::string>> llama_names()
         {L + "mlp.gate_proj.bias", B + "ffn_gate.bias"},
         {L + "mlp.up_proj.bias", B + "ffn_up.bias"},
         {L + "mlp.down_proj.bias", B + "ffn_down.bias"},
+        {L + "self_attn.o_proj.weight", B + "attn_output.weight"},
+        {L + "self_attn.o_proj.bias", B + "attn_output.bias"},
     };
+    for (const char *p : {"q", "k", "v"})
+        for (const char *w : {"weight", "bias"})
+            n.push_back({L + "self_attn." + p + "_proj." + w, B + "attn_" + p + "." + w});
+    n.insert(n.end(), more.begin(), more.end());
+    return n;
+}
+
+// the HF key `key` of cfg from "<arch>.<gguf>" when the file has it
+void copy_number(const GgufNumber &get, nlohmann::json &cfg, const char *gguf, const char *key)
+{
+    if (auto v = get(gguf)) cfg[key] = *v;
+}
+
+GgufArch row(const char *arch, const char *model_type)
+{
+    GgufArch a;
+    a.arch = arch;
+    a.model_type = model_type;
+    return a;
 }
 
 }  // namespace
 
 const std::vector<GgufArch> &gguf_archs()
 {
-    static const std::vector<GgufArch> table = {
+    static const std::vector<GgufArch> table = [] {
+        std::vector<GgufArch> t;
         // Llama 2/3, TinyLlama, SmolLM, and Mistral (llama.cpp writes HF Mistral as "llama")
-        {"llama", "llama", true, llama_names()},
-        {"qwen2", "qwen2", false, llama_names()},
-    };
+        GgufArch llama = row("llama", "llama");
+        llama.permuted_qk = true;
+        llama.names = llama_names();
+        t.push_back(llama);
+
+        GgufArch qwen2 = row("qwen2", "qwen2");
+        qwen2.names = llama_names();
+        t.push_back(qwen2);
+
+        GgufArch gemma = row("gemma", "gemma");
+        gemma.norm_plus_one = true;
+        gemma.names = llama_names();
+        gemma.read_extra = [](const GgufNumber &, nlohmann::json &cfg) {
+            cfg["hidden_activation"] = "gelu_pytorch_tanh";
+        };
+        t.push_back(gemma);
+
+        GgufArch gemma2 = row("gemma2", "gemma2");
+        gemma2.norm_plus_one = true;
+        {
+            const std::string L = "model.layers.{L}.", B = "blk.{L}.";
+            Names n = llama_names({{L + "pre_feedforward_layernorm.weight", B + "ffn_norm.weight"},
+                                   {L + "post_feedforward_layernorm.weight", B + "post_ffw_norm.weight"}});
+            for (auto &p : n)  // post_attention_layernorm is a sandwich norm here, not the MLP's input norm
+                if (p.first == L + "post_attention_layernorm.weight") p.second = B + "post_attention_norm.weight";
+            gemma2.names = n;
+        }
+        gemma2.read_extra = [](const GgufNumber &get, nlohmann::json &cfg) {
+            cfg["hidden_activation"] = "gelu_pytorch_tanh";
+            copy_number(get, cfg, "attn_logit_softcapping", "attn_logit_softcapping");
+            copy_number(get, cfg, "final_logit_softcapping", "final_logit_softcapping");
+            copy_number(get, cfg, "attention.sliding_window", "sliding_window");
+            // llama.cpp derives the attention scale: 1/sqrt(head_dim), but n_embd/n_head for the 27B shape
+            int64_t hidden = cfg["hidden_size"], heads = cfg["num_attention_heads"], layers = cfg["num_hidden_layers"];
+            int64_t hd = cfg.contains("head_dim") ? cfg["head_dim"].get<int64_t>() : hidden / heads;
+            cfg["query_pre_attn_scalar"] = hidden == 4608 && layers == 46 ? hidden / heads : hd;
+        };
+        gemma2.write_extra = [](const ConfigReader &r, const LlmConfig &c, GgufWriter &w) {
+            double q = r.positive_number("query_pre_attn_scalar", 256);
+            bool is27b = c.hidden_size == 4608 && c.n_layers == 46;
+            if (q != static_cast<double>(is27b ? c.hidden_size / c.n_heads : c.head_dim))
+                r.fail("query_pre_attn_scalar", "differs from head_dim; llama.cpp's gemma2 derives the attention scale "
+                                                "from head_dim, so this model cannot be written to GGUF");
+            w.set_f32("gemma2.attn_logit_softcapping", static_cast<float>(r.number("attn_logit_softcapping", 50.0)));
+            w.set_f32("gemma2.final_logit_softcapping", static_cast<float>(r.number("final_logit_softcapping", 30.0)));
+            w.set_u32("gemma2.attention.sliding_window", static_cast<uint32_t>(r.positive_int("sliding_window", 4096)));
+        };
+        t.push_back(gemma2);
+
+        GgufArch phi3 = row("phi3", "phi3");
+        {
+            const std::string L = "model.layers.{L}.", B = "blk.{L}.";
+            phi3.names = llama_names({{L + "self_attn.qkv_proj.weight", B + "attn_qkv.weight"},
+                                      {L + "mlp.gate_up_proj.weight", B + "ffn_up.weight"}});
+        }
+        phi3.read_extra = [](const GgufNumber &get, nlohmann::json &cfg) {
+            copy_number(get, cfg, "attention.sliding_window", "sliding_window");
+        };
+        phi3.write_extra = [](const ConfigReader &r, const LlmConfig &, GgufWriter &w) {
+            if (r.has("sliding_window"))
+                w.set_u32("phi3.attention.sliding_window", static_cast<uint32_t>(r.positive_int("sliding_window")));
+        };
+        t.push_back(phi3);
+
+        GgufArch phi2 = row("phi2", "phi");
+        phi2.layer_norm = true;
+        phi2.eps = "layer_norm_eps";
+        {
+            const std::string L = "model.layers.{L}.", B = "blk.{L}.";
+            Names n = llama_names({{L + "self_attn.dense.weight", B + "attn_output.weight"},
+                                   {L + "self_attn.dense.bias", B + "attn_output.bias"},
+                                   {L + "mlp.fc1.weight", B + "ffn_up.weight"},
+                                   {L + "mlp.fc1.bias", B + "ffn_up.bias"},
+                                   {L + "mlp.fc2.weight", B + "ffn_down.weight"},
+                                   {L + "mlp.fc2.bias", B + "ffn_down.bias"},
+                                   {L + "input_layernorm.bias", B + "attn_norm.bias"},
+                                   {"model.final_layernorm.weight", "output_norm.weight"},
+                                   {"model.final_layernorm.bias", "output_norm.bias"},
+                                   {"lm_head.bias", "output.bias"}});
+            phi2.names = n;
+        }
+        phi2.read_extra = [](const GgufNumber &get, nlohmann::json &cfg) {
+            cfg["hidden_act"] = "gelu_new";
+            int64_t hd = cfg["hidden_size"].get<int64_t>() / cfg["num_attention_heads"].get<int64_t>();
+            if (auto rot = get("rope.dimension_count")) cfg["partial_rotary_factor"] = *rot / static_cast<double>(hd);
+        };
+        t.push_back(phi2);
+
+        GgufArch gpt2 = row("gpt2", "gpt2");
+        gpt2.layer_norm = true;
+        gpt2.hidden = "n_embd";
+        gpt2.ffn = "n_inner";
+        gpt2.layers = "n_layer";
+        gpt2.heads = "n_head";
+        gpt2.kv_heads = nullptr;
+        gpt2.context = "n_positions";
+        gpt2.eps = "layer_norm_epsilon";
+        {
+            const std::string L = "transformer.h.{L}.", B = "blk.{L}.";
+            gpt2.names = {{"transformer.wte.weight", "token_embd.weight"},
+                          {"transformer.wpe.weight", "position_embd.weight"},
+                          {"transformer.ln_f.weight", "output_norm.weight"},
+                          {"transformer.ln_f.bias", "output_norm.bias"},
+                          {"lm_head.weight", "output.weight"},
+                          {L + "ln_1.weight", B + "attn_norm.weight"},
+                          {L + "ln_1.bias", B + "attn_norm.bias"},
+                          {L + "attn.c_attn.weight", B + "attn_qkv.weight"},
+                          {L + "attn.c_attn.bias", B + "attn_qkv.bias"},
+                          {L + "attn.c_proj.weight", B + "attn_output.weight"},
+                          {L + "attn.c_proj.bias", B + "attn_output.bias"},
+                          {L + "ln_2.weight", B + "ffn_norm.weight"},
+                          {L + "ln_2.bias", B + "ffn_norm.bias"},
+                          {L + "mlp.c_fc.weight", B + "ffn_up.weight"},
+                          {L + "mlp.c_fc.bias", B + "ffn_up.bias"},
+                          {L + "mlp.c_proj.weight", B + "ffn_down.weight"},
+                          {L + "mlp.c_proj.bias", B + "ffn_down.bias"}};
+            gpt2.transposed = {L + "attn.c_attn.weight", L + "attn.c_proj.weight", L + "mlp.c_fc.weight",
+                               L + "mlp.c_proj.weight"};
+        }
+        gpt2.read_extra = [](const GgufNumber &, nlohmann::json &cfg) { cfg["activation_function"] = "gelu_new"; };
+        t.push_back(gpt2);
+        return t;
+    }();
     return table;
 }
 
@@ -65,6 +207,13 @@ std::string gguf_tensor_name(const GgufArch &a, const std::string &hf_name)
     for (const auto &[hf, gg] : a.names)
         if (hf == hf_name) return gg;
     return "";
+}
+
+bool gguf_transposed(const GgufArch &a, const std::string &hf_name)
+{
+    for (const auto &t : a.transposed)
+        if (t == hf_name) return true;
+    return false;
 }
 
 std::vector<std::string> gguf_arch_names()

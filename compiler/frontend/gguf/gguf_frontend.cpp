@@ -90,14 +90,15 @@ nlohmann::json config_of(const ck_checkpoint *ck, const std::string &path, const
     Meta m(ck, path, name);
     nlohmann::json c;
     c["model_type"] = arch.model_type;
-    c["hidden_size"] = m.required("embedding_length");
-    c["intermediate_size"] = m.required("feed_forward_length");
-    c["num_hidden_layers"] = m.required("block_count");
+    c[arch.hidden] = m.required("embedding_length");
+    c[arch.ffn] = m.required("feed_forward_length");
+    c[arch.layers] = m.required("block_count");
     int64_t heads = m.required("attention.head_count");
-    c["num_attention_heads"] = heads;
-    c["num_key_value_heads"] = m.integer("attention.head_count_kv").value_or(heads);
-    c["max_position_embeddings"] = m.required("context_length");
-    if (auto eps = m.number("attention.layer_norm_rms_epsilon")) c["rms_norm_eps"] = *eps;
+    c[arch.heads] = heads;
+    if (arch.kv_heads) c[arch.kv_heads] = m.integer("attention.head_count_kv").value_or(heads);
+    c[arch.context] = m.required("context_length");
+    std::string eps_key = arch.layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
+    if (auto eps = m.number(eps_key)) c[arch.eps] = *eps;
     if (auto theta = m.number("rope.freq_base")) c["rope_theta"] = *theta;
     if (auto kl = m.integer("attention.key_length")) c["head_dim"] = *kl;
     if (auto type = m.string(m.key("rope.scaling.type"))) {
@@ -110,13 +111,15 @@ nlohmann::json config_of(const ck_checkpoint *ck, const std::string &path, const
                                     m.key("rope.scaling.type"), *type));
         }
     }
-    if (ck_checkpoint_find(ck, "rope_freqs.weight"))
-        input_error(path + ": tensor 'rope_freqs.weight' (Llama 3's frequency scaling stored as factors) is not "
-                           "supported yet");
+    for (const char *t : {"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"})
+        if (ck_checkpoint_find(ck, t))
+            input_error(fmt::format("{}: tensor '{}' (RoPE frequency factors: Llama 3 / LongRoPE scaling) is not "
+                                    "supported yet", path, t));
     const ck_tensor_info *emb = ck_checkpoint_find(ck, "token_embd.weight");
     if (!emb || emb->ndim != 2) input_error(path + ": tensor 'token_embd.weight' is missing (or not a matrix)");
     c["vocab_size"] = emb->shape[0];
     c["tie_word_embeddings"] = ck_checkpoint_find(ck, "output.weight") == nullptr;
+    if (arch.read_extra) arch.read_extra([&](const std::string &k) { return m.number(k); }, c);
     return c;
 }
 
@@ -161,6 +164,10 @@ Program build_from_gguf(const std::string &path, const HfOptions &opts)
                 std::string gg = gguf_tensor_name(arch, t.source.parts[i]);
                 if (gg.empty())
                     internal_error(fmt::format("gguf: {} has no GGUF name for weight '{}'", arch.arch, t.source.parts[i]));
+                if (gguf_transposed(arch, t.source.parts[i])) {  // GGUF keeps it [out, in], as nn.Linear
+                    t.source.transposed = false;
+                    t.source.part_shapes[i] = {t.source.part_shapes[i][1], t.source.part_shapes[i][0]};
+                }
                 t.source.parts[i] = gg;
                 const Shape &want = t.source.part_shapes[i];
                 for (int64_t layer = 0; layer < (s == Section::Block ? p.info.n_layers : 1); layer++) {
@@ -177,6 +184,9 @@ Program build_from_gguf(const std::string &path, const HfOptions &opts)
         if (arch.permuted_qk)  // the file's q/k rows pair dims (2i, 2i + 1): see runtime/kernels/rope.c
             for (const Node &n : g.nodes())
                 if (n.op == Op::ROPE) g.edit(n.name).attrs["interleaved"] = int64_t(1);
+        if (arch.norm_plus_one)  // the file holds Gemma's 1 + w already
+            for (const Node &n : g.nodes())
+                if (n.op == Op::RMSNORM) g.edit(n.name).attrs["w_offset"] = 0.0;
     }
     for (Section s : kSections) p.section(s).verify(std::string("front end, ") + Program::section_name(s));
     return p;
