@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test: installs dependencies, builds, runs the whole suite under
+# Runs every test: installs dependencies (and llama.cpp unless CKC_SKIP_SLOW=1), builds, runs the whole suite under
 # ctest (unit, kernel and runtime tests + Python parity against PyTorch), then
 # the compiler and runtime tests again under AddressSanitizer +
 # UndefinedBehaviorSanitizer (including a generated model run end to end).
@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 JOBS=$(nproc)
 
 scripts/install_deps.sh
+# llama.cpp, the reference of the GGUF tests (built from source once, cached outside the repository)
+if [ -z "${CKC_SKIP_SLOW:-}" ]; then scripts/llama_cpp.sh; fi
 
 echo "== build (Release) and run all tests"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null

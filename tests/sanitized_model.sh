@@ -1,7 +1,7 @@
 #!/bin/sh
 # Generated models built with AddressSanitizer + UndefinedBehaviorSanitizer:
 # generation through main() for several families, the ABI's error paths
-# (tests/c/api_check.c), a corrupt checkpoint, and an exported graph through
+# (tests/c/api_check.c), GGUF and converted stored formats, a corrupt checkpoint and GGUF, and an exported graph through
 # the ck_graph ABI (tests/c/graph_check.c). Any sanitizer report fails the test.
 #   sanitized_model.sh CKC_BINARY WORKDIR [PYTHON]   (run from the repository root)
 set -eu
@@ -51,6 +51,29 @@ for fam in gpt2 gemma2 phi qwen2; do
     "$OUT/$fam/model" "$OUT/$fam/weights" -n 20 -t 2 1 2 3 > "$OUT/$fam/generated.txt" 2> "$OUT/$fam/stderr.txt"
     echo "$fam: $(cat "$OUT/$fam/generated.txt")"
 done
+
+# stored formats: GGUF files written by ckc quantize (q4_K with q5_0/f16 fallbacks, q6_K, q4_1 for the tiny
+# shapes) compiled from the file and run from the mapping, and --weights q8_0 converting safetensors at init;
+# then a truncated GGUF: a clean error, no sanitizer report
+for q in q4_K q6_K q4_1; do
+    "$CKC" quantize "$OUT/weights" -o "$OUT/gguf-$q/model.gguf" --type $q 2>/dev/null
+    "$CKC" compile "$OUT/gguf-$q/model.gguf" -o "$OUT/gguf-$q/model.c"
+    cc $SAN -DCK_MODEL_MAIN -I runtime/include "$OUT/gguf-$q/model.c" $(cat "$OUT/gguf-$q/model.c.kernels") -lopenblas        -lm -fopenmp -o "$OUT/gguf-$q/model"
+    "$OUT/gguf-$q/model" "$OUT/gguf-$q/model.gguf" -n 20 -t 2 1 2 3 4 5 > "$OUT/gguf-$q/generated.txt"
+    echo "gguf $q: $(cat "$OUT/gguf-$q/generated.txt")"
+done
+"$CKC" compile "$CFG" --weights q8_0 -o "$OUT/q8/model.c"
+cc $SAN -DCK_MODEL_MAIN -I runtime/include "$OUT/q8/model.c" $(cat "$OUT/q8/model.c.kernels") -lopenblas -lm -fopenmp \
+   -o "$OUT/q8/model"
+"$OUT/q8/model" "$OUT/weights" -n 20 -t 2 1 2 3 4 5 > "$OUT/q8/generated.txt"
+echo "--weights q8_0: $(cat "$OUT/q8/generated.txt")"
+head -c 20000 "$OUT/gguf-q4_K/model.gguf" > "$OUT/bad/model.gguf"
+rc=0
+"$OUT/gguf-q4_K/model" "$OUT/bad/model.gguf" 1 2 2> "$OUT/bad-gguf.txt" || rc=$?
+if [ "$rc" -ne 1 ] || grep -q -e "Sanitizer" -e "runtime error" "$OUT/bad-gguf.txt"; then
+    echo "truncated GGUF: expected a clean exit 1, got $rc:"; cat "$OUT/bad-gguf.txt"; exit 1
+fi
+echo "truncated GGUF: $(cat "$OUT/bad-gguf.txt")"
 
 # training (--train) through the C ABI: steps, misuse, save and reload (tests/c/train_check.c), for the
 # families whose backward differs: RMSNorm + RoPE + GQA, Conv1D + learned positions + LayerNorm, soft-capping +

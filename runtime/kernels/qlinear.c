@@ -436,6 +436,21 @@ CK_AVX2_F16 static float dot_f32(int64_t n, const float *w, const float *a)
     return s;
 }
 
+/* f16 / bf16 rows to float in registers (the tile path's dequantization) */
+CK_AVX2_F16 static void f16_row(const uint16_t *x, float *y, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+    for (; i < n; i++) y[i] = h2f(x[i]);
+}
+
+CK_AVX2_F16 static void bf16_row(const uint16_t *x, float *y, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, bf16x8(x + i));
+    for (; i < n; i++) y[i] = bf16_to_f32(x[i]);
+}
+
 static float vec_dot_avx2(int type, int64_t n, const void *w, const void *a)
 {
     switch (type) {
@@ -642,7 +657,21 @@ static void tile_rows(float *out, int ldo, const float *x, int ldx, const ck_qma
                 gemm_cols(out, ldo, x, ldx, (const float *)(rows + (size_t)c * rb), bias, add, ld_add, T, K, c, nb);
                 continue;
             }
-            for (r = 0; r < nb; r++) ck_dequantize_row(type, rows + (size_t)(c + r) * rb, tile + (size_t)r * K, K);
+            for (r = 0; r < nb; r++) {
+                const void *src = rows + (size_t)(c + r) * rb;
+                float *dst = tile + (size_t)r * K;
+#ifdef CK_X86
+                if (ck_has_avx2() && type == CK_Q_F16) {
+                    f16_row((const uint16_t *)src, dst, K);
+                    continue;
+                }
+                if (ck_has_avx2() && type == CK_Q_BF16) {
+                    bf16_row((const uint16_t *)src, dst, K);
+                    continue;
+                }
+#endif
+                ck_dequantize_row(type, src, dst, K);
+            }
             gemm_cols(out, ldo, x, ldx, tile, bias, add, ld_add, T, K, c, nb);
         }
     }

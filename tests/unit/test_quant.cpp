@@ -142,7 +142,8 @@ TEST_CASE("quant: ck_linear_q (dot and tile paths, mixed parts, bias, residual, 
     const int K = 512;
     // e.g. q | k | v of different types; row counts that are not multiples of the 4-row kernels' 4
     auto [types, rows] = GENERATE(std::pair{std::vector<int>{CK_Q_Q4_K, CK_Q_Q8_0, CK_Q_F32}, std::vector<int64_t>{48, 32, 80}},
-                                  std::pair{std::vector<int>{CK_Q_Q4_0, CK_Q_Q4_1, CK_Q_Q6_K}, std::vector<int64_t>{38, 97, 25}});
+                                  std::pair{std::vector<int>{CK_Q_Q4_0, CK_Q_Q4_1, CK_Q_Q6_K}, std::vector<int64_t>{38, 97, 25}},
+                                  std::pair{std::vector<int>{CK_Q_F16, CK_Q_BF16, CK_Q_Q5_K}, std::vector<int64_t>{70, 9, 33}});
     const int N = static_cast<int>(rows[0] + rows[1] + rows[2]);
     std::vector<std::vector<uint8_t>> parts;
     std::vector<float> wd(static_cast<size_t>(N) * K);
