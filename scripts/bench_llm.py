@@ -17,7 +17,7 @@ every contender are compared, so a fast wrong answer cannot pass.
     scripts/bench_llm.py [--config models/stories110m/config.json] [--threads 2] [--reps 7]
 
 Against llama.cpp (llama-cpp-python; scripts/llama_cpp.sh builds it once):
-    scripts/bench_llm.py --against llama.cpp [--formats f32,f16,q8_0,q4_0,q4_1,q4_K] [--gguf FILE]
+    scripts/bench_llm.py --against llama.cpp [--formats f32,f16,q8_0,q4_0,q4_1,q4_K_M] [--gguf FILE]
 writes the random weights as one GGUF per format with `ckc quantize` (or takes
 --gguf, a published file), and both run that same file: ckc compiled from it,
 llama.cpp loading it. Prefill is 128 tokens with the last position's logits
@@ -132,8 +132,9 @@ def main():
     ap.add_argument("--logits", help=argparse.SUPPRESS)
     ap.add_argument("--vocab", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--against", choices=["llama.cpp"], help="compare with llama.cpp on GGUF files instead")
-    ap.add_argument("--formats", default="f32,f16,q8_0,q4_0,q4_1,q4_K",
-                    help="--against llama.cpp: the formats to write the weights in (ckc quantize --type)")
+    ap.add_argument("--formats", default="f32,f16,q8_0,q4_0,q4_1,q4_K_M",
+                    help="--against llama.cpp: the formats to write the weights in (ckc quantize --type; q4_K_M: "
+                         "llama.cpp's own quantizer, the usual mix of q4_K and q6_K)")
     ap.add_argument("--gguf", help="--against llama.cpp: a GGUF file to run instead of the random weights")
     a = ap.parse_args()
     if a.worker:
@@ -270,7 +271,19 @@ def against_llama_cpp(a):
             ckc.random_weights(a.config, weights, seed=0)
         for f in a.formats.split(","):
             path = os.path.join(out, f"model.{f}.gguf")
-            if not os.path.exists(path):
+            if not os.path.exists(path) and f == "q4_K_M":  # llama-quantize's mix (q4_K, q6_K for some tensors)
+                import ctypes
+                import llama_cpp
+                f32 = os.path.join(out, "model.f32.gguf")
+                if not os.path.exists(f32):
+                    ckc.build.run([ckc.ckc_binary(), "quantize", weights, "-o", f32, "--type", "f32"])
+                print("== llama.cpp's quantizer: Q4_K_M", file=sys.stderr)
+                p = llama_cpp.llama_model_quantize_default_params()
+                p.ftype = 15  # LLAMA_FTYPE_MOSTLY_Q4_K_M
+                p.nthread = a.threads
+                if llama_cpp.llama_model_quantize(f32.encode(), path.encode(), ctypes.byref(p)) != 0:
+                    sys.exit("llama.cpp could not quantize to Q4_K_M")
+            elif not os.path.exists(path):
                 print(f"== ckc quantize --type {f}", file=sys.stderr)
                 ckc.build.run([ckc.ckc_binary(), "quantize", weights, "-o", path, "--type", f])
             files[f] = path
