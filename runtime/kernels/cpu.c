@@ -23,3 +23,23 @@ void ck_cpu_force_portable(int on)
 {
     ck_cpu_level = on ? 0 : -1;
 }
+
+static int ck_vnni_level = -1; /* -1 unknown, 0 off (absent or forced), 1 AVX-VNNI */
+
+int ck_cpu_vnni(void)
+{
+    if (!ck_cpu_avx2()) return 0;
+    if (ck_vnni_level < 0) {
+#if defined(__x86_64__) && defined(__GNUC__) && __GNUC__ >= 11
+        ck_vnni_level = __builtin_cpu_supports("avxvnni");
+#else
+        ck_vnni_level = 0;
+#endif
+    }
+    return ck_vnni_level;
+}
+
+void ck_cpu_force_no_vnni(int on)
+{
+    ck_vnni_level = on ? 0 : -1;
+}

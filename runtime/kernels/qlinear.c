@@ -267,6 +267,23 @@ CK_AVX2_F16 static float dot_q4_0(int64_t nb, const ck_block_q4_0 *w, const ck_b
     return hsum8(acc);
 }
 
+/* The same with the activations' block sums given (computed once per token
+ * for all rows): sum (q - 8) a = sum q a - 8 sum a, both exact integers, so
+ * the nibbles multiply unsigned with no sign juggling per block */
+CK_AVX2_F16 static float dot_q4_0_sums(int64_t nb, const ck_block_q4_0 *w, const ck_block_q8_0 *a, const int32_t *sums)
+{
+    __m256 acc = _mm256_setzero_ps();
+    float corr = 0.0f;
+    int64_t i;
+    for (i = 0; i < nb; i++) {
+        const float d = h2f(w[i].d) * h2f(a[i].d);
+        corr += d * (float)sums[i];
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), dot_u8(nibbles32(w[i].qs), _mm256_loadu_si256((const __m256i *)a[i].qs)),
+                              acc);
+    }
+    return hsum8(acc) - 8.0f * corr;
+}
+
 CK_AVX2_F16 static float dot_q4_1(int64_t nb, const ck_block_q4_1 *w, const ck_block_q8_1 *a)
 {
     __m256 acc = _mm256_setzero_ps();
@@ -451,6 +468,25 @@ CK_AVX2_F16 static void bf16_row(const uint16_t *x, float *y, int64_t n)
     for (; i < n; i++) y[i] = bf16_to_f32(x[i]);
 }
 
+/* With AVX-VNNI one vpdpbusd does maddubs + madd (no int16 saturation either) */
+__attribute__((target("avx2,fma,f16c,avxvnni"))) static float dot_q4_0_sums_vnni(int64_t nb, const ck_block_q4_0 *w,
+                                                                                 const ck_block_q8_0 *a,
+                                                                                 const int32_t *sums)
+{
+    __m256 acc = _mm256_setzero_ps();
+    float corr = 0.0f;
+    int64_t i;
+    for (i = 0; i < nb; i++) {
+        const float d = _cvtsh_ss(w[i].d) * _cvtsh_ss(a[i].d);
+        const __m128i t = _mm_loadu_si128((const __m128i *)w[i].qs);
+        const __m256i q = _mm256_and_si256(_mm256_set1_epi8(0x0F), _mm256_set_m128i(_mm_srli_epi16(t, 4), t));
+        const __m256i p = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), q, _mm256_loadu_si256((const __m256i *)a[i].qs));
+        corr += d * (float)sums[i];
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc);
+    }
+    return hsum8(acc) - 8.0f * corr;
+}
+
 static float vec_dot_avx2(int type, int64_t n, const void *w, const void *a)
 {
     switch (type) {
@@ -549,12 +585,14 @@ typedef struct {
     void *rows[CK_QMAT_MAX_PARTS];
     size_t row_bytes[CK_QMAT_MAX_PARTS];
     int n;
+    int32_t *sums; /* q8_0 rows: each block's sum of quants, [T][K / 32] (q4_0's - 8) */
 } act_set;
 
 static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, int T, int K)
 {
     int p, i, t;
     s->n = 0;
+    s->sums = NULL;
     for (p = 0; p < w->n_parts; p++) {
         int dt = ck_qtype_dot_type(w->type[p]);
         for (i = 0; i < s->n && s->type[i] != dt; i++) {}
@@ -565,6 +603,20 @@ static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, in
         s->n++;
         if (!s->rows[i]) return -1;
         for (t = 0; t < T; t++) quantize_act(dt, x + (size_t)t * ldx, (char *)s->rows[i] + s->row_bytes[i] * t, K);
+        if (dt == CK_Q_Q8_0) {
+            int64_t nb = K / CK_QK, b;
+            s->sums = (int32_t *)malloc(sizeof *s->sums * (size_t)(T * nb) + 1);
+            if (!s->sums) return -1;
+            for (t = 0; t < T; t++) {
+                const ck_block_q8_0 *blk = (const ck_block_q8_0 *)((char *)s->rows[i] + s->row_bytes[i] * t);
+                for (b = 0; b < nb; b++) {
+                    int32_t sum = 0;
+                    int j;
+                    for (j = 0; j < CK_QK; j++) sum += blk[b].qs[j];
+                    s->sums[t * nb + b] = sum;
+                }
+            }
+        }
     }
     return 0;
 }
@@ -573,6 +625,7 @@ static void act_free(act_set *s)
 {
     int i;
     for (i = 0; i < s->n; i++) free(s->rows[i]);
+    free(s->sums);
 }
 
 static const void *act_row(const act_set *s, int type, int t)
@@ -603,6 +656,18 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
             float *o = out + (size_t)t * ldo;
             const float *ad = add ? add + (size_t)t * ld_add : NULL;
             n = a;
+#ifdef CK_X86
+            if (fast && type == CK_Q_Q4_0 && ck_has_avx2()) { /* with the activations' block sums */
+                const int32_t *sums = acts->sums + (size_t)t * (K / CK_QK);
+                const int vnni = ck_cpu_vnni();
+                for (; n < b; n++) {
+                    const ck_block_q4_0 *wr = (const ck_block_q4_0 *)(rows + (size_t)n * rb);
+                    float v = vnni ? dot_q4_0_sums_vnni(K / CK_QK, wr, (const ck_block_q8_0 *)act, sums)
+                                   : dot_q4_0_sums(K / CK_QK, wr, (const ck_block_q8_0 *)act, sums);
+                    o[n] = v + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
+                }
+            }
+#endif
             for (; n < b; n++) {
                 float v = fast ? ck_vec_dot(type, K, rows + (size_t)n * rb, act)
                                : ck_vec_dot_ref(type, K, rows + (size_t)n * rb, act);

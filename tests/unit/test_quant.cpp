@@ -119,6 +119,10 @@ TEST_CASE("quant: fast dot products equal their scalar twins and the dequantized
             auto aq = quantize(dt, a);
             float fast = ck_vec_dot(type, n, wq.data(), aq.data());
             float ref = ck_vec_dot_ref(type, n, wq.data(), aq.data());
+            ck_cpu_force_no_vnni(1);  // the plain AVX2 bodies too, on a machine with AVX-VNNI
+            float avx2 = ck_vec_dot(type, n, wq.data(), aq.data());
+            ck_cpu_force_no_vnni(0);
+            CHECK(std::fabs(avx2 - fast) <= 1e-5 * std::max(1.0f, std::fabs(fast)) + 1e-6);
             {
                 Portable scalar(true);
                 CHECK(ck_vec_dot(type, n, wq.data(), aq.data()) == ref);
@@ -172,6 +176,11 @@ TEST_CASE("quant: ck_linear_q (dot and tile paths, mixed parts, bias, residual, 
             std::vector<float> out(static_cast<size_t>(T) * ldo, 0.0f), ref(out), exact(out);
             REQUIRE(ck_linear_q(out.data(), ldo, x.data(), ldx, &m, bias.data(), add.data(), ldo, T, K, N) == 0);
             REQUIRE(ck_linear_q_ref(ref.data(), ldo, x.data(), ldx, &m, bias.data(), add.data(), ldo, T, K, N) == 0);
+            std::vector<float> plain(out.size(), 0.0f);  // the AVX2 bodies without VNNI, on a machine that has it
+            ck_cpu_force_no_vnni(1);
+            REQUIRE(ck_linear_q(plain.data(), ldo, x.data(), ldx, &m, bias.data(), add.data(), ldo, T, K, N) == 0);
+            ck_cpu_force_no_vnni(0);
+            for (size_t i = 0; i < out.size(); i++) REQUIRE(std::fabs(plain[i] - out[i]) <= 1e-5 * (1.0 + std::fabs(out[i])));
             ck_linear_ref(exact.data(), ldo, x.data(), ldx, wd.data(), bias.data(), add.data(), ldo, T, K, N);
             std::vector<float> xabs(x), mag(out);
             for (auto &v : xabs) v = std::fabs(v);
