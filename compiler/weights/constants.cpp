@@ -12,23 +12,13 @@
 #include "ir/eval.h"
 #include "support/error.h"
 #include "support/util.h"
+#include "weights/checkpoint.h"
 #include "weights/safetensors_writer.h"
 
 namespace ckc {
 
 namespace {
 
-struct Checkpoint {
-    ck_checkpoint *ck = nullptr;
-    explicit Checkpoint(const std::string &path)
-    {
-        char err[512];
-        ck = ck_checkpoint_open(path.c_str(), err, sizeof err);
-        if (!ck) io_error(err);
-    }
-    ~Checkpoint() { ck_checkpoint_close(ck); }
-    const ck_tensor_info *find(const std::string &name) const { return ck_checkpoint_find(ck, name.c_str()); }
-};
 
 DType dtype_of(ck_dtype d, const std::string &name)
 {
@@ -83,7 +73,7 @@ const ConstData *constant_value(Program &p, const Tensor &t)
         return &(p.constants[key] = std::move(tr));
     }
     if (p.weights_path.empty()) return nullptr;
-    Checkpoint ck(p.weights_path);
+    CheckpointFile ck(p.weights_path, ErrorKind::IO);
     const ck_tensor_info *ti = ck.find(name);
     if (!ti) input_error(fmt::format("{}: constant '{}' is not in the weights file", p.weights_path, name));
     ConstData d;
@@ -126,7 +116,7 @@ std::string graph_weights_bytes(const Program &p)
                     for (int64_t l = 0; l < p.info.n_layers; l++) names.insert(replace_all(part, "{L}", std::to_string(l)));
                 }
             }
-    std::unique_ptr<Checkpoint> ck;
+    std::unique_ptr<CheckpointFile> ck;
     std::vector<StTensor> out;
     for (const auto &name : names) {
         StTensor st;
@@ -143,7 +133,7 @@ std::string graph_weights_bytes(const Program &p)
         } else {
             if (!ck) {
                 if (p.weights_path.empty()) internal_error("graph weight '" + name + "' has no source file");
-                ck = std::make_unique<Checkpoint>(p.weights_path);
+                ck = std::make_unique<CheckpointFile>(p.weights_path, ErrorKind::IO);
             }
             const ck_tensor_info *ti = ck->find(name);
             if (!ti) input_error(fmt::format("{}: constant '{}' is not in the weights file", p.weights_path, name));

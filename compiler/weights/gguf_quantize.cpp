@@ -15,24 +15,13 @@
 #include "support/error.h"
 #include "support/util.h"
 #include "support/version.h"
+#include "weights/checkpoint.h"
 #include "weights/gguf_writer.h"
 
 namespace ckc {
 
 namespace {
 
-struct Checkpoint {
-    ck_checkpoint *ck = nullptr;
-    explicit Checkpoint(const std::string &path)
-    {
-        char err[1024] = "";
-        ck = ck_checkpoint_open(path.c_str(), err, sizeof err);
-        if (!ck) input_error(err);
-    }
-    ~Checkpoint() { ck_checkpoint_close(ck); }
-    Checkpoint(const Checkpoint &) = delete;
-    Checkpoint &operator=(const Checkpoint &) = delete;
-};
 
 // llama.cpp's llama_ftype for general.file_type
 int file_type(int qtype)
@@ -130,7 +119,7 @@ size_t quantize_to_gguf(const std::string &folder, const std::string &out_path, 
     // the tokenizer is not converted yet: llama.cpp then runs on token ids with a vocabulary of placeholders
     w.set_str("tokenizer.ggml.model", "none");
 
-    Checkpoint ck(dir);  // after the metadata: a config GGUF cannot hold is refused before any weight is read
+    CheckpointFile ck(dir);  // after the metadata: a config GGUF cannot hold is refused before any weight is read
     ck_checkpoint_set_optional_prefix(ck.ck, p.info.optional_prefix.c_str());
 
     // every checkpoint tensor the model reads, once (tied embeddings appear under one name)

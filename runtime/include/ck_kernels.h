@@ -114,6 +114,9 @@ void ck_rope_ref(float *out, int ldo, const float *x, int ldx, int T, int n_head
  * OpenMP team. */
 void ck_linear(float *out, int ldo, const float *x, int ldx, const float *w,
                const float *bias, const float *add, int ld_add, int T, int K, int N);
+/* One thread's share: output columns [n0, n0 + nb), w pointing at row n0 (the quantized GEMMs' tiles use it). */
+void ck_linear_cols(float *out, int ldo, const float *x, int ldx, const float *w, const float *bias, const float *add,
+                    int ld_add, int T, int K, int n0, int nb);
 void ck_linear_ref(float *out, int ldo, const float *x, int ldx, const float *w,
                    const float *bias, const float *add, int ld_add, int T, int K, int N);
 

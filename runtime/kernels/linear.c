@@ -24,9 +24,9 @@
 
 #include "ck_kernels.h"
 
-/* Columns [n0, n0 + nb) of the output. */
-static void linear_cols(float *out, int ldo, const float *x, int ldx, const float *w,
-                        const float *bias, const float *add, int ld_add, int T, int K, int n0, int nb)
+/* Columns [n0, n0 + nb) of the output, single-threaded; w points at row n0. */
+void ck_linear_cols(float *out, int ldo, const float *x, int ldx, const float *w, const float *bias, const float *add,
+                    int ld_add, int T, int K, int n0, int nb)
 {
     float beta = 0.0f;
     int t, j;
@@ -46,10 +46,9 @@ static void linear_cols(float *out, int ldo, const float *x, int ldx, const floa
         beta = 1.0f;
     }
     if (T == 1)
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, nb, K, 1.0f, w + (size_t)n0 * K, K, x, 1, beta, out + n0, 1);
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, nb, K, 1.0f, w, K, x, 1, beta, out + n0, 1);
     else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nb, K, 1.0f, x, ldx, w + (size_t)n0 * K, K,
-                    beta, out + n0, ldo);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nb, K, 1.0f, x, ldx, w, K, beta, out + n0, ldo);
 }
 
 void ck_linear(float *out, int ldo, const float *x, int ldx, const float *w,
@@ -69,7 +68,7 @@ void ck_linear(float *out, int ldo, const float *x, int ldx, const float *w,
                 int nt = omp_get_num_threads(), id = omp_get_thread_num();
                 int per = (T + nt - 1) / nt, t0 = id * per, t1 = t0 + per > T ? T : t0 + per;
                 if (t1 > t0)
-                    linear_cols(out + (size_t)t0 * ldo, ldo, x + (size_t)t0 * ldx, ldx, w, bias,
+                    ck_linear_cols(out + (size_t)t0 * ldo, ldo, x + (size_t)t0 * ldx, ldx, w, bias,
                                 add ? add + (size_t)t0 * ld_add : NULL, ld_add, t1 - t0, K, 0, N);
             }
             return;
@@ -86,12 +85,13 @@ void ck_linear(float *out, int ldo, const float *x, int ldx, const float *w,
             int pieces = T == 1 ? 1 : (n1 - n0 + 1023) / 1024;          /* equal pieces: no thin remainder */
             int piece = pieces > 0 ? ((n1 - n0 + pieces - 1) / pieces + 15) / 16 * 16 : 0, c;
             for (c = n0; c < n1; c += piece)
-                linear_cols(out, ldo, x, ldx, w, bias, add, ld_add, T, K, c, n1 - c < piece ? n1 - c : piece);
+                ck_linear_cols(out, ldo, x, ldx, w + (size_t)c * K, bias, add, ld_add, T, K, c,
+                               n1 - c < piece ? n1 - c : piece);
         }
         return;
     }
 #endif
-    linear_cols(out, ldo, x, ldx, w, bias, add, ld_add, T, K, 0, N);
+    ck_linear_cols(out, ldo, x, ldx, w, bias, add, ld_add, T, K, 0, N);
 }
 
 void ck_linear_ref(float *out, int ldo, const float *x, int ldx, const float *w,

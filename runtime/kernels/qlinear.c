@@ -17,7 +17,6 @@
  * (maddubs on |w| and sign-adjusted activations, then madd into int32); the
  * scalar twins in quant.c give the same integer sums.
  */
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -679,29 +678,6 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
     }
 }
 
-/* out[:, c .. c + nb) = x W[c .. c + nb)^T (+ bias) (+ add) for float rows w (row c first) */
-static void gemm_cols(float *out, int ldo, const float *x, int ldx, const float *w, const float *bias,
-                      const float *add, int ld_add, int T, int K, int64_t c, int nb)
-{
-    float beta = 0.0f;
-    int t, j;
-    if (add || bias) {
-        for (t = 0; t < T; t++) {
-            float *o = out + (size_t)t * ldo + c;
-            if (add) {
-                const float *a = add + (size_t)t * ld_add + c;
-                if (a != o) memcpy(o, a, (size_t)nb * sizeof(float));
-                if (bias)
-                    for (j = 0; j < nb; j++) o[j] += bias[c + j];
-            } else {
-                memcpy(o, bias + c, (size_t)nb * sizeof(float));
-            }
-        }
-        beta = 1.0f;
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nb, K, 1.0f, x, ldx, w, K, beta, out + c, ldo);
-}
-
 /* rows [n0, n1) of the output for every token: float32 parts by sgemm in
  * place (pieces of <= 1024 rows, as ck_linear), the others dequantized in
  * tiles of CK_QTILE rows, each tile one sgemm */
@@ -719,7 +695,7 @@ static void tile_rows(float *out, int ldo, const float *x, int ldx, const ck_qma
         for (c = a; c < b; c += step) {
             int nb = (int)(b - c < step ? b - c : step);
             if (type == CK_Q_F32) {
-                gemm_cols(out, ldo, x, ldx, (const float *)(rows + (size_t)c * rb), bias, add, ld_add, T, K, c, nb);
+                ck_linear_cols(out, ldo, x, ldx, (const float *)(rows + (size_t)c * rb), bias, add, ld_add, T, K, (int)c, nb);
                 continue;
             }
             for (r = 0; r < nb; r++) {
@@ -737,7 +713,7 @@ static void tile_rows(float *out, int ldo, const float *x, int ldx, const ck_qma
 #endif
                 ck_dequantize_row(type, src, dst, K);
             }
-            gemm_cols(out, ldo, x, ldx, tile, bias, add, ld_add, T, K, c, nb);
+            ck_linear_cols(out, ldo, x, ldx, tile, bias, add, ld_add, T, K, (int)c, nb);
         }
     }
 }

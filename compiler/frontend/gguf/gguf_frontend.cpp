@@ -10,6 +10,7 @@
 
 #include "ck_safetensors.h"
 #include "frontend/gguf/gguf_arch.h"
+#include "weights/checkpoint.h"
 #include "support/error.h"
 #include "support/util.h"
 
@@ -17,18 +18,6 @@ namespace ckc {
 
 namespace {
 
-struct Checkpoint {
-    ck_checkpoint *ck = nullptr;
-    explicit Checkpoint(const std::string &path)
-    {
-        char err[1024] = "";
-        ck = ck_checkpoint_open(path.c_str(), err, sizeof err);
-        if (!ck) input_error(err);
-    }
-    ~Checkpoint() { ck_checkpoint_close(ck); }
-    Checkpoint(const Checkpoint &) = delete;
-    Checkpoint &operator=(const Checkpoint &) = delete;
-};
 
 class Meta {
 public:
@@ -134,7 +123,7 @@ bool is_gguf(const std::string &path)
 
 nlohmann::json gguf_to_hf_config(const std::string &path)
 {
-    Checkpoint ck(path);
+    CheckpointFile ck(path);
     std::string name;
     const GgufArch &arch = arch_of(ck.ck, path, &name);
     return config_of(ck.ck, path, arch, name);
@@ -142,7 +131,7 @@ nlohmann::json gguf_to_hf_config(const std::string &path)
 
 Program build_from_gguf(const std::string &path, const HfOptions &opts)
 {
-    Checkpoint ck(path);
+    CheckpointFile ck(path);
     std::string name;
     const GgufArch &arch = arch_of(ck.ck, path, &name);
     nlohmann::json cfg = config_of(ck.ck, path, arch, name);
