@@ -1,0 +1,169 @@
+"""The C tokenizers (runtime/text) against the real libraries, on the project's corpus (text_corpus.py, ~80 KB
+in 149 documents): Hugging Face `tokenizers` for each family's tokenizer.json settings, `sentencepiece` for a
+tokenizer.model, and the real SmolLM2 tokenizer from its GGUF (transformers' GGUF conversion with SmolLM2's
+pre-tokenizer, and llama.cpp). Ids must be identical, decode identical, and decode(encode(x)) == x wherever
+the reference round-trips."""
+import os
+import random
+import unicodedata
+
+import pytest
+
+from ckc.text import Tokenizer, TokenizerError
+
+import text_corpus
+import tokenizer_cases
+from references import CACHE, smollm2_gguf
+
+DOCS = text_corpus.documents()
+FOLDER = os.path.join(CACHE, "tokenizers")
+
+
+def _compare(ours, encode_ref, decode_ref, add_special=True):
+    mismatched, rt = [], 0
+    for d in DOCS:
+        ids, ref = ours.encode(d, add_special=add_special), encode_ref(d)
+        if ids != ref:
+            mismatched.append((d[:60], ids[:16], ref[:16]))
+            continue
+        text = decode_ref(ref)
+        assert ours.decode(ids) == text, d[:60]
+        assert "".join(ours.stream(ids)) == text, d[:60]
+        if decode_ref([i for i in ref if not ours.is_special(i)]) == d:  # the reference round-trips d: so must we
+            assert ours.decode(ours.encode(d, add_special=False)) == d, d[:60]
+            rt += 1
+    assert not mismatched, f"{len(mismatched)} of {len(DOCS)} documents differ, e.g. {mismatched[:2]}"
+    return rt
+
+
+def test_corpus_is_what_the_issue_asks():
+    t = text_corpus.text()
+    assert len(t.encode()) >= 50_000
+    for needle in ["\t\t", "   ", "\r\n", "12345678901234567890", "?!?!", "日本語", "مرحبا", "👨‍👩‍👧‍👦", "e\u0301", "It's"]:
+        assert needle in t
+
+
+@pytest.mark.parametrize("family", tokenizer_cases.FAMILIES)
+def test_family_matches_hf_tokenizers(family):
+    from tokenizers import Tokenizer as HF
+    path = tokenizer_cases.save_family(family, os.path.join(FOLDER, family))
+    hf = HF.from_file(path)
+    ours = Tokenizer(path)
+    rt = _compare(ours, lambda d: hf.encode(d).ids, lambda ids: hf.decode(ids, skip_special_tokens=False))
+    assert rt >= 0.8 * len(DOCS)  # (NFC changes decomposed marks; SentencePiece drops a first leading space)
+    # special tokens written in the text are matched, and BOS follows the post-processor
+    special = {"llama3": "<|eot_id|>", "llama2": "</s>", "mistral": "</s>", "gemma": "<end_of_turn>"}.get(family,
+                                                                                                          "<|endoftext|>")
+    s = f"Hi{special}there {special}"
+    assert ours.encode(s) == hf.encode(s).ids
+    assert ours.encode(s, add_special=False) == hf.encode(s, add_special_tokens=False).ids
+    assert ours.find(special) == hf.token_to_id(special) and ours.is_special(ours.find(special))
+    assert ours.decode(hf.encode(s).ids, skip_special=True) == hf.decode(hf.encode(s).ids, skip_special_tokens=True)
+
+
+def test_sentencepiece_model_matches_sentencepiece():
+    import sentencepiece as spm
+    path = tokenizer_cases.sentencepiece_model(os.path.join(FOLDER, "sentencepiece"))
+    sp = spm.SentencePieceProcessor(model_file=path)
+    ours = Tokenizer(path)
+    assert ours.bos == sp.bos_id() and ours.eos == sp.eos_id()
+    _compare(ours, sp.encode, sp.decode, add_special=False)
+    assert ours.encode("Hello") == [sp.bos_id()] + sp.encode("Hello")  # Llama's tokenizer adds BOS
+    assert ours.encode("a <tool> b", add_special=False) == sp.encode("a <tool> b")  # a user-defined piece
+
+
+def test_nfc_matches_python():
+    """Qwen2's NFC normalizer: decode(encode(s)) is NFC(s) for marks in any order, Hangul jamo, singletons."""
+    from tokenizers import Tokenizer as HF
+    path = tokenizer_cases.save_family("qwen2", os.path.join(FOLDER, "qwen2"))
+    ours, hf = Tokenizer(path), HF.from_file(path)
+    rng = random.Random(1)
+    pool = ["a", "e", "o", "u", "A", "\u0301", "\u0300", "\u0308", "\u0323", "\u031b", "\u0327", "\u0345", "\u03b1",
+            "\u1100", "\u1161", "\u11a8", "\uac00", "\u212b", "\u2126", "\u0344", "\u0f73", "\u09c7", "\u09be", " "]
+    for _ in range(300):
+        s = "".join(rng.choice(pool) for _ in range(rng.randint(1, 12)))
+        assert ours.decode(ours.encode(s)) == unicodedata.normalize("NFC", s), repr(s)
+        assert ours.encode(s) == hf.encode(s).ids, repr(s)
+
+
+def test_invalid_utf8_round_trips_as_bytes():
+    for family in ["gpt2", "llama2"]:
+        ours = Tokenizer(tokenizer_cases.save_family(family, os.path.join(FOLDER, family)))
+        for b in text_corpus.invalid_utf8():
+            ids = ours.encode(b, add_special=False)
+            assert ours.decode_bytes(ids) == b
+            text = "".join(ours.stream(ids))  # whole characters only, U+FFFD for the rest
+            assert text.encode() == b.decode("utf-8", errors="replace").encode() or "\ufffd" in text
+
+
+def test_streaming_never_splits_a_character():
+    ours = Tokenizer(tokenizer_cases.save_family("gpt2", os.path.join(FOLDER, "gpt2")))
+    s = "日本語 🙂👨‍👩‍👧 é"
+    ids = ours.encode(s)
+    pieces = list(ours.stream(ids))
+    assert "".join(pieces) == s
+    assert any(ours.piece(i).decode("utf-8", errors="replace") != ours.piece(i).decode("utf-8", errors="ignore")
+               for i in ids)  # some token really is part of a character
+
+
+def test_smollm2_gguf_tokenizer():
+    """The real SmolLM2 tokenizer, read from the GGUF's tokenizer.ggml.* keys, against transformers' own reading
+    of the same file (with SmolLM2's pre-tokenizer: Digits(individual) + ByteLevel, which llama.cpp calls
+    "smollm"), and its special tokens and chat template."""
+    from tokenizers import pre_tokenizers
+    from transformers import AutoTokenizer
+    path = smollm2_gguf()
+    ours = Tokenizer(path)
+    hf = AutoTokenizer.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path))
+    hf.backend_tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    assert ours.vocab_size == 49152
+    rt = _compare(ours, lambda d: hf(d)["input_ids"], lambda ids: hf.decode(ids))
+    assert rt == len(DOCS)
+    assert (ours.bos, ours.eos, ours.eot) == (1, 2, 2)
+    assert ours.is_eog(2) and not ours.is_eog(1)
+    assert ours.encode("<|im_start|>user\nHi<|im_end|>") == hf("<|im_start|>user\nHi<|im_end|>")["input_ids"]
+    assert "<|im_start|>" in ours.chat_template
+
+
+@pytest.mark.slow
+def test_smollm2_gguf_tokenizer_matches_llama_cpp():
+    from references import llama_cpp
+    path = smollm2_gguf()
+    ours = Tokenizer(path)
+    ref = llama_cpp().Llama(path, vocab_only=True, verbose=False)
+    for d in DOCS:
+        assert ours.encode(d, add_special=False) == ref.tokenize(d.encode(), add_bos=False, special=True), d[:60]
+
+
+def test_bad_tokenizer_files(tmp_path):
+    with pytest.raises(TokenizerError, match="no tokenizer.json or tokenizer.model"):
+        Tokenizer(tmp_path)
+    (tmp_path / "tokenizer.json").write_text("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}")
+    with pytest.raises(TokenizerError, match="tokenizer.json: not valid JSON"):
+        Tokenizer(tmp_path)
+    (tmp_path / "tokenizer.json").write_text('{"model": {"type": "Unigram", "vocab": []}}')
+    with pytest.raises(TokenizerError, match="model.type.*Unigram"):
+        Tokenizer(tmp_path)
+    (tmp_path / "tokenizer.json").write_text('{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a c"]}}')
+    with pytest.raises(TokenizerError, match="model.merges.*not in the vocabulary"):
+        Tokenizer(tmp_path)
+    (tmp_path / "tokenizer.json").write_text('{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, '
+                                             '"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\\\d+"}, '
+                                             '"behavior": "Isolated", "invert": false}}')
+    with pytest.raises(TokenizerError, match=r"pre_tokenizer.Split.pattern: the pattern \\d\+ is not one ckc knows"):
+        Tokenizer(tmp_path)
+    (tmp_path / "tokenizer.json").unlink()
+    (tmp_path / "tokenizer.model").write_bytes(b"\x0a\xff\xff\xff")
+    with pytest.raises(TokenizerError, match="tokenizer.model: not a SentencePiece model"):
+        Tokenizer(tmp_path)
+    with pytest.raises(TokenizerError, match="no such file"):
+        Tokenizer(tmp_path / "missing.gguf")
+
+
+def test_empty_and_huge_inputs():
+    ours = Tokenizer(tokenizer_cases.save_family("llama2", os.path.join(FOLDER, "llama2")))
+    assert ours.encode("", add_special=False) == []
+    assert ours.encode("") == [ours.bos]
+    long = "word " * 20000 + "x" * 20000  # one 20000-character word: the heap merge is not quadratic
+    assert ours.decode(ours.encode(long, add_special=False)) == long
