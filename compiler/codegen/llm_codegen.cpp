@@ -247,6 +247,10 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     if (gcu) extra.insert("gcu/gcu_host.c");
     if (o.train) extra.insert("kernels/train.c");
     if (p.info.stored_weights) extra.insert("kernels/qlinear.c");
+    // text in, text out: the tokenizers, sampling / generation and the chat formats
+    for (const char *f : {"text/tokenizer.c", "text/tokenizer_load.c", "text/pretokenize.c", "text/normalize.c",
+                          "text/generate.c", "text/chat.c", "text/cli.c"})
+        extra.insert(f);
     r.training_report = training_report;
     r.notes = wt.notes;
     for (const auto &k : kernel_files(p, extra)) r.kernels.push_back(o.runtime_dir + "/" + k);

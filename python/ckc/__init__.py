@@ -21,10 +21,11 @@ except ImportError as e:  # the one hard dependency
 from .build import ROOT, build_library, ckc_binary, compile_model, include_dir, random_weights
 from .export import ExportError, export
 from .graph import GraphModel
-from .llm import CkError, LlmModel, sample
+from .llm import CkError, LlmModel, Sampler
+from .text import Tokenizer, TokenizerError
 from . import trace
 from .conductor import aot_compile, aot_load, cache_clear, explain
 
 __all__ = ["ROOT", "build_library", "ckc_binary", "compile_model", "include_dir", "random_weights", "CkError",
-           "LlmModel", "sample", "ExportError", "export", "GraphModel", "trace", "aot_compile", "aot_load",
+           "LlmModel", "Sampler", "Tokenizer", "TokenizerError", "ExportError", "export", "GraphModel", "trace", "aot_compile", "aot_load",
            "cache_clear", "explain"]

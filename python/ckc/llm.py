@@ -4,6 +4,13 @@
     logits = m.forward([1, 2, 3])                # [3, vocab] numpy, fresh sequence
     ids = m.generate([1, 2, 3], max_new_tokens=16, temperature=0.8, top_k=40, seed=0)
 
+Text (the tokenizer init loaded from beside the weights: tokenizer.json, tokenizer.model or the GGUF's metadata):
+
+    m.tokenize("Hello")  /  m.detokenize(ids)
+    m.generate_text("The capital of France is", max_new_tokens=16)      # plain completion
+    m.chat("Write a haiku about C compilers.")                           # the model's chat template, to its end of turn
+    for piece in m.stream_text("Once upon a time", max_new_tokens=64): print(piece, end="")
+
 A library compiled with `ckc compile --train` also trains (the other builds raise CkError CK_ENOTSUP):
 
     m.enable_training(max_tokens=256)
@@ -12,6 +19,8 @@ A library compiled with `ckc compile --train` also trains (the other builds rais
 """
 import ctypes
 import os
+import queue
+import threading
 import warnings
 
 import numpy as np
@@ -62,7 +71,42 @@ _SIGNATURES = {
     "ck_model_get_grad": (ctypes.c_long, [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_float),
                                           ctypes.c_long]),
     "ck_model_save": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]),
+    "ck_model_kv_cache_get_capacity": (ctypes.c_int, [ctypes.c_void_p]),
+    "ck_model_kv_cache_truncate": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int]),
+    "ck_model_get_tokenizer": (ctypes.c_void_p, [ctypes.c_void_p]),
+    "ck_model_get_tokenizer_error": (ctypes.c_char_p, [ctypes.c_void_p]),
 }
+
+
+class Sampling(ctypes.Structure):  # ck_sampling (ck_generate.h)
+    _fields_ = [("temperature", ctypes.c_float), ("top_k", ctypes.c_int), ("top_p", ctypes.c_float),
+                ("min_p", ctypes.c_float), ("repeat_penalty", ctypes.c_float), ("repeat_last_n", ctypes.c_int),
+                ("seed", ctypes.c_uint64)]
+
+
+class GenerateOpts(ctypes.Structure):  # ck_generate_opts
+    _fields_ = [("max_new_tokens", ctypes.c_int), ("sampling", Sampling), ("stop", ctypes.POINTER(ctypes.c_char_p)),
+                ("n_stop", ctypes.c_int), ("ignore_eos", ctypes.c_int), ("keep_cache", ctypes.c_int)]
+
+
+class GenerateResult(ctypes.Structure):  # ck_generate_result
+    _fields_ = [("n_prompt", ctypes.c_int), ("n_new", ctypes.c_int), ("stop", ctypes.c_int),
+                ("prefill_seconds", ctypes.c_double), ("decode_seconds", ctypes.c_double)]
+
+
+TOKEN_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_size_t)
+STOP_REASONS = ["length", "eog", "stop_string", "callback", "context"]
+
+_TEXT_SIGNATURES = {
+    "ck_generate": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32), ctypes.c_int,
+                                   ctypes.POINTER(GenerateOpts), ctypes.POINTER(ctypes.c_int32), ctypes.c_int,
+                                   TOKEN_CALLBACK, ctypes.c_void_p, ctypes.POINTER(GenerateResult)]),
+    "ck_sampler_new": (ctypes.c_void_p, [ctypes.POINTER(Sampling), ctypes.c_int]),
+    "ck_sampler_free": (None, [ctypes.c_void_p]),
+    "ck_sampler_sample": (ctypes.c_int32, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_float),
+                                           ctypes.POINTER(ctypes.c_int32), ctypes.c_int]),
+}
+
 
 IGNORE_INDEX = -100  # a target that does not count (CK_IGNORE_INDEX; PyTorch's cross_entropy default)
 
@@ -118,7 +162,38 @@ def load_library(path):
     for name, (res, args) in _SIGNATURES.items():
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
+    for name, (res, args) in _TEXT_SIGNATURES.items():  # language-model libraries built before text support lack these
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype, fn.argtypes = res, args
     return lib
+
+
+def _sampling(temperature=0.0, top_k=None, top_p=None, min_p=None, repetition_penalty=None, seed=None,
+              repeat_last_n=64):
+    return Sampling(temperature=temperature or 0.0, top_k=top_k or 0, top_p=1.0 if top_p is None else top_p,
+                    min_p=min_p or 0.0, repeat_penalty=repetition_penalty or 1.0, repeat_last_n=repeat_last_n,
+                    seed=int(seed or 0) & (2 ** 64 - 1))
+
+
+class Sampler(_Handle):
+    """The C sampler (ck_sampler): sample(logits, history) -> token id, seeded and reproducible."""
+
+    def __init__(self, lib, vocab_size, **sampling):
+        self.lib, self.vocab_size = lib, vocab_size
+        self._free = lib.ck_sampler_free
+        s = _sampling(**sampling)
+        self.h = lib.ck_sampler_new(ctypes.byref(s), vocab_size)
+        if not self.h:
+            raise ValueError(f"bad sampling parameters {sampling} (top_p in (0, 1], min_p in [0, 1], top_k >= 0, "
+                             "repetition_penalty > 0)")
+
+    def sample(self, logits, history=()):
+        z = np.ascontiguousarray(logits, dtype=np.float32).reshape(-1)
+        if z.size != self.vocab_size:
+            raise ValueError(f"logits have {z.size} entries, the vocabulary {self.vocab_size}")
+        h = (ctypes.c_int32 * max(len(history), 1))(*[int(t) for t in history])
+        return int(self.lib.ck_sampler_sample(self.h, z.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), h, len(history)))
 
 
 class LlmModel(_Handle):
@@ -192,8 +267,12 @@ class LlmModel(_Handle):
         self._check(self.lib.ck_model_decode(self.h, int(token)))
         return self.logits()[0]
 
-    def generate(self, prompt_tokens, max_new_tokens, temperature=0.0, top_k=None, top_p=None, seed=None):
-        """Prompt ids + up to max_new_tokens sampled ids (greedy when temperature == 0), via the KV cache."""
+    def generate(self, prompt_tokens, max_new_tokens, temperature=0.0, top_k=None, top_p=None, seed=None,
+                 min_p=None, repetition_penalty=None, stop_at_eos=True):
+        """Prompt ids + up to max_new_tokens sampled ids (greedy when temperature == 0), via the KV cache, by the C
+        sampler and loop (ck_generate): repetition penalty, temperature, top-k, top-p, min-p, in that order;
+        stops at the tokenizer's end-of-generation ids unless stop_at_eos is False. The cache is released
+        after, so forward() starts a fresh sequence again."""
         prompt = [int(t) for t in as_numpy(prompt_tokens).reshape(-1)]
         if not prompt:
             raise ValueError("generate: the prompt needs at least one token")
@@ -203,17 +282,123 @@ class LlmModel(_Handle):
         if steps < max_new_tokens:
             warnings.warn(f"generate: the context holds {self.context_length} tokens: {steps} new tokens after the "
                           f"{len(prompt)}-token prompt, not {max_new_tokens}", stacklevel=2)
-        self.kv_cache_enable(min(self.context_length, len(prompt) + max(steps, 1)))
-        rng = np.random.default_rng(seed)
-        row = self.forward(prompt, last_only=True)[-1]
-        out = list(prompt)
-        for i in range(steps):
-            nxt = sample(row, temperature, top_k, top_p, rng)
-            out.append(nxt)
-            if i + 1 < steps:
-                row = self.decode(nxt)
-        return out
+        ids, _, _ = self._generate(prompt, steps, None, dict(temperature=temperature, top_k=top_k, top_p=top_p,
+                                   seed=seed, min_p=min_p, repetition_penalty=repetition_penalty),
+                                   ignore_eos=not stop_at_eos)
+        return prompt + ids
 
+    # ---- text ----------------------------------------------------------------------------------------
+
+    @property
+    def tokenizer(self):
+        """The ckc.text.Tokenizer the library loaded (shared with the model), or None."""
+        h = self.lib.ck_model_get_tokenizer(self.h)
+        if not h:
+            return None
+        from .text import Tokenizer
+        return Tokenizer.borrow(self.lib, h)
+
+    def _tok(self):
+        t = self.tokenizer
+        if t is None:
+            raise CkError(-7, "no tokenizer: " + self.lib.ck_model_get_tokenizer_error(self.h).decode() +
+                          " (the model still takes token ids)")
+        return t
+
+    def sampler(self, **sampling):
+        """A Sampler over this model's vocabulary (temperature, top_k, top_p, min_p, repetition_penalty, seed)."""
+        return Sampler(self.lib, self.vocab_size, **sampling)
+
+    def tokenize(self, text, add_special=True):
+        """Token ids of text, special tokens added as the tokenizer's configuration says (like HF tok(text))."""
+        return self._tok().encode(text, add_special=add_special)
+
+    def detokenize(self, ids, skip_special=False):
+        return self._tok().decode(ids, skip_special=skip_special)
+
+    def apply_chat_template(self, messages, add_generation_prompt=True):
+        """The model's chat template rendered for messages ([{"role": ..., "content": ...}]), as transformers'
+        apply_chat_template(tokenize=False) renders it (runtime/text/chat.c)."""
+        from .text import TokenizerError, render_chat
+        t = self._tok()
+        try:
+            return render_chat(t.chat_template, messages, add_generation_prompt, t.piece(t.bos) if t.bos >= 0 else b"",
+                               t.piece(t.eos) if t.eos >= 0 else b"", lib=self.lib)
+        except TokenizerError as e:
+            raise CkError(-1, str(e)) from None
+
+    def _prompt_ids(self, prompt, chat):
+        if chat:
+            messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+            return self.tokenize(self.apply_chat_template(messages), add_special=False)
+        if isinstance(prompt, str):
+            return self.tokenize(prompt)
+        return [int(t) for t in prompt]
+
+    def _generate(self, prompt, max_new_tokens, on_text, sampling, stop=(), ignore_eos=False):
+        """Runs ck_generate; on_text(str) gets the streamed text (and returns True to stop). Returns (new ids,
+        stop reason, GenerateResult)."""
+        s = _sampling(**sampling)
+        stops = (ctypes.c_char_p * max(len(stop), 1))(*[x.encode() for x in stop])
+        o = GenerateOpts(max_new_tokens=int(max_new_tokens), sampling=s, stop=stops, n_stop=len(stop),
+                         ignore_eos=int(bool(ignore_eos)), keep_cache=0)
+        arr = (ctypes.c_int32 * max(len(prompt), 1))(*prompt)
+        out = (ctypes.c_int32 * max(int(max_new_tokens), 1))()
+        res = GenerateResult()
+
+        def cb(user, token, text, n):
+            if on_text is not None and text and n:
+                return 1 if on_text(ctypes.string_at(text, n).decode("utf-8", errors="replace")) else 0
+            return 0
+        tok = self.lib.ck_model_get_tokenizer(self.h)
+        rc = self.lib.ck_generate(self.h, tok, arr, len(prompt), ctypes.byref(o), out, int(max_new_tokens),
+                                  TOKEN_CALLBACK(cb), None, ctypes.byref(res))
+        self._check(rc)
+        return list(out[:res.n_new]), STOP_REASONS[res.stop], res
+
+    def stream_text(self, prompt, max_new_tokens=256, chat=False, stop=(), temperature=0.0, top_k=None, top_p=None,
+                    min_p=None, repetition_penalty=None, seed=None):
+        """Yields the generated text piece by piece (whole UTF-8 characters) while the C loop runs in a worker
+        thread; stops at the end of generation / turn, a stop string, max_new_tokens, or when the caller stops
+        iterating. prompt: text (a completion), ids, or with chat=True a user message or a message list."""
+        ids = self._prompt_ids(prompt, chat)
+        q, cancel = queue.Queue(), threading.Event()
+        sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                        repetition_penalty=repetition_penalty, seed=seed)
+
+        def on_text(t):
+            q.put(t)
+            return cancel.is_set()
+
+        def work():
+            try:
+                q.put(("done", self._generate(ids, max_new_tokens, on_text, sampling, tuple(stop))))
+            except BaseException as e:  # handed to the consumer
+                q.put(("error", e))
+        worker = threading.Thread(target=work, daemon=True)
+        worker.start()
+        try:
+            while True:
+                item = q.get()
+                if isinstance(item, str):
+                    yield item
+                    continue
+                if item[0] == "error":
+                    raise item[1]
+                self.last_generation = item[1]
+                return
+        finally:
+            cancel.set()
+            worker.join()
+
+    def generate_text(self, prompt, max_new_tokens=256, **kw):
+        """The generated text for prompt (see stream_text); the ids, stop reason and timings are in
+        self.last_generation afterwards."""
+        return "".join(self.stream_text(prompt, max_new_tokens, **kw))
+
+    def chat(self, message, max_new_tokens=256, **kw):
+        """The assistant's answer to a user message (or a list of messages) under the model's chat template."""
+        return self.generate_text(message, max_new_tokens, chat=True, **kw)
 
     # ---- training (ckc compile --train) ----------------------------------------------------------------
 
@@ -293,20 +478,3 @@ class LlmModel(_Handle):
                   "tokenizer.model", "special_tokens_map.json"):
             if os.path.exists(os.path.join(src, f)) and os.path.abspath(src) != os.path.abspath(str(path)):
                 shutil.copyfile(os.path.join(src, f), os.path.join(str(path), f))
-
-
-def sample(logits, temperature=0.0, top_k=None, top_p=None, rng=None):
-    """Greedy when temperature <= 0; otherwise softmax(logits / T) restricted to top-k and the top-p nucleus."""
-    if temperature is None or temperature <= 0:
-        return int(np.argmax(logits))
-    rng = rng or np.random.default_rng()
-    z = np.asarray(logits, dtype=np.float64) / temperature
-    order = np.argsort(-z, kind="stable")
-    if top_k:
-        order = order[:top_k]
-    p = np.exp(z[order] - z[order[0]])
-    p /= p.sum()
-    if top_p is not None and top_p < 1.0:
-        keep = int(np.searchsorted(np.cumsum(p), top_p) + 1)
-        order, p = order[:keep], p[:keep] / p[:keep].sum()
-    return int(order[rng.choice(len(order), p=p)])

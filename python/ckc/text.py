@@ -48,19 +48,60 @@ class TokenizerError(RuntimeError):
     pass
 
 
+class ChatMessage(ctypes.Structure):  # ck_chat_message (ck_generate.h)
+    _fields_ = [("role", ctypes.c_char_p), ("content", ctypes.c_char_p)]
+
+
+_CHAT_SIGNATURES = {
+    "ck_chat_render": (ctypes.c_long, [ctypes.c_char_p, ctypes.POINTER(ChatMessage), ctypes.c_int, ctypes.c_int,
+                                       ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_long,
+                                       ctypes.c_char_p, ctypes.c_size_t]),
+    "ck_chat_format_name": (ctypes.c_char_p, [ctypes.c_char_p]),
+}
+
+
+def chat_format_name(template, lib=None):
+    """"chatml", "llama2", "llama3", "mistral", "gemma", "phi3", or None: which format ckc renders template as."""
+    lib = bind(lib or tokenizer_library())
+    v = lib.ck_chat_format_name(template.encode() if template else None)
+    return v.decode() if v else None
+
+
+def render_chat(template, messages, add_generation_prompt=True, bos="", eos="", lib=None):
+    """messages ([{"role", "content"}]) under a chat template, as transformers' apply_chat_template(tokenize=False)
+    renders it (runtime/text/chat.c). Raises TokenizerError for what the template refuses."""
+    lib = bind(lib or tokenizer_library())
+    msgs = (ChatMessage * max(len(messages), 1))(*[ChatMessage(m["role"].encode(), m["content"].encode())
+                                                   for m in messages])
+    b, e = bos.encode() if isinstance(bos, str) else bos, eos.encode() if isinstance(eos, str) else eos
+    err = ctypes.create_string_buffer(256)
+    args = (template.encode() if template else None, msgs, len(messages), int(bool(add_generation_prompt)), b, e)
+    n = lib.ck_chat_render(*args, None, 0, err, len(err))
+    if n < 0:
+        raise TokenizerError(f"chat template: {err.value.decode()}")
+    buf = ctypes.create_string_buffer(n + 1)
+    lib.ck_chat_render(*args, buf, n + 1, err, len(err))
+    return buf.raw[:n].decode()
+
+
 def bind(lib):
-    for name, (res, args) in _SIGNATURES.items():
+    for name, (res, args) in list(_SIGNATURES.items()) + list(_CHAT_SIGNATURES.items()):
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
     return lib
 
 
+# runtime/text without what needs a model (generate.c, cli.c), and the checkpoint readers GGUF needs
+_TEXT_FILES = ("tokenizer.c", "tokenizer_load.c", "pretokenize.c", "normalize.c", "chat.c")
+
+
 def _sources():
     runtime = os.path.dirname(include_dir())
-    files = []
-    for sub in ("text", "io"):
-        d = os.path.join(runtime, sub)
-        files += sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith((".c", ".h")))
+    text = os.path.join(runtime, "text")
+    files = [os.path.join(text, f) for f in _TEXT_FILES] + sorted(
+        os.path.join(text, f) for f in os.listdir(text) if f.endswith(".h"))
+    io = os.path.join(runtime, "io")
+    files += sorted(os.path.join(io, f) for f in os.listdir(io) if f.endswith((".c", ".h")))
     return files + sorted(os.path.join(include_dir(), f) for f in os.listdir(include_dir()))
 
 

@@ -26,6 +26,13 @@ enum {
 
 const char *ck_last_error(void);
 int ck_last_error_code(void); /* the CK_E* code of that failure (what a NULL from *_init cannot return) */
+/* Sets the message and code ck_last_error() reports (printf format); returns code. For the runtime's helpers
+ * that run on a model's handle (ck_generate.h). */
+int ck_error_set(int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 #ifdef __cplusplus
 }

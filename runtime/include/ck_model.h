@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "ck_errors.h"
+#include "ck_tokenizer.h"
 #include "ck_trace.h"
 
 #ifdef __cplusplus
@@ -55,8 +56,18 @@ int ck_model_kv_cache_enable(ck_model *m, int capacity);
 void ck_model_kv_cache_disable(ck_model *m); /* frees it; forward starts from position 0 again */
 void ck_model_kv_cache_reset(ck_model *m);
 int ck_model_kv_cache_get_tokens(const ck_model *m);
+int ck_model_kv_cache_get_capacity(const ck_model *m); /* 0 when the cache is off */
+/* Forgets every cached token from position n_tokens on (0 <= n_tokens <= held): a chat whose new prompt
+ * shares only a prefix with the cache reruns the rest. */
+int ck_model_kv_cache_truncate(ck_model *m, int n_tokens);
 /* One token through the cache; logits in row 0, active_tokens becomes 1. */
 int ck_model_decode(ck_model *m, int32_t token);
+
+/* The tokenizer init loaded from beside the weights (tokenizer.json, tokenizer.model, or the GGUF's
+ * tokenizer.ggml.* keys; ck_tokenizer.h), or NULL: then get_tokenizer_error says why, and the model still
+ * works on token ids. Generation and chat over it: ck_generate.h. */
+const ck_tokenizer *ck_model_get_tokenizer(const ck_model *m);
+const char *ck_model_get_tokenizer_error(const ck_model *m);
 
 /* Model facts (the compiled constants; m may be NULL). */
 int ck_model_get_vocab_size(const ck_model *m);

@@ -1,10 +1,10 @@
-"""generate(): greedy by default; temperature / top-k / top-p sampling is
-seeded and reproducible; sampling helpers behave as documented."""
+"""generate(): greedy by default; temperature / top-k / top-p / min-p sampling and the repetition penalty
+(the C sampler, ck_generate.h) are seeded and reproducible and behave as documented; generate() leaves the
+model clean."""
 import numpy as np
 import pytest
 
 import ckc
-from ckc.llm import sample
 from conftest import prompt, tiny
 
 
@@ -49,11 +49,34 @@ def test_generation_stops_at_the_context_and_says_so(build, tmp_path):
     assert p.returncode == 1 and "-1 threads" in p.stderr
 
 
-def test_sample_top_p_keeps_the_nucleus():
-    logits = np.log(np.array([0.5, 0.3, 0.15, 0.05]))
-    rng = np.random.default_rng(0)
-    seen = {sample(logits, 1.0, None, 0.7, rng) for _ in range(300)}
-    assert seen == {0, 1}  # 0.5 + 0.3 >= 0.7: only the first two survive
-    seen_k = {sample(logits, 1.0, 3, None, rng) for _ in range(300)}
-    assert seen_k == {0, 1, 2}
-    assert sample(logits) == 0
+def test_sampler_filters(build):
+    m = build(tiny()).model()
+    logits = np.full(256, -1e9, dtype=np.float32)
+    logits[[7, 9, 11, 13]] = np.log([0.5, 0.3, 0.15, 0.05])
+
+    def seen(n=300, **kw):
+        s = m.sampler(temperature=1.0, seed=5, **kw)
+        return {s.sample(logits) for _ in range(n)}
+    assert seen() == {7, 9, 11, 13}
+    assert seen(top_p=0.7) == {7, 9}           # 0.5 + 0.3 >= 0.7: the nucleus is the first two
+    assert seen(top_k=3) == {7, 9, 11}
+    assert seen(min_p=0.25) == {7, 9, 11}       # 0.05 < 0.25 * 0.5
+    assert m.sampler().sample(logits) == 7      # temperature 0: greedy
+    # the repetition penalty: 7 seen, its logit divided by 100 (it is negative: multiplied) drops it
+    assert m.sampler(repetition_penalty=100.0).sample(logits, history=[7]) == 9
+    a, b = m.sampler(temperature=1.0, seed=3), m.sampler(temperature=1.0, seed=3)
+    assert [a.sample(logits) for _ in range(50)] == [b.sample(logits) for _ in range(50)]
+    with pytest.raises(ValueError):
+        m.sampler(top_p=0.0)
+    # the frequencies follow the distribution (p = 0.5, 0.3, 0.15, 0.05)
+    s = m.sampler(temperature=1.0, seed=11)
+    draws = np.array([s.sample(logits) for _ in range(4000)])
+    assert abs(np.mean(draws == 7) - 0.5) < 0.03 and abs(np.mean(draws == 13) - 0.05) < 0.015
+
+
+def test_generate_leaves_the_model_clean(build):
+    m = build(tiny()).model()
+    p = prompt(4, 256, seed=22)
+    before = m.forward(p)
+    m.generate(p, 8)
+    np.testing.assert_array_equal(m.forward(p), before)  # a fresh sequence, not appended to a cache

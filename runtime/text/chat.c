@@ -1,0 +1,212 @@
+/*
+ * chat.c — the supported families' chat templates (ck_generate.h), each written out in C from its Jinja
+ * source, the way llama.cpp's llm_chat_apply_template does: a model's template is recognized by its
+ * markers, then rendered with the same string operations (trim where the Jinja trims, the same role checks
+ * and messages). tests/python/test_chat.py compares every format with transformers' apply_chat_template.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ck_errors.h"
+#include "ck_generate.h"
+
+typedef struct sb {
+    char *out;
+    long cap, n;
+} sb;
+
+static void put(sb *b, const char *s, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++, b->n++)
+        if (b->n < b->cap - 1) b->out[b->n] = s[i];
+}
+
+static void puts_(sb *b, const char *s) { put(b, s, strlen(s)); }
+
+static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* Jinja's trim / Python's strip() (ASCII whitespace) */
+static void put_trimmed(sb *b, const char *s)
+{
+    size_t n = strlen(s), a = 0;
+    while (a < n && is_ws(s[a])) a++;
+    while (n > a && is_ws(s[n - 1])) n--;
+    put(b, s + a, n - a);
+}
+
+static long fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    va_list ap;
+    if (err && errlen) {
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+const char *ck_chat_format_name(const char *t)
+{
+    if (!t) return NULL;
+    if (strstr(t, "<|im_start|>")) return "chatml";
+    if (strstr(t, "<|start_header_id|>")) return "llama3";
+    if (strstr(t, "<start_of_turn>")) return "gemma";
+    if (strstr(t, "<|assistant|>") && strstr(t, "<|end|>")) return "phi3";
+    if (strstr(t, "[INST]") && strstr(t, "<<SYS>>")) return "llama2";
+    if (strstr(t, "[INST]")) return "mistral";
+    return NULL;
+}
+
+/* ChatML's default system prompt, when the template writes one for conversations without a system
+ * message: the literal between "<|im_start|>system\n" and "<|im_end|>" (Jinja escapes undone). */
+static char *chatml_default_system(const char *t)
+{
+    const char *p = strstr(t, "<|im_start|>system"), *end;
+    char *s;
+    size_t i, k = 0;
+    if (!p) return NULL;
+    p += strlen("<|im_start|>system");
+    if (*p == '\n') p++;
+    else if (p[0] == '\\' && p[1] == 'n') p += 2;
+    else return NULL;
+    end = strstr(p, "<|im_end|>");
+    if (!end) return NULL;
+    for (i = 0; p + i < end; i++)
+        if (p[i] == '{' || p[i] == '}' || p[i] == '+' || p[i] == '\'' || p[i] == '"') return NULL; /* not a literal */
+    s = (char *)malloc((size_t)(end - p) + 1);
+    if (!s) return NULL;
+    for (i = 0; p + i < end; i++) {
+        if (p[i] == '\\' && p + i + 1 < end) {
+            char c = p[++i];
+            s[k++] = c == 'n' ? '\n' : c == 't' ? '\t' : c;
+        } else {
+            s[k++] = p[i];
+        }
+    }
+    s[k] = 0;
+    return s;
+}
+
+static int known_role(const char *r)
+{
+    return r && (strcmp(r, "system") == 0 || strcmp(r, "user") == 0 || strcmp(r, "assistant") == 0);
+}
+
+long ck_chat_render(const char *tmpl, const ck_chat_message *msgs, int n, int add_generation_prompt, const char *bos,
+                    const char *eos, char *out, long cap, char *err, size_t errlen)
+{
+    const char *fmt = ck_chat_format_name(tmpl);
+    sb b;
+    int i, first = 0;
+    if (err && errlen) err[0] = 0;
+    if (!tmpl) return fail(err, errlen, CK_ENOTSUP, "the model has no chat template");
+    if (!fmt)
+        return fail(err, errlen, CK_ENOTSUP, "the chat template is not one ckc knows (ChatML, Llama-2, Llama-3, Mistral, "
+                                             "Gemma, Phi-3)");
+    if (n < 0 || (n && !msgs) || cap < 0 || (cap && !out)) return fail(err, errlen, CK_EINVAL, "bad arguments");
+    for (i = 0; i < n; i++) {
+        if (!known_role(msgs[i].role))
+            return fail(err, errlen, CK_EINVAL, "message %d: role \"%s\" is not system, user or assistant", i,
+                        msgs[i].role ? msgs[i].role : "(null)");
+        if (!msgs[i].content) return fail(err, errlen, CK_EINVAL, "message %d: content is NULL", i);
+    }
+    bos = bos ? bos : "";
+    eos = eos ? eos : "";
+    b.out = out, b.cap = cap, b.n = 0;
+    if (strcmp(fmt, "chatml") == 0) {
+        if (n > 0 && strcmp(msgs[0].role, "system") != 0) {
+            char *sys = chatml_default_system(tmpl);
+            if (sys) {
+                puts_(&b, "<|im_start|>system\n");
+                puts_(&b, sys);
+                puts_(&b, "<|im_end|>\n");
+                free(sys);
+            }
+        }
+        for (i = 0; i < n; i++) {
+            puts_(&b, "<|im_start|>");
+            puts_(&b, msgs[i].role);
+            puts_(&b, "\n");
+            puts_(&b, msgs[i].content);
+            puts_(&b, "<|im_end|>\n");
+        }
+        if (add_generation_prompt) puts_(&b, "<|im_start|>assistant\n");
+    } else if (strcmp(fmt, "llama3") == 0) {
+        for (i = 0; i < n; i++) {
+            if (i == 0) puts_(&b, bos);
+            puts_(&b, "<|start_header_id|>");
+            puts_(&b, msgs[i].role);
+            puts_(&b, "<|end_header_id|>\n\n");
+            put_trimmed(&b, msgs[i].content);
+            puts_(&b, "<|eot_id|>");
+        }
+        if (add_generation_prompt) puts_(&b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    } else if (strcmp(fmt, "phi3") == 0) {
+        for (i = 0; i < n; i++) {
+            puts_(&b, strcmp(msgs[i].role, "system") == 0 ? "<|system|>\n"
+                      : strcmp(msgs[i].role, "user") == 0 ? "<|user|>\n" : "<|assistant|>\n");
+            puts_(&b, msgs[i].content);
+            puts_(&b, "<|end|>\n");
+        }
+        puts_(&b, add_generation_prompt ? "<|assistant|>\n" : eos);
+    } else { /* llama2, mistral, gemma: user / assistant alternate */
+        const char *sys = NULL;
+        if (n > 0 && strcmp(msgs[0].role, "system") == 0) {
+            if (strcmp(fmt, "gemma") == 0) return fail(err, errlen, CK_EINVAL, "System role not supported");
+            if (strcmp(fmt, "llama2") == 0) sys = msgs[0].content, first = 1;
+        }
+        if (strcmp(fmt, "llama2") != 0) puts_(&b, bos);
+        for (i = first; i < n; i++) {
+            int user = strcmp(msgs[i].role, "user") == 0;
+            if (user != ((i - first) % 2 == 0))
+                return fail(err, errlen, CK_EINVAL, "Conversation roles must alternate user/assistant/user/assistant/...");
+            if (strcmp(fmt, "llama2") == 0) {
+                sb c;
+                char *joined;
+                size_t need = strlen(msgs[i].content) + (sys && i == first ? strlen(sys) + 32 : 0) + 1;
+                if (!(joined = (char *)malloc(need))) return fail(err, errlen, CK_ENOMEM, "out of memory");
+                c.out = joined, c.cap = (long)need, c.n = 0;
+                if (sys && i == first) {
+                    puts_(&c, "<<SYS>>\n");
+                    puts_(&c, sys);
+                    puts_(&c, "\n<</SYS>>\n\n");
+                }
+                puts_(&c, msgs[i].content);
+                joined[c.n] = 0;
+                if (user) {
+                    puts_(&b, bos);
+                    puts_(&b, "[INST] ");
+                    put_trimmed(&b, joined);
+                    puts_(&b, " [/INST]");
+                } else {
+                    puts_(&b, " ");
+                    put_trimmed(&b, joined);
+                    puts_(&b, " ");
+                    puts_(&b, eos);
+                }
+                free(joined);
+            } else if (strcmp(fmt, "mistral") == 0) {
+                if (user) {
+                    puts_(&b, "[INST] ");
+                    puts_(&b, msgs[i].content);
+                    puts_(&b, " [/INST]");
+                } else {
+                    puts_(&b, msgs[i].content);
+                    puts_(&b, eos);
+                }
+            } else { /* gemma */
+                puts_(&b, "<start_of_turn>");
+                puts_(&b, user ? "user" : "model");
+                puts_(&b, "\n");
+                put_trimmed(&b, msgs[i].content);
+                puts_(&b, "<end_of_turn>\n");
+            }
+        }
+        if (add_generation_prompt && strcmp(fmt, "gemma") == 0) puts_(&b, "<start_of_turn>model\n");
+    }
+    if (cap > 0) out[b.n < cap - 1 ? b.n : cap - 1] = 0;
+    return b.n;
+}
