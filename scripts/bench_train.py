@@ -41,8 +41,8 @@ MODELS = {
 
 
 def cache_dir():
-    base = os.environ.get("CKC_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "ckc")
-    return os.path.join(base, "bench_train")
+    from ckc.build import cache_dir as ckc_cache
+    return os.path.join(ckc_cache(), "bench_train")
 
 
 def prepare(name):

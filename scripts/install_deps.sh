@@ -6,6 +6,7 @@
 #      libopenblas-dev            GEMM/GEMV in the runtime (and the -lopenblas link)
 #      nlohmann-json3-dev, libcli11-dev, libfmt-dev   the compiler's JSON, CLI, formatting
 #      catch2                     unit tests (v2)
+#      clang, libclang-rt-14-dev  libFuzzer + sanitizers for the tokenizer fuzzing (tests/fuzz)
 #      python3-venv               a venv when the only Python is Debian's
 # 2. The Python environment: a venv at .venv/ in this checkout holding exactly
 #    requirements.txt (torch 2.13 CPU, transformers, numpy, pytest, ...), with
@@ -20,7 +21,8 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
-PACKAGES=(g++ gcc make cmake libopenblas-dev nlohmann-json3-dev libcli11-dev libfmt-dev catch2 python3 python3-venv)
+PACKAGES=(g++ gcc make cmake libopenblas-dev nlohmann-json3-dev libcli11-dev libfmt-dev catch2 clang libclang-rt-14-dev
+          python3 python3-venv)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -131,3 +131,19 @@ cc $SAN -I runtime/include tests/c/graph_run.c "$OUT/mask/model.c" $(cat "$OUT/m
 cc $SAN -I runtime/include tests/c/graph_check.c "$OUT/graph-gcu/model.c" $(cat "$OUT/graph-gcu/model.c.kernels") \
    -lopenblas -lm -fopenmp -lpthread -o "$OUT/graph-gcu/graph_check"
 "$OUT/graph-gcu/graph_check" "$OUT/graph-gcu/model.weights.safetensors" 96
+
+# text in, text out: the real SmolLM2 GGUF (tokenizer from its metadata, chat template, generation that stops,
+# the executable's --prompt and --chat with the KV cache kept across turns), and a tokenizer.json beside
+# safetensors weights
+case "$PY" in /*) PYABS=$PY ;; *) PYABS=$(pwd)/$PY ;; esac
+SMOL=$(cd tests/python && "$PYABS" -c 'from references import smollm2_gguf; print(smollm2_gguf())')
+"$CKC" compile "$SMOL" -o "$OUT/smol/model.c"
+cc $SAN -DCK_MODEL_MAIN -I runtime/include "$OUT/smol/model.c" $(cat "$OUT/smol/model.c.kernels") -lopenblas -lm \
+   -fopenmp -o "$OUT/smol/model"
+"$OUT/smol/model" "$SMOL" --prompt "What is 2 + 2?" -n 24 -t 2 > "$OUT/smol/answer.txt"
+echo "smollm2 --prompt: $(cat "$OUT/smol/answer.txt")"
+printf 'Hi!\nWhat is 2 + 2?\n/reset\nName a fruit.\n' | "$OUT/smol/model" "$SMOL" --chat -n 12 -t 2 --temp 0.7 --top-k 40 \
+    --top-p 0.9 --min-p 0.05 --repeat-penalty 1.1 --seed 1 > "$OUT/smol/chat.txt"
+echo "smollm2 --chat: $(tr '\n' '|' < "$OUT/smol/chat.txt")"
+"$OUT/smol/model" "$SMOL" --prompt "Once upon a time" --raw -n 16 --stop " the" > "$OUT/smol/story.txt"
+echo "smollm2 --raw --stop: $(cat "$OUT/smol/story.txt")"

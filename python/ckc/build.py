@@ -6,6 +6,7 @@
 Where things are: an installed package (pip install .) holds ckc/bin/ckc, ckc/runtime and
 ckc/templates; a checkout has build/ckc and runtime/ at its root (ROOT). $CKC_BIN overrides the binary.
 """
+import hashlib
 import os
 import shlex
 import shutil
@@ -24,6 +25,23 @@ def _home():
     if ROOT:
         return ROOT
     raise FileNotFoundError(f"no runtime/ in {PACKAGE} and no ckc checkout around it: reinstall ckc (pip install .)")
+
+
+def cache_dir():
+    """Where ckc keeps what it builds or fetches (compiled graphs, models, the tokenizer library): $CKC_CACHE_DIR,
+    else $XDG_CACHE_HOME/ckc, else ~/.cache/ckc."""
+    d = os.environ.get("CKC_CACHE_DIR")
+    if not d:
+        d = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "ckc")
+    return os.path.abspath(d)
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def ckc_binary():

@@ -207,6 +207,9 @@ class LlmModel(_Handle):
         self.vocab_size = self.lib.ck_model_get_vocab_size(self.h)
         self.context_length = self.lib.ck_model_get_context_length(self.h)
         self.num_layers = self.lib.ck_model_get_num_layers(self.h)
+        why = self.lib.ck_model_get_tokenizer_error(self.h).decode()
+        if why and "no tokenizer" not in why:  # there is one, and it is broken: say so; ids still work
+            warnings.warn(f"the tokenizer did not load ({why}); the model works on token ids", stacklevel=2)
         if threads:
             self.set_threads(threads)
 

@@ -14,7 +14,7 @@ import os
 import shutil
 import subprocess
 
-from .build import include_dir
+from .build import cache_dir, include_dir
 
 _SIGNATURES = {
     "ck_tokenizer_load": (ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]),
@@ -103,12 +103,6 @@ def _sources():
     io = os.path.join(runtime, "io")
     files += sorted(os.path.join(io, f) for f in os.listdir(io) if f.endswith((".c", ".h")))
     return files + sorted(os.path.join(include_dir(), f) for f in os.listdir(include_dir()))
-
-
-def cache_dir():
-    base = os.environ.get("CKC_CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or
-                                                           os.path.expanduser("~/.cache"), "ckc")
-    return base
 
 
 _LIB = None

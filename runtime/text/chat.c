@@ -107,6 +107,7 @@ long ck_chat_render(const char *tmpl, const ck_chat_message *msgs, int n, int ad
         return fail(err, errlen, CK_ENOTSUP, "the chat template is not one ckc knows (ChatML, Llama-2, Llama-3, Mistral, "
                                              "Gemma, Phi-3)");
     if (n < 0 || (n && !msgs) || cap < 0 || (cap && !out)) return fail(err, errlen, CK_EINVAL, "bad arguments");
+    if (n == 0) return fail(err, errlen, CK_EINVAL, "no messages (an empty conversation)");
     for (i = 0; i < n; i++) {
         if (!known_role(msgs[i].role))
             return fail(err, errlen, CK_EINVAL, "message %d: role \"%s\" is not system, user or assistant", i,

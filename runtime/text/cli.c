@@ -326,6 +326,8 @@ int ck_model_cli(int argc, char **argv)
         return 1;
     }
     tok = ck_model_get_tokenizer(m);
+    if (!tok && !strstr(ck_model_get_tokenizer_error(m), "no tokenizer"))
+        fprintf(stderr, "warning: the tokenizer did not load: %s\n", ck_model_get_tokenizer_error(m));
     if (ck_model_set_threads(m, threads) != 0) {
         fprintf(stderr, "error: %s\n", ck_last_error());
         rc = 1;

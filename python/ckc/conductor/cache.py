@@ -20,19 +20,12 @@ import tempfile
 import warnings
 
 from .. import build
+from ..build import cache_dir
 from ..export import write_graph
 
 _FILES = ("graph.json", "weights.safetensors", "model.c", "model.c.kernels", "libmodel.so")  # always there
 _OPTIONAL = ("model.weights.safetensors",)  # when the graph has constants
 _toolchain_digest = None
-
-
-def cache_dir():
-    """Where compiled graphs are kept: $CKC_CACHE_DIR, else $XDG_CACHE_HOME/ckc, else ~/.cache/ckc."""
-    d = os.environ.get("CKC_CACHE_DIR")
-    if not d:
-        d = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "ckc")
-    return os.path.abspath(d)
 
 
 def cache_clear():
