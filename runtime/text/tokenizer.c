@@ -633,7 +633,23 @@ static int encode_segment(enc_ctx *e, const char *s, size_t n, int first)
     return rc;
 }
 
-static int is_space_byte(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+/* the length of the whitespace character (Unicode White_Space, what lstrip / rstrip take) starting at s[i],
+ * or ending just before s[i] (back), else 0 */
+static size_t space_at(const char *s, size_t len, size_t i, int back)
+{
+    int n;
+    size_t start = i;
+    if (back) {
+        if (i == 0) return 0;
+        start = i - 1;
+        while (start > 0 && i - start < 4 && ((unsigned char)s[start] & 0xC0) == 0x80) start--;
+    } else if (i >= len) {
+        return 0;
+    }
+    if (!ck_unicode_is_space(ck_utf8_decode((const unsigned char *)s + start, len - start, &n))) return 0;
+    if (back && start + (size_t)n != i) return 0;
+    return (size_t)n;
+}
 
 long ck_tokenizer_encode(const ck_tokenizer *t, const char *text, size_t len, int add_special, int32_t *ids, long cap)
 {
@@ -683,13 +699,13 @@ long ck_tokenizer_encode(const ck_tokenizer *t, const char *text, size_t len, in
         {
             size_t end = i, next = hit ? i + hit->len : i;
             if (hit && hit->lstrip)
-                while (end > seg && is_space_byte(text[end - 1])) end--;
+                while (end > seg && space_at(text, len, end, 1)) end -= space_at(text, len, end, 1);
             rc = encode_segment(&e, text + seg, end - seg, first);
             first = 0;
             if (!hit) break;
             emit(&o, hit->id);
             if (hit->rstrip)
-                while (next < len && is_space_byte(text[next])) next++;
+                while (next < len && space_at(text, len, next, 0)) next += space_at(text, len, next, 0);
             i = seg = next;
         }
     }

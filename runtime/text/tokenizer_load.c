@@ -431,6 +431,11 @@ static void load_config_files(ck_tokenizer *t, const char *dir)
             bos = ck_json_get(root, "bos_token");
             if (bos && bos->type == CK_JSON_OBJECT) bos = ck_json_get(bos, "content");
             if (bos && bos->type == CK_JSON_STRING && t->bos < 0) t->bos = ck_tokenizer_find(t, bos->string);
+            /* transformers rebuilds the post-processor from these when they are given */
+            if (t->bos >= 0 && ck_json_get(root, "add_bos_token") && ck_json_get(root, "add_bos_token")->type == CK_JSON_BOOL)
+                t->add_bos = ck_json_get(root, "add_bos_token")->boolean;
+            if (t->eos >= 0 && ck_json_get(root, "add_eos_token") && ck_json_get(root, "add_eos_token")->type == CK_JSON_BOOL)
+                t->add_eos = ck_json_get(root, "add_eos_token")->boolean;
             ck_json_free(doc);
         }
         free(text);

@@ -25,7 +25,7 @@ done
 TOKS=$(cd "$ROOT/tests/python" && "$PY" -c '
 import os, tokenizer_cases as tc, references
 base = os.path.join(references.CACHE, "tokenizers")
-paths = [tc.save_family(f, os.path.join(base, f)) for f in ("gpt2", "llama3", "qwen2", "llama2", "mistral", "gemma")]
+paths = [tc.save_family(f, os.path.join(base, f)) for f in ("phi2", "llama3", "qwen2", "phi3", "mistral", "gemma")]
 paths.append(tc.sentencepiece_model(os.path.join(base, "sentencepiece")))
 print(":".join(paths))')
 mkdir -p "$WORK/seed-load" "$WORK/seed-encode"

@@ -52,9 +52,9 @@ def test_family_matches_hf_tokenizers(family):
     rt = _compare(ours, lambda d: hf.encode(d).ids, lambda ids: hf.decode(ids, skip_special_tokens=False))
     assert rt >= 0.8 * len(DOCS)  # (NFC changes decomposed marks; SentencePiece drops a first leading space)
     # special tokens written in the text are matched, and BOS follows the post-processor
-    special = {"llama3": "<|eot_id|>", "llama2": "</s>", "mistral": "</s>", "gemma": "<end_of_turn>"}.get(family,
-                                                                                                          "<|endoftext|>")
-    s = f"Hi{special}there {special}"
+    special = {"llama3": "<|eot_id|>", "llama2": "</s>", "mistral": "</s>", "gemma": "<end_of_turn>",
+               "phi3": "<|end|>"}.get(family, "<|endoftext|>")
+    s = f"Hi{special}there {special}  \n\u3000 x {special}\t"
     assert ours.encode(s) == hf.encode(s).ids
     assert ours.encode(s, add_special=False) == hf.encode(s, add_special_tokens=False).ids
     assert ours.find(special) == hf.token_to_id(special) and ours.is_special(ours.find(special))
@@ -167,3 +167,38 @@ def test_empty_and_huge_inputs():
     assert ours.encode("") == [ours.bos]
     long = "word " * 20000 + "x" * 20000  # one 20000-character word: the heap merge is not quadratic
     assert ours.decode(ours.encode(long, add_special=False)) == long
+
+
+def test_gguf_llama_vocabulary_matches_sentencepiece(tmp_path):
+    """A GGUF "llama" (SentencePiece) vocabulary: pieces, scores and token types as llama.cpp's converter writes
+    them from a tokenizer.model, merged by score."""
+    import gguf
+    import sentencepiece as spm
+    path = tokenizer_cases.sentencepiece_model(os.path.join(FOLDER, "sentencepiece"))
+    sp = spm.SentencePieceProcessor(model_file=path)
+    w = gguf.GGUFWriter(str(tmp_path / "vocab.gguf"), "llama")
+    kinds = {"normal": 1, "unknown": 2, "control": 3, "user_defined": 4, "unused": 5, "byte": 6}
+    types = []
+    for i in range(sp.get_piece_size()):
+        kind = ("unknown" if sp.is_unknown(i) else "control" if sp.is_control(i) else "byte" if sp.is_byte(i)
+                else "unused" if sp.is_unused(i) else "normal")
+        types.append(kinds[kind])
+    w.add_tokenizer_model("llama")
+    w.add_token_list([sp.id_to_piece(i).encode() for i in range(sp.get_piece_size())])
+    w.add_token_scores([sp.get_score(i) for i in range(sp.get_piece_size())])
+    w.add_token_types(types)
+    w.add_bos_token_id(sp.bos_id())
+    w.add_eos_token_id(sp.eos_id())
+    w.add_unk_token_id(sp.unk_id())
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    ours = Tokenizer(tmp_path / "vocab.gguf")
+    assert "SentencePiece BPE from GGUF" in repr(ours)
+    for d in DOCS:
+        if "<tool>" in d:
+            continue
+        assert ours.encode(d, add_special=False) == sp.encode(d), d[:60]
+        assert ours.decode(sp.encode(d)) == sp.decode(sp.encode(d))
+    assert ours.encode("Hi") == [sp.bos_id()] + sp.encode("Hi")  # llama.cpp's default for llama vocabularies: BOS

@@ -52,7 +52,7 @@ def _spm_style(normalizer, pre, decoder, bos, specials, vocab=800):
 
 def family(name):
     """A `tokenizers.Tokenizer` with family `name`'s settings."""
-    from tokenizers import decoders, normalizers, pre_tokenizers, processors, Regex
+    from tokenizers import AddedToken, decoders, normalizers, pre_tokenizers, processors, Regex
     bl = pre_tokenizers.ByteLevel
     if name == "gpt2":  # also phi-2 (CodeGen's tokenizer)
         return _byte_level(bl(add_prefix_space=False), ["<|endoftext|>"], 1200)
@@ -82,10 +82,20 @@ def family(name):
         norm = normalizers.Replace(" ", "▁")
         dec = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
         return _spm_style(norm, None, dec, "<bos>", ["<unk>", "<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>"])
+    if name == "phi3":  # Llama-2's settings, and chat tokens that take the whitespace after them (rstrip)
+        tok = family("llama2")
+        tok.add_special_tokens([AddedToken(t, rstrip=True, special=True, normalized=False)
+                                for t in ("<|end|>", "<|user|>", "<|assistant|>", "<|system|>")])
+        return tok
+    if name == "phi2":  # CodeGen's tokenizer: GPT-2's, plus tokens for runs of spaces (not special, normalized)
+        tok = family("gpt2")
+        tok.add_tokens([AddedToken(" " * k, normalized=True) for k in range(2, 32)] +
+                       [AddedToken("\t" * k, normalized=True) for k in range(2, 10)])
+        return tok
     raise KeyError(name)
 
 
-FAMILIES = ["gpt2", "smollm2", "llama3", "qwen2", "llama2", "mistral", "gemma"]
+FAMILIES = ["gpt2", "phi2", "smollm2", "llama3", "qwen2", "llama2", "phi3", "mistral", "gemma"]
 
 
 def save_family(name, folder):
