@@ -408,7 +408,8 @@ CLI::App *add_quantize(CLI::App &app, QuantizeArgs &a)
                     "not whole blocks fall back as llama-quantize does). Norms and biases are written in f32")
         ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K"}));
     cmd->footer("Then: ckc compile OUTPUT -o model.c (the matrices are used in place from the mapped file).\n"
-                "The tokenizer is not written yet: llama.cpp sees placeholder tokens and runs on token ids.");
+                "The tokenizer beside the weights (tokenizer.json, tokenizer.model) goes in as tokenizer.ggml.*, with\n"
+                "the chat template: llama.cpp and ckc then run the file on text. Without one: token ids only.");
     return cmd;
 }
 

@@ -16,6 +16,7 @@
 #include "support/util.h"
 #include "support/version.h"
 #include "weights/checkpoint.h"
+#include "weights/gguf_tokenizer.h"
 #include "weights/gguf_writer.h"
 
 namespace ckc {
@@ -116,8 +117,33 @@ size_t quantize_to_gguf(const std::string &folder, const std::string &out_path, 
                                          "llama.cpp uses for Mistral; the file attends to the whole context "
                                          "(the same as the model below {} tokens)\n",
                                          config, r.positive_int("sliding_window"), r.positive_int("sliding_window"));
-    // the tokenizer is not converted yet: llama.cpp then runs on token ids with a vocabulary of placeholders
-    w.set_str("tokenizer.ggml.model", "none");
+    // the tokenizer beside the weights (tokenizer.json / tokenizer.model), as llama.cpp's converter writes it;
+    // without one, llama.cpp runs on token ids with a vocabulary of placeholders
+    {
+        char err[512] = "";
+        ck_tokenizer *tok = ck_tokenizer_load(dir.c_str(), err, sizeof err);
+        if (tok) {
+            std::vector<std::string> notes;
+            try {
+                notes = write_gguf_tokenizer(tok, w, dir);
+            } catch (...) {
+                ck_tokenizer_free(tok);
+                throw;
+            }
+            if (ck_tokenizer_vocab_size(tok) > c.vocab_size)
+                notes.push_back(fmt::format("{}: the tokenizer has {} tokens, the model's vocab_size is {}", dir,
+                                            ck_tokenizer_vocab_size(tok), c.vocab_size));
+            ck_tokenizer_free(tok);
+            if (o.progress_notes)
+                for (const auto &n : notes) *o.progress_notes << "ckc: note: " << n << "\n";
+        } else if (std::string(err).find("no tokenizer") != std::string::npos) {
+            w.set_str("tokenizer.ggml.model", "none");
+            if (o.progress_notes)
+                *o.progress_notes << "ckc: note: no tokenizer beside the weights: the GGUF holds none (token ids only)\n";
+        } else {
+            input_error(std::string("the tokenizer: ") + err);
+        }
+    }
 
     CheckpointFile ck(dir);  // after the metadata: a config GGUF cannot hold is refused before any weight is read
     ck_checkpoint_set_optional_prefix(ck.ck, p.info.optional_prefix.c_str());

@@ -10,6 +10,10 @@
 
 #include "ck_tokenizer.h"
 
+#ifdef __cplusplus
+extern "C" { /* ckc quantize reads the tables (compiler/weights/gguf_tokenizer.cpp) */
+#endif
+
 /* ---- UTF-8 and character classes (pretokenize.c) ---- */
 #define CK_CP_INVALID 0xFFFFFFFFu
 /* The code point at s[0..n) and its byte length (>= 1); an invalid or truncated sequence is one byte
@@ -121,4 +125,7 @@ char *ck_tok_strdup(const char *s, size_t n);
 int ck_byte_level_decode_cp(uint32_t cp);
 uint32_t ck_byte_level_cp(unsigned char b);
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* CK_TOKENIZER_IMPL_H */
