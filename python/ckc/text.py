@@ -187,7 +187,7 @@ class Tokenizer:
         arr = (ctypes.c_int32 * max(len(ids), 1))(*ids)
         n = self.lib.ck_tokenizer_decode(self.h, arr, len(ids), int(bool(skip_special)), None, 0)
         if n < 0:
-            raise TokenizerError(f"decode: an id is out of range (vocabulary {self.vocab_size})")
+            raise TokenizerError(f"decode failed ({n})")
         buf = ctypes.create_string_buffer(n + 1)
         self.lib.ck_tokenizer_decode(self.h, arr, len(ids), int(bool(skip_special)), buf, n + 1)
         return buf.raw[:n]
@@ -204,7 +204,7 @@ class Tokenizer:
         for i in ids:
             n = self.lib.ck_token_stream_push(self.h, ctypes.byref(st), int(i), int(bool(skip_special)), buf, len(buf))
             if n < 0:
-                raise TokenizerError(f"token {i} is out of range")
+                raise TokenizerError(f"streaming decode failed ({n})")
             if n + 1 > len(buf):
                 buf = ctypes.create_string_buffer(n + 1)
                 n = self.lib.ck_token_stream_push(self.h, ctypes.byref(st), int(i), int(bool(skip_special)), buf, len(buf))

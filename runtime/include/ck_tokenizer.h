@@ -56,7 +56,8 @@ long ck_tokenizer_encode(const ck_tokenizer *t, const char *text, size_t len, in
 
 /* ids to text: the bytes the tokens stand for (special tokens as their text unless skip_special), after
  * the decoder's rules (e.g. SentencePiece's leading space is dropped). Returns the byte count, of which at
- * most cap - 1 are written and NUL-terminated (cap 0: only count); an id out of range is CK_EINVAL. */
+ * most cap - 1 are written and NUL-terminated (cap 0: only count). Ids outside the vocabulary (the padded
+ * rows of a model whose vocab_size exceeds its tokenizer's) stand for nothing, as in Hugging Face tokenizers. */
 long ck_tokenizer_decode(const ck_tokenizer *t, const int32_t *ids, long n, int skip_special, char *out, long cap);
 
 /* The bytes one token stands for (not NUL-terminated; may be part of a UTF-8 character), or NULL. */
@@ -89,7 +90,8 @@ typedef struct ck_token_stream {
 void ck_token_stream_reset(ck_token_stream *s);
 /* Appends the text that id completes to out (at most cap bytes, NUL-terminated when room; cap >= 16 is
  * always enough for one token's worth of pending bytes plus a replacement). Returns the bytes written, or
- * the bytes needed when cap is too small (nothing is consumed then), or CK_EINVAL. */
+ * the bytes needed when cap is too small (nothing is consumed then), or CK_EINVAL. An id outside the
+ * vocabulary writes nothing. */
 long ck_token_stream_push(const ck_tokenizer *t, ck_token_stream *s, int32_t id, int skip_special, char *out,
                           long cap);
 /* Whatever is still pending at the end of generation (as U+FFFD). */

@@ -286,7 +286,17 @@ int ck_generate(ck_model *m, const ck_tokenizer *tok, const int32_t *prompt, int
             long n = ck_token_stream_push(tok, &st, next, 1, piece, (long)sizeof piece);
             size_t hold = 0;
             long at;
-            if (n > (long)sizeof piece - 1) n = 0; /* a piece longer than 511 bytes: not in any real vocabulary */
+            if (n > (long)sizeof piece - 1) { /* a long piece: nothing was consumed, so again with room for it */
+                char *big = (char *)malloc((size_t)n + 1);
+                n = big ? ck_token_stream_push(tok, &st, next, 1, big, n + 1) : CK_ENOMEM;
+                if (n > 0) rc = text_append(&ts, big, (size_t)n);
+                free(big);
+                if (n < 0 || rc) {
+                    rc = ck_error_set(CK_ENOMEM, "ck_generate: out of memory");
+                    goto done;
+                }
+                n = 0;
+            }
             if (n > 0 && (rc = text_append(&ts, piece, (size_t)n)) != 0) {
                 rc = ck_error_set(rc, "ck_generate: out of memory");
                 goto done;

@@ -723,7 +723,7 @@ long ck_tokenizer_decode(const ck_tokenizer *t, const int32_t *ids, long n, int 
     for (i = 0; i < n; i++) {
         int32_t id = ids[i];
         uint32_t k;
-        if (id < 0 || id >= t->n_vocab) return CK_EINVAL;
+        if (id < 0 || id >= t->n_vocab) continue; /* a model's padded rows: nothing, as tokenizers' decode */
         if (skip_special && ck_tokenizer_is_special(t, id)) continue;
         k = 0;
         if (total == 0 && t->decode_strip_space && t->text_len[id] && t->text[id][0] == ' ') k = 1;
@@ -789,8 +789,8 @@ long ck_token_stream_push(const ck_tokenizer *t, ck_token_stream *s, int32_t id,
     const unsigned char *p;
     size_t n;
     long need;
-    if (!t || !s || id < 0 || id >= t->n_vocab || cap < 0 || (cap > 0 && !out)) return CK_EINVAL;
-    if (skip_special && ck_tokenizer_is_special(t, id)) {
+    if (!t || !s || cap < 0 || (cap > 0 && !out)) return CK_EINVAL;
+    if (id < 0 || id >= t->n_vocab || (skip_special && ck_tokenizer_is_special(t, id))) {
         if (cap > 0) out[0] = 0;
         return 0;
     }

@@ -149,3 +149,22 @@ def test_a_broken_tokenizer_warns_and_ids_still_work(tiny_text, tmp_path):
     with pytest.warns(UserWarning, match=r"tokenizer.json: model.merges: merge 0 .* not in the vocabulary"):
         m = b.model(str(broken))
     assert m.tokenizer is None and len(m.generate([1, 2], 3)) == 5
+
+
+def test_long_token_texts_stream_whole(build, tmp_path):
+    """Tokens whose text is longer than the generation loop's buffer (600 bytes) come out whole."""
+    import json
+    from tokenizers import AddedToken, Tokenizer as HF
+    tok = HF.from_file(tokenizer_cases.save_family("gpt2", os.path.join(CACHE, "tokenizers", "gpt2")))
+    tok.add_tokens([AddedToken(f"<{i}>" + "é" * 300, normalized=False) for i in range(60)])
+    b = build(tiny(vocab_size=1300, max_position_embeddings=128))
+    folder = tmp_path / "m"
+    shutil.copytree(b.weights, folder)
+    tok.save(str(folder / "tokenizer.json"))
+    m = b.model(str(folder))
+    text = m.generate_text("a", max_new_tokens=120, temperature=3.0, seed=1)
+    ids = m.last_generation[0]
+    assert any(i >= 1200 for i in ids) and text == m.detokenize(ids)
+    assert json.dumps(text).count("\\u00e9" * 300) >= 1
+    # the model's rows past the tokenizer's 1260 tokens (a padded vocabulary) decode to nothing
+    assert any(i >= 1260 for i in ids) and m.detokenize([1260, 1299]) == ""
