@@ -163,6 +163,18 @@ int ck_tok_add_merge(ck_tokenizer *t, int32_t left, int32_t right, int32_t rank,
     return 0;
 }
 
+int ck_tok_add_norm(ck_tokenizer *t, int kind, const char *from, const char *to)
+{
+    ck_norm_step *st;
+    if (t->n_norm == CK_TOK_MAX_STEPS) return CK_ERANGE;
+    st = &t->norm[t->n_norm];
+    st->kind = kind;
+    st->from = from ? ck_tok_strdup(from, strlen(from)) : NULL;
+    st->to = ck_tok_strdup(to, strlen(to));
+    t->n_norm++; /* counted even when a copy failed: ck_tokenizer_free frees what was made */
+    return (from && !st->from) || !st->to ? CK_ENOMEM : 0;
+}
+
 int ck_tok_add_added(ck_tokenizer *t, int32_t id, const char *text, size_t len, int special, int lstrip, int rstrip)
 {
     ck_added_token *a;
@@ -651,41 +663,15 @@ static size_t space_at(const char *s, size_t len, size_t i, int back)
     return (size_t)n;
 }
 
-long ck_tokenizer_encode(const ck_tokenizer *t, const char *text, size_t len, int add_special, int32_t *ids, long cap)
+/* added tokens cut out, every other segment normalized (unless the whole text was), split and merged */
+static int encode_text(enc_ctx *e, const char *text, size_t len)
 {
-    out_ids o;
-    enc_ctx e;
+    const ck_tokenizer *t = e->t;
     size_t i = 0, seg = 0;
     int rc = 0, first = 1;
-    if (!t || (!text && len) || cap < 0 || (cap > 0 && !ids)) return CK_EINVAL;
-    o.ids = ids;
-    o.cap = cap;
-    o.n = 0;
-    memset(&e, 0, sizeof e);
-    e.t = t;
-    e.o = &o;
-    if (add_special && t->add_bos && t->bos >= 0) emit(&o, t->bos);
-    if (t->normalize_first && len) { /* the whole text, then user-defined pieces inside it */
-        buf na = {0, 0, 0}, nb = {0, 0, 0};
-        long n;
-        rc = buf_put(&na, text, len);
-        if (!rc) rc = normalize(t, &na, &nb, 1);
-        free(nb.p);
-        if (!rc) {
-            ck_tokenizer plain = *t;
-            plain.normalize_first = 0;
-            plain.n_norm = 0;
-            plain.add_bos = plain.add_eos = 0;
-            n = ck_tokenizer_encode(&plain, na.p, na.n, 0, o.n < cap ? ids + o.n : NULL, o.n < cap ? cap - o.n : 0);
-            rc = n < 0 ? (int)n : 0;
-            if (!rc) o.n += n;
-        }
-        free(na.p);
-        if (!rc && add_special && t->add_eos && t->eos >= 0) emit(&o, t->eos);
-        return rc ? rc : o.n;
-    }
     while (i <= len && rc == 0) {
         const ck_added_token *hit = NULL;
+        size_t end, next;
         int a;
         if (i < len)
             for (a = 0; a < t->n_added; a++) {
@@ -695,19 +681,47 @@ long ck_tokenizer_encode(const ck_tokenizer *t, const char *text, size_t len, in
                     break;
                 }
             }
-        if (!hit && i < len) { i++; continue; }
-        {
-            size_t end = i, next = hit ? i + hit->len : i;
-            if (hit && hit->lstrip)
-                while (end > seg && space_at(text, len, end, 1)) end -= space_at(text, len, end, 1);
-            rc = encode_segment(&e, text + seg, end - seg, first);
-            first = 0;
-            if (!hit) break;
-            emit(&o, hit->id);
-            if (hit->rstrip)
-                while (next < len && space_at(text, len, next, 0)) next += space_at(text, len, next, 0);
-            i = seg = next;
+        if (!hit && i < len) {
+            i++;
+            continue;
         }
+        end = i;
+        next = hit ? i + hit->len : i;
+        if (hit && hit->lstrip)
+            while (end > seg && space_at(text, len, end, 1)) end -= space_at(text, len, end, 1);
+        rc = encode_segment(e, text + seg, end - seg, first);
+        first = 0;
+        if (!hit) break;
+        emit(e->o, hit->id);
+        if (hit->rstrip)
+            while (next < len && space_at(text, len, next, 0)) next += space_at(text, len, next, 0);
+        i = seg = next;
+    }
+    return rc;
+}
+
+long ck_tokenizer_encode(const ck_tokenizer *t, const char *text, size_t len, int add_special, int32_t *ids, long cap)
+{
+    out_ids o;
+    enc_ctx e;
+    int rc = 0;
+    if (!t || (!text && len) || cap < 0 || (cap > 0 && !ids)) return CK_EINVAL;
+    o.ids = ids;
+    o.cap = cap;
+    o.n = 0;
+    memset(&e, 0, sizeof e);
+    e.t = t;
+    e.o = &o;
+    if (add_special && t->add_bos && t->bos >= 0) emit(&o, t->bos);
+    if (t->normalize_first) { /* SentencePiece: the whole text, then user-defined pieces inside it */
+        buf na = {0, 0, 0}, nb = {0, 0, 0};
+        rc = buf_put(&na, text ? text : "", len);
+        if (!rc) rc = normalize(t, &na, &nb, 1);
+        if (!rc) rc = encode_text(&e, na.p, na.n);
+        free(na.p);
+        free(nb.p);
+    } else {
+        rc = encode_text(&e, text, len);
     }
     if (!rc && add_special && t->add_eos && t->eos >= 0) emit(&o, t->eos);
     bpe_free(&e.w);
@@ -750,17 +764,21 @@ static long stream_bytes(ck_token_stream *s, const unsigned char *p, size_t n, c
         unsigned char c = p[i];
         if (s->npending) {
             int need = s->pending[0] >= 0xF0 ? 4 : s->pending[0] >= 0xE0 ? 3 : 2;
-            if ((c & 0xC0) == 0x80) {
+            /* the second byte's range depends on the lead (no overlongs, surrogates or > U+10FFFF), so a bad
+             * sequence is cut where it goes wrong: one U+FFFD per maximal subpart, as Rust's from_utf8_lossy
+             * (tokenizers' decode) and Python's errors="replace" */
+            unsigned char lo = 0x80, hi = 0xBF, lead = s->pending[0];
+            if (s->npending == 1) {
+                if (lead == 0xE0) lo = 0xA0;
+                else if (lead == 0xED) hi = 0x9F;
+                else if (lead == 0xF0) lo = 0x90;
+                else if (lead == 0xF4) hi = 0x8F;
+            }
+            if (c >= lo && c <= hi) {
                 s->pending[s->npending++] = c;
                 if (s->npending == need) {
-                    int len;
-                    if (ck_utf8_decode(s->pending, (size_t)need, &len) != CK_CP_INVALID) {
-                        if (out) memcpy(out + w, s->pending, (size_t)need);
-                        w += need;
-                    } else {
-                        if (out) memcpy(out + w, replacement, 3);
-                        w += 3;
-                    }
+                    if (out) memcpy(out + w, s->pending, (size_t)need);
+                    w += need;
                     s->npending = 0;
                 }
                 continue;

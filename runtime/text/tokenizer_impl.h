@@ -115,6 +115,7 @@ struct ck_tokenizer {
 ck_tokenizer *ck_tok_new(int32_t n_vocab);
 int ck_tok_set_piece(ck_tokenizer *t, int32_t id, const char *bytes, size_t len);
 int ck_tok_index(ck_tokenizer *t); /* after every piece is set: the vocab map, byte ids */
+int ck_tok_add_norm(ck_tokenizer *t, int kind, const char *from, const char *to); /* CK_ERANGE: too many */
 int ck_tok_add_merge(ck_tokenizer *t, int32_t left, int32_t right, int32_t rank, int32_t merged);
 int ck_tok_add_added(ck_tokenizer *t, int32_t id, const char *text, size_t len, int special, int lstrip, int rstrip);
 int ck_tok_finish(ck_tokenizer *t); /* sorts added tokens, picks end-of-turn ids */

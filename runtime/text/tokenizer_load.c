@@ -130,15 +130,23 @@ static int bad(jload *L, const char *key, const char *what)
     return CK_EFORMAT;
 }
 
+typedef int (*jload_fn)(jload *L, const ck_json *node);
+
+/* a Sequence: each member in order */
+static int load_each(jload *L, const ck_json *list, const char *key, jload_fn fn)
+{
+    const ck_json *c;
+    int rc;
+    if (!list || list->type != CK_JSON_ARRAY) return bad(L, key, "not an array");
+    for (c = list->child; c; c = c->next)
+        if ((rc = fn(L, c))) return rc;
+    return 0;
+}
+
 static int add_norm(jload *L, int kind, const char *from, const char *to, const char *key)
 {
-    ck_tokenizer *t = L->t;
-    if (t->n_norm == CK_TOK_MAX_STEPS) return bad(L, key, "more normalizer steps than supported");
-    t->norm[t->n_norm].kind = kind;
-    t->norm[t->n_norm].from = from ? ck_tok_strdup(from, strlen(from)) : NULL;
-    t->norm[t->n_norm].to = ck_tok_strdup(to, strlen(to));
-    t->n_norm++;
-    return 0;
+    int rc = ck_tok_add_norm(L->t, kind, from, to);
+    return rc == CK_ERANGE ? bad(L, key, "more normalizer steps than supported") : rc;
 }
 
 static int load_normalizer(jload *L, const ck_json *n)
@@ -147,14 +155,8 @@ static int load_normalizer(jload *L, const ck_json *n)
     if (!n || n->type == CK_JSON_NULL) return 0;
     type = jstr(n, "type");
     if (!type) return bad(L, "normalizer.type", "missing");
-    if (strcmp(type, "Sequence") == 0) {
-        const ck_json *c, *list = ck_json_get(n, "normalizers");
-        int rc;
-        if (!list || list->type != CK_JSON_ARRAY) return bad(L, "normalizer.normalizers", "not an array");
-        for (c = list->child; c; c = c->next)
-            if ((rc = load_normalizer(L, c))) return rc;
-        return 0;
-    }
+    if (strcmp(type, "Sequence") == 0)
+        return load_each(L, ck_json_get(n, "normalizers"), "normalizer.normalizers", load_normalizer);
     if (strcmp(type, "Prepend") == 0) {
         const char *p = jstr(n, "prepend");
         if (!p) return bad(L, "normalizer.prepend", "missing");
@@ -188,14 +190,8 @@ static int load_pretokenizer(jload *L, const ck_json *p)
     if (!p || p->type == CK_JSON_NULL) return 0;
     type = jstr(p, "type");
     if (!type) return bad(L, "pre_tokenizer.type", "missing");
-    if (strcmp(type, "Sequence") == 0) {
-        const ck_json *c, *list = ck_json_get(p, "pretokenizers");
-        int rc;
-        if (!list || list->type != CK_JSON_ARRAY) return bad(L, "pre_tokenizer.pretokenizers", "not an array");
-        for (c = list->child; c; c = c->next)
-            if ((rc = load_pretokenizer(L, c))) return rc;
-        return 0;
-    }
+    if (strcmp(type, "Sequence") == 0)
+        return load_each(L, ck_json_get(p, "pretokenizers"), "pre_tokenizer.pretokenizers", load_pretokenizer);
     if (strcmp(type, "ByteLevel") == 0) {
         t->kind = CK_TOK_BYTE_LEVEL;
         t->byte_level_prefix_space = jbool(p, "add_prefix_space", 0);
@@ -239,14 +235,8 @@ static int load_decoder(jload *L, const ck_json *d)
     if (!d || d->type == CK_JSON_NULL) return 0;
     type = jstr(d, "type");
     if (!type) return bad(L, "decoder.type", "missing");
-    if (strcmp(type, "Sequence") == 0) {
-        const ck_json *c, *list = ck_json_get(d, "decoders");
-        int rc;
-        if (!list || list->type != CK_JSON_ARRAY) return bad(L, "decoder.decoders", "not an array");
-        for (c = list->child; c; c = c->next)
-            if ((rc = load_decoder(L, c))) return rc;
-        return 0;
-    }
+    if (strcmp(type, "Sequence") == 0)
+        return load_each(L, ck_json_get(d, "decoders"), "decoder.decoders", load_decoder);
     if (strcmp(type, "Replace") == 0) {
         const char *from = jstr(ck_json_get(d, "pattern"), "String"), *to = jstr(d, "content");
         if (from && to && strcmp(from, "\xE2\x96\x81") == 0 && strcmp(to, " ") == 0) {
@@ -279,22 +269,15 @@ static int load_decoder(jload *L, const ck_json *d)
 }
 
 /* TemplateProcessing: the special tokens around $A */
-static int load_post(jload *L, const ck_json *p, const ck_json *added)
+static int load_post(jload *L, const ck_json *p)
 {
     const char *type;
     ck_tokenizer *t = L->t;
     if (!p || p->type == CK_JSON_NULL) return 0;
-    (void)added;
     type = jstr(p, "type");
     if (!type) return bad(L, "post_processor.type", "missing");
-    if (strcmp(type, "Sequence") == 0) {
-        const ck_json *c, *list = ck_json_get(p, "processors");
-        int rc;
-        if (!list || list->type != CK_JSON_ARRAY) return bad(L, "post_processor.processors", "not an array");
-        for (c = list->child; c; c = c->next)
-            if ((rc = load_post(L, c, added))) return rc;
-        return 0;
-    }
+    if (strcmp(type, "Sequence") == 0)
+        return load_each(L, ck_json_get(p, "processors"), "post_processor.processors", load_post);
     if (strcmp(type, "TemplateProcessing") == 0) {
         const ck_json *single = ck_json_get(p, "single"), *item;
         int seen_a = 0;
@@ -536,7 +519,7 @@ static ck_tokenizer *load_json(const char *file, const char *dir, char *err, siz
                                        jbool(a, "rstrip", 0));
     }
     if (!rc) rc = ck_tok_index(t);
-    if (!rc) rc = load_post(&L, ck_json_get(root, "post_processor"), added);
+    if (!rc) rc = load_post(&L, ck_json_get(root, "post_processor"));
     ck_json_free(doc);
     if (!rc) {
         load_config_files(t, dir);
@@ -675,19 +658,9 @@ static ck_tokenizer *load_spm(const char *file, const char *dir, char *err, size
         id++;
     }
     free(data);
-    if (squeeze) rc = rc ? rc : (t->norm[t->n_norm].kind = CK_NORM_SQUEEZE, t->norm[t->n_norm].to = ck_tok_strdup("", 0),
-                                 t->n_norm++, 0);
-    if (!rc && dummy) {
-        t->norm[t->n_norm].kind = CK_NORM_PREPEND;
-        t->norm[t->n_norm].to = ck_tok_strdup(escape ? "\xE2\x96\x81" : " ", escape ? 3 : 1);
-        t->n_norm++;
-    }
-    if (!rc && escape) {
-        t->norm[t->n_norm].kind = CK_NORM_REPLACE;
-        t->norm[t->n_norm].from = ck_tok_strdup(" ", 1);
-        t->norm[t->n_norm].to = ck_tok_strdup("\xE2\x96\x81", 3);
-        t->n_norm++;
-    }
+    if (!rc && squeeze) rc = ck_tok_add_norm(t, CK_NORM_SQUEEZE, NULL, "");
+    if (!rc && dummy) rc = ck_tok_add_norm(t, CK_NORM_PREPEND, NULL, escape ? "\xE2\x96\x81" : " ");
+    if (!rc && escape) rc = ck_tok_add_norm(t, CK_NORM_REPLACE, " ", "\xE2\x96\x81");
     t->decode_metaspace = escape;
     t->decode_strip_space = dummy;
     t->normalize_first = 1;
@@ -786,13 +759,10 @@ static ck_tokenizer *load_gguf(const char *file, char *err, size_t errlen)
         t->byte_fallback = 1;
         kv = ck_checkpoint_kv_find(ck, "tokenizer.ggml.add_space_prefix");
         if (!kv || ck_gguf_kv_int(kv, 0, &iv) || iv) {
-            t->norm[t->n_norm].kind = CK_NORM_PREPEND;
-            t->norm[t->n_norm++].to = ck_tok_strdup("\xE2\x96\x81", 3);
+            if (ck_tok_add_norm(t, CK_NORM_PREPEND, NULL, "\xE2\x96\x81")) goto oom;
             t->decode_strip_space = 1;
         }
-        t->norm[t->n_norm].kind = CK_NORM_REPLACE;
-        t->norm[t->n_norm].from = ck_tok_strdup(" ", 1);
-        t->norm[t->n_norm++].to = ck_tok_strdup("\xE2\x96\x81", 3);
+        if (ck_tok_add_norm(t, CK_NORM_REPLACE, " ", "\xE2\x96\x81")) goto oom;
         t->decode_metaspace = 1;
     } else {
         const char *pre;

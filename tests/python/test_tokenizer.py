@@ -92,8 +92,8 @@ def test_invalid_utf8_round_trips_as_bytes():
         for b in text_corpus.invalid_utf8():
             ids = ours.encode(b, add_special=False)
             assert ours.decode_bytes(ids) == b
-            text = "".join(ours.stream(ids))  # whole characters only, U+FFFD for the rest
-            assert text.encode() == b.decode("utf-8", errors="replace").encode() or "\ufffd" in text
+            text = "".join(ours.stream(ids))  # whole characters only, U+FFFD per maximal bad subpart
+            assert text == b.decode("utf-8", errors="replace")
 
 
 def test_streaming_never_splits_a_character():
