@@ -88,8 +88,12 @@ std::vector<std::string> write_gguf_tokenizer(const ck_tokenizer *t, GgufWriter 
             std::copy(t->score, t->score + t->n_vocab, scores.begin());
         } else {
             // minus the rank of the first merge that makes each token; tokens no merge makes are never merged into
-            for (int32_t i = 0; i < t->n_vocab; i++)
-                if (types[i] == CK_TT_NORMAL && t->piece[i] && t->piece_len[i] > 4) scores[i] = -1e9f;
+            for (int32_t i = 0; i < t->n_vocab; i++) {
+                int len = 0;
+                if (types[i] != CK_TT_NORMAL || !t->piece[i]) continue;
+                ck_utf8_decode(reinterpret_cast<const unsigned char *>(t->piece[i]), t->piece_len[i], &len);
+                if (static_cast<uint32_t>(len) < t->piece_len[i]) scores[i] = -1e9f;  // more than one character
+            }
             std::vector<bool> seen(static_cast<size_t>(t->n_vocab), false);
             for (auto *e : merges)
                 if (!seen[e->id]) seen[e->id] = true, scores[e->id] = -static_cast<float>(e->rank);
