@@ -401,7 +401,8 @@ ck_checkpoint *ck_checkpoint_open(const char *path, char *err, size_t errlen)
         ok = open_file(ck, path, err, errlen);
     }
     if (ok) {
-        qsort(ck->tensors, (size_t)ck->n_tensors, sizeof *ck->tensors, cmp_tensor);
+        if (ck->n_tensors > 0) /* a GGUF may hold only metadata (a tokenizer) */
+            qsort(ck->tensors, (size_t)ck->n_tensors, sizeof *ck->tensors, cmp_tensor);
         for (i = 1; i < ck->n_tensors; i++)
             if (strcmp(ck->tensors[i - 1].name, ck->tensors[i].name) == 0) {
                 ck_io_seterr(err, errlen, "tensor '%s' appears twice (%s and %s)", ck->tensors[i].name,
