@@ -60,6 +60,8 @@ int ck_cpu_avx2(void);                 /* 1 when the AVX2 + FMA kernel bodies ru
 void ck_cpu_force_portable(int on);    /* tests: use the SSE2 / scalar bodies */
 int ck_cpu_vnni(void);                 /* 1 when the AVX-VNNI bodies run (on top of AVX2) */
 void ck_cpu_force_no_vnni(int on);     /* tests: the AVX2 bodies without VNNI */
+int ck_cpu_avx512vnni(void);           /* 1 when the AVX-512 VNNI bodies run (the int8 prefill GEMM) */
+void ck_cpu_force_no_avx512(int on);   /* tests: what runs on a CPU without AVX-512 */
 
 /* ---- embedding (embedding.c) -------------------------------------------- */
 /* out[t][:] = table[tokens[t]][:]; tokens are checked by the caller. */

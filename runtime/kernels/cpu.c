@@ -43,3 +43,24 @@ void ck_cpu_force_no_vnni(int on)
 {
     ck_vnni_level = on ? 0 : -1;
 }
+
+static int ck_avx512_level = -1; /* -1 unknown, 0 off (absent or forced), 1 AVX-512 F/BW/VL + VNNI */
+
+int ck_cpu_avx512vnni(void)
+{
+    if (!ck_cpu_avx2()) return 0;
+    if (ck_avx512_level < 0) {
+#if defined(__x86_64__) && defined(__GNUC__)
+        ck_avx512_level = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#else
+        ck_avx512_level = 0;
+#endif
+    }
+    return ck_avx512_level;
+}
+
+void ck_cpu_force_no_avx512(int on)
+{
+    ck_avx512_level = on ? 0 : -1;
+}

@@ -5,6 +5,7 @@ PyTorch modules. (Parity with transformers: test_hf_parity.py.)
 Run with the project's Python (scripts/install_deps.sh makes it):
     scripts/py -m pytest tests/python
 """
+import contextlib
 import hashlib
 import json
 import os
@@ -25,6 +26,19 @@ def tiny(**overrides):
     c = dict(TINY)
     c.update(overrides)
     return c
+
+
+@contextlib.contextmanager
+def float_prefill(model):
+    """Prefill over quantized weights as a CPU without AVX-512 VNNI runs it: float activations times
+    dequantized tiles, i.e. exactly the float32 model of the dequantized weights (the default on this CPU is
+    the int8 GEMM: 8-bit activations, as decode and llama.cpp). The switch is the library's own
+    (ck_cpu_force_no_avx512), so it holds for every model of that library until the block ends."""
+    model.lib.ck_cpu_force_no_avx512(1)
+    try:
+        yield model
+    finally:
+        model.lib.ck_cpu_force_no_avx512(0)
 
 
 @pytest.fixture(scope="session")

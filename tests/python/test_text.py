@@ -15,9 +15,14 @@ import tokenizer_cases
 from conftest import tiny
 from references import CACHE, llama_cpp, llama_cpp_greedy, smollm2_gguf
 
-# prompts whose greedy answers ckc and llama.cpp agree on (the model's Q4_1 logits agree to ~1e-2; where two
-# tokens are closer than that, greedy picks may part: "How many legs does a spider have?" parts at token 6)
-PROMPTS = ["What is the capital of France?", "Write a haiku about C compilers.", "What are the three primary colors?"]
+# prompts whose greedy answers ckc and llama.cpp agree on for 32 tokens. Both quantize activations to 8 bits in
+# prefill and decode, yet this 30-layer model amplifies last-bit differences (summation order) to logits NMSE ~1e-3
+# (llama.cpp against itself, batched vs one token at a time, likewise): where the two best tokens are that close,
+# greedy picks part. Measured 2026-11-24: "What is 2 + 2?" parts at token 2 (margin 0.005 at logits ~28), "Why do
+# cats purr?" at 9 (0.04), "Give me a tip for learning to code." at 14 (0.12), "What is the capital of France?" at
+# 15 (0.26 at ~12), "How many legs does a spider have?" at 6.
+PROMPTS = ["Write a haiku about C compilers.", "What are the three primary colors?", "Name three fruits.",
+           "What is the capital of Italy?"]
 
 
 @pytest.fixture(scope="module")

@@ -1,13 +1,16 @@
 // The stored weight formats (ck_quant.h): quantize -> dequantize error per
 // type, the fast dot products against their scalar twins and against the
-// dequantized values, and ck_linear_q (both paths, mixed-type parts, bias,
-// residual, threads) against the float GEMM of the dequantized matrix.
+// dequantized values, the int8 prefill GEMM (qgemm.c) against its scalar twin
+// bit for bit, and ck_linear_q (dot, int8 GEMM and float-tile paths,
+// mixed-type parts, bias, residual, threads) against the float GEMM of the
+// dequantized matrix.
 // Bit-exactness with GGUF / llama.cpp is tests/python/test_quant.py's job.
 #include <cstring>
 #include <string>
 
 #include "ck_quant.h"
 #include "kernel_helpers.h"
+#include "../../runtime/kernels/qgemm.h"
 
 using namespace ckc_kernel_test;
 
@@ -166,7 +169,7 @@ TEST_CASE("quant: ck_linear_q (dot and tile paths, mixed parts, bias, residual, 
     auto bias = rnd(N, 5u);
     std::vector<float> wabs(wd);
     for (auto &v : wabs) v = std::fabs(v);
-    for (int T : {1, 3, 9}) {
+    for (int T : {1, 3, 9, 21}) {
         for (int threads : {1, 2}) {
             INFO("T " << T << " threads " << threads);
             Threads th(threads);
@@ -181,17 +184,27 @@ TEST_CASE("quant: ck_linear_q (dot and tile paths, mixed parts, bias, residual, 
             REQUIRE(ck_linear_q(plain.data(), ldo, x.data(), ldx, &m, bias.data(), add.data(), ldo, T, K, N) == 0);
             ck_cpu_force_no_vnni(0);
             for (size_t i = 0; i < out.size(); i++) REQUIRE(std::fabs(plain[i] - out[i]) <= 1e-5 * (1.0 + std::fabs(out[i])));
+            std::vector<float> tiles(out.size(), 0.0f);  // what a CPU without AVX-512 VNNI runs: float tiles
+            ck_cpu_force_no_avx512(1);
+            REQUIRE(ck_linear_q(tiles.data(), ldo, x.data(), ldx, &m, bias.data(), add.data(), ldo, T, K, N) == 0);
+            ck_cpu_force_no_avx512(0);
             ck_linear_ref(exact.data(), ldo, x.data(), ldx, wd.data(), bias.data(), add.data(), ldo, T, K, N);
             std::vector<float> xabs(x), mag(out);
             for (auto &v : xabs) v = std::fabs(v);
             ck_linear_ref(mag.data(), ldo, xabs.data(), ldx, wabs.data(), nullptr, nullptr, 0, T, K, N);
-            // the dot path quantizes activations to 8 bits: well under 1% of sum |w x|; the tile path is exact
-            double tol = T < 4 ? 1e-2 : 1e-5;
+            // 8-bit activations (the dot path, and the int8 GEMM of many tokens): well under 1% of sum |w x|, and
+            // the same integers as the scalar dot products (the reference twin); float tiles: exact
+            const bool int8 = T < 4 || ck_cpu_avx512vnni();
             for (int t = 0; t < T; t++)
                 for (int n = 0; n < N; n++) {
                     size_t i = static_cast<size_t>(t) * ldo + n;
-                    REQUIRE(std::fabs(out[i] - exact[i]) <= tol * (1.0 + mag[i]));
-                    if (T < 4) REQUIRE(std::fabs(out[i] - ref[i]) <= 1e-4 * std::max(1.0f, std::fabs(ref[i])));
+                    const bool float_part = n < rows[0] ? types[0] < CK_Q_Q4_0 || types[0] == CK_Q_BF16
+                                          : n < rows[0] + rows[1] ? types[1] < CK_Q_Q4_0 || types[1] == CK_Q_BF16
+                                                                  : types[2] < CK_Q_Q4_0 || types[2] == CK_Q_BF16;
+                    REQUIRE(std::fabs(out[i] - exact[i]) <= (int8 ? 1e-2 : 1e-5) * (1.0 + mag[i]));
+                    if (int8 && (T < 4 || !float_part))
+                        REQUIRE(std::fabs(out[i] - ref[i]) <= 1e-4 * std::max(1.0f, std::fabs(ref[i])));
+                    REQUIRE(std::fabs(tiles[i] - exact[i]) <= (T < 4 ? 1e-2 : 1e-5) * (1.0 + mag[i]));
                 }
             // in place: the residual is the output (the planner's MATMUL_ADD trick)
             std::vector<float> inplace(add);
@@ -221,4 +234,58 @@ TEST_CASE("quant: embedding rows dequantize from any part", "[quant]")
     auto all = dequantize(CK_Q_Q6_K, q, static_cast<size_t>(V) * C);
     for (size_t t = 0; t < ids.size(); t++)
         for (int c = 0; c < C; c++) REQUIRE(out[t * C + c] == all[static_cast<size_t>(ids[t]) * C + c]);
+}
+
+TEST_CASE("quant: the int8 prefill GEMM equals its scalar twin bit for bit", "[quant]")
+{
+    const int K = 512;
+    const int types[] = {CK_Q_Q8_0, CK_Q_Q4_0, CK_Q_Q4_1, CK_Q_Q5_0, CK_Q_Q5_1, CK_Q_Q4_K, CK_Q_Q5_K, CK_Q_Q6_K};
+    for (int type : types) {
+        const int N = 45;  // two full panels of 16 rows and a partial one
+        auto w = rnd(static_cast<size_t>(N) * K, 300u + type, 0.3f);
+        w[7] = 40.0f;  // an outlier row block: large scales next to small ones
+        auto wq = quantize(type, w);
+        auto bias = rnd(N, 7u);
+        for (int T : {1, 7, 8, 19}) {
+            INFO("type " << ck_qtype_name(type) << " T " << T);
+            const int ldx = K + 4, ldo = N + 3;
+            auto x = rnd(static_cast<size_t>(T) * ldx, 90u + T, 2.0f);
+            x[3] = 0.0f;
+            for (int k = 32; k < 64; k++) x[k] = 0.0f;  // an all-zero activation block (scale 0)
+            const int dt = ck_qtype_dot_type(type) == CK_Q_Q8_K ? CK_Q_Q8_K : CK_Q_Q8_0;
+            ck_qgemm_acts a{}, b{};
+            REQUIRE(ck_qgemm_acts_init(&a, dt, T, K) == 0);
+            REQUIRE(ck_qgemm_acts_init(&b, dt, T, K) == 0);
+            ck_qgemm_acts_quantize(&a, x.data(), ldx, 0, T, 0);
+            // the vector quantizer on machines that have it: the same bytes
+            ck_qgemm_acts_quantize(&b, x.data(), ldx, 0, T, ck_qgemm_fast());
+            REQUIRE(std::memcmp(a.q, b.q, static_cast<size_t>(T) * K) == 0);
+            REQUIRE(std::memcmp(a.d, b.d, sizeof(float) * T * (K / 32)) == 0);
+            REQUIRE(std::memcmp(a.sum16, b.sum16, sizeof(int32_t) * T * (K / 16)) == 0);
+            if (dt == CK_Q_Q8_0) REQUIRE(std::memcmp(a.s, b.s, sizeof(float) * T * (K / 32)) == 0);
+            auto add = rnd(static_cast<size_t>(T) * ldo, 60u + T);
+            std::vector<float> twin(static_cast<size_t>(T) * ldo, -1.0f), fast(twin), dots(twin);
+            // rows [5, 45): panels starting off the matrix's first row, the last one partial
+            REQUIRE(ck_qgemm_rows(twin.data(), ldo, &a, type, wq.data(), bias.data(), add.data(), ldo, 5, N, 0, 0) == 0);
+            if (ck_qgemm_fast()) {
+                REQUIRE(ck_qgemm_rows(fast.data(), ldo, &a, type, wq.data(), bias.data(), add.data(), ldo, 5, N, 0, 1) == 0);
+                for (size_t i = 0; i < twin.size(); i++) REQUIRE(fast[i] == twin[i]);
+            }
+            // the same integers as the decode path's scalar dot products (its quantized activations are these)
+            ck_qmat m{};
+            m.n_parts = 1, m.type[0] = type, m.rows[0] = N, m.data[0] = wq.data();
+            REQUIRE(ck_linear_q_ref(dots.data(), ldo, x.data(), ldx, &m, bias.data(), add.data(), ldo, T, K, N) == 0);
+            for (int t = 0; t < T; t++)
+                for (int n = 0; n < N; n++) {
+                    const size_t i = static_cast<size_t>(t) * ldo + n;
+                    if (n < 5) {
+                        REQUIRE(twin[i] == -1.0f);  // rows outside [r0, r1) untouched
+                        continue;
+                    }
+                    REQUIRE(std::fabs(twin[i] - dots[i]) <= 1e-5 * std::max(1.0f, std::fabs(dots[i])));
+                }
+            ck_qgemm_acts_free(&a);
+            ck_qgemm_acts_free(&b);
+        }
+    }
 }

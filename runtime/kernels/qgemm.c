@@ -1,0 +1,577 @@
+/*
+ * qgemm.c — prefill over integer-quantized weights: an int8 GEMM.
+ *
+ * For many tokens, y = x W^T with W in q8_0, q4_0, q4_1, q5_0, q5_1, q4_K,
+ * q5_K or q6_K runs on integers, as llama.cpp's prefill does: the activations
+ * are quantized once per call, exactly as the decode path quantizes them
+ * (q8_0 / q8_1 / q8_K, qlinear.c), and every 32 (q6_K: 16) weights contribute
+ * one exact integer dot product, scaled in float. Decode and prefill therefore
+ * see the same integers; only the order of the float sums differs.
+ *
+ * Every weight type is first written as  w = s (u - z) + m  per sub-block of
+ * L weights (L = 32, or 16 for q6_K): u unsigned (0..255), z an integer
+ * offset, s and m floats (exact: f16 scale times a small integer):
+ *   q8_0  u = q + 128, z = 128       q4_0  u = nibble, z = 8     q5_0  u = 5 bits, z = 16
+ *   q4_1 / q5_1  u = nibble / 5 bits, s = d, m = m
+ *   q4_K / q5_K  s = d sc_j, m = -dmin m_j        q6_K  u = 6 bits, z = 32, s = d sc_j
+ * so for activations a = da qa (qa int8) one sub-block of one row gives
+ *   s da (sum u qa - z sum qa) + m da sum qa
+ * where the first sum is the integer dot product and the rest is per-token
+ * data computed once per call (the -z sum qa starts the integer accumulator;
+ * m da sum qa is one more multiply-add).
+ *
+ * Layout: 16 weight rows are packed per call into a panel whose 64-byte
+ * chunks hold 4 consecutive u of each of the 16 rows, so one AVX-512 VNNI
+ * vpdpbusd multiplies 16 rows by 4 activations (broadcast) into 16 int32
+ * lanes: lanes are rows, and no horizontal sums are needed. A panel is
+ * packed once and used by all T tokens (8 at a time, sharing each loaded
+ * chunk), so the file's layout is kept in memory and read in place; the
+ * packing is the BLAS idea of copying a panel of B, not a repacked model.
+ *
+ * Bodies: AVX-512 VNNI (picked at run time) and a portable scalar twin with
+ * the same integer sums and the same float operations in the same order (fmaf),
+ * so the two give identical results; tests compare them bit for bit. CPUs
+ * without AVX-512 VNNI keep the float tile path of qlinear.c.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "ck_kernels.h"
+#include "ck_quant.h"
+#include "ck_quant_blocks.h"
+#include "ck_simd.h"
+#include "qgemm.h"
+
+#ifdef CK_X86
+#define CK_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma")))
+#endif
+
+#define NR 16 /* weight rows per panel: the int32 lanes of a zmm */
+#define MR 8  /* tokens per tile: each loaded chunk feeds MR vpdpbusd */
+
+/* ---- the per-type description: sub-block length, offset, min ------------- */
+
+int ck_qgemm_type(int type)
+{
+    switch (type) {
+    case CK_Q_Q8_0:
+    case CK_Q_Q4_0:
+    case CK_Q_Q4_1:
+    case CK_Q_Q5_0:
+    case CK_Q_Q5_1:
+    case CK_Q_Q4_K:
+    case CK_Q_Q5_K:
+    case CK_Q_Q6_K: return 1;
+    default: return 0;
+    }
+}
+
+static int sub_len(int type) { return type == CK_Q_Q6_K ? 16 : 32; }
+
+static int zero_point(int type)
+{
+    switch (type) {
+    case CK_Q_Q8_0: return 128;
+    case CK_Q_Q4_0: return 8;
+    case CK_Q_Q5_0: return 16;
+    case CK_Q_Q6_K: return 32;
+    default: return 0;
+    }
+}
+
+static int has_min(int type)
+{
+    return type == CK_Q_Q4_1 || type == CK_Q_Q5_1 || type == CK_Q_Q4_K || type == CK_Q_Q5_K;
+}
+
+/* the 8 (scale, min) pairs of a q4_K / q5_K super-block (as qlinear.c's k4_scales) */
+static void k4_scales(const uint8_t *q, int *sc, int *mn)
+{
+    int j;
+    for (j = 0; j < 8; j++) {
+        if (j < 4) {
+            sc[j] = q[j] & 63;
+            mn[j] = q[j + 4] & 63;
+        } else {
+            sc[j] = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+            mn[j] = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
+        }
+    }
+}
+
+/* One row of K weights as u[K], s[K / L], m[K / L] */
+static void unpack_row(int type, const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    int b, j, l;
+    switch (type) {
+    case CK_Q_Q8_0: {
+        const ck_block_q8_0 *x = (const ck_block_q8_0 *)row;
+        for (b = 0; b < K / CK_QK; b++) {
+            s[b] = ck_fp16_to_fp32(x[b].d);
+            for (j = 0; j < CK_QK; j++) u[CK_QK * b + j] = (uint8_t)(x[b].qs[j] + 128);
+        }
+        return;
+    }
+    case CK_Q_Q4_0:
+    case CK_Q_Q4_1: {
+        const size_t bs = type == CK_Q_Q4_0 ? sizeof(ck_block_q4_0) : sizeof(ck_block_q4_1);
+        for (b = 0; b < K / CK_QK; b++) {
+            const uint8_t *blk = (const uint8_t *)row + bs * b;
+            const uint8_t *qs = type == CK_Q_Q4_0 ? ((const ck_block_q4_0 *)blk)->qs : ((const ck_block_q4_1 *)blk)->qs;
+            s[b] = ck_fp16_to_fp32(*(const uint16_t *)blk);
+            if (type == CK_Q_Q4_1) m[b] = ck_fp16_to_fp32(((const ck_block_q4_1 *)blk)->m);
+            for (j = 0; j < CK_QK / 2; j++) {
+                u[CK_QK * b + j] = qs[j] & 0x0F;
+                u[CK_QK * b + j + CK_QK / 2] = qs[j] >> 4;
+            }
+        }
+        return;
+    }
+    case CK_Q_Q5_0:
+    case CK_Q_Q5_1: {
+        const size_t bs = type == CK_Q_Q5_0 ? sizeof(ck_block_q5_0) : sizeof(ck_block_q5_1);
+        for (b = 0; b < K / CK_QK; b++) {
+            const uint8_t *blk = (const uint8_t *)row + bs * b;
+            const uint8_t *qs = type == CK_Q_Q5_0 ? ((const ck_block_q5_0 *)blk)->qs : ((const ck_block_q5_1 *)blk)->qs;
+            const uint8_t *qh4 = type == CK_Q_Q5_0 ? ((const ck_block_q5_0 *)blk)->qh : ((const ck_block_q5_1 *)blk)->qh;
+            uint32_t qh;
+            memcpy(&qh, qh4, 4);
+            s[b] = ck_fp16_to_fp32(*(const uint16_t *)blk);
+            if (type == CK_Q_Q5_1) m[b] = ck_fp16_to_fp32(((const ck_block_q5_1 *)blk)->m);
+            for (j = 0; j < CK_QK / 2; j++) {
+                u[CK_QK * b + j] = (uint8_t)((qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10));
+                u[CK_QK * b + j + CK_QK / 2] = (uint8_t)((qs[j] >> 4) | ((qh >> (j + 12)) & 0x10));
+            }
+        }
+        return;
+    }
+    case CK_Q_Q4_K:
+    case CK_Q_Q5_K:
+        for (b = 0; b < K / CK_QK_K; b++) {
+            const ck_block_q4_K *w4 = (const ck_block_q4_K *)row + b;
+            const ck_block_q5_K *w5 = (const ck_block_q5_K *)row + b;
+            const int q5 = type == CK_Q_Q5_K;
+            const uint8_t *q = q5 ? w5->qs : w4->qs;
+            const float d = ck_fp16_to_fp32(q5 ? w5->d : w4->d), dmin = ck_fp16_to_fp32(q5 ? w5->dmin : w4->dmin);
+            int sc[8], mn[8];
+            k4_scales(q5 ? w5->scales : w4->scales, sc, mn);
+            for (j = 0; j < 8; j++) {
+                uint8_t *o = u + CK_QK_K * b + 32 * j;
+                s[8 * b + j] = d * (float)sc[j];
+                m[8 * b + j] = -dmin * (float)mn[j];
+                for (l = 0; l < 32; l++) {
+                    int v = j & 1 ? q[32 * (j / 2) + l] >> 4 : q[32 * (j / 2) + l] & 0xF;
+                    if (q5 && (w5->qh[l] >> j) & 1) v += 16;
+                    o[l] = (uint8_t)v;
+                }
+            }
+        }
+        return;
+    case CK_Q_Q6_K:
+        for (b = 0; b < K / CK_QK_K; b++) {
+            const ck_block_q6_K *w = (const ck_block_q6_K *)row + b;
+            const uint8_t *ql = w->ql, *qh = w->qh;
+            const float d = ck_fp16_to_fp32(w->d);
+            uint8_t *o = u + CK_QK_K * b;
+            for (j = 0; j < CK_QK_K; j += 128, ql += 64, qh += 32)
+                for (l = 0; l < 32; l++) {
+                    o[j + l + 0] = (uint8_t)((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4));
+                    o[j + l + 32] = (uint8_t)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+                    o[j + l + 64] = (uint8_t)((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4));
+                    o[j + l + 96] = (uint8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+                }
+            for (j = 0; j < CK_QK_K / 16; j++) s[16 * b + j] = d * (float)w->scales[j];
+        }
+        return;
+    default: return;
+    }
+}
+
+/* ---- activations: quantized once per call, for every token ----------------- */
+
+/* As qlinear.c's quantize_act for q8_0 / q8_1 (127 / amax, half to even, the
+ * scale rounded to f16 as the block stores it), and llama.cpp's q8_K. */
+static void quantize_row_ref(const ck_qgemm_acts *a, const float *xr, int8_t *q, float *d, int32_t *sum, float *s1)
+{
+    const int K = a->K;
+    int b, j;
+    if (a->dot_type == CK_Q_Q8_K) {
+        for (b = 0; b < K / CK_QK_K; b++) {
+            ck_block_q8_K blk;
+            ck_quantize_row(CK_Q_Q8_K, xr + CK_QK_K * b, &blk, CK_QK_K);
+            memcpy(q + CK_QK_K * b, blk.qs, CK_QK_K);
+            for (j = 0; j < 8; j++) d[8 * b + j] = blk.d;
+            for (j = 0; j < 16; j++) sum[16 * b + j] = blk.bsums[j];
+        }
+        return;
+    }
+    for (b = 0; b < K / 32; b++) {
+        const float *v = xr + 32 * b;
+        float amax = 0.0f, id;
+        int s0 = 0, s16 = 0;
+        for (j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(v[j]));
+        id = amax != 0.0f ? 127.f / amax : 0.0f;
+        for (j = 0; j < 32; j++) {
+            q[32 * b + j] = (int8_t)rintf(v[j] * id);
+            if (j < 16)
+                s0 += q[32 * b + j];
+            else
+                s16 += q[32 * b + j];
+        }
+        d[b] = ck_fp16_to_fp32(ck_fp32_to_fp16(amax / 127.f));
+        sum[2 * b] = s0;
+        sum[2 * b + 1] = s16;
+        s1[b] = ck_fp16_to_fp32(ck_fp32_to_fp16(amax / 127.f * (float)(s0 + s16)));
+    }
+}
+
+#ifdef CK_X86
+/* the same, 16 lanes at a time (cvtps rounds half to even like rintf and
+ * llama.cpp's nearest_int; identical results, tested) */
+CK_AVX512 static void quantize_row_avx512(const ck_qgemm_acts *a, const float *xr, int8_t *q, float *d, int32_t *sum,
+                                          float *s1)
+{
+    const int K = a->K;
+    int b, j;
+    if (a->dot_type == CK_Q_Q8_K) {
+        for (b = 0; b < K / CK_QK_K; b++) {
+            const float *v = xr + CK_QK_K * b;
+            __m512 m = _mm512_setzero_ps(), x[16];
+            float amax, max = 0.0f, iscale;
+            for (j = 0; j < 16; j++) {
+                x[j] = _mm512_loadu_ps(v + 16 * j);
+                m = _mm512_max_ps(m, _mm512_abs_ps(x[j]));
+            }
+            amax = _mm512_reduce_max_ps(m);
+            for (j = 0; j < 16; j++) { /* the first value of the largest magnitude, with its sign */
+                __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(x[j]), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+                if (hit) {
+                    max = v[16 * j + __builtin_ctz(hit)];
+                    break;
+                }
+            }
+            if (amax == 0.0f || max == 0.0f) {
+                memset(q + CK_QK_K * b, 0, CK_QK_K);
+                for (j = 0; j < 8; j++) d[8 * b + j] = 0.0f;
+                for (j = 0; j < 16; j++) sum[16 * b + j] = 0;
+                continue;
+            }
+            iscale = -127.f / max;
+            for (j = 0; j < 16; j++) {
+                __m512i i = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(x[j], _mm512_set1_ps(iscale))),
+                                             _mm512_set1_epi32(127));
+                _mm_storeu_si128((__m128i *)(q + CK_QK_K * b + 16 * j), _mm512_cvtepi32_epi8(i));
+                sum[16 * b + j] = _mm512_reduce_add_epi32(i);
+            }
+            for (j = 0; j < 8; j++) d[8 * b + j] = 1 / iscale;
+        }
+        return;
+    }
+    for (b = 0; b < K / 32; b++) {
+        const __m512 x0 = _mm512_loadu_ps(xr + 32 * b), x1 = _mm512_loadu_ps(xr + 32 * b + 16);
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+        const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.f / amax : 0.0f);
+        const __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, id)), i1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, id));
+        const int s0 = _mm512_reduce_add_epi32(i0), s16 = _mm512_reduce_add_epi32(i1);
+        _mm_storeu_si128((__m128i *)(q + 32 * b), _mm512_cvtepi32_epi8(i0));
+        _mm_storeu_si128((__m128i *)(q + 32 * b + 16), _mm512_cvtepi32_epi8(i1));
+        d[b] = ck_fp16_to_fp32(ck_fp32_to_fp16(amax / 127.f));
+        sum[2 * b] = s0;
+        sum[2 * b + 1] = s16;
+        s1[b] = ck_fp16_to_fp32(ck_fp32_to_fp16(amax / 127.f * (float)(s0 + s16)));
+    }
+}
+#endif
+
+static void quantize_tokens(ck_qgemm_acts *a, const float *x, int ldx, int t0, int t1, int fast)
+{
+    const int K = a->K;
+    int t;
+    for (t = t0; t < t1; t++) {
+        const float *xr = x + (size_t)t * ldx;
+        int8_t *q = a->q + (size_t)t * K;
+        float *d = a->d + (size_t)t * (K / 32), *s1 = a->s + (size_t)t * (K / 32);
+        int32_t *sum = a->sum16 + (size_t)t * (K / 16);
+#ifdef CK_X86
+        if (fast) {
+            quantize_row_avx512(a, xr, q, d, sum, s1);
+            continue;
+        }
+#endif
+        (void)fast;
+        quantize_row_ref(a, xr, q, d, sum, s1);
+    }
+}
+
+int ck_qgemm_acts_init(ck_qgemm_acts *a, int dot_type, int T, int K)
+{
+    memset(a, 0, sizeof *a);
+    a->dot_type = dot_type;
+    a->T = T;
+    a->K = K;
+    a->q = (int8_t *)malloc((size_t)T * K + 64);
+    a->d = (float *)malloc(sizeof(float) * (size_t)T * (K / 32) + 64);
+    a->sum16 = (int32_t *)malloc(sizeof(int32_t) * (size_t)T * (K / 16) + 64);
+    a->s = (float *)malloc(sizeof(float) * (size_t)T * (K / 32) + 64);
+    return a->q && a->d && a->sum16 && a->s ? 0 : -1;
+}
+
+void ck_qgemm_acts_quantize(ck_qgemm_acts *a, const float *x, int ldx, int t0, int t1, int fast)
+{
+    quantize_tokens(a, x, ldx, t0, t1, fast);
+}
+
+void ck_qgemm_acts_free(ck_qgemm_acts *a)
+{
+    free(a->q);
+    free(a->d);
+    free(a->sum16);
+    free(a->s);
+    memset(a, 0, sizeof *a);
+}
+
+/* ---- panels ------------------------------------------------------------------ */
+
+/* A panel of NR rows: u in chunks [K / 4][NR][4], s and m as [K / L][NR];
+ * rows past `rows` are zero (their outputs are not stored). */
+typedef struct {
+    int type, L, z, min, rows;
+    uint8_t *u;
+    float *s, *m;
+    uint8_t *tmp; /* NR rows of unpacked u, [NR][K] */
+    float *ts, *tm;
+    void *mem; /* one allocation; the vectors in it 64-byte aligned */
+} panel;
+
+static int panel_init(panel *p, int K)
+{
+    const size_t ub = (size_t)K * NR, fb = sizeof(float) * (size_t)(K / 16) * NR;
+    char *c;
+    memset(p, 0, sizeof *p);
+    p->mem = malloc(2 * ub + 4 * fb + 64);
+    if (!p->mem) return -1;
+    c = (char *)p->mem + (64 - (uintptr_t)p->mem % 64) % 64;
+    p->u = (uint8_t *)c, c += ub; /* ub and fb are multiples of 64 (K is a multiple of 16) */
+    p->s = (float *)c, c += fb;
+    p->m = (float *)c, c += fb;
+    p->ts = (float *)c, c += fb;
+    p->tm = (float *)c, c += fb;
+    p->tmp = (uint8_t *)c;
+    return 0;
+}
+
+static void panel_free(panel *p) { free(p->mem); }
+
+/* rows [0, rows) of `w` (row-major in its type, row_bytes apart) */
+static void panel_pack(panel *p, int type, const char *w, size_t row_bytes, int rows, int K)
+{
+    const int L = sub_len(type), nsub = K / L;
+    int r, c, j;
+    p->type = type;
+    p->L = L;
+    p->z = zero_point(type);
+    p->min = has_min(type);
+    p->rows = rows;
+    for (r = 0; r < NR; r++) {
+        if (r < rows) {
+            unpack_row(type, w + row_bytes * r, K, p->tmp + (size_t)r * K, p->ts + (size_t)r * nsub,
+                       p->tm + (size_t)r * nsub);
+        } else {
+            memset(p->tmp + (size_t)r * K, 0, (size_t)K);
+            for (j = 0; j < nsub; j++) p->ts[r * nsub + j] = p->tm[r * nsub + j] = 0.0f;
+        }
+    }
+    for (c = 0; c < K / 4; c++)
+        for (r = 0; r < NR; r++) memcpy(p->u + ((size_t)c * NR + r) * 4, p->tmp + (size_t)r * K + 4 * c, 4);
+    for (j = 0; j < nsub; j++)
+        for (r = 0; r < NR; r++) {
+            p->s[j * NR + r] = p->ts[r * nsub + j];
+            p->m[j * NR + r] = p->tm[r * nsub + j];
+        }
+}
+
+/* Per token and sub-block: the integer start of the accumulator (-z sum qa) or
+ * the float min term's activation factor (da sum qa), for a panel's type */
+static void token_terms(const ck_qgemm_acts *a, const panel *p, int t0, int t1, void *terms)
+{
+    const int K = a->K, L = p->L, nsub = K / L;
+    int t, j;
+    for (t = t0; t < t1; t++) {
+        const int32_t *s16 = a->sum16 + (size_t)t * (K / 16);
+        const float *d = a->d + (size_t)t * (K / 32);
+        for (j = 0; j < nsub; j++) {
+            int32_t sum = L == 16 ? s16[j] : s16[2 * j] + s16[2 * j + 1];
+            if (p->type == CK_Q_Q4_1 || p->type == CK_Q_Q5_1) /* q8_1's s = d sum, as its block stores it */
+                ((float *)terms)[(size_t)t * nsub + j] = a->s[(size_t)t * (K / 32) + j];
+            else if (p->min)
+                ((float *)terms)[(size_t)t * nsub + j] = d[j * L / 32] * (float)sum;
+            else
+                ((int32_t *)terms)[(size_t)t * nsub + j] = -p->z * sum;
+        }
+    }
+}
+
+/* ---- the tile: MR tokens x NR rows ---------------------------------------------- */
+
+typedef struct {
+    float *out;
+    int ldo;
+    const float *bias, *add;
+    int ld_add;
+    int n0; /* the panel's first output column */
+} dest;
+
+static void store_ref(const dest *o, int t, int rows, const float *v)
+{
+    int r;
+    for (r = 0; r < rows; r++) {
+        const int n = o->n0 + r;
+        float y = v[r];
+        if (o->bias) y += o->bias[n];
+        if (o->add) y += o->add[(size_t)t * o->ld_add + n];
+        o->out[(size_t)t * o->ldo + n] = y;
+    }
+}
+
+static void tile_ref(const panel *p, const ck_qgemm_acts *a, const void *terms, int t0, int mr, const dest *o)
+{
+    const int K = a->K, L = p->L, nsub = K / L;
+    int i, j, c, r, k;
+    for (i = 0; i < mr; i++) {
+        const int t = t0 + i;
+        const int8_t *q = a->q + (size_t)t * K;
+        const float *d = a->d + (size_t)t * (K / 32);
+        float f[NR];
+        for (r = 0; r < NR; r++) f[r] = 0.0f;
+        for (j = 0; j < nsub; j++) {
+            int32_t acc[NR];
+            const float da = d[j * L / 32];
+            for (r = 0; r < NR; r++) acc[r] = p->min ? 0 : ((const int32_t *)terms)[(size_t)t * nsub + j];
+            for (c = j * L / 4; c < (j + 1) * L / 4; c++)
+                for (r = 0; r < NR; r++)
+                    for (k = 0; k < 4; k++) acc[r] += (int32_t)p->u[((size_t)c * NR + r) * 4 + k] * q[4 * c + k];
+            for (r = 0; r < NR; r++) f[r] = fmaf((float)acc[r], p->s[j * NR + r] * da, f[r]);
+            if (p->min)
+                for (r = 0; r < NR; r++) f[r] = fmaf(p->m[j * NR + r], ((const float *)terms)[(size_t)t * nsub + j], f[r]);
+        }
+        store_ref(o, t, p->rows, f);
+    }
+}
+
+#ifdef CK_X86
+CK_AVX512 static inline __attribute__((always_inline)) void tile_avx512_n(const panel *p, const ck_qgemm_acts *a,
+                                                                          const void *terms, int t0, const dest *o,
+                                                                          const int mr)
+{
+    const int K = a->K, L = p->L, nsub = K / L, cps = L / 4;
+    const __mmask16 mask = (__mmask16)((1u << p->rows) - 1u);
+    __m512 f[MR];
+    __m512i acc[MR];
+    const int8_t *q[MR];
+    const float *d[MR];
+    int i, j, c;
+    for (i = 0; i < mr; i++) {
+        f[i] = _mm512_setzero_ps();
+        q[i] = a->q + (size_t)(t0 + i) * K;
+        d[i] = a->d + (size_t)(t0 + i) * (K / 32);
+    }
+    for (j = 0; j < nsub; j++) {
+        const uint8_t *u = p->u + (size_t)j * cps * NR * 4;
+        const __m512 s = _mm512_load_ps(p->s + j * NR);
+        const int qoff = j * L;
+        if (p->min)
+            for (i = 0; i < mr; i++) acc[i] = _mm512_setzero_si512();
+        else
+            for (i = 0; i < mr; i++) acc[i] = _mm512_set1_epi32(((const int32_t *)terms)[(size_t)(t0 + i) * nsub + j]);
+        for (c = 0; c < cps; c++) {
+            const __m512i w = _mm512_load_si512((const void *)(u + (size_t)c * NR * 4));
+            for (i = 0; i < mr; i++) {
+                int32_t x4;
+                memcpy(&x4, q[i] + qoff + 4 * c, 4);
+                acc[i] = _mm512_dpbusd_epi32(acc[i], w, _mm512_set1_epi32(x4));
+            }
+        }
+        for (i = 0; i < mr; i++)
+            f[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i]), _mm512_mul_ps(s, _mm512_set1_ps(d[i][j * L / 32])), f[i]);
+        if (p->min) {
+            const __m512 m = _mm512_load_ps(p->m + j * NR);
+            for (i = 0; i < mr; i++)
+                f[i] = _mm512_fmadd_ps(m, _mm512_set1_ps(((const float *)terms)[(size_t)(t0 + i) * nsub + j]), f[i]);
+        }
+    }
+    for (i = 0; i < mr; i++) {
+        const int t = t0 + i;
+        __m512 y = f[i];
+        if (o->bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mask, o->bias + o->n0));
+        if (o->add) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mask, o->add + (size_t)t * o->ld_add + o->n0));
+        _mm512_mask_storeu_ps(o->out + (size_t)t * o->ldo + o->n0, mask, y);
+    }
+}
+
+CK_AVX512 static void tile_avx512(const panel *p, const ck_qgemm_acts *a, const void *terms, int t0, int mr,
+                                  const dest *o)
+{
+    switch (mr) {
+    case 8: tile_avx512_n(p, a, terms, t0, o, 8); break;
+    case 7: tile_avx512_n(p, a, terms, t0, o, 7); break;
+    case 6: tile_avx512_n(p, a, terms, t0, o, 6); break;
+    case 5: tile_avx512_n(p, a, terms, t0, o, 5); break;
+    case 4: tile_avx512_n(p, a, terms, t0, o, 4); break;
+    case 3: tile_avx512_n(p, a, terms, t0, o, 3); break;
+    case 2: tile_avx512_n(p, a, terms, t0, o, 2); break;
+    default: tile_avx512_n(p, a, terms, t0, o, 1); break;
+    }
+}
+#endif
+
+/* ---- rows of one part, for every token ------------------------------------------ */
+
+int ck_qgemm_rows(float *out, int ldo, const ck_qgemm_acts *a, int type, const void *w, const float *bias,
+                  const float *add, int ld_add, int64_t r0, int64_t r1, int64_t col0, int fast)
+{
+    const int K = a->K, T = a->T;
+    const size_t rb = ck_qtype_row_bytes(type, K);
+    panel p;
+    void *terms;
+    int64_t g;
+    int t, rc = 0;
+    if (r1 <= r0) return 0;
+    terms = malloc(sizeof(int32_t) * (size_t)T * (K / 16) + 64);
+    if (!terms || panel_init(&p, K)) {
+        free(terms);
+        return -1;
+    }
+    for (g = r0; g < r1; g += NR) {
+        const int rows = (int)(r1 - g < NR ? r1 - g : NR);
+        dest o;
+        panel_pack(&p, type, (const char *)w + rb * (size_t)g, rb, rows, K);
+        if (g == r0) token_terms(a, &p, 0, T, terms);
+        o.out = out;
+        o.ldo = ldo;
+        o.bias = bias;
+        o.add = add;
+        o.ld_add = ld_add;
+        o.n0 = (int)(col0 + g);
+        for (t = 0; t < T; t += MR) {
+            const int mr = T - t < MR ? T - t : MR;
+#ifdef CK_X86
+            if (fast) {
+                tile_avx512(&p, a, terms, t, mr, &o);
+                continue;
+            }
+#endif
+            tile_ref(&p, a, terms, t, mr, &o);
+        }
+    }
+    panel_free(&p);
+    free(terms);
+    (void)fast;
+    return rc;
+}
+
+int ck_qgemm_fast(void) { return ck_cpu_avx512vnni(); }

@@ -1,0 +1,42 @@
+/*
+ * qgemm.h — the int8 prefill GEMM of qgemm.c, used by qlinear.c (internal to
+ * runtime/kernels).
+ */
+#ifndef CK_QGEMM_H
+#define CK_QGEMM_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* T tokens of K activations quantized for one dot type (q8_0 and q8_1 share
+ * theirs, or q8_K): quants [T][K], the scale of every 32 [T][K / 32] (q8_K's
+ * repeated), the sum of every 16 quants [T][K / 16], and q8_1's s = d sum of
+ * every 32 as its block stores it (f16) [T][K / 32] */
+typedef struct {
+    int dot_type, T, K;
+    int8_t *q;
+    float *d;
+    int32_t *sum16;
+    float *s;
+} ck_qgemm_acts;
+
+int ck_qgemm_type(int type); /* 1 for the types qgemm multiplies */
+int ck_qgemm_fast(void);     /* 1 when the AVX-512 VNNI body runs (else qlinear.c keeps its float tiles) */
+int ck_qgemm_acts_init(ck_qgemm_acts *a, int dot_type, int T, int K); /* 0, or -1 out of memory */
+/* tokens [t0, t1) of x; `fast`: the AVX-512 body, else the scalar twin (identical results) */
+void ck_qgemm_acts_quantize(ck_qgemm_acts *a, const float *x, int ldx, int t0, int t1, int fast);
+void ck_qgemm_acts_free(ck_qgemm_acts *a);
+/* out[t][col0 + r] = sum_k x[t][k] W[r][k] (+ bias) (+ add) for rows [r0, r1)
+ * of one matrix part `w` of `type` (bias / add indexed by output column);
+ * `fast`: the AVX-512 VNNI body, else the scalar twin (identical results).
+ * 0, or -1 when its buffers cannot be allocated. */
+int ck_qgemm_rows(float *out, int ldo, const ck_qgemm_acts *a, int type, const void *w, const float *bias,
+                  const float *add, int ld_add, int64_t r0, int64_t r1, int64_t col0, int fast);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
