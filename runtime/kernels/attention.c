@@ -44,6 +44,16 @@ static void attend_one(float *o, const float *q, const float *K, const float *V,
     float m = -INFINITY, l = 0.0f;
     int j, b, d;
     for (d = 0; d < D; d++) acc[d] = 0.0f;
+    /* a decoded token's keys and values were evicted by the weights streamed since this layer last ran:
+     * ask for all of them at once, so their cache misses overlap instead of following one another */
+    if (j1 - j0 < 4 * CK_ATT_BLOCK) {
+        const char *kb = (const char *)(K + (size_t)j0 * D), *ke = (const char *)(K + (size_t)(j1 + 1) * D);
+        const char *vb = (const char *)(V + (size_t)j0 * D);
+        for (; kb < ke; kb += 64, vb += 64) {
+            __builtin_prefetch(kb);
+            __builtin_prefetch(vb);
+        }
+    }
     for (j = j0; j <= j1; j += CK_ATT_BLOCK) {
         float s[CK_ATT_BLOCK];
         int nb = j1 + 1 - j < CK_ATT_BLOCK ? j1 + 1 - j : CK_ATT_BLOCK;
@@ -75,8 +85,14 @@ void ck_attention(float *out, int ldo, const float *q, int ldq,
                   const float *k_cache, const float *v_cache, int cap,
                   int T, int pos0, int H, int KVH, int D, float scale, int window, float softcap)
 {
-    int group = H / KVH, total = T * H, idx;
-#pragma omp parallel for schedule(dynamic, 4) if (total > 1 && (long)total * (pos0 + T) * D >= CK_PAR_MIN_ACT)
+    /* chunks of 4 pairs balance prefill's causal lengths; decode's few heads go one at a time (12 heads in
+     * chunks of 4 left one of two threads with 8). Decode splits the heads from a far smaller size than
+     * compute alone would: its keys and values come from DRAM (the weights streamed since evicted them), so
+     * two threads keep twice the misses in flight (stories110M shape, 16-80 cached positions, 2 threads:
+     * 31 -> 13 us a layer) */
+    int group = H / KVH, total = T * H, idx, chunk = total >= 64 ? 4 : 1;
+    long work = (long)total * (pos0 + T) * D;
+#pragma omp parallel for schedule(dynamic, chunk) if (total > 1 && (T == 1 ? work >= CK_PAR_MIN_ACT / 16 : work >= CK_PAR_MIN_ACT))
     for (idx = 0; idx < total; idx++) {
         int t = idx / H, h = idx % H, p = pos0 + t;
         size_t kv = (size_t)(h / group) * cap * D;

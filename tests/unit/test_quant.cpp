@@ -1,7 +1,7 @@
 // The stored weight formats (ck_quant.h): quantize -> dequantize error per
 // type, the fast dot products against their scalar twins and against the
-// dequantized values, the int8 prefill GEMM (qgemm.c) against its scalar twin
-// bit for bit, and ck_linear_q (dot, int8 GEMM and float-tile paths,
+// dequantized values, the int8 prefill GEMM (qgemm.c) and the f16 / bf16 one
+// (fgemm.c) against their scalar twins bit for bit, and ck_linear_q (dot, int8 GEMM and float-tile paths,
 // mixed-type parts, bias, residual, threads) against the float GEMM of the
 // dequantized matrix.
 // Bit-exactness with GGUF / llama.cpp is tests/python/test_quant.py's job.
@@ -10,6 +10,7 @@
 
 #include "ck_quant.h"
 #include "kernel_helpers.h"
+#include "../../runtime/kernels/fgemm.h"
 #include "../../runtime/kernels/qgemm.h"
 
 using namespace ckc_kernel_test;
@@ -122,10 +123,14 @@ TEST_CASE("quant: fast dot products equal their scalar twins and the dequantized
             auto aq = quantize(dt, a);
             float fast = ck_vec_dot(type, n, wq.data(), aq.data());
             float ref = ck_vec_dot_ref(type, n, wq.data(), aq.data());
-            ck_cpu_force_no_vnni(1);  // the plain AVX2 bodies too, on a machine with AVX-VNNI
+            ck_cpu_force_no_avx512(1);  // the AVX2 bodies too, on a machine with AVX-512 VNNI
             float avx2 = ck_vec_dot(type, n, wq.data(), aq.data());
+            ck_cpu_force_no_vnni(1);  // and without AVX-VNNI
+            float plain = ck_vec_dot(type, n, wq.data(), aq.data());
             ck_cpu_force_no_vnni(0);
+            ck_cpu_force_no_avx512(0);
             CHECK(std::fabs(avx2 - fast) <= 1e-5 * std::max(1.0f, std::fabs(fast)) + 1e-6);
+            CHECK(std::fabs(plain - fast) <= 1e-5 * std::max(1.0f, std::fabs(fast)) + 1e-6);
             {
                 Portable scalar(true);
                 CHECK(ck_vec_dot(type, n, wq.data(), aq.data()) == ref);
@@ -288,4 +293,49 @@ TEST_CASE("quant: the int8 prefill GEMM equals its scalar twin bit for bit", "[q
             ck_qgemm_acts_free(&b);
         }
     }
+}
+
+TEST_CASE("quant: the f32 / f16 / bf16 prefill GEMM equals its scalar twin bit for bit", "[quant]")
+{
+    for (int type : {CK_Q_F32, CK_Q_F16, CK_Q_BF16})
+        for (int K : {520, 96}) {  // 520: two panels of columns and a last part under 16; 96: one short panel
+            const int N = 75;       // two full panels of 32 rows and a partial one
+            auto w = rnd(static_cast<size_t>(N) * K, 500u + type + K, 0.3f);
+            auto wq = quantize(type, w);
+            auto wd = dequantize(type, wq, w.size());
+            auto bias = rnd(N, 8u);
+            for (int T : {1, 8, 13}) {
+                INFO("type " << ck_qtype_name(type) << " K " << K << " T " << T);
+                const int ldx = K + 4, ldo = N + 3;
+                auto x = rnd(static_cast<size_t>(T) * ldx, 70u + T, 2.0f);
+                auto add = rnd(static_cast<size_t>(T) * ldo, 80u + T);
+                std::vector<float> twin(static_cast<size_t>(T) * ldo, -1.0f), fast(twin), exact(twin), inplace(add);
+                // rows [3, 75): panels starting off the matrix's first row, the last one partial
+                REQUIRE(ck_fgemm_rows(twin.data(), ldo, x.data(), ldx, type, wq.data(), bias.data(), add.data(), ldo, T,
+                                      K, 3, N, 0, 0) == 0);
+                if (ck_fgemm_fast()) {
+                    REQUIRE(ck_fgemm_rows(fast.data(), ldo, x.data(), ldx, type, wq.data(), bias.data(), add.data(), ldo,
+                                          T, K, 3, N, 0, 1) == 0);
+                    for (size_t i = 0; i < twin.size(); i++) REQUIRE(fast[i] == twin[i]);
+                    // the residual is the output (the planner's MATMUL_ADD trick)
+                    REQUIRE(ck_fgemm_rows(inplace.data(), ldo, x.data(), ldx, type, wq.data(), bias.data(), inplace.data(),
+                                          ldo, T, K, 3, N, 0, 1) == 0);
+                }
+                ck_linear_ref(exact.data(), ldo, x.data(), ldx, wd.data(), bias.data(), add.data(), ldo, T, K, N);
+                std::vector<float> xabs(x), wabs(wd), mag(exact);  // sum |w x|: the scale of float32's rounding
+                for (auto &v : xabs) v = std::fabs(v);
+                for (auto &v : wabs) v = std::fabs(v);
+                ck_linear_ref(mag.data(), ldo, xabs.data(), ldx, wabs.data(), nullptr, nullptr, 0, T, K, N);
+                for (int t = 0; t < T; t++)
+                    for (int n = 0; n < N; n++) {
+                        const size_t i = static_cast<size_t>(t) * ldo + n;
+                        if (n < 3) {
+                            REQUIRE(twin[i] == -1.0f);  // rows outside [r0, r1) untouched
+                            continue;
+                        }
+                        REQUIRE(std::fabs(twin[i] - exact[i]) <= 2e-6 * (1.0 + mag[i]));
+                        if (ck_fgemm_fast()) REQUIRE(inplace[i] == fast[i]);
+                    }
+            }
+        }
 }

@@ -1,0 +1,251 @@
+/*
+ * fgemm.c — prefill over float weights kept as stored (f32, f16, bf16): a
+ * float GEMM that converts the weights while packing them.
+ *
+ * y[t][n] = sum_k x[t][k] W[n][k] with W stored as f16 or bf16 rows. BLAS
+ * needs float32 B, so the tile path of qlinear.c converts 64 rows at a time
+ * into a buffer that OpenBLAS then copies again into its own packed panel,
+ * and packs the activations once per tile: measured 18% of an f16 prefill in
+ * those copies. Here the conversion is the packing: 32 rows x KC columns of
+ * W become one float panel P[k][32] (16 x 16 in-register transposes of
+ * converted rows), and the microkernel keeps an 8-token x 32-row block of y
+ * in 16 zmm accumulators, each k one multiply-add per accumulator with the
+ * token's activation broadcast from memory: the arithmetic is all FMAs.
+ * Activations are read in place.
+ *
+ * The sums run over k in order, one FMA each, so the result does not depend
+ * on the blocking; the scalar twin (fgemm_ref) does the same FMAs (fmaf) in the
+ * same order and equals the AVX-512 body bit for bit (tested). CPUs without
+ * AVX-512 keep qlinear.c's tiles into sgemm.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ck_kernels.h"
+#include "ck_quant.h"
+#include "ck_simd.h"
+#include "fgemm.h"
+
+#define NV 3        /* zmm of weight rows per panel */
+#define NR (16 * NV) /* weight rows per panel */
+#define MR 8        /* tokens per microkernel block: MR x NV accumulators */
+#define KC 256 /* columns per panel: 32 KiB of floats, L1-resident while all tokens pass */
+
+int ck_fgemm_type(int type) { return type == CK_Q_F32 || type == CK_Q_F16 || type == CK_Q_BF16; }
+
+int ck_fgemm_fast(void) { return ck_cpu_avx512vnni(); }
+
+/* element i of a row of `type` */
+static float elem(int type, const void *row, size_t i)
+{
+    if (type == CK_Q_F32) return ((const float *)row)[i];
+    if (type == CK_Q_F16) return ck_fp16_to_fp32(((const uint16_t *)row)[i]);
+    return ck_bf16_to_fp32(((const uint16_t *)row)[i]);
+}
+
+static size_t elem_bytes(int type) { return type == CK_Q_F32 ? 4 : 2; }
+
+/* P[k][r] = W[r][k0 + k] for r < rows (0 past them), k < kc; W's rows ldw elements apart */
+static void pack_ref(float *P, int type, const void *w, size_t ldw, int rows, int k0, int kc)
+{
+    int r, k;
+    for (k = 0; k < kc; k++)
+        for (r = 0; r < NR; r++)
+            P[k * NR + r] = r < rows ? elem(type, (const char *)w + elem_bytes(type) * ldw * r, (size_t)(k0 + k)) : 0.0f;
+}
+
+typedef struct {
+    float *out;
+    int ldo;
+    const float *bias, *add;
+    int ld_add;
+} dest;
+
+/* y[t][n0 + r] (+)= sum_{k < kc} x[t][k0 + k] P[k][r] for tokens [t0, t0 + mr); `first`: the panel of k0 = 0
+ * starts from the bias and the residual, later panels from what is stored */
+static void tile_ref(const float *P, const float *x, int ldx, int k0, int kc, int t0, int mr, int n0, int rows,
+                     const dest *o, int first)
+{
+    int i, r, k;
+    for (i = 0; i < mr; i++) {
+        const int t = t0 + i;
+        float acc[NR];
+        float *y = o->out + (size_t)t * o->ldo + n0;
+        for (r = 0; r < NR; r++) acc[r] = 0.0f;
+        for (k = 0; k < kc; k++) {
+            const float a = x[(size_t)t * ldx + k0 + k];
+            for (r = 0; r < NR; r++) acc[r] = fmaf(a, P[k * NR + r], acc[r]);
+        }
+        for (r = 0; r < rows; r++) {
+            float v = acc[r];
+            if (first) {
+                if (o->bias) v += o->bias[n0 + r];
+                if (o->add) v += o->add[(size_t)t * o->ld_add + n0 + r];
+            } else {
+                v += y[r];
+            }
+            y[r] = v;
+        }
+    }
+}
+
+#ifdef CK_X86
+#define CK_AVX512F __attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c")))
+
+/* 16 rows x 16 columns of W converted, transposed into P[k][c0 .. c0 + 15] */
+CK_AVX512F static inline void pack16x16(float *P, int type, const void *w, size_t ldw, int rows, int k0, int c0)
+{
+    __m512 m[16], t[16];
+    int r;
+    for (r = 0; r < 16; r++) {
+        if (r >= rows) {
+            m[r] = _mm512_setzero_ps();
+            continue;
+        }
+        if (type == CK_Q_F32) {
+            m[r] = _mm512_loadu_ps((const float *)w + (size_t)r * ldw + k0);
+        } else {
+            const __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + (size_t)r * ldw + k0));
+            m[r] = type == CK_Q_F16 ? _mm512_cvtph_ps(h)
+                                    : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+        }
+    }
+    /* 16 x 16 transpose: 32-bit, then 64-bit interleaves within 128-bit lanes, then the lanes */
+    for (r = 0; r < 16; r += 2) {
+        t[r] = _mm512_unpacklo_ps(m[r], m[r + 1]);
+        t[r + 1] = _mm512_unpackhi_ps(m[r], m[r + 1]);
+    }
+    for (r = 0; r < 16; r += 4) {
+        m[r] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[r]), _mm512_castps_pd(t[r + 2])));
+        m[r + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[r]), _mm512_castps_pd(t[r + 2])));
+        m[r + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[r + 1]), _mm512_castps_pd(t[r + 3])));
+        m[r + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[r + 1]), _mm512_castps_pd(t[r + 3])));
+    }
+    /* m[4g + j] holds rows 4g..4g+3, column j + 4 * lane of each 128-bit lane */
+    for (r = 0; r < 4; r++) {
+        const __m512 a = _mm512_shuffle_f32x4(m[r], m[4 + r], 0x88), b = _mm512_shuffle_f32x4(m[r], m[4 + r], 0xDD);
+        const __m512 c = _mm512_shuffle_f32x4(m[8 + r], m[12 + r], 0x88), d = _mm512_shuffle_f32x4(m[8 + r], m[12 + r], 0xDD);
+        t[r] = _mm512_shuffle_f32x4(a, c, 0x88);      /* column r */
+        t[8 + r] = _mm512_shuffle_f32x4(a, c, 0xDD);  /* column r + 8 */
+        t[4 + r] = _mm512_shuffle_f32x4(b, d, 0x88);  /* column r + 4 */
+        t[12 + r] = _mm512_shuffle_f32x4(b, d, 0xDD); /* column r + 12 */
+    }
+    for (r = 0; r < 16; r++) _mm512_store_ps(P + (size_t)r * NR + c0, t[r]);
+}
+
+CK_AVX512F static void pack_avx512(float *P, int type, const void *w, size_t ldw, int rows, int k0, int kc)
+{
+    int k, c;
+    for (k = 0; k + 16 <= kc; k += 16)
+        for (c = 0; c < NR; c += 16)
+            pack16x16(P + (size_t)k * NR, type, (const char *)w + elem_bytes(type) * ldw * c, ldw, rows - c, k0 + k, c);
+    if (k < kc) /* a last part of the row under 16 columns: the scalar packing */
+        pack_ref(P + (size_t)k * NR, type, w, ldw, rows, k0 + k, kc - k);
+}
+
+CK_AVX512F static inline __attribute__((always_inline)) void tile_avx512_n(const float *P, const float *x, int ldx,
+                                                                           int k0, int kc, int t0, int n0, int rows,
+                                                                           const dest *o, int first, const int mr)
+{
+    __m512 acc[MR][NV];
+    const float *xr[MR];
+    __mmask16 m[NV];
+    int i, k, v;
+    for (v = 0; v < NV; v++) {
+        const int left = rows - 16 * v;
+        m[v] = (__mmask16)(left >= 16 ? 0xFFFF : left > 0 ? (1u << left) - 1u : 0u);
+    }
+    for (i = 0; i < mr; i++) {
+        for (v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();
+        xr[i] = x + (size_t)(t0 + i) * ldx + k0;
+    }
+    for (k = 0; k < kc; k++) {
+        __m512 p[NV];
+        for (v = 0; v < NV; v++) p[v] = _mm512_load_ps(P + (size_t)k * NR + 16 * v);
+        for (i = 0; i < mr; i++) {
+            const __m512 a = _mm512_set1_ps(xr[i][k]);
+            for (v = 0; v < NV; v++) acc[i][v] = _mm512_fmadd_ps(a, p[v], acc[i][v]);
+        }
+    }
+    for (i = 0; i < mr; i++) {
+        const int t = t0 + i;
+        float *y = o->out + (size_t)t * o->ldo + n0;
+        for (v = 0; v < NV; v++) {
+            __m512 r = acc[i][v];
+            if (first) {
+                if (o->bias) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(m[v], o->bias + n0 + 16 * v));
+                if (o->add) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(m[v], o->add + (size_t)t * o->ld_add + n0 + 16 * v));
+            } else {
+                r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(m[v], y + 16 * v));
+            }
+            _mm512_mask_storeu_ps(y + 16 * v, m[v], r);
+        }
+    }
+}
+
+CK_AVX512F static void tile_avx512(const float *P, const float *x, int ldx, int k0, int kc, int t0, int mr, int n0,
+                                   int rows, const dest *o, int first)
+{
+    switch (mr) {
+    case 8: tile_avx512_n(P, x, ldx, k0, kc, t0, n0, rows, o, first, 8); break;
+    case 7: tile_avx512_n(P, x, ldx, k0, kc, t0, n0, rows, o, first, 7); break;
+    case 6: tile_avx512_n(P, x, ldx, k0, kc, t0, n0, rows, o, first, 6); break;
+    case 5: tile_avx512_n(P, x, ldx, k0, kc, t0, n0, rows, o, first, 5); break;
+    case 4: tile_avx512_n(P, x, ldx, k0, kc, t0, n0, rows, o, first, 4); break;
+    case 3: tile_avx512_n(P, x, ldx, k0, kc, t0, n0, rows, o, first, 3); break;
+    case 2: tile_avx512_n(P, x, ldx, k0, kc, t0, n0, rows, o, first, 2); break;
+    default: tile_avx512_n(P, x, ldx, k0, kc, t0, n0, rows, o, first, 1); break;
+    }
+}
+#endif
+
+int ck_fgemm_rows(float *out, int ldo, const float *x, int ldx, int type, const void *w, const float *bias,
+                  const float *add, int ld_add, int T, int K, int64_t r0, int64_t r1, int64_t col0, int fast)
+{
+    float *mem, *P;
+    int64_t g;
+    int k0, t;
+    dest o;
+    if (r1 <= r0) return 0;
+    mem = (float *)malloc(sizeof(float) * (size_t)KC * NR + 64);
+    if (!mem) return -1;
+    P = (float *)((char *)mem + (64 - (uintptr_t)mem % 64) % 64);
+    o.out = out, o.ldo = ldo, o.bias = bias, o.add = add, o.ld_add = ld_add;
+    for (g = r0; g < r1; g += NR) {
+        const int rows = (int)(r1 - g < NR ? r1 - g : NR);
+        const char *wg = (const char *)w + elem_bytes(type) * (size_t)g * K;
+        const int n0 = (int)(col0 + g);
+        for (k0 = 0; k0 < K; k0 += KC) {
+            const int kc = K - k0 < KC ? K - k0 : KC;
+#ifdef CK_X86
+            if (fast) {
+                /* the next panel's weights come from DRAM: ask for them while this one's tiles run, a few rows
+                 * per tile (packing waited on them: 13% of an f16 prefill) */
+                const int next_k = k0 + KC < K ? k0 + KC : 0;
+                const int64_t next_g = k0 + KC < K ? g : g + NR;
+                const int next_rows = next_g >= r1 ? 0 : (int)(r1 - next_g < NR ? r1 - next_g : NR);
+                const int next_bytes = (int)elem_bytes(type) * (K - next_k < KC ? K - next_k : KC);
+                const int per_tile = (next_rows + (T + MR - 1) / MR - 1) / ((T + MR - 1) / MR);
+                int pr = 0;
+                pack_avx512(P, type, wg, (size_t)K, rows, k0, kc);
+                for (t = 0; t < T; t += MR) {
+                    int e;
+                    for (e = 0; e < per_tile && pr < next_rows; e++, pr++) {
+                        const char *row = (const char *)w + elem_bytes(type) * ((size_t)(next_g + pr) * K + next_k);
+                        int c;
+                        for (c = 0; c < next_bytes; c += 64) _mm_prefetch(row + c, _MM_HINT_T0);
+                    }
+                    tile_avx512(P, x, ldx, k0, kc, t, T - t < MR ? T - t : MR, n0, rows, &o, k0 == 0);
+                }
+                continue;
+            }
+#endif
+            pack_ref(P, type, wg, (size_t)K, rows, k0, kc);
+            for (t = 0; t < T; t += MR) tile_ref(P, x, ldx, k0, kc, t, T - t < MR ? T - t : MR, n0, rows, &o, k0 == 0);
+        }
+    }
+    free(mem);
+    (void)fast;
+    return 0;
+}

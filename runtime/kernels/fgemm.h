@@ -1,0 +1,25 @@
+/*
+ * fgemm.h — the prefill GEMM over f32 / f16 / bf16 weights of fgemm.c, used by
+ * qlinear.c (internal to runtime/kernels).
+ */
+#ifndef CK_FGEMM_H
+#define CK_FGEMM_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int ck_fgemm_type(int type); /* 1 for f32, f16 and bf16 */
+int ck_fgemm_fast(void);     /* 1 when the AVX-512 body runs (else qlinear.c keeps its tiles into sgemm) */
+/* out[t][col0 + r] = sum_k x[t][k] W[r][k] (+ bias) (+ add) for rows [r0, r1) of one matrix part `w` of
+ * `type` ([rows][K] values) and tokens [0, T); `fast`: the AVX-512 body, else the scalar twin
+ * (identical results). 0, or -1 when the panel cannot be allocated. */
+int ck_fgemm_rows(float *out, int ldo, const float *x, int ldx, int type, const void *w, const float *bias,
+                  const float *add, int ld_add, int T, int K, int64_t r0, int64_t r1, int64_t col0, int fast);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
