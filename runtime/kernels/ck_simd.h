@@ -6,6 +6,7 @@
  *   ck_vdots(s, q, K, nb, D)  s[b] = q . K[b]  for nb rows of K[nb][D]
  *   ck_vmacc(acc, p, V, nb, D) acc += sum_b p[b] * V[b]   for nb rows of V[nb][D]
  *   ck_vscale(y, a, n)        y[i] *= a
+ *   ck_transpose16(m)         16 x 16 32-bit transpose in zmm registers (the AVX-512 panel packers')
  * Each call does a block of work, so the run-time dispatch is paid once per
  * block, not per element (a per-row call made attention slower, measured).
  *
@@ -161,6 +162,34 @@ CK_AVX2 static inline void ck_vmacc_avx2(float *acc, const float *p, const float
     }
     for (; i < D; i++)
         for (b = 0; b < nb; b++) acc[i] += p[b] * V[(size_t)b * ld + i];
+}
+/* m[c] = column c of the 16 x 16 matrix whose row r was m[r] (32-bit elements): interleave 32-bit, then
+ * 64-bit within 128-bit lanes, then the lanes (64 shuffles) */
+#define CK_AVX512_TRANSPOSE __attribute__((target("avx512f")))
+CK_AVX512_TRANSPOSE static inline void ck_transpose16(__m512 m[16])
+{
+    __m512 t[16];
+    int r;
+    for (r = 0; r < 16; r += 2) {
+        t[r] = _mm512_unpacklo_ps(m[r], m[r + 1]);
+        t[r + 1] = _mm512_unpackhi_ps(m[r], m[r + 1]);
+    }
+    for (r = 0; r < 16; r += 4) {
+        m[r] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[r]), _mm512_castps_pd(t[r + 2])));
+        m[r + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[r]), _mm512_castps_pd(t[r + 2])));
+        m[r + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[r + 1]), _mm512_castps_pd(t[r + 3])));
+        m[r + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[r + 1]), _mm512_castps_pd(t[r + 3])));
+    }
+    /* m[4g + j] now holds rows 4g..4g+3 of column j + 4 * lane in each 128-bit lane */
+    for (r = 0; r < 4; r++) {
+        const __m512 a = _mm512_shuffle_f32x4(m[r], m[4 + r], 0x88), b = _mm512_shuffle_f32x4(m[r], m[4 + r], 0xDD);
+        const __m512 c = _mm512_shuffle_f32x4(m[8 + r], m[12 + r], 0x88), d = _mm512_shuffle_f32x4(m[8 + r], m[12 + r], 0xDD);
+        t[r] = _mm512_shuffle_f32x4(a, c, 0x88);      /* column r */
+        t[8 + r] = _mm512_shuffle_f32x4(a, c, 0xDD);  /* column r + 8 */
+        t[4 + r] = _mm512_shuffle_f32x4(b, d, 0x88);  /* column r + 4 */
+        t[12 + r] = _mm512_shuffle_f32x4(b, d, 0xDD); /* column r + 12 */
+    }
+    for (r = 0; r < 16; r++) m[r] = t[r];
 }
 #endif /* CK_X86 */
 

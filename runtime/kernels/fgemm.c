@@ -96,7 +96,7 @@ static void tile_ref(const float *P, const float *x, int ldx, int k0, int kc, in
 /* 16 rows x 16 columns of W converted, transposed into P[k][c0 .. c0 + 15] */
 CK_AVX512F static inline void pack16x16(float *P, int type, const void *w, size_t ldw, int rows, int k0, int c0)
 {
-    __m512 m[16], t[16];
+    __m512 m[16];
     int r;
     for (r = 0; r < 16; r++) {
         if (r >= rows) {
@@ -111,27 +111,8 @@ CK_AVX512F static inline void pack16x16(float *P, int type, const void *w, size_
                                     : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
         }
     }
-    /* 16 x 16 transpose: 32-bit, then 64-bit interleaves within 128-bit lanes, then the lanes */
-    for (r = 0; r < 16; r += 2) {
-        t[r] = _mm512_unpacklo_ps(m[r], m[r + 1]);
-        t[r + 1] = _mm512_unpackhi_ps(m[r], m[r + 1]);
-    }
-    for (r = 0; r < 16; r += 4) {
-        m[r] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[r]), _mm512_castps_pd(t[r + 2])));
-        m[r + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[r]), _mm512_castps_pd(t[r + 2])));
-        m[r + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[r + 1]), _mm512_castps_pd(t[r + 3])));
-        m[r + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[r + 1]), _mm512_castps_pd(t[r + 3])));
-    }
-    /* m[4g + j] holds rows 4g..4g+3, column j + 4 * lane of each 128-bit lane */
-    for (r = 0; r < 4; r++) {
-        const __m512 a = _mm512_shuffle_f32x4(m[r], m[4 + r], 0x88), b = _mm512_shuffle_f32x4(m[r], m[4 + r], 0xDD);
-        const __m512 c = _mm512_shuffle_f32x4(m[8 + r], m[12 + r], 0x88), d = _mm512_shuffle_f32x4(m[8 + r], m[12 + r], 0xDD);
-        t[r] = _mm512_shuffle_f32x4(a, c, 0x88);      /* column r */
-        t[8 + r] = _mm512_shuffle_f32x4(a, c, 0xDD);  /* column r + 8 */
-        t[4 + r] = _mm512_shuffle_f32x4(b, d, 0x88);  /* column r + 4 */
-        t[12 + r] = _mm512_shuffle_f32x4(b, d, 0xDD); /* column r + 12 */
-    }
-    for (r = 0; r < 16; r++) _mm512_store_ps(P + (size_t)r * NR + c0, t[r]);
+    ck_transpose16(m);
+    for (r = 0; r < 16; r++) _mm512_store_ps(P + (size_t)r * NR + c0, m[r]);
 }
 
 CK_AVX512F static void pack_avx512(float *P, int type, const void *w, size_t ldw, int rows, int k0, int kc)

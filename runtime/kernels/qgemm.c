@@ -48,7 +48,7 @@
 #include "qgemm.h"
 
 #ifdef CK_X86
-#define CK_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma")))
+#define CK_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")))
 #endif
 
 #define NR 16 /* weight rows per panel: the int32 lanes of a zmm */
@@ -367,8 +367,94 @@ static int panel_init(panel *p, int K)
 
 static void panel_free(panel *p) { free(p->mem); }
 
-/* rows [0, rows) of `w` (row-major in its type, row_bytes apart) */
-static void panel_pack(panel *p, int type, const char *w, size_t row_bytes, int rows, int K)
+#ifdef CK_X86
+/* unpack_row for q8_0, q4_0, q4_1, q4_K and q6_K, 32 or 64 weights per step and the scales through F16C;
+ * 0 for the other types (the scalar unpack_row does them) */
+CK_AVX512 static int unpack_row_avx512(int type, const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    int b, j;
+    switch (type) {
+    case CK_Q_Q8_0: {
+        const ck_block_q8_0 *x = (const ck_block_q8_0 *)row;
+        for (b = 0; b < K / CK_QK; b++) {
+            s[b] = _cvtsh_ss(x[b].d);
+            _mm256_storeu_si256((__m256i *)(u + CK_QK * b),
+                                _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x[b].qs), _mm256_set1_epi8((char)0x80)));
+        }
+        return 1;
+    }
+    case CK_Q_Q4_0:
+    case CK_Q_Q4_1: {
+        const size_t bs = type == CK_Q_Q4_0 ? sizeof(ck_block_q4_0) : sizeof(ck_block_q4_1);
+        for (b = 0; b < K / CK_QK; b++) {
+            const uint8_t *blk = (const uint8_t *)row + bs * b;
+            const __m128i t = _mm_loadu_si128((const __m128i *)(blk + (type == CK_Q_Q4_0 ? 2 : 4)));
+            s[b] = _cvtsh_ss(*(const uint16_t *)blk);
+            if (type == CK_Q_Q4_1) m[b] = _cvtsh_ss(((const ck_block_q4_1 *)blk)->m);
+            _mm_storeu_si128((__m128i *)(u + CK_QK * b), _mm_and_si128(t, m4));
+            _mm_storeu_si128((__m128i *)(u + CK_QK * b + 16), _mm_and_si128(_mm_srli_epi16(t, 4), m4));
+        }
+        return 1;
+    }
+    case CK_Q_Q4_K:
+        for (b = 0; b < K / CK_QK_K; b++) {
+            const ck_block_q4_K *x = (const ck_block_q4_K *)row + b;
+            const float d = _cvtsh_ss(x->d), dmin = _cvtsh_ss(x->dmin);
+            int sc[8], mn[8];
+            k4_scales(x->scales, sc, mn);
+            for (j = 0; j < 8; j++) {
+                s[8 * b + j] = d * (float)sc[j];
+                m[8 * b + j] = -dmin * (float)mn[j];
+            }
+            for (j = 0; j < 4; j++) { /* 32 bytes: sub-block 2j in the low nibbles, 2j + 1 in the high ones */
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
+                _mm256_storeu_si256((__m256i *)(u + CK_QK_K * b + 64 * j), _mm256_and_si256(q, _mm256_set1_epi8(0x0F)));
+                _mm256_storeu_si256((__m256i *)(u + CK_QK_K * b + 64 * j + 32),
+                                    _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0F)));
+            }
+        }
+        return 1;
+    case CK_Q_Q6_K:
+        for (b = 0; b < K / CK_QK_K; b++) {
+            const ck_block_q6_K *x = (const ck_block_q6_K *)row + b;
+            const float d = _cvtsh_ss(x->d);
+            for (j = 0; j < CK_QK_K / 16; j++) s[16 * b + j] = d * (float)x->scales[j];
+            for (j = 0; j < 2; j++) { /* 128 weights: ql's low nibbles 0-63, high nibbles 64-127, qh's bit pairs */
+                const __m512i l = _mm512_loadu_si512((const void *)(x->ql + 64 * j));
+                const __m256i h = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * j));
+                const __m512i h01 = _mm512_inserti64x4(_mm512_castsi256_si512(h), _mm256_srli_epi16(h, 2), 1);
+                const __m512i h23 = _mm512_srli_epi16(h01, 4), m2 = _mm512_set1_epi8(3), f = _mm512_set1_epi8(0x0F);
+                _mm512_storeu_si512((void *)(u + CK_QK_K * b + 128 * j),
+                                    _mm512_or_si512(_mm512_and_si512(l, f), _mm512_slli_epi16(_mm512_and_si512(h01, m2), 4)));
+                _mm512_storeu_si512((void *)(u + CK_QK_K * b + 128 * j + 64),
+                                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), f),
+                                                    _mm512_slli_epi16(_mm512_and_si512(h23, m2), 4)));
+            }
+        }
+        return 1;
+    default: return 0;
+    }
+}
+
+/* u[c][r][0..3] = tmp[r][4c .. 4c + 3] for the 16 rows: 16 x 16 transposes of 4-byte groups */
+CK_AVX512 static void transpose_u(const uint8_t *tmp, int K, uint8_t *u)
+{
+    int c, r;
+    for (c = 0; c + 16 <= K / 4; c += 16) {
+        __m512 m[16];
+        for (r = 0; r < NR; r++) m[r] = _mm512_castsi512_ps(_mm512_loadu_si512((const void *)(tmp + (size_t)r * K + 4 * c)));
+        ck_transpose16(m);
+        for (r = 0; r < 16; r++) _mm512_store_si512((void *)(u + ((size_t)(c + r) * NR) * 4), _mm512_castps_si512(m[r]));
+    }
+    for (; c < K / 4; c++)
+        for (r = 0; r < NR; r++) memcpy(u + ((size_t)c * NR + r) * 4, tmp + (size_t)r * K + 4 * c, 4);
+}
+#endif
+
+/* rows [0, rows) of `w` (row-major in its type, row_bytes apart); `fast`: the AVX-512 unpacking and
+ * transposes (the same panel) */
+static void panel_pack(panel *p, int type, const char *w, size_t row_bytes, int rows, int K, int fast)
 {
     const int L = sub_len(type), nsub = K / L;
     int r, c, j;
@@ -379,15 +465,24 @@ static void panel_pack(panel *p, int type, const char *w, size_t row_bytes, int 
     p->rows = rows;
     for (r = 0; r < NR; r++) {
         if (r < rows) {
-            unpack_row(type, w + row_bytes * r, K, p->tmp + (size_t)r * K, p->ts + (size_t)r * nsub,
-                       p->tm + (size_t)r * nsub);
+            uint8_t *ur = p->tmp + (size_t)r * K;
+            float *sr = p->ts + (size_t)r * nsub, *mr = p->tm + (size_t)r * nsub;
+#ifdef CK_X86
+            if (fast && unpack_row_avx512(type, w + row_bytes * r, K, ur, sr, mr)) continue;
+#endif
+            unpack_row(type, w + row_bytes * r, K, ur, sr, mr);
         } else {
             memset(p->tmp + (size_t)r * K, 0, (size_t)K);
             for (j = 0; j < nsub; j++) p->ts[r * nsub + j] = p->tm[r * nsub + j] = 0.0f;
         }
     }
-    for (c = 0; c < K / 4; c++)
-        for (r = 0; r < NR; r++) memcpy(p->u + ((size_t)c * NR + r) * 4, p->tmp + (size_t)r * K + 4 * c, 4);
+#ifdef CK_X86
+    if (fast)
+        transpose_u(p->tmp, K, p->u);
+    else
+#endif
+        for (c = 0; c < K / 4; c++)
+            for (r = 0; r < NR; r++) memcpy(p->u + ((size_t)c * NR + r) * 4, p->tmp + (size_t)r * K + 4 * c, 4);
     for (j = 0; j < nsub; j++)
         for (r = 0; r < NR; r++) {
             p->s[j * NR + r] = p->ts[r * nsub + j];
@@ -549,7 +644,7 @@ int ck_qgemm_rows(float *out, int ldo, const ck_qgemm_acts *a, int type, const v
     for (g = r0; g < r1; g += NR) {
         const int rows = (int)(r1 - g < NR ? r1 - g : NR);
         dest o;
-        panel_pack(&p, type, (const char *)w + rb * (size_t)g, rb, rows, K);
+        panel_pack(&p, type, (const char *)w + rb * (size_t)g, rb, rows, K, fast);
         if (g == r0) token_terms(a, &p, 0, T, terms);
         o.out = out;
         o.ldo = ldo;
