@@ -298,14 +298,20 @@ static void quantize_tokens(ck_qgemm_acts *a, const float *x, int ldx, int t0, i
         float *d = a->d + (size_t)t * (K / 32), *s1 = a->s + (size_t)t * (K / 32);
         int32_t *sum = a->sum16 + (size_t)t * (K / 16);
 #ifdef CK_X86
-        if (fast) {
+        if (fast)
             quantize_row_avx512(a, xr, q, d, sum, s1);
-            continue;
-        }
+        else
 #endif
-        (void)fast;
-        quantize_row_ref(a, xr, q, d, sum, s1);
+            quantize_row_ref(a, xr, q, d, sum, s1);
+        { /* the tile-interleaved copies */
+            int8_t *qt = a->qt + (size_t)(t / 8) * 8 * K + 4 * (t % 8);
+            float *dt = a->dt + (size_t)(t / 8) * 8 * (K / 32) + t % 8;
+            int c;
+            for (c = 0; c < K / 4; c++) memcpy(qt + 32 * c, q + 4 * c, 4);
+            for (c = 0; c < K / 32; c++) dt[8 * c] = d[c];
+        }
     }
+    (void)fast;
 }
 
 int ck_qgemm_acts_init(ck_qgemm_acts *a, int dot_type, int T, int K)
@@ -318,7 +324,9 @@ int ck_qgemm_acts_init(ck_qgemm_acts *a, int dot_type, int T, int K)
     a->d = (float *)malloc(sizeof(float) * (size_t)T * (K / 32) + 64);
     a->sum16 = (int32_t *)malloc(sizeof(int32_t) * (size_t)T * (K / 16) + 64);
     a->s = (float *)malloc(sizeof(float) * (size_t)T * (K / 32) + 64);
-    return a->q && a->d && a->sum16 && a->s ? 0 : -1;
+    a->qt = (int8_t *)calloc((size_t)(T + 7) / 8 * 8 * K + 64, 1);
+    a->dt = (float *)calloc((size_t)(T + 7) / 8 * 8 * (K / 32) + 16, sizeof(float));
+    return a->q && a->d && a->sum16 && a->s && a->qt && a->dt ? 0 : -1;
 }
 
 void ck_qgemm_acts_quantize(ck_qgemm_acts *a, const float *x, int ldx, int t0, int t1, int fast)
@@ -332,6 +340,8 @@ void ck_qgemm_acts_free(ck_qgemm_acts *a)
     free(a->d);
     free(a->sum16);
     free(a->s);
+    free(a->qt);
+    free(a->dt);
     memset(a, 0, sizeof *a);
 }
 
@@ -490,23 +500,26 @@ static void panel_pack(panel *p, int type, const char *w, size_t row_bytes, int 
         }
 }
 
-/* Per token and sub-block: the integer start of the accumulator (-z sum qa) or
- * the float min term's activation factor (da sum qa), for a panel's type */
-static void token_terms(const ck_qgemm_acts *a, const panel *p, int t0, int t1, void *terms)
+/* Per token and sub-block: the integer start of the accumulator (-z sum qa) or the float min term's
+ * activation factor (da sum qa), for a panel's type; per tile of 8 tokens interleaved, [T / 8][K / L][8]
+ * (zero past T) */
+static void token_terms(const ck_qgemm_acts *a, const panel *p, void *terms)
 {
-    const int K = a->K, L = p->L, nsub = K / L;
+    const int K = a->K, L = p->L, nsub = K / L, T = a->T;
     int t, j;
-    for (t = t0; t < t1; t++) {
+    memset(terms, 0, sizeof(int32_t) * (size_t)(T + 7) / 8 * 8 * nsub);
+    for (t = 0; t < T; t++) {
         const int32_t *s16 = a->sum16 + (size_t)t * (K / 16);
         const float *d = a->d + (size_t)t * (K / 32);
+        const size_t at = (size_t)(t / 8) * 8 * nsub + t % 8;
         for (j = 0; j < nsub; j++) {
             int32_t sum = L == 16 ? s16[j] : s16[2 * j] + s16[2 * j + 1];
             if (p->type == CK_Q_Q4_1 || p->type == CK_Q_Q5_1) /* q8_1's s = d sum, as its block stores it */
-                ((float *)terms)[(size_t)t * nsub + j] = a->s[(size_t)t * (K / 32) + j];
+                ((float *)terms)[at + 8 * j] = a->s[(size_t)t * (K / 32) + j];
             else if (p->min)
-                ((float *)terms)[(size_t)t * nsub + j] = d[j * L / 32] * (float)sum;
+                ((float *)terms)[at + 8 * j] = d[j * L / 32] * (float)sum;
             else
-                ((int32_t *)terms)[(size_t)t * nsub + j] = -p->z * sum;
+                ((int32_t *)terms)[at + 8 * j] = -p->z * sum;
         }
     }
 }
@@ -546,80 +559,72 @@ static void tile_ref(const panel *p, const ck_qgemm_acts *a, const void *terms, 
         for (j = 0; j < nsub; j++) {
             int32_t acc[NR];
             const float da = d[j * L / 32];
-            for (r = 0; r < NR; r++) acc[r] = p->min ? 0 : ((const int32_t *)terms)[(size_t)t * nsub + j];
+            const size_t at = (size_t)(t / 8) * 8 * nsub + 8 * (size_t)j + t % 8;
+            for (r = 0; r < NR; r++) acc[r] = p->min ? 0 : ((const int32_t *)terms)[at];
             for (c = j * L / 4; c < (j + 1) * L / 4; c++)
                 for (r = 0; r < NR; r++)
                     for (k = 0; k < 4; k++) acc[r] += (int32_t)p->u[((size_t)c * NR + r) * 4 + k] * q[4 * c + k];
             for (r = 0; r < NR; r++) f[r] = fmaf((float)acc[r], p->s[j * NR + r] * da, f[r]);
             if (p->min)
-                for (r = 0; r < NR; r++) f[r] = fmaf(p->m[j * NR + r], ((const float *)terms)[(size_t)t * nsub + j], f[r]);
+                for (r = 0; r < NR; r++) f[r] = fmaf(p->m[j * NR + r], ((const float *)terms)[at], f[r]);
         }
         store_ref(o, t, p->rows, f);
     }
 }
 
 #ifdef CK_X86
-CK_AVX512 static inline __attribute__((always_inline)) void tile_avx512_n(const panel *p, const ck_qgemm_acts *a,
-                                                                          const void *terms, int t0, const dest *o,
-                                                                          const int mr)
+/* 8 tokens (tile `tile`; the first mr real) x the panel's 16 rows. The activations, their scales and the
+ * per-token terms are interleaved per tile, so every broadcast is one load at a fixed offset from one
+ * pointer and the 8 + 8 accumulators stay in registers */
+CK_AVX512 static void tile_avx512(const panel *p, const ck_qgemm_acts *a, const void *terms, int tile, int mr,
+                                  const dest *o)
 {
     const int K = a->K, L = p->L, nsub = K / L, cps = L / 4;
     const __mmask16 mask = (__mmask16)((1u << p->rows) - 1u);
+    const int8_t *xt = a->qt + (size_t)tile * 8 * K;
+    const float *dt = a->dt + (size_t)tile * 8 * (K / 32);
+    const int32_t *ti = (const int32_t *)terms + (size_t)tile * 8 * nsub;
+    const float *tf = (const float *)terms + (size_t)tile * 8 * nsub;
     __m512 f[MR];
     __m512i acc[MR];
-    const int8_t *q[MR];
-    const float *d[MR];
     int i, j, c;
-    for (i = 0; i < mr; i++) {
-        f[i] = _mm512_setzero_ps();
-        q[i] = a->q + (size_t)(t0 + i) * K;
-        d[i] = a->d + (size_t)(t0 + i) * (K / 32);
-    }
+#pragma GCC unroll 8
+    for (i = 0; i < MR; i++) f[i] = _mm512_setzero_ps();
     for (j = 0; j < nsub; j++) {
         const uint8_t *u = p->u + (size_t)j * cps * NR * 4;
+        const int8_t *xb = xt + (size_t)j * cps * 32;
+        const float *dj = dt + (size_t)(j * L / 32) * 8;
         const __m512 s = _mm512_load_ps(p->s + j * NR);
-        const int qoff = j * L;
-        if (p->min)
-            for (i = 0; i < mr; i++) acc[i] = _mm512_setzero_si512();
-        else
-            for (i = 0; i < mr; i++) acc[i] = _mm512_set1_epi32(((const int32_t *)terms)[(size_t)(t0 + i) * nsub + j]);
+        if (p->min) {
+#pragma GCC unroll 8
+            for (i = 0; i < MR; i++) acc[i] = _mm512_setzero_si512();
+        } else {
+#pragma GCC unroll 8
+            for (i = 0; i < MR; i++) acc[i] = _mm512_set1_epi32(ti[8 * j + i]);
+        }
         for (c = 0; c < cps; c++) {
             const __m512i w = _mm512_load_si512((const void *)(u + (size_t)c * NR * 4));
-            for (i = 0; i < mr; i++) {
+#pragma GCC unroll 8
+            for (i = 0; i < MR; i++) {
                 int32_t x4;
-                memcpy(&x4, q[i] + qoff + 4 * c, 4);
+                memcpy(&x4, xb + 32 * c + 4 * i, 4);
                 acc[i] = _mm512_dpbusd_epi32(acc[i], w, _mm512_set1_epi32(x4));
             }
         }
-        for (i = 0; i < mr; i++)
-            f[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i]), _mm512_mul_ps(s, _mm512_set1_ps(d[i][j * L / 32])), f[i]);
+#pragma GCC unroll 8
+        for (i = 0; i < MR; i++) f[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i]), _mm512_mul_ps(s, _mm512_set1_ps(dj[i])), f[i]);
         if (p->min) {
             const __m512 m = _mm512_load_ps(p->m + j * NR);
-            for (i = 0; i < mr; i++)
-                f[i] = _mm512_fmadd_ps(m, _mm512_set1_ps(((const float *)terms)[(size_t)(t0 + i) * nsub + j]), f[i]);
+#pragma GCC unroll 8
+            for (i = 0; i < MR; i++) f[i] = _mm512_fmadd_ps(m, _mm512_set1_ps(tf[8 * j + i]), f[i]);
         }
     }
     for (i = 0; i < mr; i++) {
-        const int t = t0 + i;
+        const int t = 8 * tile + i;
         __m512 y = f[i];
         if (o->bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mask, o->bias + o->n0));
         if (o->add) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mask, o->add + (size_t)t * o->ld_add + o->n0));
         _mm512_mask_storeu_ps(o->out + (size_t)t * o->ldo + o->n0, mask, y);
-    }
-}
-
-CK_AVX512 static void tile_avx512(const panel *p, const ck_qgemm_acts *a, const void *terms, int t0, int mr,
-                                  const dest *o)
-{
-    switch (mr) {
-    case 8: tile_avx512_n(p, a, terms, t0, o, 8); break;
-    case 7: tile_avx512_n(p, a, terms, t0, o, 7); break;
-    case 6: tile_avx512_n(p, a, terms, t0, o, 6); break;
-    case 5: tile_avx512_n(p, a, terms, t0, o, 5); break;
-    case 4: tile_avx512_n(p, a, terms, t0, o, 4); break;
-    case 3: tile_avx512_n(p, a, terms, t0, o, 3); break;
-    case 2: tile_avx512_n(p, a, terms, t0, o, 2); break;
-    default: tile_avx512_n(p, a, terms, t0, o, 1); break;
     }
 }
 #endif
@@ -636,7 +641,7 @@ int ck_qgemm_rows(float *out, int ldo, const ck_qgemm_acts *a, int type, const v
     int64_t g;
     int t, rc = 0;
     if (r1 <= r0) return 0;
-    terms = malloc(sizeof(int32_t) * (size_t)T * (K / 16) + 64);
+    terms = malloc(sizeof(int32_t) * (size_t)(T + 7) / 8 * 8 * (K / 16) + 64);
     if (!terms || panel_init(&p, K)) {
         free(terms);
         return -1;
@@ -645,7 +650,7 @@ int ck_qgemm_rows(float *out, int ldo, const ck_qgemm_acts *a, int type, const v
         const int rows = (int)(r1 - g < NR ? r1 - g : NR);
         dest o;
         panel_pack(&p, type, (const char *)w + rb * (size_t)g, rb, rows, K, fast);
-        if (g == r0) token_terms(a, &p, 0, T, terms);
+        if (g == r0) token_terms(a, &p, terms);
         o.out = out;
         o.ldo = ldo;
         o.bias = bias;
@@ -656,7 +661,7 @@ int ck_qgemm_rows(float *out, int ldo, const ck_qgemm_acts *a, int type, const v
             const int mr = T - t < MR ? T - t : MR;
 #ifdef CK_X86
             if (fast) {
-                tile_avx512(&p, a, terms, t, mr, &o);
+                tile_avx512(&p, a, terms, t / MR, mr, &o);
                 continue;
             }
 #endif

@@ -21,6 +21,10 @@ typedef struct {
     float *d;
     int32_t *sum16;
     float *s;
+    /* the same per tile of 8 tokens, interleaved as the kernel reads them (zero past T): quants in 4-byte
+     * groups [T / 8][K / 4][8][4], scales [T / 8][K / 32][8] */
+    int8_t *qt;
+    float *dt;
 } ck_qgemm_acts;
 
 int ck_qgemm_type(int type); /* 1 for the types qgemm multiplies */
