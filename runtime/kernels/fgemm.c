@@ -27,7 +27,7 @@
 #include "ck_simd.h"
 #include "fgemm.h"
 
-#define NV 3        /* zmm of weight rows per panel */
+#define NV 3        /* zmm of weight rows per panel (the last panel of a range: as few as its rows need) */
 #define NR (16 * NV) /* weight rows per panel */
 #define MR 8        /* tokens per microkernel block: MR x NV accumulators */
 #define KC 256 /* columns per panel: 32 KiB of floats, L1-resident while all tokens pass */
@@ -94,7 +94,8 @@ static void tile_ref(const float *P, const float *x, int ldx, int k0, int kc, in
 #define CK_AVX512F __attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c")))
 
 /* 16 rows x 16 columns of W converted, transposed into P[k][c0 .. c0 + 15] */
-CK_AVX512F static inline void pack16x16(float *P, int type, const void *w, size_t ldw, int rows, int k0, int c0)
+CK_AVX512F static inline void pack16x16(float *P, size_t nr, int type, const void *w, size_t ldw, int rows, int k0,
+                                        int c0)
 {
     __m512 m[16];
     int r;
@@ -112,47 +113,52 @@ CK_AVX512F static inline void pack16x16(float *P, int type, const void *w, size_
         }
     }
     ck_transpose16(m);
-    for (r = 0; r < 16; r++) _mm512_store_ps(P + (size_t)r * NR + c0, m[r]);
+    for (r = 0; r < 16; r++) _mm512_store_ps(P + (size_t)r * nr + c0, m[r]);
 }
 
-CK_AVX512F static void pack_avx512(float *P, int type, const void *w, size_t ldw, int rows, int k0, int kc)
+/* P[k][r] for a panel of nr = 16 nv rows (P's rows nr floats apart) */
+CK_AVX512F static void pack_avx512(float *P, int nv, int type, const void *w, size_t ldw, int rows, int k0, int kc)
 {
-    int k, c;
+    const size_t nr = (size_t)16 * nv;
+    int k, c, r, j;
     for (k = 0; k + 16 <= kc; k += 16)
-        for (c = 0; c < NR; c += 16)
-            pack16x16(P + (size_t)k * NR, type, (const char *)w + elem_bytes(type) * ldw * c, ldw, rows - c, k0 + k, c);
-    if (k < kc) /* a last part of the row under 16 columns: the scalar packing */
-        pack_ref(P + (size_t)k * NR, type, w, ldw, rows, k0 + k, kc - k);
+        for (c = 0; c < (int)nr; c += 16)
+            pack16x16(P + (size_t)k * nr, nr, type, (const char *)w + elem_bytes(type) * ldw * c, ldw, rows - c, k0 + k, c);
+    for (j = k; j < kc; j++) /* a last part of the row under 16 columns */
+        for (r = 0; r < (int)nr; r++)
+            P[j * nr + r] = r < rows ? elem(type, (const char *)w + elem_bytes(type) * ldw * r, (size_t)(k0 + j)) : 0.0f;
 }
 
 CK_AVX512F static inline __attribute__((always_inline)) void tile_avx512_n(const float *P, const float *x, int ldx,
-                                                                           int k0, int kc, int t0, int n0, int rows,
-                                                                           const dest *o, int first, const int mr)
+                                                                           int k0, int kc, int t0, int mr, int n0,
+                                                                           int rows, const dest *o, int first,
+                                                                           const int nv)
 {
     __m512 acc[MR][NV];
     const float *xr[MR];
     __mmask16 m[NV];
+    const size_t nr = (size_t)16 * nv;
     int i, k, v;
-    for (v = 0; v < NV; v++) {
+    for (v = 0; v < nv; v++) {
         const int left = rows - 16 * v;
         m[v] = (__mmask16)(left >= 16 ? 0xFFFF : left > 0 ? (1u << left) - 1u : 0u);
     }
-    for (i = 0; i < mr; i++) {
-        for (v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();
-        xr[i] = x + (size_t)(t0 + i) * ldx + k0;
+    for (i = 0; i < MR; i++) {
+        for (v = 0; v < nv; v++) acc[i][v] = _mm512_setzero_ps();
+        xr[i] = x + (size_t)(t0 + (i < mr ? i : 0)) * ldx + k0; /* rows past the last token repeat the first */
     }
     for (k = 0; k < kc; k++) {
         __m512 p[NV];
-        for (v = 0; v < NV; v++) p[v] = _mm512_load_ps(P + (size_t)k * NR + 16 * v);
-        for (i = 0; i < mr; i++) {
+        for (v = 0; v < nv; v++) p[v] = _mm512_load_ps(P + (size_t)k * nr + 16 * v);
+        for (i = 0; i < MR; i++) {
             const __m512 a = _mm512_set1_ps(xr[i][k]);
-            for (v = 0; v < NV; v++) acc[i][v] = _mm512_fmadd_ps(a, p[v], acc[i][v]);
+            for (v = 0; v < nv; v++) acc[i][v] = _mm512_fmadd_ps(a, p[v], acc[i][v]);
         }
     }
     for (i = 0; i < mr; i++) {
         const int t = t0 + i;
         float *y = o->out + (size_t)t * o->ldo + n0;
-        for (v = 0; v < NV; v++) {
+        for (v = 0; v < nv; v++) {
             __m512 r = acc[i][v];
             if (first) {
                 if (o->bias) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(m[v], o->bias + n0 + 16 * v));
@@ -165,18 +171,15 @@ CK_AVX512F static inline __attribute__((always_inline)) void tile_avx512_n(const
     }
 }
 
-CK_AVX512F static void tile_avx512(const float *P, const float *x, int ldx, int k0, int kc, int t0, int mr, int n0,
-                                   int rows, const dest *o, int first)
+/* a tile of up to MR tokens: the full-height body for any mr (rows past the last token computed, not
+ * stored: one body instead of one per token count), 1-3 zmm of panel rows */
+CK_AVX512F static void tile_avx512(const float *P, int nv, const float *x, int ldx, int k0, int kc, int t0, int mr,
+                                   int n0, int rows, const dest *o, int first)
 {
-    switch (mr) {
-    case 8: tile_avx512_n(P, x, ldx, k0, kc, t0, n0, rows, o, first, 8); break;
-    case 7: tile_avx512_n(P, x, ldx, k0, kc, t0, n0, rows, o, first, 7); break;
-    case 6: tile_avx512_n(P, x, ldx, k0, kc, t0, n0, rows, o, first, 6); break;
-    case 5: tile_avx512_n(P, x, ldx, k0, kc, t0, n0, rows, o, first, 5); break;
-    case 4: tile_avx512_n(P, x, ldx, k0, kc, t0, n0, rows, o, first, 4); break;
-    case 3: tile_avx512_n(P, x, ldx, k0, kc, t0, n0, rows, o, first, 3); break;
-    case 2: tile_avx512_n(P, x, ldx, k0, kc, t0, n0, rows, o, first, 2); break;
-    default: tile_avx512_n(P, x, ldx, k0, kc, t0, n0, rows, o, first, 1); break;
+    switch (nv) {
+    case 3: tile_avx512_n(P, x, ldx, k0, kc, t0, mr, n0, rows, o, first, 3); break;
+    case 2: tile_avx512_n(P, x, ldx, k0, kc, t0, mr, n0, rows, o, first, 2); break;
+    default: tile_avx512_n(P, x, ldx, k0, kc, t0, mr, n0, rows, o, first, 1); break;
     }
 }
 #endif
@@ -203,13 +206,14 @@ int ck_fgemm_rows(float *out, int ldo, const float *x, int ldx, int type, const 
             if (fast) {
                 /* the next panel's weights come from DRAM: ask for them while this one's tiles run, a few rows
                  * per tile (packing waited on them: 13% of an f16 prefill) */
+                const int nv = (rows + 15) / 16; /* a range's last panel only as wide as its rows */
                 const int next_k = k0 + KC < K ? k0 + KC : 0;
                 const int64_t next_g = k0 + KC < K ? g : g + NR;
                 const int next_rows = next_g >= r1 ? 0 : (int)(r1 - next_g < NR ? r1 - next_g : NR);
                 const int next_bytes = (int)elem_bytes(type) * (K - next_k < KC ? K - next_k : KC);
                 const int per_tile = (next_rows + (T + MR - 1) / MR - 1) / ((T + MR - 1) / MR);
                 int pr = 0;
-                pack_avx512(P, type, wg, (size_t)K, rows, k0, kc);
+                pack_avx512(P, nv, type, wg, (size_t)K, rows, k0, kc);
                 for (t = 0; t < T; t += MR) {
                     int e;
                     for (e = 0; e < per_tile && pr < next_rows; e++, pr++) {
@@ -217,7 +221,7 @@ int ck_fgemm_rows(float *out, int ldo, const float *x, int ldx, int type, const 
                         int c;
                         for (c = 0; c < next_bytes; c += 64) _mm_prefetch(row + c, _MM_HINT_T0);
                     }
-                    tile_avx512(P, x, ldx, k0, kc, t, T - t < MR ? T - t : MR, n0, rows, &o, k0 == 0);
+                    tile_avx512(P, nv, x, ldx, k0, kc, t, T - t < MR ? T - t : MR, n0, rows, &o, k0 == 0);
                 }
                 continue;
             }
