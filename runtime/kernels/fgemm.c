@@ -1,22 +1,26 @@
 /*
- * fgemm.c — prefill over float weights kept as stored (f32, f16, bf16): a
- * float GEMM that converts the weights while packing them.
+ * fgemm.c — float GEMMs for many tokens over weights kept as stored (f32,
+ * f16, bf16): y[t][n] = sum_k x[t][k] W[n][k] (+ bias) (+ add).
  *
- * y[t][n] = sum_k x[t][k] W[n][k] with W stored as f16 or bf16 rows. BLAS
- * needs float32 B, so the tile path of qlinear.c converts 64 rows at a time
- * into a buffer that OpenBLAS then copies again into its own packed panel,
- * and packs the activations once per tile: measured 18% of an f16 prefill in
- * those copies. Here the conversion is the packing: 32 rows x KC columns of
- * W become one float panel P[k][32] (16 x 16 in-register transposes of
- * converted rows), and the microkernel keeps an 8-token x 32-row block of y
- * in 16 zmm accumulators, each k one multiply-add per accumulator with the
- * token's activation broadcast from memory: the arithmetic is all FMAs.
- * Activations are read in place.
+ * Panels (any token count; ck_linear from 8 tokens on, qlinear.c's prefill):
+ * BLAS needs float32 B, so converting f16 rows first and letting OpenBLAS
+ * copy them again into its packed panel, plus packing the activations once
+ * per tile, cost 18% of an f16 prefill. Here the conversion is the packing:
+ * 48 rows x KC columns of W become one float panel P[k][48] (16 x 16
+ * in-register transposes of converted rows), and the microkernel keeps an
+ * 8-token x 48-row block of y in 24 zmm accumulators, each k one multiply-add
+ * per accumulator with the token's activation broadcast from memory: the
+ * arithmetic is all FMAs (92-96% of this Zen 4's peak at 128 tokens), and
+ * the next panel's rows are prefetched while a panel's tiles run.
  *
- * The sums run over k in order, one FMA each, so the result does not depend
- * on the blocking; the scalar twin (fgemm_ref) does the same FMAs (fmaf) in the
- * same order and equals the AVX-512 body bit for bit (tested). CPUs without
- * AVX-512 keep qlinear.c's tiles into sgemm.
+ * Few tokens (24-32, f32 weights; ck_linear): the activations are transposed
+ * once instead, tokens as lanes, and W is read in place (see below).
+ *
+ * Each output's sum runs over k in order, one FMA each, restarted per KC
+ * columns (the panel path adds the partial sums into y), so a result does not
+ * depend on the panel widths; the scalar twins do the same FMAs (fmaf) in the
+ * same order and equal the AVX-512 bodies bit for bit (tested). CPUs without
+ * AVX-512 keep OpenBLAS (ck_linear) and qlinear.c's tiles into sgemm.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -30,7 +34,7 @@
 #define NV 3        /* zmm of weight rows per panel (the last panel of a range: as few as its rows need) */
 #define NR (16 * NV) /* weight rows per panel */
 #define MR 8        /* tokens per microkernel block: MR x NV accumulators */
-#define KC 256 /* columns per panel: 32 KiB of floats, L1-resident while all tokens pass */
+#define KC 512 /* columns per panel: 96 KiB of floats, L2-resident while all tokens pass (256 measured 1-2% slower) */
 
 int ck_fgemm_type(int type) { return type == CK_Q_F32 || type == CK_Q_F16 || type == CK_Q_BF16; }
 
@@ -184,6 +188,10 @@ CK_AVX512F static void tile_avx512(const float *P, int nv, const float *x, int l
 }
 #endif
 
+/* the rows of the panel starting `left` rows before the end of a range: 48; the last 64 as two of 32
+ * rather than 48 + 16 (a 16-row panel pays a broadcast per multiply-add). The results do not depend on it. */
+static int panel_width(int64_t left) { return (left + 15) / 16 == 4 ? 32 : NR; }
+
 int ck_fgemm_rows(float *out, int ldo, const float *x, int ldx, int type, const void *w, const float *bias,
                   const float *add, int ld_add, int T, int K, int64_t r0, int64_t r1, int64_t col0, int fast)
 {
@@ -196,8 +204,8 @@ int ck_fgemm_rows(float *out, int ldo, const float *x, int ldx, int type, const 
     if (!mem) return -1;
     P = (float *)((char *)mem + (64 - (uintptr_t)mem % 64) % 64);
     o.out = out, o.ldo = ldo, o.bias = bias, o.add = add, o.ld_add = ld_add;
-    for (g = r0; g < r1; g += NR) {
-        const int rows = (int)(r1 - g < NR ? r1 - g : NR);
+    for (g = r0; g < r1; g += panel_width(r1 - g)) {
+        const int rows = (int)(r1 - g < panel_width(r1 - g) ? r1 - g : panel_width(r1 - g));
         const char *wg = (const char *)w + elem_bytes(type) * (size_t)g * K;
         const int n0 = (int)(col0 + g);
         for (k0 = 0; k0 < K; k0 += KC) {
@@ -206,9 +214,9 @@ int ck_fgemm_rows(float *out, int ldo, const float *x, int ldx, int type, const 
             if (fast) {
                 /* the next panel's weights come from DRAM: ask for them while this one's tiles run, a few rows
                  * per tile (packing waited on them: 13% of an f16 prefill) */
-                const int nv = (rows + 15) / 16; /* a range's last panel only as wide as its rows */
+                const int nv = (rows + 15) / 16; /* a panel only as wide as its rows */
                 const int next_k = k0 + KC < K ? k0 + KC : 0;
-                const int64_t next_g = k0 + KC < K ? g : g + NR;
+                const int64_t next_g = k0 + KC < K ? g : g + rows;
                 const int next_rows = next_g >= r1 ? 0 : (int)(r1 - next_g < NR ? r1 - next_g : NR);
                 const int next_bytes = (int)elem_bytes(type) * (K - next_k < KC ? K - next_k : KC);
                 const int per_tile = (next_rows + (T + MR - 1) / MR - 1) / ((T + MR - 1) / MR);
@@ -232,5 +240,114 @@ int ck_fgemm_rows(float *out, int ldo, const float *x, int ldx, int type, const 
     }
     free(mem);
     (void)fast;
+    return 0;
+}
+
+/* ---- few tokens (T <= 32): tokens as lanes ------------------------------------------------------------
+ * With 32 tokens or fewer the panels above cost as much to pack as their tiles save: the weights would be
+ * converted and transposed for 4 uses each. Here the activations are transposed once instead (X^T[k][32],
+ * tokens as the 32 lanes of two zmm, zero past T) and every weight is read in place from its row and
+ * broadcast: 8 rows x 32 tokens in 16 accumulators, each k one multiply-add per accumulator. f32 weights
+ * only (a broadcast 16-bit weight would need a conversion per element). */
+
+/* xt[k][32] = x[t][k] for t < T (0 past it) */
+static void small_pack_ref(float *xt, const float *x, int ldx, int T, int K)
+{
+    int k, t;
+    for (k = 0; k < K; k++)
+        for (t = 0; t < 32; t++) xt[(size_t)k * 32 + t] = t < T ? x[(size_t)t * ldx + k] : 0.0f;
+}
+
+/* rows [n0, n1) of the output for all tokens: the scalar twin, the same FMAs in the same order */
+static void small_rows_ref(float *out, int ldo, const float *xt, const float *w, const float *bias, const float *add,
+                           int ld_add, int T, int K, int64_t n0, int64_t n1)
+{
+    int64_t n;
+    int t, k;
+    for (n = n0; n < n1; n++)
+        for (t = 0; t < T; t++) {
+            float acc = 0.0f;
+            for (k = 0; k < K; k++) acc = fmaf(w[(size_t)n * K + k], xt[(size_t)k * 32 + t], acc);
+            if (bias) acc += bias[n];
+            if (add) acc += add[(size_t)t * ld_add + n];
+            out[(size_t)t * ldo + n] = acc;
+        }
+}
+
+#ifdef CK_X86
+CK_AVX512F static void small_pack_avx512(float *xt, const float *x, int ldx, int T, int K)
+{
+    int k, h, r;
+    for (k = 0; k + 16 <= K; k += 16)
+        for (h = 0; h < 2; h++) { /* tokens 16 h .. 16 h + 15 */
+            __m512 m[16];
+            for (r = 0; r < 16; r++)
+                m[r] = 16 * h + r < T ? _mm512_loadu_ps(x + (size_t)(16 * h + r) * ldx + k) : _mm512_setzero_ps();
+            ck_transpose16(m);
+            for (r = 0; r < 16; r++) _mm512_store_ps(xt + (size_t)(k + r) * 32 + 16 * h, m[r]);
+        }
+    if (k < K) small_pack_ref(xt + (size_t)k * 32, x + k, ldx, T, K - k);
+}
+
+/* 8 rows (n0 .. n0 + rows - 1 real, the others repeat the last and are not stored) x 32 token lanes */
+CK_AVX512F static void small_tile_avx512(float *out, int ldo, const float *xt, const float *w, const float *bias,
+                                         const float *add, int ld_add, int T, int K, int64_t n0, int rows)
+{
+    const __mmask8 keep = (__mmask8)((1u << rows) - 1u);
+    __m512 a0[8], a1[8];
+    float buf[8][32];
+    const float *wr[8];
+    int r, k, t;
+    for (r = 0; r < 8; r++) {
+        a0[r] = _mm512_setzero_ps();
+        a1[r] = _mm512_setzero_ps();
+        wr[r] = w + (size_t)(n0 + (r < rows ? r : rows - 1)) * K;
+    }
+    for (k = 0; k < K; k++) {
+        const __m512 x0 = _mm512_load_ps(xt + (size_t)k * 32), x1 = _mm512_load_ps(xt + (size_t)k * 32 + 16);
+        for (r = 0; r < 8; r++) {
+            const __m512 b = _mm512_set1_ps(wr[r][k]);
+            a0[r] = _mm512_fmadd_ps(b, x0, a0[r]);
+            a1[r] = _mm512_fmadd_ps(b, x1, a1[r]);
+        }
+    }
+    for (r = 0; r < 8; r++) {
+        _mm512_storeu_ps(buf[r], a0[r]);
+        _mm512_storeu_ps(buf[r] + 16, a1[r]);
+    }
+    for (t = 0; t < T; t++) { /* the 8 rows of token t: one column of buf */
+        __m256 v = _mm256_set_ps(buf[7][t], buf[6][t], buf[5][t], buf[4][t], buf[3][t], buf[2][t], buf[1][t], buf[0][t]);
+        if (bias) v = _mm256_add_ps(v, _mm256_maskz_loadu_ps(keep, bias + n0));
+        if (add) v = _mm256_add_ps(v, _mm256_maskz_loadu_ps(keep, add + (size_t)t * ld_add + n0));
+        _mm256_mask_storeu_ps(out + (size_t)t * ldo + n0, keep, v);
+    }
+}
+#endif
+
+void ck_fgemm_small_pack(float *xt, const float *x, int ldx, int T, int K, int fast)
+{
+#ifdef CK_X86
+    if (fast) {
+        small_pack_avx512(xt, x, ldx, T, K);
+        return;
+    }
+#endif
+    (void)fast;
+    small_pack_ref(xt, x, ldx, T, K);
+}
+
+int ck_fgemm_small(float *out, int ldo, const float *xt, const float *w, const float *bias, const float *add,
+                   int ld_add, int T, int K, int64_t n0, int64_t n1, int fast)
+{
+    int64_t n;
+#ifdef CK_X86
+    if (fast) {
+        for (n = n0; n < n1; n += 8)
+            small_tile_avx512(out, ldo, xt, w, bias, add, ld_add, T, K, n, (int)(n1 - n < 8 ? n1 - n : 8));
+        return 0;
+    }
+#endif
+    (void)fast;
+    small_rows_ref(out, ldo, xt, w, bias, add, ld_add, T, K, n0, n1);
     return 0;
 }

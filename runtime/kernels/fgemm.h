@@ -19,6 +19,14 @@ int ck_fgemm_fast(void);     /* 1 when the AVX-512 body runs (else qlinear.c kee
 int ck_fgemm_rows(float *out, int ldo, const float *x, int ldx, int type, const void *w, const float *bias,
                   const float *add, int ld_add, int T, int K, int64_t r0, int64_t r1, int64_t col0, int fast);
 
+/* Few tokens (T <= 32) of f32 weights: the activations transposed once into xt[K][32] (tokens as lanes,
+ * zero past T; 64-byte aligned, K * 32 floats), then rows [n0, n1) of the output from W read in place
+ * (8 rows at a time). `fast`: AVX-512, else the scalar twins (identical results). */
+#define CK_FGEMM_SMALL_T 32
+void ck_fgemm_small_pack(float *xt, const float *x, int ldx, int T, int K, int fast);
+int ck_fgemm_small(float *out, int ldo, const float *xt, const float *w, const float *bias, const float *add,
+                   int ld_add, int T, int K, int64_t n0, int64_t n1, int fast);
+
 #ifdef __cplusplus
 }
 #endif

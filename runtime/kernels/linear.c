@@ -5,7 +5,7 @@
  * then streams rows of W (stride 1), which is the fast path at large sizes.
  * One token (decode) uses GEMV: sgemm with M = 1 is several times slower.
  * From 8 tokens on, a CPU with AVX-512 runs fgemm.c's FMA panel GEMM instead
- * of OpenBLAS (its threads each take whole 48-row panels; measured 1.0x at
+ * of OpenBLAS (its threads each take whole 16-row parts; measured 1.0x at
  * 128 x 512 x 512 and 1.3x at 32 x 2048 x 2048, where it prefetches the next
  * panel from DRAM; the torch backend's 3-layer MLP 32 x 2048 1.08x -> 0.72x of
  * eager's time).
@@ -21,6 +21,8 @@
  * copy happens at all: the MATMUL_ADD trick from the design notes.
  */
 #include <cblas.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef _OPENMP
@@ -75,7 +77,7 @@ static void linear_fgemm(float *out, int ldo, const float *x, int ldx, const flo
 #ifdef _OPENMP
         nt = omp_get_num_threads(), id = omp_get_thread_num();
 #endif
-        per = ((N + nt - 1) / nt + 47) / 48 * 48, n0 = id * per, n1 = n0 + per > N ? N : n0 + per; /* whole panels */
+        per = ((N + nt - 1) / nt + 15) / 16 * 16, n0 = id * per, n1 = n0 + per > N ? N : n0 + per; /* whole zmm */
         /* a panel that cannot be allocated (nothing written yet): OpenBLAS, which needs nothing from us */
         if (n1 > n0 && ck_fgemm_rows(out, ldo, x, ldx, CK_Q_F32, w, bias, add, ld_add, T, K, n0, n1, 0, 1))
             ck_linear_cols(out, ldo, x, ldx, w + (size_t)n0 * K, bias, add, ld_add, T, K, (int)n0, (int)(n1 - n0));
@@ -83,10 +85,46 @@ static void linear_fgemm(float *out, int ldo, const float *x, int ldx, const flo
     (void)team;
 }
 
+/* T <= CK_FGEMM_SMALL_T: the activations transposed once, the weights read in place (fgemm.c); 0, or -1
+ * when the transposed activations cannot be allocated */
+static int linear_small(float *out, int ldo, const float *x, int ldx, const float *w, const float *bias,
+                        const float *add, int ld_add, int T, int K, int N)
+{
+    int team = 1;
+    void *mem = malloc(sizeof(float) * (size_t)K * 32 + 64);
+    float *xt;
+    if (!mem) return -1;
+    xt = (float *)((char *)mem + (64 - (uintptr_t)mem % 64) % 64);
+    ck_fgemm_small_pack(xt, x, ldx, T, K, 1);
+#ifdef _OPENMP
+    team = omp_in_parallel() || (double)T * K * N < CK_PAR_MIN ? 1 : omp_get_max_threads();
+#pragma omp parallel num_threads(team)
+#endif
+    {
+        int nt = 1, id = 0;
+        int64_t per, n0, n1;
+#ifdef _OPENMP
+        nt = omp_get_num_threads(), id = omp_get_thread_num();
+#endif
+        per = ((N + nt - 1) / nt + 7) / 8 * 8, n0 = id * per, n1 = n0 + per > N ? N : n0 + per;
+        if (n1 > n0) ck_fgemm_small(out, ldo, xt, w, bias, add, ld_add, T, K, n0, n1, 1);
+    }
+    (void)team;
+    free(mem);
+    return 0;
+}
+
 void ck_linear(float *out, int ldo, const float *x, int ldx, const float *w,
                const float *bias, const float *add, int ld_add, int T, int K, int N)
 {
-    if (T >= CK_FGEMM_MIN_T && ck_fgemm_fast()) {
+    /* With AVX-512 (2 threads, GFLOP/s vs OpenBLAS): 24-32 tokens, the activations transposed and W read in
+     * place (32 x 512 x 512: 199 vs 155; 32 x 2048 x 2048: 223 vs 105); more tokens, or fewer with a W past
+     * L2 (whose next panel the panel GEMM prefetches: 16 x 2048 x 2048: 115 vs 71), the panel GEMM; fewer
+     * tokens with a cached W stay with OpenBLAS (8 x 512 x 512: 65 vs 81 as panels) */
+    if (T >= CK_FGEMM_SMALL_T * 3 / 4 && T <= CK_FGEMM_SMALL_T && ck_fgemm_fast() &&
+        !linear_small(out, ldo, x, ldx, w, bias, add, ld_add, T, K, N))
+        return;
+    if (T >= CK_FGEMM_MIN_T && (T > CK_FGEMM_SMALL_T || (double)K * N >= (1 << 19)) && ck_fgemm_fast()) {
         linear_fgemm(out, ldo, x, ldx, w, bias, add, ld_add, T, K, N);
         return;
     }

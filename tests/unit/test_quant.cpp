@@ -340,3 +340,40 @@ TEST_CASE("quant: the f32 / f16 / bf16 prefill GEMM equals its scalar twin bit f
             }
         }
 }
+
+TEST_CASE("quant: the few-token f32 GEMM equals its scalar twin bit for bit", "[quant]")
+{
+    for (int K : {512, 100}) {  // 100: the transposes' tail under 16 columns
+        const int N = 45;         // five tiles of 8 rows and a partial one
+        auto w = rnd(static_cast<size_t>(N) * K, 700u + K, 0.3f);
+        auto bias = rnd(N, 9u);
+        for (int T : {24, 29, 32}) {
+            INFO("K " << K << " T " << T);
+            const int ldx = K + 4, ldo = N + 3;
+            auto x = rnd(static_cast<size_t>(T) * ldx, 40u + T, 2.0f);
+            auto add = rnd(static_cast<size_t>(T) * ldo, 50u + T);
+            std::vector<float> xt(static_cast<size_t>(K) * 32 + 16), xt2(xt);
+            float *a = xt.data() + (16 - reinterpret_cast<uintptr_t>(xt.data()) / 4 % 16) % 16;  // 64-byte aligned
+            float *b = xt2.data() + (16 - reinterpret_cast<uintptr_t>(xt2.data()) / 4 % 16) % 16;
+            ck_fgemm_small_pack(a, x.data(), ldx, T, K, 0);
+            ck_fgemm_small_pack(b, x.data(), ldx, T, K, ck_fgemm_fast());
+            REQUIRE(std::memcmp(a, b, sizeof(float) * static_cast<size_t>(K) * 32) == 0);
+            std::vector<float> twin(static_cast<size_t>(T) * ldo, -1.0f), fast(twin), exact(twin);
+            // rows [3, 45): tiles starting off the matrix's first row
+            REQUIRE(ck_fgemm_small(twin.data(), ldo, a, w.data(), bias.data(), add.data(), ldo, T, K, 3, N, 0) == 0);
+            if (ck_fgemm_fast()) {
+                REQUIRE(ck_fgemm_small(fast.data(), ldo, a, w.data(), bias.data(), add.data(), ldo, T, K, 3, N, 1) == 0);
+                for (size_t i = 0; i < twin.size(); i++) REQUIRE(fast[i] == twin[i]);
+            }
+            ck_linear_ref(exact.data(), ldo, x.data(), ldx, w.data(), bias.data(), add.data(), ldo, T, K, N);
+            for (int t = 0; t < T; t++)
+                for (int n = 0; n < N; n++) {
+                    const size_t i = static_cast<size_t>(t) * ldo + n;
+                    if (n < 3)
+                        REQUIRE(twin[i] == -1.0f);
+                    else
+                        REQUIRE(std::fabs(twin[i] - exact[i]) <= 1e-5 * (1.0 + std::fabs(exact[i])) * std::sqrt(K / 64.0));
+                }
+        }
+    }
+}
