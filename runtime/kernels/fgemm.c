@@ -13,6 +13,9 @@
  * arithmetic is all FMAs (92-96% of this Zen 4's peak at 128 tokens), and
  * the next panel's rows are prefetched while a panel's tiles run.
  *
+ * ck_fgemm_general also reads W stored [K][N] (f32: a graph's x @ W, the backward's dY @ W) and a
+ * transposed A (the weight gradient dW = dY^T X): ck_matmul's GEMMs without a scale.
+ *
  * Few tokens (24-32, f32 weights; ck_linear): the activations are transposed
  * once instead, tokens as lanes, and W is read in place (see below).
  *
@@ -50,13 +53,16 @@ static float elem(int type, const void *row, size_t i)
 
 static size_t elem_bytes(int type) { return type == CK_Q_F32 ? 4 : 2; }
 
-/* P[k][r] = W[r][k0 + k] for r < rows (0 past them), k < kc; W's rows ldw elements apart */
-static void pack_ref(float *P, int type, const void *w, size_t ldw, int rows, int k0, int kc)
+/* P[k][r] = W[r][k0 + k] for r < rows (0 past them), k < kc; W's rows ldw elements apart. kn: W is stored
+ * [K][N] (f32), so the element is w[(k0 + k) * ldw + r] */
+static void pack_ref(float *P, int type, const void *w, size_t ldw, int kn, int rows, int k0, int kc)
 {
     int r, k;
     for (k = 0; k < kc; k++)
         for (r = 0; r < NR; r++)
-            P[k * NR + r] = r < rows ? elem(type, (const char *)w + elem_bytes(type) * ldw * r, (size_t)(k0 + k)) : 0.0f;
+            P[k * NR + r] = r >= rows ? 0.0f
+                            : kn      ? ((const float *)w)[(size_t)(k0 + k) * ldw + r]
+                                      : elem(type, (const char *)w + elem_bytes(type) * ldw * r, (size_t)(k0 + k));
 }
 
 typedef struct {
@@ -66,10 +72,17 @@ typedef struct {
     int ld_add;
 } dest;
 
+/* The activations: x[t][k] at x + t * st + k * sk (st = ldx, sk = 1 for rows; st = 1, sk = ldx for a transposed
+ * A, which a weight gradient dW = dY^T X reads) */
+typedef struct {
+    const float *x;
+    int64_t st, sk;
+} acts;
+
 /* y[t][n0 + r] (+)= sum_{k < kc} x[t][k0 + k] P[k][r] for tokens [t0, t0 + mr); `first`: the panel of k0 = 0
  * starts from the bias and the residual, later panels from what is stored */
-static void tile_ref(const float *P, const float *x, int ldx, int k0, int kc, int t0, int mr, int n0, int rows,
-                     const dest *o, int first)
+static void tile_ref(const float *P, const acts *x, int k0, int kc, int t0, int mr, int n0, int rows, const dest *o,
+                     int first)
 {
     int i, r, k;
     for (i = 0; i < mr; i++) {
@@ -78,7 +91,7 @@ static void tile_ref(const float *P, const float *x, int ldx, int k0, int kc, in
         float *y = o->out + (size_t)t * o->ldo + n0;
         for (r = 0; r < NR; r++) acc[r] = 0.0f;
         for (k = 0; k < kc; k++) {
-            const float a = x[(size_t)t * ldx + k0 + k];
+            const float a = x->x[t * x->st + (int64_t)(k0 + k) * x->sk];
             for (r = 0; r < NR; r++) acc[r] = fmaf(a, P[k * NR + r], acc[r]);
         }
         for (r = 0; r < rows; r++) {
@@ -121,10 +134,21 @@ CK_AVX512F static inline void pack16x16(float *P, size_t nr, int type, const voi
 }
 
 /* P[k][r] for a panel of nr = 16 nv rows (P's rows nr floats apart) */
-CK_AVX512F static void pack_avx512(float *P, int nv, int type, const void *w, size_t ldw, int rows, int k0, int kc)
+CK_AVX512F static void pack_avx512(float *P, int nv, int type, const void *w, size_t ldw, int kn, int rows, int k0,
+                                   int kc)
 {
     const size_t nr = (size_t)16 * nv;
     int k, c, r, j;
+    if (kn) { /* W stored [K][N]: each k's panel row is a piece of one row of W */
+        for (k = 0; k < kc; k++)
+            for (c = 0; c < (int)nr; c += 16) {
+                const int left = rows - c;
+                const __mmask16 m = (__mmask16)(left >= 16 ? 0xFFFF : left > 0 ? (1u << left) - 1u : 0u);
+                _mm512_store_ps(P + (size_t)k * nr + c,
+                                _mm512_maskz_loadu_ps(m, (const float *)w + (size_t)(k0 + k) * ldw + c));
+            }
+        return;
+    }
     for (k = 0; k + 16 <= kc; k += 16)
         for (c = 0; c < (int)nr; c += 16)
             pack16x16(P + (size_t)k * nr, nr, type, (const char *)w + elem_bytes(type) * ldw * c, ldw, rows - c, k0 + k, c);
@@ -133,15 +157,17 @@ CK_AVX512F static void pack_avx512(float *P, int nv, int type, const void *w, si
             P[j * nr + r] = r < rows ? elem(type, (const char *)w + elem_bytes(type) * ldw * r, (size_t)(k0 + j)) : 0.0f;
 }
 
-CK_AVX512F static inline __attribute__((always_inline)) void tile_avx512_n(const float *P, const float *x, int ldx,
-                                                                           int k0, int kc, int t0, int mr, int n0,
-                                                                           int rows, const dest *o, int first,
-                                                                           const int nv)
+/* sk1: the activations are rows (x->sk == 1, the inner loop steps one float); else a transposed A (x->st == 1) */
+CK_AVX512F static inline __attribute__((always_inline)) void tile_avx512_n(const float *P, const acts *x, int k0,
+                                                                           int kc, int t0, int mr, int n0, int rows,
+                                                                           const dest *o, int first, const int nv,
+                                                                           const int sk1)
 {
     __m512 acc[MR][NV];
     const float *xr[MR];
     __mmask16 m[NV];
     const size_t nr = (size_t)16 * nv;
+    const int64_t sk = sk1 ? 1 : x->sk;
     int i, k, v;
     for (v = 0; v < nv; v++) {
         const int left = rows - 16 * v;
@@ -149,13 +175,14 @@ CK_AVX512F static inline __attribute__((always_inline)) void tile_avx512_n(const
     }
     for (i = 0; i < MR; i++) {
         for (v = 0; v < nv; v++) acc[i][v] = _mm512_setzero_ps();
-        xr[i] = x + (size_t)(t0 + (i < mr ? i : 0)) * ldx + k0; /* rows past the last token repeat the first */
+        /* rows past the last token repeat the first */
+        xr[i] = x->x + (t0 + (i < mr ? i : 0)) * x->st + (int64_t)k0 * sk;
     }
     for (k = 0; k < kc; k++) {
         __m512 p[NV];
         for (v = 0; v < nv; v++) p[v] = _mm512_load_ps(P + (size_t)k * nr + 16 * v);
         for (i = 0; i < MR; i++) {
-            const __m512 a = _mm512_set1_ps(xr[i][k]);
+            const __m512 a = _mm512_set1_ps(xr[i][(int64_t)k * sk]);
             for (v = 0; v < nv; v++) acc[i][v] = _mm512_fmadd_ps(a, p[v], acc[i][v]);
         }
     }
@@ -177,13 +204,21 @@ CK_AVX512F static inline __attribute__((always_inline)) void tile_avx512_n(const
 
 /* a tile of up to MR tokens: the full-height body for any mr (rows past the last token computed, not
  * stored: one body instead of one per token count), 1-3 zmm of panel rows */
-CK_AVX512F static void tile_avx512(const float *P, int nv, const float *x, int ldx, int k0, int kc, int t0, int mr,
-                                   int n0, int rows, const dest *o, int first)
+CK_AVX512F static void tile_avx512(const float *P, int nv, const acts *x, int k0, int kc, int t0, int mr, int n0,
+                                   int rows, const dest *o, int first)
 {
+    if (x->sk != 1) {
+        switch (nv) {
+        case 3: tile_avx512_n(P, x, k0, kc, t0, mr, n0, rows, o, first, 3, 0); break;
+        case 2: tile_avx512_n(P, x, k0, kc, t0, mr, n0, rows, o, first, 2, 0); break;
+        default: tile_avx512_n(P, x, k0, kc, t0, mr, n0, rows, o, first, 1, 0); break;
+        }
+        return;
+    }
     switch (nv) {
-    case 3: tile_avx512_n(P, x, ldx, k0, kc, t0, mr, n0, rows, o, first, 3); break;
-    case 2: tile_avx512_n(P, x, ldx, k0, kc, t0, mr, n0, rows, o, first, 2); break;
-    default: tile_avx512_n(P, x, ldx, k0, kc, t0, mr, n0, rows, o, first, 1); break;
+    case 3: tile_avx512_n(P, x, k0, kc, t0, mr, n0, rows, o, first, 3, 1); break;
+    case 2: tile_avx512_n(P, x, k0, kc, t0, mr, n0, rows, o, first, 2, 1); break;
+    default: tile_avx512_n(P, x, k0, kc, t0, mr, n0, rows, o, first, 1, 1); break;
     }
 }
 #endif
@@ -195,18 +230,28 @@ static int panel_width(int64_t left) { return (left + 15) / 16 == 4 ? 32 : NR; }
 int ck_fgemm_rows(float *out, int ldo, const float *x, int ldx, int type, const void *w, const float *bias,
                   const float *add, int ld_add, int T, int K, int64_t r0, int64_t r1, int64_t col0, int fast)
 {
+    return ck_fgemm_general(out, ldo, x, ldx, 1, type, w, K, 0, bias, add, ld_add, T, K, r0, r1, col0, fast);
+}
+
+int ck_fgemm_general(float *out, int ldo, const float *x, int64_t xs_t, int64_t xs_k, int type, const void *w,
+                     int64_t ldw, int w_kn, const float *bias, const float *add, int ld_add, int T, int K, int64_t r0,
+                     int64_t r1, int64_t col0, int fast)
+{
     float *mem, *P;
     int64_t g;
     int k0, t;
     dest o;
+    acts xa;
     if (r1 <= r0) return 0;
+    if (w_kn && type != CK_Q_F32) return -1;
     mem = (float *)malloc(sizeof(float) * (size_t)KC * NR + 64);
     if (!mem) return -1;
     P = (float *)((char *)mem + (64 - (uintptr_t)mem % 64) % 64);
     o.out = out, o.ldo = ldo, o.bias = bias, o.add = add, o.ld_add = ld_add;
+    xa.x = x, xa.st = xs_t, xa.sk = xs_k;
     for (g = r0; g < r1; g += panel_width(r1 - g)) {
         const int rows = (int)(r1 - g < panel_width(r1 - g) ? r1 - g : panel_width(r1 - g));
-        const char *wg = (const char *)w + elem_bytes(type) * (size_t)g * K;
+        const char *wg = (const char *)w + elem_bytes(type) * (w_kn ? (size_t)g : (size_t)g * ldw);
         const int n0 = (int)(col0 + g);
         for (k0 = 0; k0 < K; k0 += KC) {
             const int kc = K - k0 < KC ? K - k0 : KC;
@@ -217,25 +262,26 @@ int ck_fgemm_rows(float *out, int ldo, const float *x, int ldx, int type, const 
                 const int nv = (rows + 15) / 16; /* a panel only as wide as its rows */
                 const int next_k = k0 + KC < K ? k0 + KC : 0;
                 const int64_t next_g = k0 + KC < K ? g : g + rows;
-                const int next_rows = next_g >= r1 ? 0 : (int)(r1 - next_g < NR ? r1 - next_g : NR);
+                /* (a [K][N] W's panel is a block of its rows: not prefetched) */
+                const int next_rows = next_g >= r1 || w_kn ? 0 : (int)(r1 - next_g < NR ? r1 - next_g : NR);
                 const int next_bytes = (int)elem_bytes(type) * (K - next_k < KC ? K - next_k : KC);
                 const int per_tile = (next_rows + (T + MR - 1) / MR - 1) / ((T + MR - 1) / MR);
                 int pr = 0;
-                pack_avx512(P, nv, type, wg, (size_t)K, rows, k0, kc);
+                pack_avx512(P, nv, type, wg, (size_t)ldw, w_kn, rows, k0, kc);
                 for (t = 0; t < T; t += MR) {
                     int e;
                     for (e = 0; e < per_tile && pr < next_rows; e++, pr++) {
-                        const char *row = (const char *)w + elem_bytes(type) * ((size_t)(next_g + pr) * K + next_k);
+                        const char *row = (const char *)w + elem_bytes(type) * ((size_t)(next_g + pr) * ldw + next_k);
                         int c;
                         for (c = 0; c < next_bytes; c += 64) _mm_prefetch(row + c, _MM_HINT_T0);
                     }
-                    tile_avx512(P, nv, x, ldx, k0, kc, t, T - t < MR ? T - t : MR, n0, rows, &o, k0 == 0);
+                    tile_avx512(P, nv, &xa, k0, kc, t, T - t < MR ? T - t : MR, n0, rows, &o, k0 == 0);
                 }
                 continue;
             }
 #endif
-            pack_ref(P, type, wg, (size_t)K, rows, k0, kc);
-            for (t = 0; t < T; t += MR) tile_ref(P, x, ldx, k0, kc, t, T - t < MR ? T - t : MR, n0, rows, &o, k0 == 0);
+            pack_ref(P, type, wg, (size_t)ldw, w_kn, rows, k0, kc);
+            for (t = 0; t < T; t += MR) tile_ref(P, &xa, k0, kc, t, T - t < MR ? T - t : MR, n0, rows, &o, k0 == 0);
         }
     }
     free(mem);

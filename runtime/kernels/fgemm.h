@@ -18,6 +18,11 @@ int ck_fgemm_fast(void);     /* 1 when the AVX-512 body runs (else qlinear.c kee
  * (identical results). 0, or -1 when the panel cannot be allocated. */
 int ck_fgemm_rows(float *out, int ldo, const float *x, int ldx, int type, const void *w, const float *bias,
                   const float *add, int ld_add, int T, int K, int64_t r0, int64_t r1, int64_t col0, int fast);
+/* The same with any operand layout: x[t][k] at x + t * xs_t + k * xs_k; W's (n, k) at w + n * ldw + k, or
+ * w + k * ldw + n when w_kn (f32 only; -1 for another type) */
+int ck_fgemm_general(float *out, int ldo, const float *x, int64_t xs_t, int64_t xs_k, int type, const void *w,
+                     int64_t ldw, int w_kn, const float *bias, const float *add, int ld_add, int T, int K, int64_t r0,
+                     int64_t r1, int64_t col0, int fast);
 
 /* Few tokens (T <= 32) of f32 weights: the activations transposed once into xt[K][32] (tokens as lanes,
  * zero past T; 64-byte aligned, K * 32 floats), then rows [n0, n1) of the output from W read in place

@@ -10,6 +10,10 @@
  * panel from DRAM; the torch backend's 3-layer MLP 32 x 2048 1.08x -> 0.72x of
  * eager's time).
  *
+ * ck_matmul (graphs: any transposes, batched) runs its unscaled single GEMMs
+ * on the same panels from 8 rows on, reading a [K][N] B or a transposed A as
+ * stored (a training graph's dY @ W and dW = dY^T X: 1.6x OpenBLAS here).
+ *
  * Threads: the output features are split into one contiguous column range
  * per OpenMP thread, and each thread calls single-threaded OpenBLAS on its
  * range (see threads.c for why). Weights are therefore streamed once overall.
@@ -63,12 +67,23 @@ void ck_linear_cols(float *out, int ldo, const float *x, int ldx, const float *w
 /* From this many tokens on, with AVX-512, fgemm.c's FMA panel GEMM instead of OpenBLAS */
 #define CK_FGEMM_MIN_T 8
 
-static void linear_fgemm(float *out, int ldo, const float *x, int ldx, const float *w, const float *bias,
-                         const float *add, int ld_add, int T, int K, int N)
+/* A float GEMM on fgemm.c's panels (out[t][n] = sum_k x[t][k] W(n, k) (+ bias) (+ add), the layouts of
+ * ck_fgemm_general), its N output columns split over the team in whole 16-column parts. A range whose panel
+ * cannot be allocated (nothing written yet) calls fallback(ctx, n0, n1): OpenBLAS, which needs nothing from us. */
+typedef struct {
+    float *out;
+    int ldo, ld_add, T, K;
+    const float *x, *w, *bias, *add;
+    int64_t xs_t, xs_k, ldw;
+    int w_kn;
+} fgemm_job;
+
+static void fgemm_team(const fgemm_job *j, int64_t N, void (*fallback)(const void *ctx, int64_t n0, int64_t n1),
+                       const void *ctx)
 {
     int team = 1;
 #ifdef _OPENMP
-    team = omp_in_parallel() || (double)T * K * N < CK_PAR_MIN ? 1 : omp_get_max_threads();
+    team = omp_in_parallel() || (double)j->T * j->K * N < CK_PAR_MIN ? 1 : omp_get_max_threads();
 #pragma omp parallel num_threads(team)
 #endif
     {
@@ -78,11 +93,25 @@ static void linear_fgemm(float *out, int ldo, const float *x, int ldx, const flo
         nt = omp_get_num_threads(), id = omp_get_thread_num();
 #endif
         per = ((N + nt - 1) / nt + 15) / 16 * 16, n0 = id * per, n1 = n0 + per > N ? N : n0 + per; /* whole zmm */
-        /* a panel that cannot be allocated (nothing written yet): OpenBLAS, which needs nothing from us */
-        if (n1 > n0 && ck_fgemm_rows(out, ldo, x, ldx, CK_Q_F32, w, bias, add, ld_add, T, K, n0, n1, 0, 1))
-            ck_linear_cols(out, ldo, x, ldx, w + (size_t)n0 * K, bias, add, ld_add, T, K, (int)n0, (int)(n1 - n0));
+        if (n1 > n0 && ck_fgemm_general(j->out, j->ldo, j->x, j->xs_t, j->xs_k, CK_Q_F32, j->w, j->ldw, j->w_kn,
+                                        j->bias, j->add, j->ld_add, j->T, j->K, n0, n1, 0, 1))
+            fallback(ctx, n0, n1);
     }
     (void)team;
+}
+
+static void linear_fallback(const void *ctx, int64_t n0, int64_t n1)
+{
+    const fgemm_job *j = (const fgemm_job *)ctx;
+    ck_linear_cols(j->out, j->ldo, j->x, (int)j->xs_t, j->w + (size_t)n0 * j->K, j->bias, j->add, j->ld_add, j->T,
+                   j->K, (int)n0, (int)(n1 - n0));
+}
+
+static void linear_fgemm(float *out, int ldo, const float *x, int ldx, const float *w, const float *bias,
+                         const float *add, int ld_add, int T, int K, int N)
+{
+    const fgemm_job j = {out, ldo, ld_add, T, K, x, w, bias, add, ldx, 1, K, 0};
+    fgemm_team(&j, N, linear_fallback, &j);
 }
 
 /* T <= CK_FGEMM_SMALL_T: the activations transposed once, the weights read in place (fgemm.c); 0, or -1
@@ -216,6 +245,19 @@ static void matmul_block(float *out, const float *a, const float *b, const float
                     (int)nb, (int)K, alpha, a, trans_a ? (int)M : (int)K, bb, ldb, beta, out + n0, (int)N);
 }
 
+typedef struct {
+    float *out;
+    const float *a, *b, *add, *bias;
+    int64_t M, N, K;
+    int trans_a, trans_b;
+} matmul_job;
+
+static void matmul_fallback(const void *ctx, int64_t n0, int64_t n1)
+{
+    const matmul_job *j = (const matmul_job *)ctx;
+    matmul_block(j->out, j->a, j->b, j->add, j->bias, j->M, j->N, j->K, j->trans_a, j->trans_b, 1.0f, n0, n1 - n0);
+}
+
 void ck_matmul(float *out, const float *a, const float *b, const float *add, const float *bias, int64_t batch,
                int64_t M, int64_t N, int64_t K, int b_batched, int trans_a, int trans_b, float alpha)
 {
@@ -223,6 +265,20 @@ void ck_matmul(float *out, const float *a, const float *b, const float *add, con
     if (!b_batched && !trans_a) { /* one GEMM: [batch * M, K] @ B */
         M *= batch;
         batch = 1;
+    }
+    /* One unscaled GEMM with AVX-512, as ck_linear chooses (from 8 rows; up to 32 only with a B past L2):
+     * fgemm.c's panels, for any transposes. 2 threads, GFLOP/s vs OpenBLAS: a training graph's dY @ W
+     * (256 x 768 x 3072) 204 vs 129, dW = dY^T X (768 x 768 x 256) 218 vs 131, x @ W^T 203 vs 97. Not a
+     * transposed A past 8 MiB: each panel walks all of it a column at a time (the tied LM head's gradient,
+     * 50257 x 768 x 256: 95 vs 158) */
+    if (batch == 1 && alpha == 1.0f && M >= CK_FGEMM_MIN_T && (M > CK_FGEMM_SMALL_T || (double)K * N >= (1 << 19)) &&
+        !(trans_a && (double)M * K > (1 << 21)) && M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX &&
+        ck_fgemm_fast()) {
+        const fgemm_job j = {out, (int)N, (int)N, (int)M, (int)K, a, b, bias, add,
+                             trans_a ? 1 : K, trans_a ? M : 1, trans_b ? K : N, !trans_b};
+        const matmul_job mj = {out, a, b, add, bias, M, N, K, trans_a, trans_b};
+        fgemm_team(&j, N, matmul_fallback, &mj);
+        return;
     }
 #ifdef _OPENMP
     team = omp_in_parallel() || (double)batch * M * N * K < CK_PAR_MIN ? 1 : omp_get_max_threads();

@@ -17,7 +17,8 @@ using namespace ckc_kernel_test;
 TEST_CASE("ck_matmul matches the reference (shared / batched B, transposed, alpha, addend, bias)", "[kernels]")
 {
     auto [batch, M, N, K] = GENERATE(std::tuple{1, 1, 1, 1}, std::tuple{1, 1, 96, 64}, std::tuple{3, 1, 40, 17},
-                                     std::tuple{2, 16, 16, 64}, std::tuple{4, 33, 70, 29}, std::tuple{1, 128, 512, 512});
+                                     std::tuple{2, 16, 16, 64}, std::tuple{4, 33, 70, 29}, std::tuple{1, 128, 512, 512},
+                                     std::tuple{1, 50, 75, 600});  // fgemm panels: 2 of columns, a partial one of rows
     int b_batched = GENERATE(0, 1), trans_b = GENERATE(0, 1), trans_a = GENERATE(0, 1);
     int mode = GENERATE(0, 1, 2, 3);  // plain, bias, addend, in-place addend + bias
     int nth = GENERATE(1, 2);

@@ -296,6 +296,34 @@ TEST_CASE("quant: the int8 prefill GEMM equals its scalar twin bit for bit", "[q
     }
 }
 
+TEST_CASE("fgemm: W stored [K][N] and a transposed A equal the scalar twin bit for bit", "[quant]")
+{
+    const int T = 21, K = 530, N = 70;  // a partial tile of tokens, 2 panels of columns, a partial panel of rows
+    auto x = rnd(static_cast<size_t>(T) * K, 31u, 1.0f), w = rnd(static_cast<size_t>(K) * N, 32u, 0.3f);
+    auto bias = rnd(N, 33u), add = rnd(static_cast<size_t>(T) * N, 34u);
+    std::vector<float> xt(x.size()), want(add.size());
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < K; k++) xt[static_cast<size_t>(k) * T + t] = x[static_cast<size_t>(t) * K + k];
+    // the reference: [N][K] weights, rows of activations
+    std::vector<float> wnk(w.size());
+    for (int k = 0; k < K; k++)
+        for (int n = 0; n < N; n++) wnk[static_cast<size_t>(n) * K + k] = w[static_cast<size_t>(k) * N + n];
+    REQUIRE(ck_fgemm_rows(want.data(), N, x.data(), K, CK_Q_F32, wnk.data(), bias.data(), add.data(), N, T, K, 0, N,
+                          0, 0) == 0);
+    for (int trans_a : {0, 1})
+        for (int fast : {0, 1}) {
+            if (fast && !ck_fgemm_fast()) continue;
+            INFO("trans_a " << trans_a << " fast " << fast);
+            std::vector<float> got(add.size(), -1.0f);
+            REQUIRE(ck_fgemm_general(got.data(), N, trans_a ? xt.data() : x.data(), trans_a ? 1 : K, trans_a ? T : 1,
+                                     CK_Q_F32, w.data(), N, 1, bias.data(), add.data(), N, T, K, 0, N, 0, fast) == 0);
+            for (size_t i = 0; i < got.size(); i++) REQUIRE(got[i] == want[i]);
+        }
+    std::vector<float> f16(add.size());
+    REQUIRE(ck_fgemm_general(f16.data(), N, x.data(), K, 1, CK_Q_F16, w.data(), N, 1, nullptr, nullptr, 0, T, K, 0, N,
+                             0, 0) == -1);  // [K][N] only for f32
+}
+
 TEST_CASE("quant: the f32 / f16 / bf16 prefill GEMM equals its scalar twin bit for bit", "[quant]")
 {
     for (int type : {CK_Q_F32, CK_Q_F16, CK_Q_BF16})
