@@ -146,10 +146,11 @@ class GraphModel(_Handle):
         the per-call work cut to pointers: inputs of the compiled dtype and shape that are contiguous are read in
         place (others are converted first, or refused naming the input). For the torch backend's hot path.
 
-        Parameters (torch.nn.Parameter) are resident: a device library (--target gcu) keeps its copy of one
-        and uploads it again only when the call passes another tensor for it, or the same tensor after an
-        in-place change (torch's version counter: optimizer steps, `p.add_()` under no_grad). A write that
-        bypasses the counter (through `.data` or a NumPy view) is not seen: use --target cpu for such code."""
+        Parameters (torch.nn.Parameter) are resident: a device library (--target gcu) on a discrete device
+        keeps its copy of one and uploads it again only when the call passes another tensor for it, or the same
+        tensor after an in-place change (torch's version counter: optimizer steps, `p.add_()` under no_grad). A
+        write that bypasses the counter (through `.data` or a NumPy view) is not seen there: use --target cpu
+        for such code. An integrated device (the host implementation) reads every input in place, like cpu."""
         import torch
         dtypes = {np.float32: torch.float32, np.int64: torch.int64, np.int32: torch.int32, np.bool_: torch.bool}
         ins = [(s.name, s.shape, dtypes[s.dtype]) for s in self.inputs]

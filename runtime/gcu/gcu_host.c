@@ -95,11 +95,21 @@ const char *gcu_error_name(gcu_error e)
     case GCU_ERROR_NOT_READY: return "GCU_ERROR_NOT_READY";
     case GCU_ERROR_INVALID_HANDLE: return "GCU_ERROR_INVALID_HANDLE";
     case GCU_ERROR_LAUNCH_FAILED: return "GCU_ERROR_LAUNCH_FAILED";
+    case GCU_ERROR_NOT_SUPPORTED: return "GCU_ERROR_NOT_SUPPORTED";
     }
     return "GCU_ERROR_UNKNOWN";
 }
 
 /* ---- devices ----------------------------------------------------------------- */
+/* GCU_HOST_DISCRETE=1 in the environment: the device behaves as a discrete one (not integrated, no mapped host
+ * memory), so that a model's copy path runs on this implementation too (tests, and what a vendor's discrete
+ * device will do) */
+static int discrete(void)
+{
+    const char *v = getenv("GCU_HOST_DISCRETE");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
 static __thread int g_device;
 
 gcu_error gcu_get_device_count(int *count)
@@ -119,6 +129,7 @@ gcu_error gcu_get_device_properties(gcu_device_prop *prop, int device)
     prop->total_memory = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
     prop->multiprocessors = cpus > 0 ? (int)cpus : 1;
     prop->async_engines = 1;
+    prop->integrated = !discrete();
     return GCU_SUCCESS;
 }
 
@@ -140,13 +151,15 @@ gcu_error gcu_get_device(int *device)
 typedef struct alloc {
     char *base;
     size_t size;
+    int mapped; /* host memory registered by gcu_host_register (not freed by gcu_free) */
 } alloc;
 
 static pthread_mutex_t g_mem_mu = PTHREAD_MUTEX_INITIALIZER;
 static alloc *g_allocs;
 static size_t g_n_allocs, g_cap_allocs;
 
-/* [p, p + bytes) lies inside one allocation */
+/* [p, p + bytes) lies inside one allocation: 1, or 2 when that is registered host memory (both host and
+ * device memory); else 0 */
 static int is_device(const void *p, size_t bytes)
 {
     const char *c = (const char *)p;
@@ -156,10 +169,49 @@ static int is_device(const void *p, size_t bytes)
     pthread_mutex_lock(&g_mem_mu);
     for (i = 0; i < g_n_allocs && !found; i++) {
         const alloc *a = &g_allocs[i];
-        if (c >= a->base && c <= a->base + a->size && bytes <= (size_t)(a->base + a->size - c)) found = 1;
+        if (c >= a->base && c <= a->base + a->size && bytes <= (size_t)(a->base + a->size - c))
+            found = a->mapped ? 2 : 1;
     }
     pthread_mutex_unlock(&g_mem_mu);
     return found;
+}
+
+/* appends an entry to the allocation table */
+static gcu_error track(void *p, size_t bytes, int mapped, const char *fn)
+{
+    pthread_mutex_lock(&g_mem_mu);
+    if (g_n_allocs == g_cap_allocs) {
+        size_t cap = g_cap_allocs ? 2 * g_cap_allocs : 64;
+        alloc *grown = (alloc *)realloc(g_allocs, cap * sizeof *grown);
+        if (!grown) {
+            pthread_mutex_unlock(&g_mem_mu);
+            return fail(GCU_ERROR_OUT_OF_MEMORY, "%s: out of memory for the allocation table", fn);
+        }
+        g_allocs = grown;
+        g_cap_allocs = cap;
+    }
+    g_allocs[g_n_allocs].base = (char *)p;
+    g_allocs[g_n_allocs].size = bytes;
+    g_allocs[g_n_allocs].mapped = mapped;
+    g_n_allocs++;
+    pthread_mutex_unlock(&g_mem_mu);
+    return GCU_SUCCESS;
+}
+
+/* removes the entry starting at p of that kind; 0 when there is none */
+static int untrack(void *p, int mapped)
+{
+    size_t i;
+    pthread_mutex_lock(&g_mem_mu);
+    for (i = 0; i < g_n_allocs; i++)
+        if (g_allocs[i].base == (char *)p && g_allocs[i].mapped == mapped) break;
+    if (i == g_n_allocs) {
+        pthread_mutex_unlock(&g_mem_mu);
+        return 0;
+    }
+    g_allocs[i] = g_allocs[--g_n_allocs];
+    pthread_mutex_unlock(&g_mem_mu);
+    return 1;
 }
 
 gcu_error gcu_malloc(void **dev_ptr, size_t bytes)
@@ -167,42 +219,51 @@ gcu_error gcu_malloc(void **dev_ptr, size_t bytes)
     void *p = NULL;
     if (!dev_ptr) return fail(GCU_ERROR_INVALID_VALUE, "gcu_malloc: dev_ptr is NULL");
     *dev_ptr = NULL;
+    gcu_error err;
     if (posix_memalign(&p, GCU_ALIGN, bytes ? bytes : 1) != 0)
         return fail(GCU_ERROR_OUT_OF_MEMORY, "gcu_malloc: out of device memory for %zu bytes", bytes);
-    pthread_mutex_lock(&g_mem_mu);
-    if (g_n_allocs == g_cap_allocs) {
-        size_t cap = g_cap_allocs ? 2 * g_cap_allocs : 64;
-        alloc *grown = (alloc *)realloc(g_allocs, cap * sizeof *grown);
-        if (!grown) {
-            pthread_mutex_unlock(&g_mem_mu);
-            free(p);
-            return fail(GCU_ERROR_OUT_OF_MEMORY, "gcu_malloc: out of memory for the allocation table");
-        }
-        g_allocs = grown;
-        g_cap_allocs = cap;
+    if ((err = track(p, bytes, 0, "gcu_malloc")) != GCU_SUCCESS) {
+        free(p);
+        return err;
     }
-    g_allocs[g_n_allocs].base = (char *)p;
-    g_allocs[g_n_allocs].size = bytes;
-    g_n_allocs++;
-    pthread_mutex_unlock(&g_mem_mu);
     *dev_ptr = p;
     return GCU_SUCCESS;
 }
 
 gcu_error gcu_free(void *dev_ptr)
 {
-    size_t i;
     if (!dev_ptr) return GCU_SUCCESS;
-    pthread_mutex_lock(&g_mem_mu);
-    for (i = 0; i < g_n_allocs; i++)
-        if (g_allocs[i].base == (char *)dev_ptr) break;
-    if (i == g_n_allocs) {
-        pthread_mutex_unlock(&g_mem_mu);
+    if (!untrack(dev_ptr, 0))
         return fail(GCU_ERROR_INVALID_VALUE, "gcu_free: %p is not the start of a device allocation", dev_ptr);
-    }
-    g_allocs[i] = g_allocs[--g_n_allocs];
-    pthread_mutex_unlock(&g_mem_mu);
     free(dev_ptr);
+    return GCU_SUCCESS;
+}
+
+/* ---- host memory the device uses in place ---------------------------------------------- */
+gcu_error gcu_host_register(void *host_ptr, size_t bytes)
+{
+    if (!host_ptr) return fail(GCU_ERROR_INVALID_VALUE, "gcu_host_register: host_ptr is NULL");
+    return track(host_ptr, bytes, 1, "gcu_host_register");
+}
+
+gcu_error gcu_host_unregister(void *host_ptr)
+{
+    if (!host_ptr || !untrack(host_ptr, 1))
+        return fail(GCU_ERROR_INVALID_VALUE, "gcu_host_unregister: %p is not registered host memory", host_ptr);
+    return GCU_SUCCESS;
+}
+
+gcu_error gcu_host_get_device_pointer(void **dev_ptr, void *host_ptr)
+{
+    if (!dev_ptr) return fail(GCU_ERROR_INVALID_VALUE, "gcu_host_get_device_pointer: dev_ptr is NULL");
+    *dev_ptr = NULL;
+    if (discrete())
+        return fail(GCU_ERROR_NOT_SUPPORTED, "gcu_host_get_device_pointer: a discrete device (GCU_HOST_DISCRETE) "
+                    "cannot use host memory in place");
+    if (is_device(host_ptr, 0) != 2)
+        return fail(GCU_ERROR_INVALID_VALUE, "gcu_host_get_device_pointer: %p is not registered host memory",
+                    host_ptr);
+    *dev_ptr = host_ptr; /* the device is the host: one address space */
     return GCU_SUCCESS;
 }
 
@@ -632,10 +693,11 @@ static gcu_error check_copy(const char *fn, void *dst, const void *src, size_t b
         return fail(GCU_ERROR_INVALID_VALUE, "%s: unknown copy kind %d", fn, (int)kind);
     if (bytes == 0) return GCU_SUCCESS;
     if (!dst || !src) return fail(GCU_ERROR_INVALID_VALUE, "%s: NULL %s", fn, !dst ? "destination" : "source");
-    if (dst_dev != is_device(dst, bytes))
+    /* (registered host memory, 2, is both) */
+    if (dst_dev ? !is_device(dst, bytes) : is_device(dst, bytes) == 1)
         return fail(GCU_ERROR_INVALID_VALUE, "%s: the destination %p is %s", fn, dst,
                     dst_dev ? "not inside a device allocation (of that many bytes)" : "device memory, not host");
-    if (src_dev != is_device(src, bytes))
+    if (src_dev ? !is_device(src, bytes) : is_device(src, bytes) == 1)
         return fail(GCU_ERROR_INVALID_VALUE, "%s: the source %p is %s", fn, src,
                     src_dev ? "not inside a device allocation (of that many bytes)" : "device memory, not host");
     return GCU_SUCCESS;

@@ -30,6 +30,11 @@
  *     gcu_memcpy / gcu_memset / kernels. Pointer arithmetic inside an
  *     allocation is allowed (a device pointer plus an offset is a device
  *     pointer).
+ *   - An integrated device (gcu_device_prop.integrated) also works on host
+ *     memory registered with gcu_host_register, at the address
+ *     gcu_host_get_device_pointer gives; a discrete one may refuse to map
+ *     (GCU_ERROR_NOT_SUPPORTED), and models then copy. The host
+ *     implementation is integrated; GCU_HOST_DISCRETE=1 makes it discrete.
  *   - Every function is thread-safe and returns GCU_SUCCESS or an error code;
  *     gcu_last_error_message() describes the calling thread's last failure.
  */
@@ -49,7 +54,8 @@ typedef enum gcu_error {
     GCU_ERROR_INVALID_DEVICE = 3,
     GCU_ERROR_NOT_READY = 4,       /* gcu_stream_query / gcu_event_query: work still pending */
     GCU_ERROR_INVALID_HANDLE = 5,  /* an event never recorded, a stream or event already destroyed */
-    GCU_ERROR_LAUNCH_FAILED = 6    /* the implementation could not start its worker */
+    GCU_ERROR_LAUNCH_FAILED = 6,   /* the implementation could not start its worker */
+    GCU_ERROR_NOT_SUPPORTED = 7    /* the device cannot do this (gcu_host_get_device_pointer on a discrete device) */
 } gcu_error;
 
 const char *gcu_error_name(gcu_error e);      /* "GCU_ERROR_INVALID_VALUE" */
@@ -61,6 +67,9 @@ typedef struct gcu_device_prop {
     size_t total_memory;     /* bytes */
     int multiprocessors;     /* compute units */
     int async_engines;       /* copies that can overlap kernels */
+    int integrated;          /* 1: the device shares the host's memory and works on host buffers in place
+                              * (gcu_host_get_device_pointer succeeds), as an integrated GPU or CUDA's mapped
+                              * host memory; 0: a discrete device, whose memory only copies reach */
 } gcu_device_prop;
 
 gcu_error gcu_get_device_count(int *count);
@@ -80,6 +89,16 @@ typedef enum gcu_memcpy_kind {
 
 typedef struct gcu_stream_s *gcu_stream;
 typedef struct gcu_event_s *gcu_event;
+
+/* Host memory the device reads and writes in place, as CUDA's cudaHostRegister (mapped) +
+ * cudaHostGetDevicePointer: on an integrated device (gcu_device_prop.integrated) a model registers the caller's
+ * buffers for a run instead of copying them. gcu_host_get_device_pointer gives the device address of
+ * registered memory (GCU_ERROR_NOT_SUPPORTED on a discrete device that cannot map it); copies and kernels may
+ * use it as device memory until gcu_host_unregister. The host must not touch the buffer while queued work
+ * uses it. Registering the same memory twice takes two unregisters. */
+gcu_error gcu_host_register(void *host_ptr, size_t bytes);
+gcu_error gcu_host_unregister(void *host_ptr);
+gcu_error gcu_host_get_device_pointer(void **dev_ptr, void *host_ptr);
 
 gcu_error gcu_memcpy(void *dst, const void *src, size_t bytes, gcu_memcpy_kind kind);
 gcu_error gcu_memcpy_async(void *dst, const void *src, size_t bytes, gcu_memcpy_kind kind, gcu_stream stream);

@@ -42,11 +42,18 @@ def built(workdir):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.parametrize("threads", [1, 2])
-def test_gcu_gives_the_cpu_numbers_bit_for_bit(built, name, threads):
+@pytest.mark.parametrize("device", ["integrated", "discrete"])
+def test_gcu_gives_the_cpu_numbers_bit_for_bit(built, name, threads, device, monkeypatch):
+    """integrated (the host device): the caller's buffers are registered and used in place; discrete
+    (GCU_HOST_DISCRETE=1, as a vendor's card): inputs copied in, outputs copied out."""
+    if device == "discrete":
+        monkeypatch.setenv("GCU_HOST_DISCRETE", "1")
     libs, x, _ = built(name)
     cpu = ckc.GraphModel(libs["cpu"], threads=threads)(x)
-    gcu = ckc.GraphModel(libs["gcu"], threads=threads)(x)
+    g = ckc.GraphModel(libs["gcu"], threads=threads)
+    gcu = g(x)
     assert np.array_equal(cpu, gcu), float(np.max(np.abs(cpu - gcu)))
+    assert np.array_equal(g(x), gcu)  # a second run (the integrated device registered and released the buffers)
 
 
 def test_a_failed_check_on_the_device_is_reported_after_the_run(built):

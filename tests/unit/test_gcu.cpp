@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -94,6 +95,39 @@ TEST_CASE("gcu: memory round trips host -> device -> device -> host, memset", "[
     CHECK(gcu_free(a) == GCU_SUCCESS);
     CHECK(gcu_free(b) == GCU_SUCCESS);
     CHECK(gcu_free(nullptr) == GCU_SUCCESS);
+}
+
+TEST_CASE("gcu: registered host memory is used in place on the integrated host device", "[gcu]")
+{
+    gcu_device_prop prop;
+    REQUIRE(gcu_get_device_properties(&prop, 0) == GCU_SUCCESS);
+    CHECK(prop.integrated == 1);
+    std::vector<float> host(100), out(100, -1.0f);
+    for (int i = 0; i < 100; i++) host[i] = 1.5f * i;
+    void *d = nullptr, *o = nullptr;
+    CHECK(gcu_host_get_device_pointer(&d, host.data()) == GCU_ERROR_INVALID_VALUE);  // not registered
+    CHECK_THAT(gcu_last_error_message(), Contains("not registered"));
+    REQUIRE(gcu_host_register(host.data(), sizeof(float) * 100) == GCU_SUCCESS);
+    REQUIRE(gcu_host_register(out.data(), sizeof(float) * 100) == GCU_SUCCESS);
+    REQUIRE(gcu_host_get_device_pointer(&d, host.data()) == GCU_SUCCESS);
+    REQUIRE(gcu_host_get_device_pointer(&o, out.data()) == GCU_SUCCESS);
+    // device copies between mapped buffers; a mapped buffer is also host memory for a copy from the device
+    REQUIRE(gcu_memcpy(o, d, sizeof(float) * 50, GCU_MEMCPY_DEVICE_TO_DEVICE) == GCU_SUCCESS);
+    CHECK(out[49] == host[49]);
+    CHECK(out[50] == -1.0f);
+    CHECK(gcu_memcpy(o, d, sizeof(float) * 101, GCU_MEMCPY_DEVICE_TO_DEVICE) == GCU_ERROR_INVALID_VALUE);  // past it
+    CHECK(gcu_host_unregister(host.data()) == GCU_SUCCESS);
+    CHECK(gcu_host_unregister(out.data()) == GCU_SUCCESS);
+    CHECK(gcu_host_unregister(out.data()) == GCU_ERROR_INVALID_VALUE);  // once per register
+    CHECK(gcu_memcpy(o, d, sizeof(float), GCU_MEMCPY_DEVICE_TO_DEVICE) == GCU_ERROR_INVALID_VALUE);  // gone
+    // the discrete mode: no mapping (a model copies instead)
+    setenv("GCU_HOST_DISCRETE", "1", 1);
+    REQUIRE(gcu_get_device_properties(&prop, 0) == GCU_SUCCESS);
+    CHECK(prop.integrated == 0);
+    REQUIRE(gcu_host_register(host.data(), sizeof(float) * 100) == GCU_SUCCESS);
+    CHECK(gcu_host_get_device_pointer(&d, host.data()) == GCU_ERROR_NOT_SUPPORTED);
+    CHECK(gcu_host_unregister(host.data()) == GCU_SUCCESS);
+    unsetenv("GCU_HOST_DISCRETE");
 }
 
 TEST_CASE("gcu: host and device pointers are not interchangeable", "[gcu]")
