@@ -9,11 +9,19 @@
 //        weight layout; GPT-2 Conv1D / addmm weights take this path)
 //   MUL/DIV(MATMUL(..), s) and MATMUL(MUL/DIV(a, s), ..) -> MATMUL(.., alpha *= s or /= s)
 //       (a 0-d constant operand counts as a scalar)
+//   TRANSPOSE(MATMUL(a, b)) of the last two dims, a section output
+//                                                    -> MATMUL(b, a) with both flags flipped: (AB)^T = B^T A^T
+//       (a training graph's weight gradients, computed as dW^T and returned transposed)
+//   PERMUTE(PERMUTE(x)) that cancel                  -> x
+//       (a backward transposing back a transpose its forward saved)
 //
 // Must run before constant folding, which would otherwise materialize the
 // transposes. Left alone: a transpose that is not of the last two dims, a
 // transposed / scaled value something else also reads (sole-consumer rule), a
 // GEMM whose product is a section output, B already transposed.
+#include <algorithm>
+
+#include "ir/op_rules.h"
 #include "passes/match.h"
 #include "passes/pass.h"
 #include "weights/constants.h"
@@ -143,11 +151,49 @@ bool absorb_input_scale(Graph &g, Program &p, const Node &mm)
     return false;
 }
 
+// A transpose of a plain product (no addend, operands of one rank: no broadcast 2-D operand) that the section
+// returns -> the product of the swapped operands, written in the transposed layout. (Inside a section the
+// transpose stays: attention's patterns are written with it.)
+bool absorb_output_transpose(Graph &g, const Node &t)
+{
+    if (!g.is_output(t.output) || !last_two_swap(g, t)) return false;
+    const Node *mm = sole(g, t.inputs[0], Op::MATMUL);
+    if (!mm || mm->inputs.size() != 2) return false;
+    const Shape &a = g.tensor(mm->inputs[0]).shape, &b = g.tensor(mm->inputs[1]).shape;
+    if (a.size() != b.size() || !std::equal(a.begin(), a.end() - 2, b.begin())) return false;
+    Node n = *mm;
+    n.inputs = {mm->inputs[1], mm->inputs[0]};
+    n.attrs["transpose_a"] = int64_t(mm->i("transpose_b", 0) ? 0 : 1);
+    n.attrs["transpose_b"] = int64_t(mm->i("transpose_a", 0) ? 0 : 1);
+    n.origin = t.origin;
+    replace_node(g, t, n);  // the old product dies with the transpose (its only reader)
+    return true;
+}
+
+bool compose_permutes(Graph &g, const Node &outer)
+{
+    const Node *inner = g.producer(outer.inputs[0]);
+    if (!inner || (inner->op != Op::PERMUTE && inner->op != Op::TRANSPOSE)) return false;
+    size_t r = g.tensor(inner->inputs[0]).shape.size();
+    std::vector<int> pi = rules::perm_of(*inner, r), po = rules::perm_of(outer, r);
+    bool identity = true;
+    for (size_t i = 0; i < r; i++) identity = identity && pi[static_cast<size_t>(po[i])] == static_cast<int>(i);
+    // (other compositions stay two nodes: a GEMM absorbs a last-two-dims transpose, not a composed permute)
+    if (!identity || g.is_output(outer.output)) return false;  // an output owns its buffer: left as it is
+    std::string x = inner->inputs[0], mid = outer.inputs[0], out = outer.output, name = outer.name;
+    g.replace_uses(out, x);
+    g.remove_node(name);
+    g.remove_tensor(out);
+    remove_if_dead(g, mid);
+    return true;
+}
+
 }  // namespace
 
 bool absorb_blas(Graph &g, Program &p)
 {
     return rewrite_all(g, [&p](Graph &gr, const Node &n) {
+        if (n.op == Op::PERMUTE || n.op == Op::TRANSPOSE) return compose_permutes(gr, n) || absorb_output_transpose(gr, n);
         return n.op == Op::MATMUL && (absorb_transpose(gr, n, 1) || absorb_transpose(gr, n, 0) || pretranspose(gr, n) ||
                                       absorb_output_scale(gr, p, n) || absorb_input_scale(gr, p, n));
     });

@@ -1,5 +1,6 @@
 """Conductor: torch.compile(backend="gcu") against eager PyTorch, per-node fallback, recompiles, the disk
 cache across processes, and AOT artifacts (ckc.aot_compile / ckc.aot_load) with their refusals."""
+import copy
 import functools
 import json
 import os
@@ -13,7 +14,7 @@ import torch
 
 import ckc
 from ckc.conductor import jit
-from ckc.examples import MLP, Block, randomize
+from ckc.examples import GPT, MLP, Block, randomize
 from conftest import ROOT, max_diff
 
 TOL = 1e-4
@@ -175,6 +176,30 @@ def test_parameters_stay_on_the_device_until_their_version_changes(target, monke
         assert max_diff(f(x), m(x)) < TOL
         m.fc1.weight.data = torch.randn(32, 16)  # new storage, same Parameter and version
         assert max_diff(f(x), m(x)) < TOL
+
+
+def test_a_module_buffer_is_compiled_in_and_a_change_recompiles(cache):
+    """A buffer the graph only reads (nanoGPT's causal mask) is a constant of the compiled graph, guarded: changed
+    in place, the next call compiles again with its value (one warning). A buffer the module writes (BatchNorm's
+    running statistics in training) stays an input and is updated as in eager."""
+    m = randomize(GPT(vocab=50, dim=32, heads=2, layers=2, max_len=16), seed=5)
+    x = torch.randint(0, 50, (2, 16), generator=torch.Generator().manual_seed(1))
+    f = torch.compile(m, backend="gcu")
+    with torch.no_grad():
+        assert max_diff(f(x), m(x)) < TOL
+        for block in m.h:
+            block.attn.bias.fill_(1)  # no causal mask: every position sees every other
+        with pytest.warns(UserWarning, match="buffer compiled in as a constant changed"):
+            y = f(x)
+        assert max_diff(y, m(x)) < TOL
+    bn = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8)).train()
+    ref = copy.deepcopy(bn)
+    xb = torch.randn(6, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # what runs eagerly is reported elsewhere
+        for _ in range(2):
+            assert max_diff(torch.compile(bn, backend="gcu")(xb).detach(), ref(xb).detach()) < TOL
+    assert max_diff(bn[1].running_mean, ref[1].running_mean) < TOL and int(bn[1].num_batches_tracked) == 2
 
 
 def test_an_input_updated_in_place_is_updated_once(cache):

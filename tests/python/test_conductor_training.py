@@ -58,6 +58,24 @@ def test_backward_and_steps_match_eager(name, target):
             ref_opt.step()
 
 
+def test_the_gpt_trains_with_one_forward_library_and_gradients_in_place():
+    """The GPT's causal mask is a module buffer: compiled in as a constant (guarded), the training forward is
+    one library with no eager op; the backward reads the weight transposes the forward saved in place and
+    hands the weight gradients back in the parameters' layout, so AccumulateGrad takes them without a copy."""
+    from ckc.conductor.jit import _LAYOUT_ONLY
+    torch._dynamo.reset()
+    model, x = workload("gpt")
+    contiguous = {}
+    for n, p in model.named_parameters():
+        p.register_hook(lambda g, n=n: contiguous.__setitem__(n, g.is_contiguous()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reports = ckc.explain(model, (x,), backward=True)
+    fwd = next(r for r in reports if not r.name.endswith("_backward"))
+    assert fwd.partitions == 1 and not [n for n in fwd.eager() if n.op not in _LAYOUT_ONLY], str(fwd)
+    assert len(contiguous) == len(list(model.parameters())) and all(contiguous.values()), contiguous
+
+
 def test_explain_reports_the_backward_graph():
     model, x = workload("mlp")
     before = [p.grad for p in model.parameters()]
@@ -70,9 +88,11 @@ def test_explain_reports_the_backward_graph():
     bwd = next(r for r in reports if r.name.endswith("_backward"))
     compiled = [n for n in bwd.nodes if n.compiled]
     assert any(n.op == "aten.mm" for n in compiled)  # the weight gradients' GEMMs run in ckc's C
-    # ReLU's backward compares run-time values (le / where), which ckc folds only on constants: eager, with why
+    # ReLU's backward compares run-time values (le), which ckc folds only on constants: eager, with why; the
+    # where that zeroes the gradient by that mask is a masked fill, compiled
     eager = {n.op: n.reason for n in bwd.eager()}
-    assert "constants only" in eager.get("aten.where", ""), str(bwd)
+    assert "constants only" in eager.get("aten.le", ""), str(bwd)
+    assert any(n.op == "aten.where" for n in compiled), str(bwd)
     with pytest.raises(ValueError, match="no output of the model requires grad"):
         with torch.no_grad():
             ckc.explain(model, (x,), backward=True)

@@ -19,6 +19,7 @@ graph is partitioned again; when a partition fails later (ckc compile or cc), th
 eagerly, with one warning naming its first op, the node and the reason.
 """
 import copy
+import hashlib
 import importlib
 import logging
 import operator
@@ -122,10 +123,36 @@ def _static_nodes(gm):
     return static
 
 
-def _needs_constants(node):
+def _is_masked_fill(node, static_names):
+    """where(mask, fill, x) or where(mask, x, fill) with a one-value fill and x of the result's shape: ckc's
+    MASKED_FILL (export._where), which reads a run-time mask (a causal mask's backward: the gradient zeroed
+    where the forward filled)."""
+    import torch
+    if len(node.args) != 3 or node.kwargs:
+        return False
+    cond, a, b = node.args
+
+    def one_value(v):
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return True
+        val = v.meta.get("val") if isinstance(v, torch.fx.Node) else None
+        return v.name in static_names and isinstance(val, torch.Tensor) and val.numel() == 1
+    if one_value(a) == one_value(b):
+        return False
+    x = b if one_value(a) else a
+    vals = [getattr(v, "meta", {}).get("val") for v in (cond, x, node)]
+    if not all(isinstance(v, torch.Tensor) for v in vals):
+        return False
+    c, xv, out = vals
+    return c.dtype == torch.bool and tuple(torch.broadcast_shapes(xv.shape, c.shape)) == tuple(out.shape)
+
+
+def _needs_constants(node, static_names=frozenset()):
     """Whether ckc can run this node only when its tensor inputs are compile-time constants."""
     import torch
     name = ex._target_name(node)
+    if name == "aten.where" and _is_masked_fill(node, static_names):
+        return False
     if name in _FOLD_ONLY:
         return True
     if name in ("aten._to_copy", "aten.to"):
@@ -148,7 +175,7 @@ def _values_ok(node):
     return None
 
 
-def _unsupported_reason(node, rejected, is_static):
+def _unsupported_reason(node, rejected, is_static, static_names=frozenset()):
     if node.op != "call_function":
         return "not an op"
     if node.name in rejected:
@@ -159,7 +186,7 @@ def _unsupported_reason(node, rejected, is_static):
     name = ex._target_name(node)
     if name not in ex._HANDLERS:
         return f"no ckc handler for {name}"
-    if not is_static and _needs_constants(node):
+    if not is_static and _needs_constants(node, static_names):
         return f"ckc evaluates {name} on constants only (masks it folds at compile time); here it reads run-time values"
     return _values_ok(node)
 
@@ -183,18 +210,32 @@ def _run_recording(gm, args, keep=None):
     return values
 
 
-def _specialize(agm, args):
+def _specialize(agm, args, constants=None):
     """A copy of the ATen graph with every SymInt / scalar placeholder and size computation replaced by its
-    value for these arguments: a static graph. Returns (graph module, indices of the arguments it still
-    takes, record): record(names) runs it eagerly on these arguments and returns {name: value} of those
-    nodes only (holding every value of a backward graph at once would cost more than its training step)."""
+    value for these arguments, and the placeholders at the indices of `constants` by those values (graph
+    constants): a static graph. Returns (graph module, indices of the arguments it still takes, record):
+    record(names) runs it eagerly on these arguments and returns {name: value} of those nodes only (holding
+    every value of a backward graph at once would cost more than its training step)."""
     import torch
     import torch.fx
     gm = torch.fx.GraphModule(agm, copy.deepcopy(agm.graph))
+    constants = constants or {}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i, value in constants.items():
+        attr = f"_ckc_constant_{i}"
+        gm.register_buffer(attr, value)
+        with gm.graph.inserting_before(placeholders[i]):
+            const = gm.graph.get_attr(attr)
+        const.meta = dict(placeholders[i].meta)
+        placeholders[i].replace_all_uses_with(const)
+        gm.graph.erase_node(placeholders[i])
+    if constants:
+        gm.recompile()
+    live = [i for i in range(len(args)) if i not in constants]
 
     def is_scalar(_n, v):
         return isinstance(v, (int, float, bool)) and not isinstance(v, torch.Tensor)
-    values = _run_recording(gm, args, keep=is_scalar)
+    values = _run_recording(gm, [args[i] for i in live], keep=is_scalar)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     scalar = {n: values[n] for n in gm.graph.nodes
               if n.op in ("placeholder", "call_function") and isinstance(values.get(n), (int, float, bool))
@@ -210,12 +251,85 @@ def _specialize(agm, args):
             if n in scalar and not n.users:
                 gm.graph.erase_node(n)
         gm.recompile()
-    keep = [i for i, p in enumerate(placeholders) if p not in scalar]
+    keep = [live[j] for j, p in enumerate(placeholders) if p not in scalar]
     kept_args = [args[i] for i in keep]
+    perms = _read_in_place(gm, kept_args)
 
     def record(names):
         return {n.name: v for n, v in _run_recording(gm, kept_args, keep=lambda n, _v: n.name in names).items()}
-    return gm, keep, record
+    return gm, keep, record, perms
+
+
+def _layout_perm(t):
+    """For a tensor that is a permutation of a contiguous one (a weight's transpose a training forward saves
+    for its backward), the permutation making it contiguous; else None."""
+    import torch
+    if not isinstance(t, torch.Tensor) or t.dim() < 2 or t.is_contiguous():
+        return None
+    perm = sorted(range(t.dim()), key=lambda d: -t.stride(d))
+    return perm if t.permute(perm).is_contiguous() else None
+
+
+def _read_in_place(gm, args):
+    """Arguments laid out as a permutation of a contiguous tensor (_layout_perm) are taken in their memory
+    order, and the graph permutes them back: a compiled partition reads them in place (a GEMM absorbs the
+    transpose into its flags) instead of a contiguous copy per call. Rewrites gm and args (in place); returns
+    {position among the arguments: permutation} for _feed."""
+    import torch
+    perms = {}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for j, (p, a) in enumerate(zip(placeholders, args)):
+        perm = _layout_perm(a)
+        if perm is None:
+            continue
+        inverse = [perm.index(d) for d in range(len(perm))]
+        with gm.graph.inserting_after(p):
+            back = gm.graph.call_function(torch.ops.aten.permute.default, (p, inverse))
+        p.replace_all_uses_with(back, delete_user_cb=lambda u, back=back: u is not back)
+        back.meta = dict(p.meta)
+        _compose_permutes(gm, back, p, inverse)
+        val = p.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            p.meta = dict(p.meta, val=val.permute(perm))
+        args[j] = a.permute(perm)
+        perms[j] = perm
+    if perms:
+        gm.recompile()
+    return perms
+
+
+def _compose_permutes(gm, back, src, inverse):
+    """Users of back (= permute(src, inverse)) that permute it again read src, permuted once (or not at all): the
+    saved transpose of a weight, transposed back by the backward's dX = dY @ W, is the weight itself."""
+    import torch
+    aten = torch.ops.aten
+    for u in list(back.users):
+        if u.op != "call_function" or u.args[0] is not back:
+            continue
+        rank = len(inverse)
+        if u.target is aten.permute.default:
+            q = [d % rank for d in u.args[1]]
+        elif u.target is aten.t.default and rank == 2:
+            q = [1, 0]
+        elif u.target is aten.transpose.int:
+            q = list(range(rank))
+            a, b = u.args[1] % rank, u.args[2] % rank
+            q[a], q[b] = q[b], q[a]
+        else:
+            continue
+        combined = [inverse[q[i]] for i in range(rank)]
+        if combined == list(range(rank)):
+            u.replace_all_uses_with(src)
+            gm.graph.erase_node(u)
+        else:
+            u.target, u.args, u.kwargs = aten.permute.default, (src, combined), {}
+
+
+def _feed(args, keep, perms):
+    """The arguments a specialized graph takes (_specialize: those at `keep`, permuted as _read_in_place said)."""
+    if not perms:
+        return [args[i] for i in keep]
+    return [args[i].permute(perms[j]) if j in perms else args[i] for j, i in enumerate(keep)]
 
 
 def _partition_module(model, multi, keep):
@@ -237,16 +351,58 @@ def _partition_module(model, multi, keep):
     return CompiledPartition()
 
 
+def _product_permuted(n):
+    """When node n ends a chain of transposes / permutes (each read only by the next) of an mm / bmm result that
+    nothing else reads: (the chain's nodes, their composed permutation); else None. A weight gradient comes
+    as such a chain: dW^T transposed once (the chain swaps the last two dims), or twice (it undoes itself)."""
+    import torch
+    perm, chain = None, []
+    while True:
+        src = n.args[0] if n.args else None
+        if not isinstance(src, torch.fx.Node) or not isinstance(src.meta.get("val"), torch.Tensor):
+            return None
+        name, rank = ex._target_name(n), src.meta["val"].dim()
+        if name == "aten.t" and rank == 2:
+            step = [1, 0]
+        elif name == "aten.permute":
+            step = [d % rank for d in n.args[1]]
+        elif name == "aten.transpose":
+            step = list(range(rank))
+            a, b = n.args[1] % rank, n.args[2] % rank
+            step[a], step[b] = step[b], step[a]
+        else:
+            return None
+        perm = step if perm is None else [step[p] for p in perm]
+        chain.append(n)
+        if len(src.users) != 1:
+            return None
+        if ex._target_name(src) in ("aten.mm", "aten.bmm"):
+            return chain, perm
+        n = src
+
+
 def _split_returned_views(gm):
     """Training graphs return views: the forward saves a parameter's transpose for the backward, the backward
     returns weight gradients transposed back. torch makes a view for free; returned from a compiled partition
     it would be a copy (memory the size of the weights, and the copying). Each such view becomes a node that
-    only the graph's output reads, run eagerly; compute users keep the original. Returns their names."""
+    only the graph's output reads, run eagerly; compute users keep the original. Except for weight gradients
+    (_product_permuted): dW^T transposed once stays compiled (ckc computes it in the returned layout: a view of
+    another layout would make AccumulateGrad copy it every step), transposed twice runs eagerly as a whole.
+    Returns the names of the nodes left eager."""
     out = gm.graph.output_node()
     eager = set()
     for n in list(gm.graph.nodes):
         if n.op != "call_function" or ex._target_name(n) not in _LAYOUT_ONLY or out not in n.users:
             continue
+        chain = _product_permuted(n) if len(n.users) == 1 else None
+        if chain:
+            nodes, perm = chain
+            rank = len(perm)
+            if perm == list(range(rank - 2)) + [rank - 1, rank - 2]:
+                continue  # compiled: ckc writes the product in the transposed layout (absorb_blas), no copy
+            if perm == list(range(rank)):  # undoes itself: all eager, torch's views of the product are free
+                eager.update(c.name for c in nodes)
+                continue
         if len(n.users) > 1:
             with gm.graph.inserting_after(n):
                 view = gm.graph.call_function(n.target, n.args, n.kwargs)
@@ -272,7 +428,7 @@ def _compile_partitions(gm, record, name, options, report, eager=()):
 
     class Support(OperatorSupportBase):
         def is_node_supported(self, submodules, node):
-            return _unsupported_reason(node, rejected, node.name in static_names) is None
+            return _unsupported_reason(node, rejected, node.name in static_names, static_names) is None
 
     for _ in range(len(gm.graph.nodes) + 1):
         work = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
@@ -341,7 +497,7 @@ def _compile_partitions(gm, record, name, options, report, eager=()):
         for n in gm.graph.nodes:
             if n.op in ("placeholder", "output", "get_attr"):
                 continue
-            reason = _unsupported_reason(n, rejected, n.name in static_names)
+            reason = _unsupported_reason(n, rejected, n.name in static_names, static_names)
             i = in_part.get(n.name)
             ok = i is not None and f"fused_{i}" in compiled
             if not ok and not reason and i is None:
@@ -396,8 +552,9 @@ def _load_entry(entry):
 class _Specializing:
     """The compiled forward: one static build per concrete argument signature."""
 
-    def __init__(self, agm, name, options, whole_key=None, graph_outputs=0, training=False):
+    def __init__(self, agm, name, options, whole_key=None, graph_outputs=0, training=False, constants=None):
         self.agm, self.name, self.options, self.whole_key = agm, name, options, whole_key
+        self.constants = constants or {}  # {argument index: value} compiled in (baked module buffers)
         self.graph_outputs = graph_outputs  # outputs of dynamo's graph (whole-graph plans must return exactly them)
         self.builds = {}
         self.plan = None  # set when the static graph became one library (_whole_graph_plan)
@@ -408,8 +565,8 @@ class _Specializing:
     def __call__(self, *args):
         import torch
         if self.builds and not self.symbolic:  # dynamo guards static shapes: one build serves every call
-            gm, keep = self.only
-            return gm(*[args[i] for i in keep])
+            gm, keep, perms = self.only
+            return gm(*_feed(args, keep, perms))
         key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else a for a in args)
         hit = self.builds.get(key)
         if hit is None:
@@ -418,12 +575,12 @@ class _Specializing:
                 warnings.warn(f"ckc (gcu): graph {self.name} has symbolic sizes; ckc plans static shapes, so it "
                               "compiles one library per concrete shape", stacklevel=2)
             hit = self.builds[key] = self.only = self._build(args)
-        gm, keep = hit
-        return gm(*[args[i] for i in keep])
+        gm, keep, perms = hit
+        return gm(*_feed(args, keep, perms))
 
     def _build(self, args):
         import torch
-        gm, keep, record = _specialize(self.agm, args)
+        gm, keep, record, perms = _specialize(self.agm, args, self.constants)
         shapes = ", ".join(str(list(a.shape)) for a in args if isinstance(a, torch.Tensor))
         report = GraphReport(self.name, f"({shapes})")
         eager = _split_returned_views(gm) if self.training else set()
@@ -437,14 +594,17 @@ class _Specializing:
         log.info("%s", report)
         if _collector is not None:
             _collector.append(report)
-        if self.whole_key and not self.symbolic and len(keep) == len(args):
+        if (self.whole_key and not self.symbolic and not perms
+                and set(range(len(args))) - set(keep) == set(self.constants)):
             plan = _whole_graph_plan(fused)
+            if plan:  # in terms of every argument (the constants' ones unread)
+                plan = dict(plan, inputs=[keep[j] for j in plan["inputs"]])
             # AOTAutograd's forward returns more than dynamo's graph when the module mutates an input (the new
             # value, copied back by its runtime wrapper): such a graph keeps the wrapper
             if plan and len(plan["outputs"]) == self.graph_outputs:
                 self.plan = plan
                 cache.remember_whole_graph(self.whole_key, plan)
-        return fused, keep
+        return fused, keep, perms
 
 
 def _whole_graph_plan(fused):
@@ -476,18 +636,22 @@ def _whole_graph_plan(fused):
     return {"entry": entry, "inputs": [placeholders.index(a) for a in calls[0].args], "outputs": picks}
 
 
-def _whole_graph_key(gm, example_inputs, options):
-    """A key for a dynamo graph with static shapes and no constants of its own, or None."""
+def _whole_graph_key(gm, example_inputs, options, constants=None):
+    """A key for a dynamo graph with static shapes and no constants of its own, or None; the values of the
+    inputs compiled in as constants are part of it."""
     import torch
     from torch._subclasses.fake_tensor import is_fake
     if any(n.op == "get_attr" for n in gm.graph.nodes):
         return None
+    baked = sorted((i, hashlib.sha256(t.contiguous().numpy().tobytes()).hexdigest())
+                   for i, t in (constants or {}).items())
     meta = []
     for t in example_inputs:
         if not isinstance(t, torch.Tensor) or is_fake(t) or any(not isinstance(d, int) for d in t.shape):
             return None
         meta.append((tuple(t.shape), str(t.dtype), tuple(t.stride())))
-    return cache.key_of({"code": gm.code, "inputs": repr(meta), "torch": torch.__version__}, {}, options)
+    return cache.key_of({"code": gm.code, "inputs": repr(meta), "constants": repr(baked),
+                         "torch": torch.__version__}, {}, options)
 
 
 def _whole_graph_runner(key):
@@ -583,12 +747,113 @@ def _layer_norm_with_stats(x, normalized_shape, weight, bias, eps):
     return out, mean, rstd
 
 
+# Module buffers up to this many bytes that the graph only reads become constants of the graph (_bake_buffers)
+_BAKE_BYTES = 64 << 20
+# what may read a baked buffer (or a view of it): ops that neither write their inputs nor return them aliased
+# for a later write; anything else (F.batch_norm updating running stats, an in-place method) keeps it an input
+_PURE_METHODS = {"__getitem__", "eq", "ne", "lt", "le", "gt", "ge", "bool", "float", "to", "type_as", "view",
+                 "reshape", "expand", "unsqueeze", "squeeze", "contiguous", "logical_not", "masked_fill", "size",
+                 "dim", "transpose", "permute", "t", "narrow", "flatten", "tril", "triu", "numel", "__invert__"}
+_VIEW_METHODS = {"__getitem__", "view", "reshape", "expand", "unsqueeze", "squeeze", "contiguous", "transpose",
+                 "permute", "t", "narrow", "flatten"}
+
+
+def _reads_only(node, depth=0):
+    """Whether every use of node (a buffer's placeholder, or a view of it) only reads it."""
+    import torch
+    pure_fns = {torch.where, torch.tril, torch.triu, torch.eq, torch.ne, torch.lt, torch.le, torch.gt, torch.ge,
+                torch.logical_not, torch.masked_fill, torch.cos, torch.sin, torch.matmul, torch.cat, torch.stack}
+    for u in node.users:
+        if u.op == "output":
+            return False  # returned: the caller may write it
+        if u.op == "call_method":
+            if u.target not in _PURE_METHODS:
+                return False
+            if u.target in _VIEW_METHODS and (depth > 8 or not _reads_only(u, depth + 1)):
+                return False
+        elif u.op == "call_function":
+            mod = getattr(u.target, "__module__", "") or ""
+            if u.target in pure_fns:
+                continue
+            if mod in ("_operator", "operator") and not u.target.__name__.startswith("i"):
+                if u.target.__name__ == "getitem" and (depth > 8 or not _reads_only(u, depth + 1)):
+                    return False
+                continue
+            return False
+        else:
+            return False
+    return True
+
+
+def _buffer_inputs(gm, example_inputs):
+    """Indices of dynamo's inputs that are module buffers (its source is a module's _buffers entry: a causal
+    mask, RoPE tables) which the graph only reads, real tensors of at most _BAKE_BYTES."""
+    import torch
+    from torch._subclasses.fake_tensor import is_fake
+    out = []
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i, (n, t) in enumerate(zip(placeholders, example_inputs)):
+        source = getattr(n.meta.get("grapharg"), "source", None)
+        name = getattr(source, "name", "")
+        name = name() if callable(name) else name
+        if (isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter) and not is_fake(t)
+                and not t.requires_grad and t.device.type == "cpu" and "._buffers[" in str(name)
+                and t.numel() * t.element_size() <= _BAKE_BYTES and _reads_only(n)):
+            out.append(i)
+    return out
+
+
+class _BakedBuffers:
+    """A compiled graph whose read-only module buffers are compiled in as constants: a mask computed from a
+    buffer folds at compile time like one the module builds, instead of splitting the graph into partitions
+    around eager ops. Guarded: each call checks that
+    every baked buffer is the same tensor, at the same address, unchanged (torch's version counter); when one
+    changed (`model.mask.fill_(...)`, a new tensor assigned), the graph is compiled again with the new values
+    (one warning), as dynamo recompiles on a failed guard."""
+
+    def __init__(self, gm, example_inputs, options, indices):
+        import torch.fx
+        self.original, self.options, self.indices = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph)), options, indices
+        self.warned = False
+        self._build(example_inputs)
+
+    def _build(self, args):
+        import torch.fx
+        self.seen = [(args[i], args[i]._version, args[i].data_ptr()) for i in self.indices]
+        gm = torch.fx.GraphModule(self.original, copy.deepcopy(self.original.graph))
+        self.fn = _compile_graph(gm, args, self.options, {i: args[i].detach().clone() for i in self.indices})
+
+    def __call__(self, *args):
+        for (t, version, ptr), i in zip(self.seen, self.indices):
+            a = args[i]
+            if a is not t or a._version != version or a.data_ptr() != ptr:
+                if not self.warned:
+                    self.warned = True
+                    warnings.warn("ckc (gcu): a module buffer compiled in as a constant changed; compiling the "
+                                  "graph again with its new value", stacklevel=2)
+                self._build(args)
+                break
+        return self.fn(*args)
+
+
 def gcu(gm, example_inputs, options=()):
     """The torch.compile backend: torch.compile(model, backend="gcu"). The partitions run on the gcu device
     (--target gcu: parameters stay resident there, see GraphModel.torch_runner) unless
-    options={"target": "cpu"}; options={"args": [...]} passes more `ckc compile` arguments."""
-    global _graph_counter
+    options={"target": "cpu"}; options={"args": [...]} passes more `ckc compile` arguments.
+
+    Module buffers the graph only reads (a causal mask, RoPE tables) are compiled in as constants, guarded
+    (_BakedBuffers); parameters and every other input are read in place on each call."""
     options = cache.compile_args(options, "gcu")
+    buffers = _buffer_inputs(gm, example_inputs)
+    if buffers:
+        return _BakedBuffers(gm, example_inputs, options, buffers)
+    return _compile_graph(gm, example_inputs, options)
+
+
+def _compile_graph(gm, example_inputs, options, constants=None):
+    """gcu() for a graph; `constants` ({input index: value}) are the inputs compiled in (the compiled function
+    still takes them, and ignores them)."""
+    global _graph_counter
     import torch
     from torch._decomp import core_aten_decompositions
     from torch._functorch.aot_autograd import aot_module_simplified
@@ -598,15 +863,16 @@ def gcu(gm, example_inputs, options=()):
     table = core_aten_decompositions()
     for op in ex._preserved(torch):
         table.pop(op, None)
-    if torch.is_grad_enabled():
+    training = torch.is_grad_enabled()  # (AOTAutograd calls the forward compiler with grad disabled)
+    if training:
         # training: the forward saves LayerNorm's mean and rstd for the backward, which ckc's LAYERNORM does not
         # return; decomposed into ops ckc runs, they are ordinary tensors of the compiled forward
         table[torch.ops.aten.native_layer_norm.default] = _layer_norm_with_stats
 
     whole_key = None
-    if not torch.is_grad_enabled():
+    if not training:
         _keep_attention_whole(gm)
-        whole_key = _whole_graph_key(gm, example_inputs, options)
+        whole_key = _whole_graph_key(gm, example_inputs, options, constants)
         hit = whole_key and _whole_graph_runner(whole_key)
         if hit:  # compiled before, to one library: no AOTAutograd, no partitioning
             WHOLE_GRAPH_HITS[0] += 1
@@ -616,7 +882,10 @@ def gcu(gm, example_inputs, options=()):
     built, graph_outputs = [], len(outs) if isinstance(outs, (tuple, list)) else 1
 
     def forward(agm, _fake_inputs):
-        built.append(_Specializing(agm, name, options, whole_key, graph_outputs, training=torch.is_grad_enabled()))
+        n_args = sum(1 for n in agm.graph.nodes if n.op == "placeholder")
+        # the forward's arguments are dynamo's, in order (else nothing is compiled in: the buffers stay inputs)
+        built.append(_Specializing(agm, name, options, whole_key, graph_outputs, training=training,
+                                   constants=constants if n_args == len(example_inputs) else None))
         return built[-1]
 
     def backward(agm, _fake_inputs):
