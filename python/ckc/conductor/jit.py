@@ -213,9 +213,10 @@ def _run_recording(gm, args, keep=None):
 def _specialize(agm, args, constants=None):
     """A copy of the ATen graph with every SymInt / scalar placeholder and size computation replaced by its
     value for these arguments, and the placeholders at the indices of `constants` by those values (graph
-    constants): a static graph. Returns (graph module, indices of the arguments it still takes, record):
+    constants): a static graph. Returns (graph module, indices of the arguments it still takes, record, perms):
     record(names) runs it eagerly on these arguments and returns {name: value} of those nodes only (holding
-    every value of a backward graph at once would cost more than its training step)."""
+    every value of a backward graph at once would cost more than its training step); perms says which
+    arguments the graph takes permuted (_read_in_place, _feed)."""
     import torch
     import torch.fx
     gm = torch.fx.GraphModule(agm, copy.deepcopy(agm.graph))
