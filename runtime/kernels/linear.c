@@ -78,21 +78,40 @@ typedef struct {
     int w_kn;
 } fgemm_job;
 
+/* the threads for `work` multiply-adds: 1 inside a parallel region or below CK_PAR_MIN */
+static int team_for(double work)
+{
+#ifdef _OPENMP
+    return omp_in_parallel() || work < CK_PAR_MIN ? 1 : omp_get_max_threads();
+#else
+    (void)work;
+    return 1;
+#endif
+}
+
+/* the calling team member's part [*n0, *n1) of N columns, in whole multiples of `align` */
+static void team_part(int64_t N, int64_t align, int64_t *n0, int64_t *n1)
+{
+    int nt = 1, id = 0;
+    int64_t per;
+#ifdef _OPENMP
+    nt = omp_get_num_threads(), id = omp_get_thread_num();
+#endif
+    per = ((N + nt - 1) / nt + align - 1) / align * align;
+    *n0 = id * per;
+    *n1 = *n0 + per > N ? N : *n0 + per;
+}
+
 static void fgemm_team(const fgemm_job *j, int64_t N, void (*fallback)(const void *ctx, int64_t n0, int64_t n1),
                        const void *ctx)
 {
-    int team = 1;
+    int team = team_for((double)j->T * j->K * N);
 #ifdef _OPENMP
-    team = omp_in_parallel() || (double)j->T * j->K * N < CK_PAR_MIN ? 1 : omp_get_max_threads();
 #pragma omp parallel num_threads(team)
 #endif
     {
-        int nt = 1, id = 0;
-        int64_t per, n0, n1;
-#ifdef _OPENMP
-        nt = omp_get_num_threads(), id = omp_get_thread_num();
-#endif
-        per = ((N + nt - 1) / nt + 15) / 16 * 16, n0 = id * per, n1 = n0 + per > N ? N : n0 + per; /* whole zmm */
+        int64_t n0, n1;
+        team_part(N, 16, &n0, &n1); /* whole zmm */
         if (n1 > n0 && ck_fgemm_general(j->out, j->ldo, j->x, j->xs_t, j->xs_k, CK_Q_F32, j->w, j->ldw, j->w_kn,
                                         j->bias, j->add, j->ld_add, j->T, j->K, n0, n1, 0, 1))
             fallback(ctx, n0, n1);
@@ -125,17 +144,13 @@ static int linear_small(float *out, int ldo, const float *x, int ldx, const floa
     if (!mem) return -1;
     xt = (float *)((char *)mem + (64 - (uintptr_t)mem % 64) % 64);
     ck_fgemm_small_pack(xt, x, ldx, T, K, 1);
+    team = team_for((double)T * K * N);
 #ifdef _OPENMP
-    team = omp_in_parallel() || (double)T * K * N < CK_PAR_MIN ? 1 : omp_get_max_threads();
 #pragma omp parallel num_threads(team)
 #endif
     {
-        int nt = 1, id = 0;
-        int64_t per, n0, n1;
-#ifdef _OPENMP
-        nt = omp_get_num_threads(), id = omp_get_thread_num();
-#endif
-        per = ((N + nt - 1) / nt + 7) / 8 * 8, n0 = id * per, n1 = n0 + per > N ? N : n0 + per;
+        int64_t n0, n1;
+        team_part(N, 8, &n0, &n1); /* whole 8-row tiles */
         if (n1 > n0) ck_fgemm_small(out, ldo, xt, w, bias, add, ld_add, T, K, n0, n1, 1);
     }
     (void)team;
