@@ -1,8 +1,9 @@
 /*
  * binary.c — elementwise binary ops with numpy broadcasting, and masked fill.
  *
- * General case: an odometer over the output's dims with per-operand strides
- * (0 along broadcast dims), the innermost dim run as a tight loop. Fast
+ * General case: the output's rows (its last dim), split across threads, each
+ * row's operand offsets from its index over the leading dims and per-operand
+ * strides (0 along broadcast dims), the row run as a tight loop. Fast
  * paths for the shapes that dominate real graphs: equal shapes, a scalar
  * operand, and a row vector broadcast over leading dims (biases).
  */
@@ -45,6 +46,18 @@ static int same(const int64_t *a, const int64_t *b, int rank)
     return 1;
 }
 
+/* the offset of row r (an index over out's leading rank - 1 dims) in an operand of strides st */
+static int64_t row_offset(int64_t r, const int64_t *os, int rank, const int64_t *st)
+{
+    int64_t off = 0;
+    int d;
+    for (d = rank - 2; d >= 0; d--) {
+        off += (r % os[d]) * st[d];
+        r /= os[d];
+    }
+    return off;
+}
+
 /* b is [1, ..., 1, N] against out [..., N] */
 static int row_vector(const int64_t *b, const int64_t *out, int rank)
 {
@@ -58,9 +71,9 @@ void ck_binary(float *out, const int64_t *os, int rank, const float *a, const in
                const int64_t *bs, ck_binop op)
 {
     size_t n = numel(os, rank), na = numel(as, rank), nb = numel(bs, rank);
-    int64_t sa[CK_MAX_RANK], sb[CK_MAX_RANK], idx[CK_MAX_RANK];
-    size_t i, pos;
+    int64_t sa[CK_MAX_RANK], sb[CK_MAX_RANK];
     long k;
+    if (n == 0) return;
     if (same(as, os, rank) && same(bs, os, rank)) {
 #pragma omp parallel for schedule(static) if (n >= CK_PAR_MIN)
         for (k = 0; k < (long)n; k++) out[k] = apply(op, a[k], b[k]);
@@ -83,21 +96,17 @@ void ck_binary(float *out, const int64_t *os, int rank, const float *a, const in
         }
         return;
     }
-    /* general: odometer over all but the last dim, the last as a tight loop */
+    /* general: rows of the last dim, each row's operand offsets from its index over the leading dims */
     bstrides(sa, as, os, rank);
     bstrides(sb, bs, os, rank);
-    for (i = 0; i < (size_t)rank; i++) idx[i] = 0;
-    for (pos = 0; pos < n; pos += (size_t)os[rank - 1]) {
-        int64_t oa = 0, ob = 0, j, N = os[rank - 1];
-        int d;
-        for (d = 0; d < rank - 1; d++) {
-            oa += idx[d] * sa[d];
-            ob += idx[d] * sb[d];
-        }
-        for (j = 0; j < N; j++) out[pos + (size_t)j] = apply(op, a[oa + j * sa[rank - 1]], b[ob + j * sb[rank - 1]]);
-        for (d = rank - 2; d >= 0; d--) { /* carry */
-            if (++idx[d] < os[d]) break;
-            idx[d] = 0;
+    {
+        int64_t N = os[rank - 1], rows = (int64_t)(n / (size_t)N), la = sa[rank - 1], lb = sb[rank - 1];
+#pragma omp parallel for schedule(static) if (n >= CK_PAR_MIN)
+        for (k = 0; k < (long)rows; k++) {
+            const float *ra = a + row_offset(k, os, rank, sa), *rb = b + row_offset(k, os, rank, sb);
+            float *ro = out + k * N;
+            int64_t j;
+            for (j = 0; j < N; j++) ro[j] = apply(op, ra[j * la], rb[j * lb]);
         }
     }
 }
@@ -136,16 +145,25 @@ void ck_binary_scalar(float *out, const float *a, size_t n, float s, ck_binop op
 void ck_masked_fill(float *out, const int64_t *shape, int rank, const float *x, const uint8_t *mask,
                     const int64_t *mask_shape, float value)
 {
-    size_t n = numel(shape, rank), i;
-    int64_t sm[CK_MAX_RANK];
+    size_t n = numel(shape, rank);
+    int64_t sm[CK_MAX_RANK], N, rows, lm;
+    long k;
+    if (n == 0) return;
+    if (rank == 0 || same(mask_shape, shape, rank)) {
+#pragma omp parallel for schedule(static) if (n >= CK_PAR_MIN)
+        for (k = 0; k < (long)n; k++) out[k] = mask[k] ? value : x[k];
+        return;
+    }
     bstrides(sm, mask_shape, shape, rank);
-    for (i = 0; i < n; i++) {
-        size_t rem = i, im = 0;
-        int d;
-        for (d = rank - 1; d >= 0; d--) {
-            im += (rem % (size_t)shape[d]) * (size_t)sm[d];
-            rem /= (size_t)shape[d];
-        }
-        out[i] = mask[im] ? value : x[i];
+    N = shape[rank - 1];
+    rows = (int64_t)(n / (size_t)N);
+    lm = sm[rank - 1];
+#pragma omp parallel for schedule(static) if (n >= CK_PAR_MIN)
+    for (k = 0; k < (long)rows; k++) {
+        const uint8_t *rm = mask + row_offset(k, shape, rank, sm);
+        const float *rx = x + k * N;
+        float *ro = out + k * N;
+        int64_t j;
+        for (j = 0; j < N; j++) ro[j] = rm[j * lm] ? value : rx[j];
     }
 }

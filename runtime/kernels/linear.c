@@ -273,6 +273,40 @@ static void matmul_fallback(const void *ctx, int64_t n0, int64_t n1)
     matmul_block(j->out, j->a, j->b, j->add, j->bias, j->M, j->N, j->K, j->trans_a, j->trans_b, 1.0f, n0, n1 - n0);
 }
 
+/* split each of `batch` GEMMs' N columns so that batch * splits covers the team; parts are multiples of 16
+ * floats (64-byte lines). Returns the number of tasks, each (t / splits)'s part t % splits */
+static int64_t batch_split(int64_t batch, int64_t N, int team, int64_t *splits, int64_t *per)
+{
+    *splits = batch >= team ? 1 : (team + batch - 1) / batch;
+    *per = ((N + *splits - 1) / *splits + 15) / 16 * 16;
+    return batch * *splits;
+}
+
+static void matmul_batched_fgemm(float *out, const float *a, const float *b, const float *add, const float *bias,
+                                 int64_t batch, int64_t M, int64_t N, int64_t K, int b_batched, int trans_a,
+                                 int trans_b, float alpha)
+{
+    int team = team_for((double)batch * M * N * K);
+    int64_t splits, per, tasks = batch_split(batch, N, team, &splits, &per), t;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(team)
+#endif
+    for (t = 0; t < tasks; t++) {
+        int64_t i = t / splits, n0 = (t % splits) * per, n1 = n0 + per > N ? N : n0 + per, r, c;
+        float *o = out + i * M * N;
+        const float *ai = a + i * M * K, *bi = b + (b_batched ? i * K * N : 0), *addi = add ? add + i * M * N : NULL;
+        if (n1 <= n0) continue;
+        if (ck_fgemm_general(o, (int)N, ai, trans_a ? 1 : K, trans_a ? M : 1, CK_Q_F32, bi, trans_b ? K : N, !trans_b,
+                             bias, addi, (int)N, (int)M, (int)K, n0, n1, 0, 1)) {
+            matmul_block(o, ai, bi, addi, bias, M, N, K, trans_a, trans_b, alpha, n0, n1 - n0);
+            continue;
+        }
+        if (alpha != 1.0f)
+            for (r = 0; r < M; r++)
+                for (c = n0; c < n1; c++) o[r * N + c] *= alpha;
+    }
+}
+
 void ck_matmul(float *out, const float *a, const float *b, const float *add, const float *bias, int64_t batch,
                int64_t M, int64_t N, int64_t K, int b_batched, int trans_a, int trans_b, float alpha)
 {
@@ -295,9 +329,16 @@ void ck_matmul(float *out, const float *a, const float *b, const float *add, con
         fgemm_team(&j, N, matmul_fallback, &mj);
         return;
     }
-#ifdef _OPENMP
-    team = omp_in_parallel() || (double)batch * M * N * K < CK_PAR_MIN ? 1 : omp_get_max_threads();
-#endif
+    /* Batched GEMMs (attention's Q K^T and P V per head) on the same panels, a GEMM (or a part of its
+     * columns) per thread, alpha applied to the finished rows (so not with an addend or a bias, which it
+     * must not scale) */
+    if (batch > 1 && M >= CK_FGEMM_MIN_T && (M > CK_FGEMM_SMALL_T || (double)K * N >= (1 << 19)) &&
+        (alpha == 1.0f || (!add && !bias)) && !(trans_a && (double)M * K > (1 << 21)) && M <= INT32_MAX &&
+        N <= INT32_MAX && K <= INT32_MAX && ck_fgemm_fast()) {
+        matmul_batched_fgemm(out, a, b, add, bias, batch, M, N, K, b_batched, trans_a, trans_b, alpha);
+        return;
+    }
+    team = team_for((double)batch * M * N * K);
     if (team == 1) {
         int64_t i;
         for (i = 0; i < batch; i++)
@@ -307,10 +348,7 @@ void ck_matmul(float *out, const float *a, const float *b, const float *add, con
     }
 #ifdef _OPENMP
     {
-        /* split each batch's columns so that batch * splits covers the team;
-         * ranges are multiples of 16 floats (64-byte lines) */
-        int64_t splits = batch >= team ? 1 : (team + batch - 1) / batch;
-        int64_t per = ((N + splits - 1) / splits + 15) / 16 * 16, tasks = batch * splits, t;
+        int64_t splits, per, tasks = batch_split(batch, N, team, &splits, &per), t;
 #pragma omp parallel for schedule(static) num_threads(team)
         for (t = 0; t < tasks; t++) {
             int64_t i = t / splits, n0 = (t % splits) * per, n1 = n0 + per > N ? N : n0 + per;

@@ -18,7 +18,8 @@ TEST_CASE("ck_matmul matches the reference (shared / batched B, transposed, alph
 {
     auto [batch, M, N, K] = GENERATE(std::tuple{1, 1, 1, 1}, std::tuple{1, 1, 96, 64}, std::tuple{3, 1, 40, 17},
                                      std::tuple{2, 16, 16, 64}, std::tuple{4, 33, 70, 29}, std::tuple{1, 128, 512, 512},
-                                     std::tuple{1, 50, 75, 600});  // fgemm panels: 2 of columns, a partial one of rows
+                                     std::tuple{1, 50, 75, 600},   // fgemm panels: 2 of columns, a partial one of rows
+                                     std::tuple{3, 40, 56, 24});  // batched on the panels
     int b_batched = GENERATE(0, 1), trans_b = GENERATE(0, 1), trans_a = GENERATE(0, 1);
     int mode = GENERATE(0, 1, 2, 3);  // plain, bias, addend, in-place addend + bias
     int nth = GENERATE(1, 2);
@@ -147,6 +148,31 @@ TEST_CASE("ck_binary_scalar and ck_masked_fill", "[kernels]")
     uint8_t mask[] = {0, 1, 0};
     ck_masked_fill(x.data(), sx, 2, x.data(), mask, sm, -1.0f);
     CHECK(x == std::vector<float>{1, -1, 3, 4, -1, 6});
+}
+
+TEST_CASE("ck_masked_fill broadcasts a mask over leading and inner dims, in parallel", "[kernels]")
+{
+    using S = std::vector<int64_t>;
+    S shape = {3, 4, 90, 70};
+    auto ms = GENERATE(S{3, 4, 90, 70}, S{1, 1, 90, 70}, S{3, 1, 1, 70}, S{1, 4, 90, 1});
+    Threads th(2);
+    auto n = [](const S &s) { return static_cast<size_t>(std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>())); };
+    auto x = rnd(n(shape), 3);
+    std::vector<uint8_t> mask(n(ms));
+    for (size_t i = 0; i < mask.size(); i++) mask[i] = static_cast<uint8_t>((i * 7919u) % 3 == 0);
+    std::vector<float> got(n(shape));
+    ck_masked_fill(got.data(), shape.data(), 4, x.data(), mask.data(), ms.data(), -9.0f);
+    size_t bad = 0;
+    for (int64_t a = 0; a < 3; a++)
+        for (int64_t b = 0; b < 4; b++)
+            for (int64_t c = 0; c < 90; c++)
+                for (int64_t d = 0; d < 70; d++) {
+                    size_t i = static_cast<size_t>(((a * 4 + b) * 90 + c) * 70 + d);
+                    int64_t idx[4] = {a, b, c, d}, m = 0;
+                    for (int k = 0; k < 4; k++) m = m * ms[k] + (ms[k] == 1 ? 0 : idx[k]);
+                    bad += got[i] != (mask[static_cast<size_t>(m)] ? -9.0f : x[i]);
+                }
+    CHECK(bad == 0);
 }
 
 // One row per op of CK_UNARY_OPS (runtime/include/ck_kernels.h): an input, the op's parameter and the
