@@ -3,7 +3,8 @@
  * and the causal mask.
  *
  * The last-axis case (inner == 1) is the common one: contiguous rows, exp
- * vectorized through ck_simd.h, rows split over the OpenMP team.
+ * vectorized through ck_simd.h, rows split over the OpenMP team. A reduction
+ * over a middle axis runs its columns as vector lanes, rows in order.
  */
 #include <math.h>
 
@@ -36,23 +37,58 @@ void ck_softmax_ref(float *out, const float *x, int64_t outer, int64_t n, int64_
         }
 }
 
+/* A reduction's columns [j0, j1) of slice o, the rows read in order and the columns as vector lanes (a
+ * column's sum in the order of the reference: the same value for any split); at most CK_REDUCE_COLS. */
+#define CK_REDUCE_COLS 256
+static void reduce_cols(float *out, const float *x, int64_t o, int64_t n, int64_t inner, int64_t j0, int64_t j1,
+                        ck_redop op)
+{
+    float acc[CK_REDUCE_COLS];
+    int64_t j, k, w = j1 - j0;
+    const float *xs = x + o * n * inner + j0;
+    for (j = 0; j < w; j++) acc[j] = op == CK_RED_MAX ? -INFINITY : 0.0f;
+    for (k = 0; k < n; k++) {
+        const float *xr = xs + k * inner;
+        if (op == CK_RED_MAX)
+            for (j = 0; j < w; j++) acc[j] = xr[j] > acc[j] ? xr[j] : acc[j];
+        else
+            for (j = 0; j < w; j++) acc[j] += xr[j];
+    }
+    for (j = 0; j < w; j++) out[o * inner + j0 + j] = op == CK_RED_MEAN ? acc[j] / (float)n : acc[j];
+}
+
+/* A contiguous row's reduction, in 16 interleaved partial sums (vector lanes) added at the end */
+static float reduce_row(const float *x, int64_t n, ck_redop op)
+{
+    float lane[16], acc;
+    int64_t k, l;
+    for (l = 0; l < 16; l++) lane[l] = op == CK_RED_MAX ? -INFINITY : 0.0f;
+    for (k = 0; k + 16 <= n; k += 16) {
+        if (op == CK_RED_MAX)
+            for (l = 0; l < 16; l++) lane[l] = x[k + l] > lane[l] ? x[k + l] : lane[l];
+        else
+            for (l = 0; l < 16; l++) lane[l] += x[k + l];
+    }
+    for (; k < n; k++) lane[k % 16] = op == CK_RED_MAX ? (x[k] > lane[k % 16] ? x[k] : lane[k % 16]) : lane[k % 16] + x[k];
+    acc = lane[0];
+    for (l = 1; l < 16; l++) acc = op == CK_RED_MAX ? (lane[l] > acc ? lane[l] : acc) : acc + lane[l];
+    return op == CK_RED_MEAN ? acc / (float)n : acc;
+}
+
 void ck_reduce(float *out, const float *x, int64_t outer, int64_t n, int64_t inner, ck_redop op)
 {
-    long o;
+    long t;
+    if (inner == 1) { /* a row per output: LayerNorm's statistics, a loss's sum */
+#pragma omp parallel for schedule(static) if (outer * n >= CK_PAR_MIN)
+        for (t = 0; t < (long)outer; t++) out[t] = reduce_row(x + t * n, n, op);
+        return;
+    }
+    { /* columns (a bias gradient: a sum over the tokens): blocks of columns, so few slices still split */
+        int64_t blocks = (inner + CK_REDUCE_COLS - 1) / CK_REDUCE_COLS, tasks = outer * blocks;
 #pragma omp parallel for schedule(static) if (outer * n * inner >= CK_PAR_MIN)
-    for (o = 0; o < (long)outer; o++) {
-        int64_t j, k;
-        for (j = 0; j < inner; j++) {
-            const float *xr = x + (int64_t)o * n * inner + j;
-            float acc = op == CK_RED_MAX ? -INFINITY : 0.0f;
-            for (k = 0; k < n; k++) {
-                float v = xr[k * inner];
-                if (op == CK_RED_MAX)
-                    acc = v > acc ? v : acc;
-                else
-                    acc += v;
-            }
-            out[(int64_t)o * inner + j] = op == CK_RED_MEAN ? acc / (float)n : acc;
+        for (t = 0; t < (long)tasks; t++) {
+            int64_t o = t / blocks, j0 = (t % blocks) * CK_REDUCE_COLS;
+            reduce_cols(out, x, o, n, inner, j0, j0 + CK_REDUCE_COLS < inner ? j0 + CK_REDUCE_COLS : inner, op);
         }
     }
 }
