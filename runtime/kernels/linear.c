@@ -317,12 +317,10 @@ void ck_matmul(float *out, const float *a, const float *b, const float *add, con
     }
     /* One unscaled GEMM with AVX-512, as ck_linear chooses (from 8 rows; up to 32 only with a B past L2):
      * fgemm.c's panels, for any transposes. 2 threads, GFLOP/s vs OpenBLAS: a training graph's dY @ W
-     * (256 x 768 x 3072) 204 vs 129, dW = dY^T X (768 x 768 x 256) 218 vs 131, x @ W^T 203 vs 97. Not a
-     * transposed A past 8 MiB: each panel walks all of it a column at a time (the tied LM head's gradient,
-     * 50257 x 768 x 256: 95 vs 158) */
+     * (256 x 768 x 3072) 204 vs 129, dW = dY^T X (768 x 768 x 256) 218 vs 131, x @ W^T 203 vs 97; the tied
+     * LM head's dW (a transposed A of 50257 x 256, run in cache-sized blocks) 170-190 vs 170 */
     if (batch == 1 && alpha == 1.0f && M >= CK_FGEMM_MIN_T && (M > CK_FGEMM_SMALL_T || (double)K * N >= (1 << 19)) &&
-        !(trans_a && (double)M * K > (1 << 21)) && M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX &&
-        ck_fgemm_fast()) {
+        M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX && ck_fgemm_fast()) {
         const fgemm_job j = {out, (int)N, (int)N, (int)M, (int)K, a, b, bias, add,
                              trans_a ? 1 : K, trans_a ? M : 1, trans_b ? K : N, !trans_b};
         const matmul_job mj = {out, a, b, add, bias, M, N, K, trans_a, trans_b};
@@ -333,8 +331,8 @@ void ck_matmul(float *out, const float *a, const float *b, const float *add, con
      * columns) per thread, alpha applied to the finished rows (so not with an addend or a bias, which it
      * must not scale) */
     if (batch > 1 && M >= CK_FGEMM_MIN_T && (M > CK_FGEMM_SMALL_T || (double)K * N >= (1 << 19)) &&
-        (alpha == 1.0f || (!add && !bias)) && !(trans_a && (double)M * K > (1 << 21)) && M <= INT32_MAX &&
-        N <= INT32_MAX && K <= INT32_MAX && ck_fgemm_fast()) {
+        (alpha == 1.0f || (!add && !bias)) && M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX &&
+        ck_fgemm_fast()) {
         matmul_batched_fgemm(out, a, b, add, bias, batch, M, N, K, b_batched, trans_a, trans_b, alpha);
         return;
     }

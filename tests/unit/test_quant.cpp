@@ -298,7 +298,9 @@ TEST_CASE("quant: the int8 prefill GEMM equals its scalar twin bit for bit", "[q
 
 TEST_CASE("fgemm: W stored [K][N] and a transposed A equal the scalar twin bit for bit", "[quant]")
 {
-    const int T = 21, K = 530, N = 70;  // a partial tile of tokens, 2 panels of columns, a partial panel of rows
+    // a partial tile of tokens, 2 panels of columns, a partial panel of rows; then activations run in blocks
+    // of tokens x columns (past 8 MiB transposed: 2 token blocks and a partial one; past 24 MiB as rows)
+    auto [T, K, N] = GENERATE(std::tuple{21, 530, 70}, std::tuple{1100, 1930, 20}, std::tuple{600, 10600, 20});
     auto x = rnd(static_cast<size_t>(T) * K, 31u, 1.0f), w = rnd(static_cast<size_t>(K) * N, 32u, 0.3f);
     auto bias = rnd(N, 33u), add = rnd(static_cast<size_t>(T) * N, 34u);
     std::vector<float> xt(x.size()), want(add.size());
