@@ -33,7 +33,8 @@
 #define ck_has_avx2 ck_cpu_avx2 /* cpu.c: detected once, forcible by tests */
 #endif
 
-/* exp(x) = 2^n * p(r), n = round(x / ln2), r = x - n ln2 in [-ln2/2, ln2/2] */
+/* exp(x) = 2^n * p(r), n = round(x / ln2), r = x - n ln2 in [-ln2/2, ln2/2]; 0 below CK_EXP_LO (exp(-inf)
+ * is 0, and a masked score's probability 0 rather than a denormal), NaN for NaN, exp(CK_EXP_HI) above it */
 #define CK_EXP_LO (-87.0f)
 #define CK_EXP_HI 88.0f
 #define CK_LOG2E 1.44269504088896341f
@@ -50,7 +51,8 @@ static inline float ck_exp1(float v)
 {
     float fn, r, p, s;
     int32_t e;
-    if (v < CK_EXP_LO) v = CK_EXP_LO;
+    if (v != v) return v;
+    if (v < CK_EXP_LO) return 0.0f;
     if (v > CK_EXP_HI) v = CK_EXP_HI;
     fn = (v * CK_LOG2E + 12582912.0f) - 12582912.0f; /* round to nearest */
     r = v - fn * CK_LN2_HI;
@@ -67,6 +69,8 @@ CK_AVX2 static inline __m256 ck_exp8(__m256 v)
 {
     __m256 fn, r, p;
     __m256i e;
+    const __m256 under = _mm256_cmp_ps(v, _mm256_set1_ps(CK_EXP_LO), _CMP_LT_OQ);
+    const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q), x = v;
     v = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(CK_EXP_LO)), _mm256_set1_ps(CK_EXP_HI));
     fn = _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(CK_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     r = _mm256_fnmadd_ps(fn, _mm256_set1_ps(CK_LN2_HI), v);
@@ -79,7 +83,8 @@ CK_AVX2 static inline __m256 ck_exp8(__m256 v)
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CK_EXP_P5));
     p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
     e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fn), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    p = _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+    return _mm256_blendv_ps(p, x, nan);
 }
 
 static inline __m128 ck_exp4(__m128 v)
@@ -87,6 +92,7 @@ static inline __m128 ck_exp4(__m128 v)
     __m128 fn, r, p;
     __m128i e;
     const __m128 magic = _mm_set1_ps(12582912.0f);
+    const __m128 under = _mm_cmplt_ps(v, _mm_set1_ps(CK_EXP_LO)), nan = _mm_cmpunord_ps(v, v), x = v;
     v = _mm_min_ps(_mm_max_ps(v, _mm_set1_ps(CK_EXP_LO)), _mm_set1_ps(CK_EXP_HI));
     fn = _mm_sub_ps(_mm_add_ps(_mm_mul_ps(v, _mm_set1_ps(CK_LOG2E)), magic), magic);
     r = _mm_sub_ps(v, _mm_mul_ps(fn, _mm_set1_ps(CK_LN2_HI)));
@@ -99,7 +105,8 @@ static inline __m128 ck_exp4(__m128 v)
     p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(CK_EXP_P5));
     p = _mm_add_ps(_mm_add_ps(_mm_mul_ps(_mm_mul_ps(p, r), r), r), _mm_set1_ps(1.0f));
     e = _mm_slli_epi32(_mm_add_epi32(_mm_cvtps_epi32(fn), _mm_set1_epi32(127)), 23);
-    return _mm_mul_ps(p, _mm_castsi128_ps(e));
+    p = _mm_andnot_ps(under, _mm_mul_ps(p, _mm_castsi128_ps(e)));
+    return _mm_or_ps(_mm_and_ps(nan, x), _mm_andnot_ps(nan, p));
 }
 
 CK_AVX2 static inline void ck_vexp_avx2(float *y, const float *x, int n)

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -204,6 +205,37 @@ TEST_CASE("every unary op has a test row, and gives its value there", "[kernels]
         INFO("ck_unop " << op << " has no row in kUnaryPoints");
         CHECK(rows > 0);
     }
+}
+
+TEST_CASE("exp is 0 below the float range and NaN for NaN; a masked score's probability is exactly 0", "[kernels]")
+{
+    bool portable = GENERATE(false, true);  // the AVX2 body, then SSE2 / scalar
+    Portable p(portable);
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    // 19 values: two 8-wide vector blocks (or four of 4) and a scalar tail, each kind in each
+    std::vector<float> x = {-inf, -100.0f, 1.0f, nan, -87.5f, 0.0f, -1.0f, -inf, 2.0f,  -inf, -100.0f,
+                            nan,  0.5f,    -90.0f, 3.0f, -inf, nan,  -200.0f, 1.0f};
+    std::vector<float> y(x.size(), 7.0f);
+    ck_unary(y.data(), x.data(), x.size(), CK_UN_EXP, 0.0f);
+    for (size_t i = 0; i < x.size(); i++) {
+        INFO("exp(" << x[i] << ") = " << y[i]);
+        if (std::isnan(x[i]))
+            CHECK(std::isnan(y[i]));
+        else if (x[i] < -87.0f)
+            CHECK(y[i] == 0.0f);
+        else
+            CHECK(y[i] == Approx(std::exp(x[i])).epsilon(1e-6));
+    }
+    // a causal row: the masked scores' probabilities are 0 (not denormals), the rest sum to 1
+    std::vector<float> row(20), out(20);
+    for (int j = 0; j < 20; j++) row[static_cast<size_t>(j)] = j < 11 ? 0.1f * static_cast<float>(j) : -inf;
+    ck_softmax(out.data(), row.data(), 1, 20, 1);
+    double sum = 0;
+    for (int j = 0; j < 20; j++) {
+        if (j >= 11) CHECK(out[static_cast<size_t>(j)] == 0.0f);
+        sum += out[static_cast<size_t>(j)];
+    }
+    CHECK(sum == Approx(1.0).epsilon(1e-6));
 }
 
 TEST_CASE("ck_unary and ck_bias_relu match the reference", "[kernels]")
