@@ -11,6 +11,9 @@
 extern "C" {
 #endif
 
+/* From this many tokens on, with AVX-512, fgemm.c's FMA panel GEMM instead of OpenBLAS */
+#define CK_FGEMM_MIN_T 8
+
 int ck_fgemm_type(int type); /* 1 for f32, f16 and bf16 */
 int ck_fgemm_fast(void);     /* 1 when the AVX-512 body runs (else qlinear.c keeps its tiles into sgemm) */
 /* out[t][col0 + r] = sum_k x[t][k] W[r][k] (+ bias) (+ add) for rows [r0, r1) of one matrix part `w` of

@@ -64,9 +64,6 @@ void ck_linear_cols(float *out, int ldo, const float *x, int ldx, const float *w
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nb, K, 1.0f, x, ldx, w, K, beta, out + n0, ldo);
 }
 
-/* From this many tokens on, with AVX-512, fgemm.c's FMA panel GEMM instead of OpenBLAS */
-#define CK_FGEMM_MIN_T 8
-
 /* A float GEMM on fgemm.c's panels (out[t][n] = sum_k x[t][k] W(n, k) (+ bias) (+ add), the layouts of
  * ck_fgemm_general), its N output columns split over the team in whole 16-column parts. A range whose panel
  * cannot be allocated (nothing written yet) calls fallback(ctx, n0, n1): OpenBLAS, which needs nothing from us. */
