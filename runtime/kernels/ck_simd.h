@@ -5,6 +5,7 @@
  *   ck_vexp(y, x, n)          y[i] = exp(x[i])             (Cephes polynomial, < 1e-7 relative)
  *   ck_vdots(s, q, K, nb, D)  s[b] = q . K[b]  for nb rows of K[nb][D]
  *   ck_vmacc(acc, p, V, nb, D) acc += sum_b p[b] * V[b]   for nb rows of V[nb][D]
+ *   ck_vsum(x, n)             sum of x[0..n) in 16 lanes
  *   ck_vscale(y, a, n)        y[i] *= a
  *   ck_transpose16(m)         16 x 16 32-bit transpose in zmm registers (the AVX-512 panel packers')
  * Each call does a block of work, so the run-time dispatch is paid once per
@@ -246,6 +247,24 @@ static inline void ck_vmacc(float *acc, const float *p, const float *V, size_t l
 #endif
     for (b = 0; b < nb; b++)
         for (i = 0; i < D; i++) acc[i] += p[b] * V[(size_t)b * ld + i];
+}
+
+/* sum of n floats in 16 interleaved partial sums (vector lanes; one running sum would be one dependent add
+ * per element), added pairwise at the end */
+static inline float ck_vsum(const float *x, int64_t n)
+{
+    float lane[16];
+    int64_t k;
+    int l;
+    for (l = 0; l < 16; l++) lane[l] = 0.0f;
+    for (k = 0; k + 16 <= n; k += 16)
+        for (l = 0; l < 16; l++) lane[l] += x[k + l];
+    for (; k < n; k++) lane[k % 16] += x[k];
+    for (l = 8; l > 0; l /= 2) {
+        int i;
+        for (i = 0; i < l; i++) lane[i] += lane[i + l];
+    }
+    return lane[0];
 }
 
 static inline void ck_vscale(float *y, float a, int n)

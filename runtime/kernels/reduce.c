@@ -57,22 +57,18 @@ static void reduce_cols(float *out, const float *x, int64_t o, int64_t n, int64_
     for (j = 0; j < w; j++) out[o * inner + j0 + j] = op == CK_RED_MEAN ? acc[j] / (float)n : acc[j];
 }
 
-/* A contiguous row's reduction, in 16 interleaved partial sums (vector lanes) added at the end */
+/* A contiguous row's reduction: a sum in ck_vsum's 16 lanes, a max in order */
 static float reduce_row(const float *x, int64_t n, ck_redop op)
 {
-    float lane[16], acc;
-    int64_t k, l;
-    for (l = 0; l < 16; l++) lane[l] = op == CK_RED_MAX ? -INFINITY : 0.0f;
-    for (k = 0; k + 16 <= n; k += 16) {
-        if (op == CK_RED_MAX)
-            for (l = 0; l < 16; l++) lane[l] = x[k + l] > lane[l] ? x[k + l] : lane[l];
-        else
-            for (l = 0; l < 16; l++) lane[l] += x[k + l];
+    float acc;
+    int64_t k;
+    if (op != CK_RED_MAX) {
+        acc = ck_vsum(x, n);
+        return op == CK_RED_MEAN ? acc / (float)n : acc;
     }
-    for (; k < n; k++) lane[k % 16] = op == CK_RED_MAX ? (x[k] > lane[k % 16] ? x[k] : lane[k % 16]) : lane[k % 16] + x[k];
-    acc = lane[0];
-    for (l = 1; l < 16; l++) acc = op == CK_RED_MAX ? (lane[l] > acc ? lane[l] : acc) : acc + lane[l];
-    return op == CK_RED_MEAN ? acc / (float)n : acc;
+    acc = -INFINITY;
+    for (k = 0; k < n; k++) acc = x[k] > acc ? x[k] : acc;
+    return acc;
 }
 
 void ck_reduce(float *out, const float *x, int64_t outer, int64_t n, int64_t inner, ck_redop op)

@@ -352,6 +352,17 @@ TEST_CASE("ck_adamw and ck_sum_squares: fast = ref over steps, weight decay, cli
     CHECK(w1[0] == Approx(0.9f));
     CHECK(w1[1] == Approx(1.1f));
     CHECK(w1[3] == Approx(0.9f));
+    // past one 4096-block and CK_PAR_MIN: the blocks and their threads, a partial last block
+    Threads th(2);
+    size_t big = 70001;
+    Vec wb = rnd(big, 2), wbr(wb), mb(big, 0.0f), vb(big, 0.0f), mbr(mb), vbr(vb), gb = rnd(big, 3, 0.1f);
+    ck_adamw(wb.data(), gb.data(), mb.data(), vb.data(), big, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1);
+    ck_adamw_ref(wbr.data(), gb.data(), mbr.data(), vbr.data(), big, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1);
+    CHECK(max_abs_diff(wb, wbr) < 1e-5);
+    CHECK(max_abs_diff(vb, vbr) < 1e-8);
+    double want = 0;
+    for (float x : gb) want += static_cast<double>(x) * x;
+    CHECK(ck_sum_squares(gb.data(), big) == Approx(want).epsilon(1e-12));
     Vec s = {1.0f, -2.0f, 3.0f};
     CHECK(ck_sum_squares(s.data(), 3) == 14.0);
     s[1] = NAN;
