@@ -10,6 +10,15 @@
 // Scores only go stale upwards (a tensor's remaining readers only shrink),
 // so a popped node is re-scored and pushed back if its score changed: a lazy
 // re-score. Ties go to program order, so the result is deterministic.
+// Then a sinking sweep (sink_to_first_use): the greedy has no look-ahead, and
+// between candidates that allocate the same it takes the earlier in program
+// order, which runs precomputations far ahead of their use (AOTAutograd's
+// backward graphs compute every layer's GELU-derivative terms from saved
+// forward values at the top: 24 buffers of [T, 4*dim] live at once). A node
+// moves down to just before its first reader when that cannot raise the
+// memory in use at any step: the inputs whose lifetimes it would extend
+// take no more bytes than its own output, whose lifetime shrinks.
+#include <algorithm>
 #include <map>
 #include <queue>
 #include <set>
@@ -36,6 +45,61 @@ std::string view_root(const Graph &g, std::string t)
         if (!p || !potential_view(g, *p)) return t;
         t = p->inputs[0];
     }
+}
+
+// Moves nodes later, each to just before its first reader, where the inputs
+// it is the last reader of (their lifetimes grow) weigh no more than its
+// output (its lifetime shrinks): pointwise in time, never more memory in use.
+// Sweeps from the end, so a chain (pow -> mul -> its reader) follows its
+// reader down; repeats until nothing moves. Still topological: a node only
+// moves later and stays before its readers.
+std::vector<int> sink_to_first_use(const Graph &g, std::vector<int> order)
+{
+    const auto &nodes = g.nodes();
+    int n = static_cast<int>(nodes.size());
+    std::vector<std::vector<int>> readers(n);          // node -> nodes reading its output
+    std::map<std::string, std::vector<int>> by_root;   // activation memory root -> nodes reading it
+    std::vector<std::vector<std::string>> roots_of(n);  // node -> activation roots it reads
+    for (int i = 0; i < n; i++) {
+        for (const Node *c : g.consumers(nodes[i].output)) readers[i].push_back(g.node_index(c->name));
+        std::set<std::string> rs;
+        for (const auto &in : nodes[i].inputs) {
+            std::string r = view_root(g, in);
+            if (g.tensor(r).storage == Storage::Activation) rs.insert(r);
+        }
+        for (const auto &r : rs) by_root[r].push_back(i);
+        roots_of[i].assign(rs.begin(), rs.end());
+    }
+    std::vector<int> pos(n);
+    auto index = [&] {
+        for (int k = 0; k < n; k++) pos[order[k]] = k;
+    };
+    index();
+    for (int sweep = 0; sweep < 8; sweep++) {
+        bool moved = false;
+        for (int k = n - 1; k >= 0; k--) {
+            int i = order[k];
+            if (readers[i].empty() || g.is_output(nodes[i].output)) continue;
+            int first = n;
+            for (int c : readers[i]) first = std::min(first, pos[c]);
+            if (first <= k + 1) continue;  // already right before its first reader
+            double extended = 0;
+            for (const auto &r : roots_of[i]) {
+                bool read_later = g.is_output(r);
+                for (int o : by_root[r])
+                    if (o != i && pos[o] > k) read_later = true;
+                if (!read_later) extended += nominal_bytes(g.tensor(r));
+            }
+            double own = potential_view(g, nodes[i]) ? 0 : nominal_bytes(g.tensor(nodes[i].output));
+            if (extended > own) continue;
+            order.erase(order.begin() + k);
+            order.insert(order.begin() + (first - 1), i);  // first shifted down by one: lands right before it
+            index();
+            moved = true;
+        }
+        if (!moved) break;
+    }
+    return order;
 }
 
 }  // namespace
@@ -102,6 +166,7 @@ std::vector<std::string> order_nodes(const Graph &g, OrderPolicy policy)
     std::priority_queue<Item> heap;
     for (int i = 0; i < n; i++)
         if (!indeg[i]) heap.push({score(i), -i, i});
+    std::vector<int> greedy;
     while (!heap.empty()) {
         auto [s, neg, i] = heap.top();
         heap.pop();
@@ -110,11 +175,12 @@ std::vector<std::string> order_nodes(const Graph &g, OrderPolicy policy)
             heap.push({now, neg, i});
             continue;
         }
-        order.push_back(nodes[i].name);
+        greedy.push_back(i);
         for (const auto &[r, k] : uses[i]) remaining[r] -= k;
         for (int sx : succ[i])
             if (--indeg[sx] == 0) heap.push({score(sx), -sx, sx});
     }
+    for (int i : sink_to_first_use(g, greedy)) order.push_back(nodes[i].name);
     return order;
 }
 

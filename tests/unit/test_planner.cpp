@@ -355,3 +355,48 @@ TEST_CASE("planner report: weights count each checkpoint tensor once (a tied emb
         CHECK_THAT(os.str(), Contains("outside: weights " + human_bytes(expected) + " (f32)"));
     }
 }
+
+TEST_CASE("planner: precomputations run right before their use, not all at the top", "[planner]")
+{
+    // AOTAutograd's backward graphs list every layer's terms computed from saved forward values (GELU's
+    // derivative) before the gradient chain; the greedy order, with no look-ahead, ran them all first. Here:
+    // L layers, each p_k = EXP(x_k), m_k = NEG(p_k) listed first, then the chain
+    // a_k = d_k w^T, b_k = a_k + d_k, d_{k+1} = b_k + m_k.
+    const int L = 12;
+    const int64_t bytes = 16 * 32 * 4;
+    Graph g;
+    g.add_tensor({"d0", {16, 32}, DType::F32, Storage::Input, {}});
+    g.add_tensor({"w", {32, 32}, DType::F32, Storage::Weight, {}});
+    auto node = [&](const std::string &out, Op op, std::vector<std::string> in) {
+        Node n;
+        n.name = n.output = out;
+        n.op = op;
+        n.inputs = std::move(in);
+        if (op == Op::MATMUL) n.attrs["transpose_b"] = int64_t(1);
+        g.add_node(n);
+    };
+    for (int k = 0; k < L; k++) {
+        std::string s = std::to_string(k);
+        g.add_tensor({"x" + s, {16, 32}, DType::F32, Storage::Input, {}});
+        node("p" + s, Op::EXP, {"x" + s});
+        node("m" + s, Op::NEG, {"p" + s});
+    }
+    for (int k = 0; k < L; k++) {
+        std::string s = std::to_string(k), d = "d" + s;
+        node("a" + s, Op::MATMUL, {d, "w"});
+        node("b" + s, Op::ADD, {"a" + s, d});
+        node("d" + std::to_string(k + 1), Op::ADD, {"b" + s, "m" + s});
+    }
+    g.mark_output("d" + std::to_string(L));
+    g.verify("precomputations");
+    PlanOptions memory, fifo;
+    fifo.order = OrderPolicy::Fifo;
+    SectionPlan a = plan_section(g, memory), b = plan_section(g, fifo);
+    check_plan(g, a, memory);
+    CHECK(b.fixed.arena >= L * bytes);  // the listed order holds every m_k at once
+    CHECK(a.fixed.arena <= 4 * bytes);  // each p_k, m_k computed next to its use
+    auto at = [&](const std::string &name) {
+        return std::find(a.order.begin(), a.order.end(), name) - a.order.begin();
+    };
+    for (int k = 1; k < L; k++) CHECK(at("m" + std::to_string(k)) > at("d" + std::to_string(k)));
+}

@@ -191,25 +191,6 @@ def _unsupported_reason(node, rejected, is_static, static_names=frozenset()):
     return _values_ok(node)
 
 
-def _run_recording(gm, args, keep=None):
-    """Node values of one eager run of gm (a torch.fx Interpreter): every node's, or those keep(node, value)
-    accepts (the interpreter frees the others after their last use)."""
-    import torch.fx
-    values = {}
-
-    class Rec(torch.fx.Interpreter):
-        def run_node(self, n):
-            out = super().run_node(n)
-            if keep is None or keep(n, out):
-                values[n] = out
-            return out
-
-    import torch
-    with torch.no_grad():
-        Rec(gm).run(*args)
-    return values
-
-
 def _specialize(agm, args, constants=None):
     """A copy of the ATen graph with every SymInt / scalar placeholder and size computation replaced by its
     value for these arguments, and the placeholders at the indices of `constants` by those values (graph
@@ -236,7 +217,7 @@ def _specialize(agm, args, constants=None):
 
     def is_scalar(_n, v):
         return isinstance(v, (int, float, bool)) and not isinstance(v, torch.Tensor)
-    values = _run_recording(gm, [args[i] for i in live], keep=is_scalar)
+    values = ex.run_recording(gm, [args[i] for i in live], keep=is_scalar)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     scalar = {n: values[n] for n in gm.graph.nodes
               if n.op in ("placeholder", "call_function") and isinstance(values.get(n), (int, float, bool))
@@ -257,7 +238,7 @@ def _specialize(agm, args, constants=None):
     perms = _read_in_place(gm, kept_args)
 
     def record(names):
-        return {n.name: v for n, v in _run_recording(gm, kept_args, keep=lambda n, _v: n.name in names).items()}
+        return {n.name: v for n, v in ex.run_recording(gm, kept_args, keep=lambda n, _v: n.name in names).items()}
     return gm, keep, record, perms
 
 
@@ -333,21 +314,24 @@ def _feed(args, keep, perms):
     return [args[i].permute(perms[j]) if j in perms else args[i] for j, i in enumerate(keep)]
 
 
-def _partition_module(model, multi, keep):
+def _partition_module(model, multi, keep, picks):
     """A fused submodule's replacement: an nn.Module calling the compiled library on torch tensors (the
-    arguments at `keep`: the others are constants compiled in)."""
+    arguments at `keep`: the others are constants compiled in) and returning its outputs at `picks` (the
+    library computes a value the submodule returns twice once: _compile_one)."""
     import torch
 
     class CompiledPartition(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.model, self.multi = model, multi  # keeps the library loaded
+            self.model, self.multi, self.picks = model, multi, picks  # keeps the library loaded
             self.entry = getattr(model, "entry", None)
             self.run = model.torch_runner()
 
         def forward(self, *args):
             outs = self.run(*[args[i] for i in keep])
-            return tuple(outs) if self.multi else outs[0]
+            if not self.multi:
+                return outs[0]
+            return tuple(outs) if picks is None else tuple(outs[j] for j in picks)
 
     return CompiledPartition()
 
@@ -459,7 +443,7 @@ def _compile_partitions(gm, record, name, options, report, eager=()):
             constant = [isinstance(a, torch.fx.Node) and (a.op == "get_attr" or a.name in static_names)
                         for a in node.args]
             try:
-                model = _compile_one(sub, args, constant, options)
+                model, picks = _compile_one(sub, args, constant, options)
             except ex.ExportError as e:
                 if e.node and e.node not in rejected:
                     failure = (e.node, str(e))
@@ -477,7 +461,7 @@ def _compile_partitions(gm, record, name, options, report, eager=()):
                 continue
             out = sub.graph.output_node().args[0]
             compiled[node.target] = _partition_module(model, isinstance(out, (tuple, list)),
-                                                      [i for i, c in enumerate(constant) if not c])
+                                                      [i for i, c in enumerate(constant) if not c], picks)
             # the node's value for later partitions' example inputs: the full run's values of the nodes it
             # returns (the fused submodule keeps their names)
             ret = [by_name[o.name] for o in (out if isinstance(out, (tuple, list)) else [out])]
@@ -522,8 +506,12 @@ def _first_error_line(message):
 
 
 def _compile_one(sub, args, constant, options):
-    """A GraphModel for one fused submodule called with `args` (real tensors); the arguments flagged in
-    `constant` are the graph's own constants (get_attr), compiled in and folded like buffers."""
+    """A GraphModel for one fused submodule called with `args` (real tensors), and where each value the
+    submodule returns is among the library's outputs (None: in order). The arguments flagged in `constant`
+    are the graph's own constants (get_attr), compiled in and folded like buffers. A value returned more than
+    once (AOTAutograd's forward saves a softmax, and an expand of it to its own shape, for two backward ops:
+    one tensor of the graph) is one output: two would be two buffers and a copy every call, where torch
+    returns views of one tensor."""
     import torch
     placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
     inputs = [p for p, c in zip(placeholders, constant) if not c]
@@ -537,8 +525,16 @@ def _compile_one(sub, args, constant, options):
     # nothing process-specific in the document: it is the cache key, shared across processes
     doc, data = ex.graph_document(sub, inputs, consts, set(), values, [p.name for p in inputs], None,
                                   "torch.compile partition", f"ckc.conductor (torch {torch.__version__})")
+    unique = {}  # IR tensor -> the first output returning it
+    for o in doc["outputs"]:
+        unique.setdefault(o["tensor"], o)
+    picks = None
+    if len(unique) < len(doc["outputs"]):
+        position = {t: j for j, t in enumerate(unique)}
+        picks = [position[o["tensor"]] for o in doc["outputs"]]
+        doc["outputs"] = list(unique.values())
     entry, _built = get_or_build(doc, data, options)
-    return _load_entry(entry)
+    return _load_entry(entry), picks
 
 
 def _load_entry(entry):
@@ -631,7 +627,7 @@ def _whole_graph_plan(fused):
         if o is calls[0] and not part.multi:
             picks.append(0)
         elif o in rest:
-            picks.append(o.args[1])
+            picks.append(o.args[1] if part.picks is None else part.picks[o.args[1]])
         else:
             return None
     return {"entry": entry, "inputs": [placeholders.index(a) for a in calls[0].args], "outputs": picks}
