@@ -17,6 +17,7 @@ Shapes are static: the example inputs fix them. The graph.json schema is
 documented in docs/graph-schema.md; the weights file holds every parameter
 and buffer the graph reads, under the module's own names.
 """
+import functools
 import hashlib
 import inspect
 import json
@@ -126,24 +127,43 @@ def _capture(model, args):
 
 def _record_values(gm, placeholders, feeds, consts):
     """Runs the captured graph once: the concrete value of every node (shapes, dtypes, constants)."""
-    import torch
-    import torch.fx
-
-    values = {}
-
-    class Recorder(torch.fx.Interpreter):
-        def run_node(self, n):
-            out = super().run_node(n)  # a placeholder consumes its feed even when it is a constant
-            if n in consts:
-                out = consts[n][1]
-            values[n] = out
-            return out
-
     ordered = [n for n in gm.graph.nodes if n.op == "placeholder"]
     feed = [feeds[n] if n in feeds else consts[n][1] for n in ordered]
+    # a placeholder consumes its feed even when it is a constant; the constant is its value
+    return run_recording(gm, feed, replace={n: v for n, (_target, v) in consts.items()})
+
+
+def run_recording(gm, args, keep=None, replace=None):
+    """Node values of one eager run (no grad) of the FX graph module gm on args: every node's, or those
+    keep(node, value) accepts (the interpreter frees the others after their last use); replace maps a node to
+    the value it takes instead of the one computed. Nothing made here outlives the call but the returned
+    dict: a class or closure made per call would sit in a reference cycle with the dict (every recorded
+    activation) until Python's cycle collector runs, which in a training loop may be never."""
+    import torch
+    rec = _recorder_class()(gm, keep, replace or {})
     with torch.no_grad():
-        Recorder(gm).run(*feed)
+        rec.run(*args)
+    values, rec.values = rec.values, None
     return values
+
+
+@functools.lru_cache(maxsize=None)
+def _recorder_class():
+    import torch.fx
+
+    class Recorder(torch.fx.Interpreter):
+        def __init__(self, gm, keep, replace):
+            super().__init__(gm)
+            self.values, self.keep, self.replace = {}, keep, replace
+
+        def run_node(self, n):
+            out = super().run_node(n)
+            if n in self.replace:
+                out = self.replace[n]
+            if self.keep is None or self.keep(n, out):
+                self.values[n] = out
+            return out
+    return Recorder
 
 
 # ---- conversion ------------------------------------------------------------------------------
