@@ -201,3 +201,64 @@ def test_a_value_the_forward_saves_twice_is_one_library_output(tmp_path, monkeyp
         assert len(set(tensors)) == len(tensors), f"a library returns {len(tensors) - len(set(tensors))} values twice"
         softmax_returned += sum(ops.get(t) == "SOFTMAX" for t in tensors)
     assert softmax_returned == 2  # one per layer: the case this test is about occurs
+
+
+def test_the_backward_frees_each_saved_activation_after_its_last_use(monkeypatch):
+    """AOTAutograd hands the compiled backward its saved activations in a list it may empty (the boxed
+    convention): the backward empties it and drops each value after its last use, as eager autograd frees its
+    saved tensors, so the later partitions of the backward run with fewer of the forward's outputs alive.
+    Held to the end (a plain call), every saved activation would live alongside all the weight gradients."""
+    import weakref
+    from ckc.graph import GraphModel
+    torch._dynamo.reset()
+    phase, forward_outputs, alive_at_backward_calls = ["forward"], [], []
+    runner = GraphModel.torch_runner
+
+    def counting_runner(self):
+        run = runner(self)
+
+        def call(*args):
+            if phase[0] == "backward":
+                alive_at_backward_calls.append(sum(r() is not None for r in forward_outputs))
+            outs = run(*args)
+            if phase[0] == "forward":
+                forward_outputs.extend(weakref.ref(o) for o in outs)
+            return outs
+        return call
+    monkeypatch.setattr(GraphModel, "torch_runner", counting_runner)
+    model, x = workload("gpt")
+    fast = torch.compile(model, backend="gcu", options={"target": "cpu"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loss = loss_of(fast(x))
+        phase[0] = "backward"
+        loss.backward()
+    assert len(alive_at_backward_calls) >= 2, alive_at_backward_calls  # (the embedding's scatter-add splits it)
+    assert alive_at_backward_calls[-1] < alive_at_backward_calls[0] <= len(forward_outputs), alive_at_backward_calls
+
+
+def test_compiling_the_backward_records_only_what_partitions_read(monkeypatch):
+    """Compiling runs the graph once to record example values for the partitions: their inputs and what one
+    partition hands to another, not the weight gradients the backward returns (at GPT-2 small those are the
+    size of the model, recorded on top of the step's own)."""
+    from ckc.conductor import jit
+    torch._dynamo.reset()
+    recorded = []
+    compile_partitions = jit._compile_partitions
+
+    def spying(gm, record, *a, **k):
+        returned_only = {n.name for n in gm.graph.nodes if n.op != "output" and n.users and
+                         all(u.op == "output" for u in n.users)}
+
+        def spy(names):
+            recorded.append((set(names), returned_only))
+            return record(names)
+        return compile_partitions(gm, spy, *a, **k)
+    monkeypatch.setattr(jit, "_compile_partitions", spying)
+    model, x = workload("gpt")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loss_of(torch.compile(model, backend="gcu", options={"target": "cpu"})(x)).backward()
+    assert len(recorded) >= 2  # the forward's and the backward's
+    for names, returned_only in recorded:
+        assert returned_only and not names & returned_only, sorted(names & returned_only)[:5]

@@ -423,13 +423,14 @@ def _compile_partitions(gm, record, name, options, report, eager=()):
         in_part = {n.name: i for i, p in enumerate(parts) for n in p.nodes}
         fused = partitioner.fuse_partitions(parts) if parts else work
         # the example values the partitions' compiles need, by name (not in the nodes' meta: fusing
-        # deep-copies meta): each partition's inputs and the values it returns
+        # deep-copies meta): each partition's inputs, and the values a partition returns to another one (not
+        # all it returns: a backward's are mostly the weight gradients, the size of the model, recorded on top
+        # of the step's own)
         needed = set()
         for node in fused.graph.nodes:
             if node.op == "call_module":
-                out = getattr(fused, node.target).graph.output_node().args[0]
-                needed |= {a.name for a in list(node.args) + list(out if isinstance(out, (tuple, list)) else [out])
-                           if isinstance(a, torch.fx.Node)}
+                needed |= {a.name for a in node.args if isinstance(a, torch.fx.Node)}
+                needed |= {o.name for o in _returned_to_partitions(node, getattr(fused, node.target))}
         by_name = record(needed)
         failure = None
         compiled = {}
@@ -464,7 +465,8 @@ def _compile_partitions(gm, record, name, options, report, eager=()):
                                                       [i for i, c in enumerate(constant) if not c], picks)
             # the node's value for later partitions' example inputs: the full run's values of the nodes it
             # returns (the fused submodule keeps their names)
-            ret = [by_name[o.name] for o in (out if isinstance(out, (tuple, list)) else [out])]
+            ret = [by_name.get(o.name) if isinstance(o, torch.fx.Node) else o
+                   for o in (out if isinstance(out, (tuple, list)) else [out])]
             by_name[node.name] = tuple(ret) if isinstance(out, (tuple, list)) else ret[0]
             for user in node.users:
                 if user.op == "call_function" and user.target is operator.getitem:
@@ -493,6 +495,19 @@ def _compile_partitions(gm, record, name, options, report, eager=()):
         report.partitions = len(compiled)
         return fused
     raise RuntimeError("ckc (gcu): partitioning did not converge")  # every pass rejects one more node
+
+
+def _returned_to_partitions(call, sub):
+    """The nodes of fused submodule `sub` (called by node `call`) whose values another partition reads."""
+    out = sub.graph.output_node().args[0]
+
+    def feeds_partition(v):
+        return any(u.op == "call_module" for u in v.users)
+    if not isinstance(out, (tuple, list)):
+        return [out] if feeds_partition(call) and isinstance(out, type(call)) else []
+    return [out[u.args[1]] for u in call.users
+            if u.op == "call_function" and u.target is operator.getitem and feeds_partition(u)
+            and isinstance(out[u.args[1]], type(call))]
 
 
 def _first_error_line(message):
@@ -549,8 +564,10 @@ def _load_entry(entry):
 class _Specializing:
     """The compiled forward: one static build per concrete argument signature."""
 
-    def __init__(self, agm, name, options, whole_key=None, graph_outputs=0, training=False, constants=None):
+    def __init__(self, agm, name, options, whole_key=None, graph_outputs=0, training=False, constants=None,
+                 boxed=False):
         self.agm, self.name, self.options, self.whole_key = agm, name, options, whole_key
+        self.boxed = boxed  # called as boxed(args) (AOTAutograd's backward), see there
         self.constants = constants or {}  # {argument index: value} compiled in (baked module buffers)
         self.graph_outputs = graph_outputs  # outputs of dynamo's graph (whole-graph plans must return exactly them)
         self.builds = {}
@@ -560,20 +577,33 @@ class _Specializing:
         self.training = training  # a training forward or a backward graph: returned views stay views
 
     def __call__(self, *args):
+        gm, keep, perms = self._build_for(args)
+        return gm(*_feed(args, keep, perms))
+
+    def call_boxed(self, args):
+        """The boxed calling convention AOTAutograd uses for a backward: `args` (the saved activations and
+        the incoming gradients) is a list this call empties, and the graph (boxed code) sets each value to
+        None after its last use, so every saved activation is freed once the backward has read it, as eager
+        autograd frees its saved tensors, instead of living to the end of the backward."""
+        gm, keep, perms = self._build_for(args)
+        fed = _feed(args, keep, perms)
+        args.clear()
+        return gm(fed)
+
+    def _build_for(self, args):
+        """The build for these arguments: (graph module, indices of the arguments it takes, perms)."""
         import torch
         if self.builds and not self.symbolic:  # dynamo guards static shapes: one build serves every call
-            gm, keep, perms = self.only
-            return gm(*_feed(args, keep, perms))
+            return self.only
         key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else a for a in args)
         hit = self.builds.get(key)
         if hit is None:
             if self.symbolic and self.builds and not self.warned:
                 self.warned = True
                 warnings.warn(f"ckc (gcu): graph {self.name} has symbolic sizes; ckc plans static shapes, so it "
-                              "compiles one library per concrete shape", stacklevel=2)
+                              "compiles one library per concrete shape", stacklevel=3)
             hit = self.builds[key] = self.only = self._build(args)
-        gm, keep, perms = hit
-        return gm(*_feed(args, keep, perms))
+        return hit
 
     def _build(self, args):
         import torch
@@ -582,12 +612,16 @@ class _Specializing:
         report = GraphReport(self.name, f"({shapes})")
         eager = _split_returned_views(gm) if self.training else set()
         fused = _compile_partitions(gm, record, self.name, self.options, report, eager)
+        if self.boxed:
+            from torch.fx.graph import _BoxedCodeGen  # as torch's own aot_eager backend (boxed_nop)
+            fused.graph.set_codegen(_BoxedCodeGen())
+            fused.recompile()
         # the ops ckc does not run (a partition that failed to compile has had its own warning)
         eager = [r for r in report.eager() if r.op not in _LAYOUT_ONLY and not r.reason.startswith("its partition")]
         if eager:
             listed = ", ".join(f"{r.node} ({r.op}: {r.reason})" for r in eager)
             warnings.warn(f"ckc (gcu): {len(eager)} of {len(report.nodes)} ops of {self.name} run eagerly: {listed}",
-                          stacklevel=3)
+                          stacklevel=4)
         log.info("%s", report)
         if _collector is not None:
             _collector.append(report)
@@ -887,8 +921,12 @@ def _compile_graph(gm, example_inputs, options, constants=None):
 
     def backward(agm, _fake_inputs):
         # the joint graph's backward half: the same partitioning, per-node fallback and per-shape builds
-        from torch._functorch.aot_autograd import make_boxed_func
-        return make_boxed_func(_Specializing(agm, name + "_backward", options, training=True))
+        graph = _Specializing(agm, name + "_backward", options, training=True, boxed=True)
+
+        def run(args):
+            return graph.call_boxed(args)
+        run._boxed_call = True
+        return run
 
     compiled = aot_module_simplified(gm, example_inputs, fw_compiler=forward, bw_compiler=backward,
                                      decompositions=table)
