@@ -211,7 +211,7 @@ def main():
     info = {k: json.loads(p.stdout.readline()) for k, p in procs.items()}
     times = {k: [] for k in procs}
     losses = {k: [] for k in procs}
-    rss = {}
+    rss, r_time = {}, {}
     print(f"{title}, {a.seq} tokens per step, {a.threads} threads: 1 warm-up + {a.steps} steps each, interleaved",
           file=sys.stderr)
     for i in range(a.steps + 1):
@@ -219,11 +219,13 @@ def main():
             p.stdin.write("step\n")
             p.stdin.flush()
             r = json.loads(p.stdout.readline())
+            r_time[k] = r["time"]
             losses[k].append(r["loss"])
             rss[k] = r["rss"]
             if i > 0:
                 times[k].append(r["time"])
-        print(f"  step {i}: " + ", ".join(f"{k} {losses[k][-1]:.4f}" for k in procs), file=sys.stderr)
+        print(f"  step {i}: " + ", ".join(f"{k} {losses[k][-1]:.4f} ({r_time[k] * 1e3:.0f} ms)" for k in procs),
+              file=sys.stderr)
     for p in procs.values():
         p.stdin.write("quit\n")
         p.stdin.flush()
