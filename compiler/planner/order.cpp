@@ -4,7 +4,8 @@
 // Memory-aware (the seeds' v2): Kahn's with a max-heap on the net memory
 // delta of running a node now:
 //     score = bytes freed (inputs whose last remaining reader it is)
-//           - bytes allocated (its output, unless a view or likely in place)
+//           - bytes allocated (its output, unless a view, likely in place
+//             or a section output: the caller's buffer)
 //           + a small bonus (output/8) when a downstream op can take the
 //             output over in place.
 // Scores only go stale upwards (a tensor's remaining readers only shrink),
@@ -156,7 +157,9 @@ std::vector<std::string> order_nodes(const Graph &g, OrderPolicy policy)
                     frees_inplace_input = true;
         }
         bool is_view = potential_view(g, nd).has_value();
-        if (!is_view && !frees_inplace_input) alloc = nominal_bytes(g.tensor(nd.output));
+        // an Output (the caller's buffer) or Carry tensor takes no arena: computing it early costs nothing here
+        if (!is_view && !frees_inplace_input && g.tensor(nd.output).storage == Storage::Activation)
+            alloc = nominal_bytes(g.tensor(nd.output));
         for (const Node *c : g.consumers(nd.output))
             for (int idx : op_def(c->op).inplace)
                 if (idx < static_cast<int>(c->inputs.size()) && c->inputs[idx] == nd.output) bonus = alloc / 8;

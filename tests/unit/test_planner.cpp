@@ -400,3 +400,36 @@ TEST_CASE("planner: precomputations run right before their use, not all at the t
     };
     for (int k = 1; k < L; k++) CHECK(at("m" + std::to_string(k)) > at("d" + std::to_string(k)));
 }
+
+TEST_CASE("planner: a section output is computed as soon as it frees its input (it takes no arena)", "[planner]")
+{
+    // A backward's weight gradients: dW_k = d_k w^T is a section output (the caller's buffer) larger than d_k,
+    // and d_k also feeds the chain d_{k+1} = EXP(d_k). Scoring dW_k as an arena allocation postponed it behind
+    // the chain and kept every d_k alive to the end.
+    const int L = 12;
+    const int64_t bytes = 16 * 32 * 4;
+    Graph g;
+    g.add_tensor({"d0", {16, 32}, DType::F32, Storage::Input, {}});
+    g.add_tensor({"w", {64, 32}, DType::F32, Storage::Weight, {}});
+    auto node = [&](const std::string &out, Op op, std::vector<std::string> in) {
+        Node n;
+        n.name = n.output = out;
+        n.op = op;
+        n.inputs = std::move(in);
+        if (op == Op::MATMUL) n.attrs["transpose_b"] = int64_t(1);
+        g.add_node(n);
+    };
+    for (int k = 0; k < L; k++) {
+        std::string s = std::to_string(k), d = "d" + s;
+        node("d" + std::to_string(k + 1), Op::EXP, {d});
+        node("dw" + s, Op::MATMUL, {d, "w"});
+        g.tensor("dw" + s).storage = Storage::Output;  // the caller's buffer, as a graph's outputs
+        g.mark_output("dw" + s);
+    }
+    g.mark_output("d" + std::to_string(L));
+    g.verify("weight gradients");
+    PlanOptions memory;
+    SectionPlan a = plan_section(g, memory);
+    check_plan(g, a, memory);
+    CHECK(a.fixed.arena <= 3 * bytes);
+}
