@@ -366,6 +366,70 @@ def _product_permuted(n):
         n = src
 
 
+# ops whose result is a view of their first argument and nothing else
+_PURE_VIEWS = {"aten.view", "aten._unsafe_view", "aten.permute", "aten.t", "aten.transpose", "aten.unsqueeze",
+               "aten.squeeze", "aten.alias", "aten.detach"}
+
+
+def _scatter_add_in_place(gm):
+    """A + index_put(zeros, indices, values, accumulate=True) becomes A.index_put_(indices, values,
+    accumulate=True) where nothing else reads A's memory: the gradient of an embedding tied to the LM head
+    (the embedding backward's scatter-add into zeros, plus the head's dW). Saves a zero fill and an add the
+    size of the vocabulary matrix, and their fresh memory, every step; the sums differ from eager's only in
+    order ((A + v1) + v2 for A + (v1 + v2))."""
+    import torch
+    aten = torch.ops.aten
+    changed = False
+    for add in list(gm.graph.nodes):
+        if add.op != "call_function" or add.target is not aten.add.Tensor or len(add.args) != 2 or add.kwargs:
+            continue
+        for k in (0, 1):
+            base, scatter = add.args[k], add.args[1 - k]
+            if not (isinstance(base, torch.fx.Node) and isinstance(scatter, torch.fx.Node)):
+                continue
+            if scatter.target is not aten.index_put.default or len(scatter.users) != 1 or scatter.kwargs:
+                continue
+            zeros = scatter.args[0]
+            if len(scatter.args) != 4 or scatter.args[3] is not True or zeros.target is not aten.full.default \
+                    or zeros.args[1] != 0 or len(zeros.users) != 1:
+                continue
+            vals = [n.meta.get("val") for n in (zeros, base, add)]
+            root = _sole_owner(base)
+            if any(v is None for v in vals) or len({(tuple(v.shape), v.dtype) for v in vals}) != 1 or root is None:
+                continue
+            # base a view of root in root's own layout (dW^T transposed back): write root, return root; a
+            # view returned as a gradient would be copied by AccumulateGrad (it keeps only a plain tensor)
+            rv = root.meta.get("val")
+            target = root if rv is not None and rv.shape == vals[1].shape and rv.stride() == vals[1].stride() \
+                else base
+            with gm.graph.inserting_before(add):
+                in_place = gm.graph.call_function(aten.index_put_.default,
+                                                  (target, scatter.args[1], scatter.args[2], True))
+            in_place.meta = dict(add.meta)
+            add.replace_all_uses_with(in_place)
+            dead = [add, scatter, zeros]
+            view = base
+            while view is not target and view is not root:  # the views between, read by nothing now
+                dead.append(view)
+                view = view.args[0]
+            for n in dead:
+                gm.graph.erase_node(n)
+            changed = True
+            break
+    if changed:
+        gm.recompile()
+
+
+def _sole_owner(node):
+    """The node computing node's memory (fresh, in the graph) when node reaches it through pure views, each
+    value read once; else None."""
+    while len(node.users) == 1 and node.op == "call_function":
+        if ex._target_name(node) not in _PURE_VIEWS:  # (other layout ops may alias: contiguous, expand)
+            return None if ex._target_name(node) in _LAYOUT_ONLY else node
+        node = node.args[0]
+    return None
+
+
 def _split_returned_views(gm):
     """Training graphs return views: the forward saves a parameter's transpose for the backward, the backward
     returns weight gradients transposed back. torch makes a view for free; returned from a compiled partition
@@ -610,6 +674,8 @@ class _Specializing:
         gm, keep, record, perms = _specialize(self.agm, args, self.constants)
         shapes = ", ".join(str(list(a.shape)) for a in args if isinstance(a, torch.Tensor))
         report = GraphReport(self.name, f"({shapes})")
+        if self.training:
+            _scatter_add_in_place(gm)
         eager = _split_returned_views(gm) if self.training else set()
         fused = _compile_partitions(gm, record, self.name, self.options, report, eager)
         if self.boxed:
