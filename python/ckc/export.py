@@ -143,8 +143,7 @@ def run_recording(gm, args, keep=None, replace=None):
     rec = _recorder_class()(gm, keep, replace or {})
     with torch.no_grad():
         rec.run(*args)
-    values, rec.values = rec.values, None
-    return values
+    return rec.values
 
 
 @functools.lru_cache(maxsize=None)

@@ -249,6 +249,26 @@ Graph random_static_dag(std::mt19937 &rng, int n_nodes)
     return g;
 }
 
+// A gradient-chain test graph: input d0 [16, 32] and weight w of shape `w` ([out, 32]).
+Graph chain_start(Shape w)
+{
+    Graph g;
+    g.add_tensor({"d0", {16, 32}, DType::F32, Storage::Input, {}});
+    g.add_tensor({"w", std::move(w), DType::F32, Storage::Weight, {}});
+    return g;
+}
+
+// Adds node `out` = op(in) (a MATMUL against a weight in nn.Linear layout).
+void add(Graph &g, const std::string &out, Op op, std::vector<std::string> in)
+{
+    Node n;
+    n.name = n.output = out;
+    n.op = op;
+    n.inputs = std::move(in);
+    if (op == Op::MATMUL) n.attrs["transpose_b"] = int64_t(1);
+    g.add_node(n);
+}
+
 }  // namespace
 
 TEST_CASE("planner: random static-shape graphs (views, in place, scratch), every ablation", "[planner]")
@@ -364,28 +384,18 @@ TEST_CASE("planner: precomputations run right before their use, not all at the t
     // a_k = d_k w^T, b_k = a_k + d_k, d_{k+1} = b_k + m_k.
     const int L = 12;
     const int64_t bytes = 16 * 32 * 4;
-    Graph g;
-    g.add_tensor({"d0", {16, 32}, DType::F32, Storage::Input, {}});
-    g.add_tensor({"w", {32, 32}, DType::F32, Storage::Weight, {}});
-    auto node = [&](const std::string &out, Op op, std::vector<std::string> in) {
-        Node n;
-        n.name = n.output = out;
-        n.op = op;
-        n.inputs = std::move(in);
-        if (op == Op::MATMUL) n.attrs["transpose_b"] = int64_t(1);
-        g.add_node(n);
-    };
+    Graph g = chain_start({32, 32});
     for (int k = 0; k < L; k++) {
         std::string s = std::to_string(k);
         g.add_tensor({"x" + s, {16, 32}, DType::F32, Storage::Input, {}});
-        node("p" + s, Op::EXP, {"x" + s});
-        node("m" + s, Op::NEG, {"p" + s});
+        add(g, "p" + s, Op::EXP, {"x" + s});
+        add(g, "m" + s, Op::NEG, {"p" + s});
     }
     for (int k = 0; k < L; k++) {
         std::string s = std::to_string(k), d = "d" + s;
-        node("a" + s, Op::MATMUL, {d, "w"});
-        node("b" + s, Op::ADD, {"a" + s, d});
-        node("d" + std::to_string(k + 1), Op::ADD, {"b" + s, "m" + s});
+        add(g, "a" + s, Op::MATMUL, {d, "w"});
+        add(g, "b" + s, Op::ADD, {"a" + s, d});
+        add(g, "d" + std::to_string(k + 1), Op::ADD, {"b" + s, "m" + s});
     }
     g.mark_output("d" + std::to_string(L));
     g.verify("precomputations");
@@ -408,21 +418,11 @@ TEST_CASE("planner: a section output is computed as soon as it frees its input (
     // the chain and kept every d_k alive to the end.
     const int L = 12;
     const int64_t bytes = 16 * 32 * 4;
-    Graph g;
-    g.add_tensor({"d0", {16, 32}, DType::F32, Storage::Input, {}});
-    g.add_tensor({"w", {64, 32}, DType::F32, Storage::Weight, {}});
-    auto node = [&](const std::string &out, Op op, std::vector<std::string> in) {
-        Node n;
-        n.name = n.output = out;
-        n.op = op;
-        n.inputs = std::move(in);
-        if (op == Op::MATMUL) n.attrs["transpose_b"] = int64_t(1);
-        g.add_node(n);
-    };
+    Graph g = chain_start({64, 32});
     for (int k = 0; k < L; k++) {
         std::string s = std::to_string(k), d = "d" + s;
-        node("d" + std::to_string(k + 1), Op::EXP, {d});
-        node("dw" + s, Op::MATMUL, {d, "w"});
+        add(g, "d" + std::to_string(k + 1), Op::EXP, {d});
+        add(g, "dw" + s, Op::MATMUL, {d, "w"});
         g.tensor("dw" + s).storage = Storage::Output;  // the caller's buffer, as a graph's outputs
         g.mark_output("dw" + s);
     }

@@ -331,7 +331,7 @@ def _partition_module(model, multi, keep, picks):
             outs = self.run(*[args[i] for i in keep])
             if not self.multi:
                 return outs[0]
-            return tuple(outs) if picks is None else tuple(outs[j] for j in picks)
+            return tuple(outs) if self.picks is None else tuple(outs[j] for j in self.picks)
 
     return CompiledPartition()
 
@@ -409,7 +409,7 @@ def _scatter_add_in_place(gm):
             add.replace_all_uses_with(in_place)
             dead = [add, scatter, zeros]
             view = base
-            while view is not target and view is not root:  # the views between, read by nothing now
+            while view is not target:  # the views from base down to root, read by nothing now
                 dead.append(view)
                 view = view.args[0]
             for n in dead:
@@ -563,15 +563,16 @@ def _compile_partitions(gm, record, name, options, report, eager=()):
 
 def _returned_to_partitions(call, sub):
     """The nodes of fused submodule `sub` (called by node `call`) whose values another partition reads."""
+    import torch.fx
     out = sub.graph.output_node().args[0]
 
     def feeds_partition(v):
         return any(u.op == "call_module" for u in v.users)
     if not isinstance(out, (tuple, list)):
-        return [out] if feeds_partition(call) and isinstance(out, type(call)) else []
+        return [out] if feeds_partition(call) and isinstance(out, torch.fx.Node) else []
     return [out[u.args[1]] for u in call.users
             if u.op == "call_function" and u.target is operator.getitem and feeds_partition(u)
-            and isinstance(out[u.args[1]], type(call))]
+            and isinstance(out[u.args[1]], torch.fx.Node)]
 
 
 def _first_error_line(message):
@@ -626,12 +627,12 @@ def _load_entry(entry):
 
 
 class _Specializing:
-    """The compiled forward: one static build per concrete argument signature."""
+    """A compiled forward or backward graph: one static build per concrete argument signature."""
 
     def __init__(self, agm, name, options, whole_key=None, graph_outputs=0, training=False, constants=None,
                  boxed=False):
         self.agm, self.name, self.options, self.whole_key = agm, name, options, whole_key
-        self.boxed = boxed  # called as boxed(args) (AOTAutograd's backward), see there
+        self.boxed = boxed  # called through call_boxed (AOTAutograd's backward): its graph gets boxed code
         self.constants = constants or {}  # {argument index: value} compiled in (baked module buffers)
         self.graph_outputs = graph_outputs  # outputs of dynamo's graph (whole-graph plans must return exactly them)
         self.builds = {}
