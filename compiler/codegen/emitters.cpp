@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "ck_kernels.h"
+#include "ir/ew_program.h"
 #include "ir/op_rules.h"
 #include "support/error.h"
 #include "support/util.h"
@@ -371,6 +372,41 @@ void bias_relu_emit(EmitCtx &c)
                          last(c.tin(0).shape)));
 }
 
+std::string ew_op_name(int op)
+{
+    static const char *const binary[] = {"CK_EW_ADD", "CK_EW_SUB", "CK_EW_MUL", "CK_EW_DIV"};
+    static const char *const unary[] = {
+#define CK_EW_UNARY_ENUM(name, formula) "CK_UN_" #name,
+        CK_UNARY_OPS(CK_EW_UNARY_ENUM)
+#undef CK_EW_UNARY_ENUM
+    };
+    return op < CK_EW_UNARY ? binary[op] : fmt::format("CK_EW_UNARY + {}", unary[op - CK_EW_UNARY]);
+}
+
+// One ck_ew call: the program as a table of instructions, each input's index pattern.
+void ew_emit(EmitCtx &c)
+{
+    const Shape &o = static_shape(c, c.tout());
+    int nin = static_cast<int>(c.n.inputs.size());
+    std::vector<EwInsn> prog = parse_ew_program(c.n.s("program"), nin);
+    std::vector<std::string> insns, div, mod, ins;
+    for (const EwInsn &p : prog)
+        insns.push_back(fmt::format("{{{}, {}, {}, {}}}", ew_op_name(p.op), p.a, p.b, c_float(p.imm)));
+    for (int k = 0; k < nin; k++) {
+        auto dm = ew_index(c.tin(k).shape, o);
+        if (!dm) internal_error(fmt::format("node '{}': input {} cannot be indexed", c.n.name, k));
+        div.push_back(std::to_string(dm->first));
+        mod.push_back(std::to_string(dm->second));
+        ins.push_back(c.in(k));
+    }
+    c.w.open("");
+    c.w.line(fmt::format("static const ck_ew_insn prog[] = {{{}}}; /* {} */", join(insns, ", "), c.n.s("program")));
+    c.w.line(fmt::format("static const int64_t dv[] = {{{}}}, md[] = {{{}}};", join(div, ", "), join(mod, ", ")));
+    c.w.line(fmt::format("const float *const in[] = {{{}}};", join(ins, ", ")));
+    c.w.line(fmt::format("ck_ew({}, {}, {}, in, dv, md, {}, prog);", c.out(), c.numel(c.n.output), nin, prog.size()));
+    c.w.close();
+}
+
 const char *const K_EMB = "kernels/embedding.c", *const K_NORM = "kernels/norm.c", *const K_LIN = "kernels/linear.c",
                   *const K_FGEMM = "kernels/fgemm.c",
                   *const K_EW = "kernels/elementwise.c", *const K_BIN = "kernels/binary.c", *const K_ROPE = "kernels/rope.c",
@@ -411,6 +447,7 @@ std::vector<Lowering> build_lowerings()
         {Op::CAUSAL_MASK, causal_mask_emit, {K_RED}},
         {Op::ATTENTION, attention_emit, {K_ATT}},
         {Op::BIAS_RELU, bias_relu_emit, {K_EW}},
+        {Op::EW, ew_emit, {K_EW}},
 #define CK_UNARY_LOWERING(name, formula) {Op::name, unary_emit, {K_EW}},
         CK_UNARY_OPS(CK_UNARY_LOWERING)
 #undef CK_UNARY_LOWERING

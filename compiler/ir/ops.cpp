@@ -12,6 +12,7 @@
 
 #include "ck_kernels.h"
 #include "ir/eval.h"
+#include "ir/ew_program.h"
 #include "ir/graph.h"
 #include "ir/op_rules.h"
 #include "support/error.h"
@@ -385,6 +386,24 @@ Shape bias_relu_shape(const Node &n, const Inputs &in)
     return in[0]->shape;
 }
 
+// ---- fused elementwise --------------------------------------------------------------------
+Shape ew_shape(const Node &n, const Inputs &in)
+{
+    const Shape &s = n.ints("shape");
+    for (size_t k = 0; k < in.size(); k++) {
+        expect(in[k]->dtype == DType::F32, n, fmt::format("input {} is not float32", k));
+        expect(in[k]->shape.size() <= s.size() && broadcast(n, in[k]->shape, s) == s, n,
+               fmt::format("input {} {} does not broadcast to {}", k, shape_str(in[k]->shape), shape_str(s)));
+    }
+    expect(in.size() <= CK_EW_MAX_INPUTS, n, fmt::format("more than {} inputs", CK_EW_MAX_INPUTS));
+    try {
+        parse_ew_program(n.s("program"), static_cast<int>(in.size()));
+    } catch (const std::runtime_error &e) {
+        expect(false, n, std::string("program: ") + e.what());
+    }
+    return s;
+}
+
 // ---- fold-only ----------------------------------------------------------------------------
 Shape arange_shape(const Node &n, const Inputs &)
 {
@@ -480,6 +499,7 @@ std::vector<OpDef> build_table()
         Def("CAUSAL_MASK", 1, 1, causal_mask_shape).inplace({0}),
         Def("ATTENTION", 3, 3, attention_shape).scratch(attention_scratch).strided(in0 | in1 | in2 | kStridedOut),
         Def("BIAS_RELU", 2, 2, bias_relu_shape).inplace({0}),
+        Def("EW", 1, CK_EW_MAX_INPUTS, ew_shape).inplace({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}),
         // ---- fold-only
         Def("ARANGE", 0, 0, arange_shape).dtype(attr_dtype).eval(eval_arange).fold_only(),
         Def("FULL", 0, 0, full_shape).dtype(attr_dtype).eval(eval_full).fold_only(),

@@ -65,6 +65,7 @@ namespace ckc {
     X(CAUSAL_MASK)   /* (x[..,S,S]) -> x with -inf above the diagonal                         */ \
     X(ATTENTION)     /* (q[..,S,D], k[..,S,D], v[..,S,D]) -> softmax(q k^T scale [causal]) v    */ \
     X(BIAS_RELU)     /* (x[..,N], bias[N]) -> relu(x + bias)                                  */ \
+    X(EW)            /* (x0, x1, ...) -> attr program over them, attr shape (ir/ew_program.h)   */ \
     /* ---- fold-only ops: evaluated at compile time, never run ------------------------- */ \
     X(ARANGE)        /* () -> start, start+step, ... < end  (attr dtype)                      */ \
     X(FULL)          /* () -> attr shape filled with value (attr dtype)                       */ \

@@ -34,6 +34,7 @@ bool fuse_dags(Graph &g);
 bool fuse_patterns(Graph &g);
 bool fuse_matmul_add(Graph &g);
 bool fuse_parallel_linears(Graph &g);
+bool fuse_elementwise(Graph &g, Program &p);
 bool eliminate_dead_code(Graph &g);
 // Repeated submodules of an exported graph (module paths with layers.N. / h.N.
 // / blocks.N.) become the block, run once per layer, when every layer is the

@@ -14,7 +14,9 @@ const std::vector<Pass> &default_pipeline()
     // transposes it absorbs); the causal mask is recognized once folding has
     // made it a constant; DAG fusion (GELU, hand softmax) before the chain
     // patterns that consume SOFTMAX; the GEMM + ADD fusion last, for what the
-    // patterns left; layers fold once every layer has reached its final form.
+    // patterns left; elementwise fusion after dead code is gone (true reader
+    // counts), taking what no pattern did; layers fold once every layer has
+    // reached its final form.
     static const std::vector<Pass> passes = {
         {"eliminate_reshapes", "drop identity reshapes/expands, collapse reshape chains, run GEMMs on un-flattened batches",
          [](Graph &g, Program &) { return eliminate_reshapes(g); }},
@@ -31,6 +33,8 @@ const std::vector<Pass> &default_pipeline()
         {"fuse_parallel_linears", "one GEMM over concatenated weights for projections of the same input (QKV, gate|up)",
          [](Graph &g, Program &) { return fuse_parallel_linears(g); }},
         {"dce", "remove nodes and weights nothing reads", [](Graph &g, Program &) { return eliminate_dead_code(g); }},
+        {"fuse_elementwise", "exported graphs: connected elementwise ops -> one EW program (no intermediates in memory)",
+         fuse_elementwise},
         {"fold_layers", "exported graphs: repeated submodules (layers.N, h.N, blocks.N) -> one block run N times",
          nullptr, [](Program &p) { return p.info.kind == ModelKind::Graph && fold_layers(p) > 0; }},
     };

@@ -282,6 +282,28 @@ void ck_unary_ref(float *out, const float *x, size_t n, ck_unop op, float param)
 /* out = relu(x + bias) over rows of n; out may equal x. */
 void ck_bias_relu(float *out, const float *x, const float *bias, size_t rows, int n);
 
+/* ---- fused elementwise programs (elementwise.c) ----
+ * A chain of elementwise ops run in one pass over chunks of the output (the
+ * fuse_elementwise pass, codegen/emitters.cpp): no intermediate reaches memory.
+ * Operand slots: 0..nin-1 the inputs, nin + j the result of instruction j;
+ * -1 is the instruction's immediate. Input k is read at ((i / div[k]) % mod[k])
+ * for output element i (div 1, mod n: same shape; mod 1: a scalar; div 1: a
+ * row broadcast; div > 1: a column broadcast). The last instruction's result
+ * is `out`, which may equal an input of the output's shape. */
+typedef enum ck_ewop { CK_EW_ADD, CK_EW_SUB, CK_EW_MUL, CK_EW_DIV, CK_EW_UNARY /* + ck_unop, imm its param */ } ck_ewop;
+typedef struct ck_ew_insn {
+    int op;   /* ck_ewop */
+    int a, b; /* operand slots (b unused by unary ops) */
+    float imm;
+} ck_ew_insn;
+#define CK_EW_MAX_INPUTS 16
+#define CK_EW_MAX_INSNS 64
+void ck_ew(float *out, size_t n, int nin, const float *const *in, const int64_t *div, const int64_t *mod, int ninsn,
+           const ck_ew_insn *prog);
+/* the definition: every instruction per element, unary ops by their formula in double (ck_unary_ref) */
+void ck_ew_ref(float *out, size_t n, int nin, const float *const *in, const int64_t *div, const int64_t *mod,
+               int ninsn, const ck_ew_insn *prog);
+
 /* ---- broadcasting binary ops and selects (binary.c) ---- */
 typedef enum ck_binop { CK_BIN_ADD, CK_BIN_SUB, CK_BIN_MUL, CK_BIN_DIV } ck_binop;
 /* out = a op b with numpy broadcasting (odometer), fast paths for equal

@@ -245,3 +245,119 @@ void ck_bias_relu(float *out, const float *x, const float *bias, size_t rows, in
         }
     }
 }
+
+/* ---- fused elementwise programs (the fuse_elementwise pass) --------------- */
+
+/* y = a op b over m values; a or b NULL: the immediate s in its place */
+static void ew_binary(float *y, const float *a, const float *b, float s, int m, int op)
+{
+    int k;
+    switch (op) {
+    case CK_EW_ADD:
+        if (!b) for (k = 0; k < m; k++) y[k] = a[k] + s;
+        else if (!a) for (k = 0; k < m; k++) y[k] = s + b[k];
+        else for (k = 0; k < m; k++) y[k] = a[k] + b[k];
+        break;
+    case CK_EW_SUB:
+        if (!b) for (k = 0; k < m; k++) y[k] = a[k] - s;
+        else if (!a) for (k = 0; k < m; k++) y[k] = s - b[k];
+        else for (k = 0; k < m; k++) y[k] = a[k] - b[k];
+        break;
+    case CK_EW_MUL:
+        if (!b) for (k = 0; k < m; k++) y[k] = a[k] * s;
+        else if (!a) for (k = 0; k < m; k++) y[k] = s * b[k];
+        else for (k = 0; k < m; k++) y[k] = a[k] * b[k];
+        break;
+    default: /* CK_EW_DIV */
+        if (!b) for (k = 0; k < m; k++) y[k] = a[k] / s;
+        else if (!a) for (k = 0; k < m; k++) y[k] = s / b[k];
+        else for (k = 0; k < m; k++) y[k] = a[k] / b[k];
+        break;
+    }
+}
+
+/* input k's values for output elements i0 .. i0+m-1 */
+static void ew_gather(float *g, const float *src, int64_t div, int64_t mod, size_t i0, int m)
+{
+    int64_t j = (int64_t)(i0 / (size_t)div) % mod, q = (int64_t)(i0 % (size_t)div);
+    int t;
+    if (mod == 1) {
+        for (t = 0; t < m; t++) g[t] = src[0];
+        return;
+    }
+    for (t = 0; t < m; t++) {
+        g[t] = src[j];
+        if (++q == div) {
+            q = 0;
+            if (++j == mod) j = 0;
+        }
+    }
+}
+
+void ck_ew(float *out, size_t n, int nin, const float *const *in, const int64_t *div, const int64_t *mod, int ninsn,
+           const ck_ew_insn *prog)
+{
+    /* one buffer per live intermediate: an instruction's result takes the buffer of an operand it reads last */
+    int phys[CK_EW_MAX_INSNS], last[CK_EW_MAX_INPUTS + CK_EW_MAX_INSNS], free_list[CK_EW_MAX_INSNS];
+    int nfree = 0, nphys = 0, j, k;
+    long c, nchunks = (long)((n + CK_CHUNK - 1) / CK_CHUNK);
+    for (k = 0; k < nin + ninsn; k++) last[k] = -1;
+    for (j = 0; j < ninsn; j++) {
+        if (prog[j].a >= 0) last[prog[j].a] = j;
+        if (prog[j].op < CK_EW_UNARY && prog[j].b >= 0) last[prog[j].b] = j;
+    }
+    for (j = 0; j + 1 < ninsn; j++) {
+        int ops[2] = {prog[j].a, prog[j].op < CK_EW_UNARY ? prog[j].b : -1}, o;
+        for (o = 0; o < 2; o++)
+            if (ops[o] >= nin && last[ops[o]] == j && (o == 0 || ops[1] != ops[0])) free_list[nfree++] = phys[ops[o] - nin];
+        phys[j] = nfree ? free_list[--nfree] : nphys++;
+    }
+#pragma omp parallel for schedule(static) if (n * (size_t)ninsn >= CK_PAR_MIN)
+    for (c = 0; c < nchunks; c++) {
+        float regs[CK_EW_MAX_INSNS][CK_CHUNK], gat[CK_EW_MAX_INPUTS][CK_CHUNK], e[CK_CHUNK];
+        const float *slot[CK_EW_MAX_INPUTS + CK_EW_MAX_INSNS];
+        size_t i0 = (size_t)c * CK_CHUNK;
+        int m = n - i0 < CK_CHUNK ? (int)(n - i0) : CK_CHUNK, jj, kk;
+        for (kk = 0; kk < nin; kk++) {
+            if (div[kk] == 1 && (size_t)mod[kk] == n) {
+                slot[kk] = in[kk] + i0;
+            } else {
+                ew_gather(gat[kk], in[kk], div[kk], mod[kk], i0, m);
+                slot[kk] = gat[kk];
+            }
+        }
+        for (jj = 0; jj < ninsn; jj++) {
+            const ck_ew_insn *p = &prog[jj];
+            float *y = jj + 1 == ninsn ? out + i0 : regs[phys[jj]];
+            const float *a = p->a >= 0 ? slot[p->a] : NULL;
+            if (p->op >= CK_EW_UNARY)
+                unary_chunk(y, a, e, m, (ck_unop)(p->op - CK_EW_UNARY), p->imm);
+            else
+                ew_binary(y, a, p->b >= 0 ? slot[p->b] : NULL, p->imm, m, p->op);
+            slot[nin + jj] = y;
+        }
+    }
+}
+
+void ck_ew_ref(float *out, size_t n, int nin, const float *const *in, const int64_t *div, const int64_t *mod,
+               int ninsn, const ck_ew_insn *prog)
+{
+    size_t i;
+    float v[CK_EW_MAX_INPUTS + CK_EW_MAX_INSNS];
+    for (i = 0; i < n; i++) {
+        int j, k;
+        for (k = 0; k < nin; k++) v[k] = in[k][(i / (size_t)div[k]) % (size_t)mod[k]];
+        for (j = 0; j < ninsn; j++) {
+            const ck_ew_insn *p = &prog[j];
+            float a = p->a >= 0 ? v[p->a] : p->imm, r = 0.0f;
+            if (p->op >= CK_EW_UNARY) {
+                ck_unary_ref(&r, &a, 1, (ck_unop)(p->op - CK_EW_UNARY), p->imm);
+            } else {
+                float b = p->b >= 0 ? v[p->b] : p->imm;
+                r = p->op == CK_EW_ADD ? a + b : p->op == CK_EW_SUB ? a - b : p->op == CK_EW_MUL ? a * b : a / b;
+            }
+            v[nin + j] = r;
+        }
+        out[i] = v[nin + ninsn - 1];
+    }
+}

@@ -111,12 +111,17 @@ def compile_graph(workdir):
     return _compile
 
 
-def op_counts(inspected):
-    """{op: count} over all sections of `ckc inspect --json` output."""
+def op_counts(inspected, programs=False):
+    """{op: count} over all sections of `ckc inspect --json` output; programs=True also counts the ops inside
+    fused elementwise programs (EW nodes' attr program, "mul(i0, i1); tanh(v0)": MUL and TANH)."""
     counts = {}
     for sec in ("header", "block", "footer"):
         for n in inspected[sec]["nodes"]:
-            counts[n["op"]] = counts.get(n["op"], 0) + 1
+            ops = [n["op"]]
+            if programs and n["op"] == "EW":
+                ops += [ins.split("(")[0].strip().upper() for ins in n["attrs"]["program"].split(";")]
+            for op in ops:
+                counts[op] = counts.get(op, 0) + 1
     return counts
 
 

@@ -40,7 +40,7 @@ def test_help_and_version():
 def test_list_passes_in_pipeline_order():
     names = [line.split()[0] for line in ckc_run("--list-passes").stdout.splitlines()]
     assert names == ["eliminate_reshapes", "absorb_blas", "constant_fold", "absorb_causal_mask", "fuse_dags",
-                     "fuse_patterns", "fuse_matmul_add", "fuse_parallel_linears", "dce", "fold_layers"]
+                     "fuse_patterns", "fuse_matmul_add", "fuse_parallel_linears", "dce", "fuse_elementwise", "fold_layers"]
 
 
 def test_report_counts_nodes_around_every_pass(tmp_path):

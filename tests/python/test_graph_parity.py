@@ -231,12 +231,14 @@ class AtenOp(torch.nn.Module):
 
 @pytest.mark.parametrize("aten", sorted(k for k, h in EXPORT._HANDLERS.items() if hasattr(h, "ck_unary")))
 def test_every_unary_op_against_pytorch(compile_graph, aten):
-    """Every ATen op mapped to an op of the unary table compiles and matches PyTorch (positive inputs, so
-    that RSQRT is defined)."""
+    """Every ATen op mapped to an op of the unary table compiles (into one fused elementwise program with the
+    scaling before it) and matches PyTorch (positive inputs, so that RSQRT is defined)."""
     m = AtenOp(getattr(torch.ops.aten, aten.split(".")[1]))
     x = torch.rand(3, 50, generator=torch.Generator().manual_seed(5)) + 0.5
     c = compile_graph("unary_" + aten.split(".")[1], m, (x,))
-    assert op_counts(c.inspect()).get(EXPORT._HANDLERS[aten].ck_unary) == 1
+    counts = op_counts(c.inspect(), programs=True)
+    assert counts.get(EXPORT._HANDLERS[aten].ck_unary) == 1
+    assert counts.get("EW") == 1, counts  # fused with the scaling before it
     assert max_diff(c.model()(x).numpy(), eager(m, x)) < TOL
 
 

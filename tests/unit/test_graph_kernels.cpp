@@ -365,3 +365,55 @@ TEST_CASE("ck_embedding_i64 gathers rows and rejects out-of-range ids without wr
     CHECK(ck_embedding_i64(untouched.data(), table.data(), neg, 1, 2, 3) == 0);
     CHECK(untouched == std::vector<float>(4, -5.0f));
 }
+
+TEST_CASE("ck_ew: a fused program equals its ops run one by one, with broadcast inputs, in place", "[kernels]")
+{
+    // out[R][C] = tanh((x - m) * r * g + 0.5) * (1 - x) / 2, pow(y, 2) + exp(-s); m, r columns [R,1], g a row [C],
+    // s a scalar: every index pattern, a reused value (x), immediates on either side, every op kind
+    bool portable = GENERATE(false, true);
+    Portable p(portable);
+    Threads th(2);
+    size_t R = GENERATE(size_t{3}, size_t{300}), C = GENERATE(size_t{5}, size_t{257});
+    size_t n = R * C;
+    auto x = rnd(n, 1), m = rnd(R, 2), r = rnd(R, 3), g = rnd(C, 4), s = rnd(1, 5);
+    const float *in[] = {x.data(), m.data(), r.data(), g.data(), s.data()};
+    const int64_t div[] = {1, (int64_t)C, (int64_t)C, 1, 1}, mod[] = {(int64_t)n, (int64_t)R, (int64_t)R, (int64_t)C, 1};
+    const ck_ew_insn prog[] = {
+        {CK_EW_SUB, 0, 1, 0.0f},                 // v0 = x - m        (slot 5)
+        {CK_EW_MUL, 5, 2, 0.0f},                 // v1 = v0 * r       (6)
+        {CK_EW_MUL, 6, 3, 0.0f},                 // v2 = v1 * g       (7)
+        {CK_EW_ADD, 7, -1, 0.5f},                // v3 = v2 + 0.5     (8)
+        {CK_EW_UNARY + CK_UN_TANH, 8, -1, 0.0f}, // v4 = tanh(v3)     (9)
+        {CK_EW_SUB, -1, 0, 1.0f},                // v5 = 1 - x        (10)
+        {CK_EW_MUL, 9, 10, 0.0f},                // v6 = v4 * v5      (11)
+        {CK_EW_DIV, 11, -1, 2.0f},               // v7 = v6 / 2       (12)
+        {CK_EW_UNARY + CK_UN_POW, 12, -1, 2.0f}, // v8 = v7^2         (13)
+        {CK_EW_UNARY + CK_UN_NEG, 4, -1, 0.0f},  // v9 = -s           (14)
+        {CK_EW_UNARY + CK_UN_EXP, 14, -1, 0.0f}, // v10 = exp(v9)     (15)
+        {CK_EW_ADD, 13, 15, 0.0f},               // out = v8 + v10
+    };
+    const int ninsn = sizeof prog / sizeof prog[0];
+    std::vector<float> got(n), want(n), steps(n), tmp(n), one(n);
+    ck_ew(got.data(), n, 5, in, div, mod, ninsn, prog);
+    ck_ew_ref(want.data(), n, 5, in, div, mod, ninsn, prog);
+    // the same through the unfused kernels
+    const int64_t so[] = {(int64_t)R, (int64_t)C}, sc[] = {(int64_t)R, 1}, sr[] = {1, (int64_t)C};
+    ck_binary(steps.data(), so, 2, x.data(), so, m.data(), sc, CK_BIN_SUB);
+    ck_binary(steps.data(), so, 2, steps.data(), so, r.data(), sc, CK_BIN_MUL);
+    ck_binary(steps.data(), so, 2, steps.data(), so, g.data(), sr, CK_BIN_MUL);
+    ck_binary_scalar(steps.data(), steps.data(), n, 0.5f, CK_BIN_ADD, 0);
+    ck_unary(steps.data(), steps.data(), n, CK_UN_TANH, 0.0f);
+    ck_binary_scalar(tmp.data(), x.data(), n, 1.0f, CK_BIN_SUB, 1);
+    ck_binary(steps.data(), so, 2, steps.data(), so, tmp.data(), so, CK_BIN_MUL);
+    ck_binary_scalar(steps.data(), steps.data(), n, 2.0f, CK_BIN_DIV, 0);
+    ck_unary(steps.data(), steps.data(), n, CK_UN_POW, 2.0f);
+    float e = std::exp(-s[0]);
+    for (size_t i = 0; i < n; i++) steps[i] += e;
+    CHECK(max_abs_diff(got, steps) < 1e-6);
+    CHECK(max_abs_diff(want, steps) < 1e-5);  // the reference's tanh in double
+    // in place: the output over input 0 (x), which later instructions still read (1 - x)
+    std::vector<float> alias = x;
+    const float *in2[] = {alias.data(), m.data(), r.data(), g.data(), s.data()};
+    ck_ew(alias.data(), n, 5, in2, div, mod, ninsn, prog);
+    CHECK(max_abs_diff(alias, got) == 0.0);
+}

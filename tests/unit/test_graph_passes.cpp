@@ -526,3 +526,58 @@ TEST_CASE("constant_fold: a fold-only op producing an output becomes a COPY of i
         RELU x[2, 3]:input -> z[2, 3]:output
     )"));
 }
+
+TEST_CASE("fuse_elementwise: a normalization's chain becomes one EW program over broadcast inputs", "[passes]")
+{
+    // (x - m) * r * g + 0.5 with column m, r [4,1], row g [8]; the interior values die inside
+    CHECK(check_pass("fuse_elementwise", R"ir(
+        SUB x[4, 8]:input, m[4, 1]:input -> d[4, 8]
+        MUL d[4, 8], r[4, 1]:input -> n[4, 8]
+        MUL n[4, 8], g[8]:weight -> s[4, 8]
+        ADD s[4, 8] -> y[4, 8]:output  scalar=0.5
+    )ir", R"ir(
+        EW x[4, 8]:input, m[4, 1]:input, r[4, 1]:input, g[8]:weight -> y[4, 8]:output  program="sub(i0, i1); mul(v0, i2); mul(v1, i3); add(v2, 0.5)" shape=[4, 8]
+    )ir"));
+}
+
+TEST_CASE("fuse_elementwise: leaves alone values read outside, other shapes and broadcasts it cannot index",
+          "[passes]")
+{
+    // d is also read by the sum: it stays, and the group after it starts from it; the [4, 1] product has
+    // another shape than the root (and alone, nothing to fuse); b [2, 1, 8] broadcasts along a middle dim
+    CHECK(check_pass("fuse_elementwise", R"ir(
+        SUB x[4, 8]:input, m[4, 1]:input -> d[4, 8]
+        REDUCE_SUM d[4, 8] -> rs[4, 1]  axis=1 keepdim=1
+        MUL rs[4, 1], m[4, 1]:input -> q[4, 1]
+        MUL d[4, 8], q[4, 1] -> n[4, 8]
+        EXP n[4, 8] -> e[4, 8]:output
+        MUL a[2, 4, 8]:input, b[2, 1, 8]:input -> c[2, 4, 8]
+        NEG c[2, 4, 8] -> o[2, 4, 8]:output
+    )ir", R"ir(
+        SUB x[4, 8]:input, m[4, 1]:input -> d[4, 8]
+        REDUCE_SUM d[4, 8] -> rs[4, 1]  axis=1 keepdim=1
+        MUL rs[4, 1], m[4, 1]:input -> q[4, 1]
+        EW d[4, 8], q[4, 1] -> e[4, 8]:output  program="mul(i0, i1); exp(v0)" shape=[4, 8]
+        MUL a[2, 4, 8]:input, b[2, 1, 8]:input -> c[2, 4, 8]
+        NEG c[2, 4, 8] -> o[2, 4, 8]:output
+    )ir"));
+}
+
+TEST_CASE("fuse_elementwise: bad programs are refused naming the instruction", "[passes]")
+{
+    auto bad = [](const std::string &program) {
+        std::string text = "EW x[4]:input -> y[4]:output  program=\"" + program + "\" shape=[4]\n";
+        try {
+            parse_graph(text, "ew").verify("test");
+        } catch (const Error &e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    CHECK_THAT(bad("mul(i0, i1)"), Catch::Contains("instruction 0 'mul(i0, i1)': operand 'i1' names no input"));
+    CHECK_THAT(bad("neg(i0); add(v1, 2)"), Catch::Contains("operand 'v1' names no earlier value"));
+    CHECK_THAT(bad("frob(i0)"), Catch::Contains("unknown op"));
+    CHECK_THAT(bad("add(1, 2)"), Catch::Contains("at most one number operand"));
+    CHECK_THAT(bad("tanh(i0, i0)"), Catch::Contains("takes 1 operand"));
+    CHECK(bad("tanh(i0); pow(v0, 3); sub(1, v1)") == "accepted");
+}

@@ -213,7 +213,8 @@ TEST_CASE("pipeline: every pass runs, can be disabled, and rejects unknown names
     o.disabled = {"fuse_parallel_linears"};
     auto ran = run_pipeline(p, o);
     CHECK(ran == std::vector<std::string>{"eliminate_reshapes", "absorb_blas", "constant_fold", "absorb_causal_mask",
-                                          "fuse_dags", "fuse_patterns", "fuse_matmul_add", "dce", "fold_layers"});
+                                          "fuse_dags", "fuse_patterns", "fuse_matmul_add", "dce", "fuse_elementwise",
+                                          "fold_layers"});
     CHECK(p.block.has_tensor("self_attn.q_proj.weight"));
     PipelineOptions bad;
     bad.disabled = {"fuse_everything"};
