@@ -527,9 +527,31 @@ def _gelu(c, n, x, approximate="none"):
 
 
 def _pow(c, n, x, e):
-    if not _is_tensor(x) or _is_tensor(e):
-        c.fail("only tensor ** number is supported")
-    return c.op("POW", [c.t(x)], {"exponent": e}, out=n)
+    if _is_tensor(x) and not _is_tensor(e):
+        return c.op("POW", [c.t(x)], {"exponent": e}, out=n)
+    if not _is_tensor(x) and _is_tensor(e) and x > 0:  # AdamW's bias corrections: beta ** step
+        return c.op("EXP", [c.op("MUL", [c.t(e)], {"scalar": math.log(x)}, hint="log_base")], out=n)
+    c.fail("only tensor ** number and (positive number) ** tensor are supported")
+
+
+def _fma(c, n, a, b, addend):
+    """prims.fma (what addcmul decomposes to): a * b + addend."""
+    if not _is_tensor(a):
+        a, b = b, a
+    prod = (c.op("MUL", [c.t(a), c.t(b)], hint="fma_mul") if _is_tensor(b) else
+            c.op("MUL", [c.t(a)], {"scalar": b}, hint="fma_mul"))
+    if _is_tensor(addend):
+        return c.op("ADD", [prod, c.t(addend)], out=n)
+    return c.op("ADD", [prod], {"scalar": addend}, out=n)
+
+
+def _copy(c, n, dst, src, non_blocking=False):
+    """aten.copy (functional copy_): src in dst's dtype, broadcast to dst's shape."""
+    shape, dt = c.meta(n)
+    t = c.t(src) if _is_tensor(src) else c.array_const(src, "copy_value", dt)
+    if _is_tensor(src) and c.values[src].dtype != c.values[n].dtype:
+        t = c.op("CAST", [t], {"dtype": dt}, hint="cast")
+    return t if c.shape(src) == shape else c.op("EXPAND", [t], {"shape": shape}, out=n)
 
 
 def _sqrt(c, n, x):
@@ -732,6 +754,9 @@ def _where(c, n, cond, a, b):
             if fb is not None:
                 mask = c.op("CMP", [mask], {"fn": "eq", "scalar": 0}, hint="keep_not")
             return c.op("MASKED_FILL", [c.t(x), mask], {"value": fill}, out=n)
+    fc = c.static_scalar(cond)
+    if fc is not None and _is_tensor(a) and _is_tensor(b) and c.shape(a) == c.meta(n)[0] == c.shape(b):
+        return c.t(a if fc else b)  # a condition known at compile time (AdamW's decomposed lerp)
     dt = c.meta(n)[1]
     ta = c.t(a) if _is_tensor(a) else c.array_const(a, "scalar", dt)
     tb = c.t(b) if _is_tensor(b) else c.array_const(b, "scalar", dt)
@@ -793,7 +818,7 @@ _HANDLERS = {
     "aten.relu": _unary("RELU"), "aten.silu": _unary("SILU"), "aten.tanh": _unary("TANH"), "aten.exp": _unary("EXP"),
     "aten.rsqrt": _unary("RSQRT"), "aten.neg": _unary("NEG"), "aten.sigmoid": _unary("SIGMOID"), "aten.abs": _unary("ABS"),
     "aten.cos": _unary("COS"), "aten.sin": _unary("SIN"), "aten.erf": _unary("ERF"), "aten.gelu": _gelu, "aten.pow": _pow,
-    "aten.sqrt": _sqrt, "aten.reciprocal": _reciprocal,
+    "aten.sqrt": _sqrt, "aten.reciprocal": _reciprocal, "prims.fma": _fma, "aten.copy": _copy,
     # normalization, softmax, reductions
     "aten.native_layer_norm": _native_layer_norm, "aten.layer_norm": _layer_norm,
     "aten._softmax": _softmax, "aten.softmax": _softmax,

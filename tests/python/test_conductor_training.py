@@ -294,3 +294,35 @@ def test_the_tied_embedding_gradient_is_scattered_into_the_head_gradient(monkeyp
     # the untied position embedding keeps its scatter into zeros, which nothing adds to
     scatters = [users for t, users in nodes if t == "aten.index_put.default"]
     assert len(scatters) == 1 and "aten.add.Tensor" not in scatters[0]
+
+
+def test_a_compiled_adamw_step_runs_in_one_library_and_matches_eager():
+    """torch.compile(opt.step, backend="gcu"): AdamW's decomposed update (lerp's where on its constant weight,
+    addcmul's prims.fma, the functional copy, the bias corrections beta ** step) compiles with no op left to
+    eager PyTorch, and three steps leave the parameters and the optimizer's state where eager AdamW does."""
+    torch._dynamo.reset()
+    model, x = workload("mlp")
+    ref = copy.deepcopy(model)
+
+    def adamw(m):
+        decay = [p for p in m.parameters() if p.dim() >= 2]
+        rest = [p for p in m.parameters() if p.dim() < 2]
+        return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                                 lr=1e-2, betas=(0.9, 0.95), eps=1e-8)
+    opt, ref_opt = adamw(model), adamw(ref)
+    step = torch.compile(opt.step, backend="gcu")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            for m, o in ((model, opt), (ref, ref_opt)):
+                o.zero_grad()
+                loss_of(m(x)).backward()
+            step()
+            ref_opt.step()
+    eager = [str(w.message) for w in caught if "run eagerly" in str(w.message)]
+    assert not eager, eager
+    for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+        assert (p - q).abs().max().item() < 1e-6, n
+        for key in ("exp_avg", "exp_avg_sq", "step"):
+            got, want = opt.state[p][key], ref_opt.state[q][key]
+            assert ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item() < 1e-5, f"{n} {key}"

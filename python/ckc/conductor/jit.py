@@ -147,11 +147,24 @@ def _is_masked_fill(node, static_names):
     return c.dtype == torch.bool and tuple(torch.broadcast_shapes(xv.shape, c.shape)) == tuple(out.shape)
 
 
+def _is_static_select(node, static_names):
+    """where(cond, a, b) with a compile-time condition of one value and both branches of the result's shape: one
+    branch (export._where; AdamW's decomposed lerp selects between its operands by its constant weight)."""
+    import torch
+    if len(node.args) != 3 or node.kwargs or not all(isinstance(v, torch.fx.Node) for v in node.args):
+        return False
+    vals = [v.meta.get("val") for v in (*node.args, node)]
+    if not all(isinstance(v, torch.Tensor) for v in vals):
+        return False
+    cond, a, b, out = vals
+    return node.args[0].name in static_names and cond.numel() == 1 and a.shape == b.shape == out.shape
+
+
 def _needs_constants(node, static_names=frozenset()):
     """Whether ckc can run this node only when its tensor inputs are compile-time constants."""
     import torch
     name = ex._target_name(node)
-    if name == "aten.where" and _is_masked_fill(node, static_names):
+    if name == "aten.where" and (_is_masked_fill(node, static_names) or _is_static_select(node, static_names)):
         return False
     if name in _FOLD_ONLY:
         return True
