@@ -130,6 +130,15 @@ std::string io_c(const Program &p)
     table("input", p.inputs, p.inputs);
     w.line();
     table("output", p.outputs, p.output_names);
+    std::vector<std::string> into;
+    for (const auto &o : p.outputs) {
+        const Tensor &t = io_tensor(p, o);
+        into.push_back(t.into.empty() ? "-1" : std::to_string(index_of(p.inputs, t.into)));
+    }
+    if (into.empty()) into.push_back("-1");
+    w.line(fmt::format("static const int CK_OUTPUT_INTO[] = {{{}}}; /* the input an output is written into; -1: its "
+                       "own buffer */",
+                       join(into, ", ")));
     return w.str();
 }
 

@@ -473,8 +473,11 @@ private:
         const Graph &g = st_.g;
         if (root == kCarryRoot) return st_.target.carry();
         const Tensor &r = g.tensor(root);
-        if (r.storage == Storage::Input) return st_.target.input(r);
-        if (r.storage == Storage::Output) return st_.target.output(r);
+        if (r.storage == Storage::Input)  // written into (graph.json "into"): not const
+            return g.updated_input(root) ? fmt::format("(({} *){})", type, st_.target.input(r)) : st_.target.input(r);
+        // (an output written into an input has no buffer of its own: when it cannot go there directly, the
+        // planner gave it an arena slot, copied into the input at the end)
+        if (r.storage == Storage::Output && r.into.empty()) return st_.target.output(r);
         if (st_.local.count(root)) return st_.local.at(root);
         const Allocation &a = st_.sp.alloc.at(root);
         return fmt::format("({} *)({})", type, st_.target.arena(offset_name(st_.sec, root), a.per_token));
@@ -489,6 +492,7 @@ private:
         const Region &r = st_.sp.region.at(t);
         bool input = tt.storage == Storage::Input || (r.root != kCarryRoot && g.has_tensor(r.root) &&
                                                       g.tensor(r.root).storage == Storage::Input);
+        if (input && r.root != kCarryRoot && g.updated_input(r.root)) input = false;  // an output is written there
         std::string type = c_type(tt.dtype), name = names_.take(t), expr, note;
         std::string ctype = (input ? "const " : "") + type + " *";
         std::string shape = shape_str(tt.shape) + (tt.dtype != DType::F32 ? std::string(" ") + dtype_name(tt.dtype) : "");
@@ -619,7 +623,7 @@ private:
     {
         const Graph &g = st_.g;
         for (const auto &[t, pin] : st_.sp.copies) {
-            std::string dst = pin == kCarryRoot ? st_.target.carry() : st_.target.output(g.tensor(pin));
+            std::string dst = pin == kCarryRoot ? st_.target.carry() : root_expr(pin, c_type(g.tensor(pin).dtype));
             std::string n = shape_has_tokens(g.tensor(t).shape)
                                 ? fmt::format("(size_t)T * {}", shape_numel_fixed(g.tensor(t).shape))
                                 : std::to_string(shape_numel_fixed(g.tensor(t).shape));

@@ -209,6 +209,13 @@ Tensor &Graph::tensor(const std::string &name)
 
 bool Graph::is_output(const std::string &t) const { return std::find(outputs_.begin(), outputs_.end(), t) != outputs_.end(); }
 
+bool Graph::updated_input(const std::string &input) const
+{
+    for (const auto &o : outputs_)
+        if (tensor(o).into == input) return true;
+    return false;
+}
+
 void Graph::reindex() const
 {
     if (!dirty_) return;

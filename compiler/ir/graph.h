@@ -67,6 +67,10 @@ struct Tensor {
     // keep a tensor name's meaning (a fused node writes the tensor of the node it replaces), so the
     // reference survives them; traces (ck_trace.h) report it and the parity tests compare by it.
     std::string reference;
+    // Storage::Output only: the graph input whose buffer this output is written into (graph.json "into": an
+    // input the graph updates in place, like an optimizer's parameters); the planner writes it there once
+    // nothing reads the input any more, or copies it there at the end.
+    std::string into;
 };
 
 // A node attribute whose value differs by layer (Gemma-2's alternating
@@ -134,6 +138,8 @@ public:
     const std::vector<Node> &nodes() const { return nodes_; }
     const std::vector<std::string> &outputs() const { return outputs_; }
     bool is_output(const std::string &tensor) const;
+    // Whether an output is written into this input's buffer (Tensor::into).
+    bool updated_input(const std::string &input) const;
     const Node *producer(const std::string &tensor) const;  // nullptr for inputs/weights
     std::vector<const Node *> consumers(const std::string &tensor) const;
     const Node *node(const std::string &name) const;

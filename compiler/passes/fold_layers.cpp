@@ -357,6 +357,9 @@ private:
 int64_t fold_layers(Program &p)
 {
     if (p.info.kind != ModelKind::Graph || !p.block.nodes().empty()) return 0;
+    // an output written into an input is planned against that input's readers: all in one section
+    for (const auto &o : p.outputs)
+        if (p.header.has_tensor(o) && !p.header.tensor(o).into.empty()) return 0;
     Folder f(p);
     int64_t n = f.run();
     if (n) {

@@ -45,8 +45,9 @@ namespace {
 bool writable_root(const Graph &g, const std::string &root)
 {
     if (root == kCarryRoot) return true;
-    return g.has_tensor(root) &&
-           (g.tensor(root).storage == Storage::Activation || g.tensor(root).storage == Storage::Output);
+    if (!g.has_tensor(root)) return false;
+    Storage s = g.tensor(root).storage;
+    return s == Storage::Activation || s == Storage::Output || (s == Storage::Input && g.updated_input(root));
 }
 
 bool readers_take_stride(const Graph &g, const std::string &t)
@@ -115,11 +116,12 @@ private:
         return Span{false, r.offset, r.offset + shape_numel_fixed(s)};
     }
     Span whole(const std::string &root) const { return Span{false, 0, shape_numel_fixed(root_shape(root))}; }
-    // The output must end up in the carry or a caller buffer: that buffer's root, else "".
+    // The output must end up in the carry or a caller buffer (its own, or the input it is written into):
+    // that buffer's root, else "".
     static std::string pin_of(const Tensor &out)
     {
         if (out.storage == Storage::Carry) return kCarryRoot;
-        if (out.storage == Storage::Output) return out.name;
+        if (out.storage == Storage::Output) return out.into.empty() ? out.name : out.into;
         return "";
     }
 

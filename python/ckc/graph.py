@@ -16,7 +16,7 @@ from .llm import CkError, _Handle, as_numpy, is_torch, spin_then_sleep
 
 _DTYPES = {0: np.float32, 1: np.int64, 2: np.int32, 3: np.bool_}
 
-ABI_VERSION = 2  # CK_GRAPH_ABI_VERSION in runtime/include/ck_graph.h: what this wrapper speaks
+ABI_VERSION = 3  # CK_GRAPH_ABI_VERSION in runtime/include/ck_graph.h: what this wrapper speaks
 
 _SIGNATURES = {
     "ck_graph_abi_version": (ctypes.c_int, []),
@@ -38,6 +38,7 @@ _SIGNATURES = {
     "ck_graph_output_rank": (ctypes.c_int, [ctypes.c_int]),
     "ck_graph_input_shape": (ctypes.POINTER(ctypes.c_int64), [ctypes.c_int]),
     "ck_graph_output_shape": (ctypes.POINTER(ctypes.c_int64), [ctypes.c_int]),
+    "ck_graph_output_into": (ctypes.c_int, [ctypes.c_int]),
 }
 
 
@@ -67,6 +68,8 @@ class GraphModel(_Handle):
         self._free = self.lib.ck_graph_free
         self.inputs = [self._spec(i, "input") for i in range(self.lib.ck_graph_num_inputs())]
         self.outputs = [self._spec(i, "output") for i in range(self.lib.ck_graph_num_outputs())]
+        # per output: the input it is written into (graph.json "into": updated in place), else None
+        self.into = [j if j >= 0 else None for j in map(self.lib.ck_graph_output_into, range(len(self.outputs)))]
         if weights_path is None:
             d, base = os.path.split(os.path.splitext(lib_path)[0])  # out/libmodel -> out/model.weights.safetensors
             guess = os.path.join(d, (base[3:] if base.startswith("lib") else base) + ".weights.safetensors")
@@ -90,7 +93,8 @@ class GraphModel(_Handle):
             raise CkError(rc, self.lib.ck_last_error().decode())
 
     def run(self, *inputs, out=None):
-        """Runs the graph; returns the list of outputs (fresh arrays, or `out`)."""
+        """Runs the graph; returns the list of outputs (fresh arrays, or `out`). An output written into an input
+        (self.into) is that input's array, updated in place."""
         if self.h is None:
             raise CkError(-3, "the graph is closed")
         if len(inputs) != len(self.inputs):
@@ -98,12 +102,14 @@ class GraphModel(_Handle):
                               f"got {len(inputs)}")
         arrays = self.prepare(*inputs)
         outs = out if out is not None else [np.empty(s.shape, s.dtype) for s in self.outputs]
+        outs = [o if j is None else arrays[j] for o, j in zip(outs, self.into)]
         for spec, o in zip(self.outputs, outs):
             if o.shape != spec.shape or o.dtype != spec.dtype or not o.flags.c_contiguous:
                 raise CkError(-1, f"output buffer '{spec.name}' must be a contiguous {np.dtype(spec.dtype).name}"
                                   f"{list(spec.shape)}")
         in_p = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
-        out_p = (ctypes.c_void_p * max(1, len(outs)))(*[o.ctypes.data for o in outs])
+        out_p = (ctypes.c_void_p * max(1, len(outs)))(*[o.ctypes.data if j is None else None
+                                                          for o, j in zip(outs, self.into)])
         self._check(self.lib.ck_graph_run(self.h, in_p, out_p))
         return outs
 
@@ -111,8 +117,13 @@ class GraphModel(_Handle):
         """The C-contiguous numpy arrays the graph reads, checked against the compiled inputs. numpy arrays
         and CPU torch tensors of the right dtype and layout are used in place (no copy)."""
         arrays = []
-        for spec, x in zip(self.inputs, inputs):
+        updated = {j for j in self.into if j is not None}
+        for i, (spec, x) in enumerate(zip(self.inputs, inputs)):
             a = as_numpy(x)
+            if i in updated and (a.dtype != spec.dtype or not a.flags.c_contiguous or not a.flags.writeable):
+                raise CkError(-1, f"input '{spec.name}' is updated in place by the graph: pass a writable contiguous "
+                                  f"{np.dtype(spec.dtype).name} array, got {a.dtype}"
+                                  f"{'' if a.flags.c_contiguous else ' (not contiguous)'}")
             if a.shape != spec.shape:
                 raise CkError(-1, f"input '{spec.name}' must have shape {list(spec.shape)}, got {list(a.shape)}")
             if a.dtype != spec.dtype:
@@ -126,11 +137,12 @@ class GraphModel(_Handle):
     def bind(self, *inputs):
         """A zero-argument function running the graph on these inputs into fixed output arrays (returned
         as `.outputs`): the per-call cost is one C call, for benchmarks and tight loops."""
-        outs = [np.empty(s.shape, s.dtype) for s in self.outputs]
         arrays = self.prepare(*inputs)
+        outs = [np.empty(s.shape, s.dtype) if j is None else arrays[j] for s, j in zip(self.outputs, self.into)]
         self.run(*arrays, out=outs)  # validates once
         in_p = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
-        out_p = (ctypes.c_void_p * max(1, len(outs)))(*[o.ctypes.data for o in outs])
+        out_p = (ctypes.c_void_p * max(1, len(outs)))(*[o.ctypes.data if j is None else None
+                                                          for o, j in zip(outs, self.into)])
         run, h = self.lib.ck_graph_run, self.h
 
         def call():
@@ -162,6 +174,9 @@ class GraphModel(_Handle):
         empty = ctypes.c_int64(0)  # what an input with no elements points at (torch gives it address 0)
         empty_p = ctypes.addressof(empty)
         kept = [None] * len(ins)  # per input: (the Parameter, its version, its address) of the library's copy
+        into = self.into
+        updated = sorted({j for j in into if j is not None})
+        bump = torch.autograd.graph.increment_version
         Parameter = torch.nn.Parameter
 
         def call(*args):
@@ -173,6 +188,10 @@ class GraphModel(_Handle):
                 if k is not None and k[0] is t and k[1] == t._version and k[2] == t.data_ptr():
                     continue  # the resident Parameter as last time: same storage, unchanged, pointer in place
                 if t.dtype is not dt or not t.is_contiguous() or t.device.type != "cpu":
+                    if i in updated:
+                        raise CkError(-1, f"input '{name}' is updated in place by the graph: pass a contiguous CPU "
+                                          f"{dt} tensor, got a {t.dtype} tensor on {t.device}"
+                                          f"{'' if t.is_contiguous() else ' (not contiguous)'}")
                     if tuple(t.shape) != shape:
                         raise CkError(-1, f"input '{name}' must have shape {list(shape)}, got {list(t.shape)}")
                     t = t.detach().to(device="cpu", dtype=dt).contiguous()
@@ -185,12 +204,14 @@ class GraphModel(_Handle):
                     changed(h, i)
                     kept[i] = (t, t._version, t.data_ptr())  # holds t: its address cannot be another tensor's
                 in_p[i] = t.data_ptr() or empty_p
-            results = [torch.empty(shape, dtype=dt) for shape, dt in outs]
+            results = [torch.empty(shape, dtype=dt) if j is None else args[j] for (shape, dt), j in zip(outs, into)]
             for j, o in enumerate(results):
-                out_p[j] = o.data_ptr() or empty_p
+                out_p[j] = None if into[j] is not None else o.data_ptr() or empty_p
             rc = run(h, in_p, out_p)
             if rc != 0:
                 check(rc)
+            for j in updated:  # written in place: what torch's in-place ops do to the version counter
+                bump(args[j])
             return results
         return call
 

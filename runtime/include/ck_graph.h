@@ -29,7 +29,7 @@ extern "C" {
 typedef struct ck_graph ck_graph;
 
 /* Bumped whenever a function below changes meaning; ck_graph_abi_version() is the library's. */
-#define CK_GRAPH_ABI_VERSION 2
+#define CK_GRAPH_ABI_VERSION 3
 int ck_graph_abi_version(void);
 
 /* weights_path: the model.weights.safetensors written next to model.c; NULL
@@ -38,7 +38,11 @@ ck_graph *ck_graph_init(const char *weights_path);
 void ck_graph_free(ck_graph *g);
 
 /* inputs[i] / outputs[i]: contiguous row-major buffers of the sizes and
- * dtypes below, in export order. Outputs are fully written on success. */
+ * dtypes below, in export order. Outputs are fully written on success.
+ * An output written in place (ck_graph_output_into(i) = j >= 0: graph.json
+ * "into", an input updated by the graph, like an optimizer's parameters) goes
+ * into inputs[j], which the run reads before overwriting; outputs[i] is then
+ * neither read nor written and may be NULL. */
 int ck_graph_run(ck_graph *g, const void *const *inputs, void *const *outputs);
 
 /* Resident inputs (parameters passed to every run): on a device target (--target gcu) a kept input's device
@@ -69,6 +73,7 @@ int ck_graph_input_rank(int i);
 int ck_graph_output_rank(int i);
 const int64_t *ck_graph_input_shape(int i);   /* rank entries */
 const int64_t *ck_graph_output_shape(int i);
+int ck_graph_output_into(int i);       /* the input output i is written into, or -1 (its own buffer) */
 
 #ifdef __cplusplus
 }

@@ -145,3 +145,30 @@ def test_a_broken_environment_says_what_to_run(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # not installed
     with pytest.raises(ckc.ExportError, match=r"needs PyTorch 2.x, which is not installed"):
         ex.require_torch()
+
+
+@pytest.mark.parametrize("into, message", [
+    ("nope", "outputs[0]: \"into\": 'nope' is not an input of the graph (inputs: p, g)"),
+    ("g", "outputs[0]: \"into\": input 'g' is f32[4], the output f32[3]"),
+])
+def test_an_output_into_a_bad_input_is_refused(tmp_path, into, message):
+    f32 = lambda n, s: {"name": n, "shape": [s], "dtype": "f32"}  # noqa: E731
+    doc = {"schema": "ckc.graph", "version": 1, "inputs": [f32("p", 3), f32("g", 4)], "constants": [],
+           "nodes": [{"name": "y", "op": "NEG", "inputs": ["p"]}],
+           "outputs": [{"name": "y", "tensor": "y", "into": into}]}
+    graph = tmp_path / "graph.json"
+    graph.write_text(json.dumps(doc))
+    r = ckc_compile(graph, tmp_path / "model.c")
+    assert r.returncode == 1 and message in r.stderr, r.stderr
+    assert not os.path.exists(tmp_path / "model.c")
+
+
+def test_two_outputs_into_one_input_are_refused(tmp_path):
+    f32 = {"name": "p", "shape": [3], "dtype": "f32"}
+    doc = {"schema": "ckc.graph", "version": 1, "inputs": [f32], "constants": [],
+           "nodes": [{"name": "a", "op": "NEG", "inputs": ["p"]}, {"name": "b", "op": "EXP", "inputs": ["p"]}],
+           "outputs": [{"name": "a", "tensor": "a", "into": "p"}, {"name": "b", "tensor": "b", "into": "p"}]}
+    graph = tmp_path / "graph.json"
+    graph.write_text(json.dumps(doc))
+    r = ckc_compile(graph, tmp_path / "model.c")
+    assert r.returncode == 1 and "outputs[1]: \"into\": input 'p' is already written by another output" in r.stderr

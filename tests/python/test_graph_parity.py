@@ -2,6 +2,8 @@
 eager PyTorch (within 1e-4), with the fusions asserted to fire and the
 results unchanged with the pipeline off."""
 import importlib
+import json
+import os
 
 import numpy as np
 import pytest
@@ -267,3 +269,54 @@ def test_trace_agrees_with_pytorch_node_by_node(compile_graph, fold):
         first = ckc.trace.first_divergence(events, EXPORT.reference_values(m, (idx,)))
         assert first is not None and first.event.module.startswith("h.1.fc"), str(first)
         assert first.compared >= 10
+
+
+def _update_graph(folder, late_reader, target):
+    """p <- p - 0.1 * g written into input p (graph.json "into"); late_reader also returns q = p_new * p, which
+    reads the old p after p_new is computed: p_new cannot go into p's buffer before the end."""
+    import ckc
+    from ckc import safetensors
+    os.makedirs(folder, exist_ok=True)
+    f32 = lambda n: {"name": n, "shape": [300], "dtype": "f32"}  # noqa: E731
+    nodes = [{"name": "d", "op": "MUL", "inputs": ["g"], "attrs": {"scalar": 0.1}},
+             {"name": "p_new", "op": "SUB", "inputs": ["p", "d"]}]
+    outputs = [{"name": "p_out", "tensor": "p_new", "into": "p"}]
+    if late_reader:
+        nodes.append({"name": "q", "op": "MUL", "inputs": ["p_new", "p"]})
+        outputs.insert(0, {"name": "q", "tensor": "q"})
+    doc = {"schema": "ckc.graph", "version": 1, "module": "update", "weights": "weights.safetensors",
+           "inputs": [f32("p"), f32("g")], "constants": [], "nodes": nodes, "outputs": outputs}
+    safetensors.save(os.path.join(folder, "weights.safetensors"), {})
+    with open(os.path.join(folder, "graph.json"), "w") as fh:
+        json.dump(doc, fh)
+    c_path = ckc.compile_model(os.path.join(folder, "graph.json"), folder, args=["--target", target])
+    return c_path, ckc.build_library(c_path, extra_flags=["-Werror"])
+
+
+@pytest.mark.parametrize("target", ["cpu", "gcu"])
+@pytest.mark.parametrize("late_reader", [False, True], ids=["direct", "copied_at_the_end"])
+def test_an_output_written_into_its_input(workdir, late_reader, target):
+    """graph.json "into": the output is written into the input's buffer (the caller's array changes, its own
+    output buffer is not used); written there directly when nothing reads the input afterwards, else computed
+    aside and copied at the end, so a later reader still sees the old values."""
+    import ckc
+    c_path, so = _update_graph(os.path.join(workdir, f"into-{late_reader}-{target}"), late_reader, target)
+    code = open(c_path).read()
+    assert ("/* p_new -> p */" in code) == late_reader, "a copy exactly when the input is read after the update"
+    g = ckc.GraphModel(so)
+    assert g.into == ([None, 0] if late_reader else [0])
+    rng = np.random.default_rng(0)
+    p, grad = rng.standard_normal(300).astype(np.float32), rng.standard_normal(300).astype(np.float32)
+    p0 = p.copy()
+    outs = g.run(p, grad)
+    want = p0 - np.float32(0.1) * grad
+    assert outs[-1] is p and np.array_equal(p, want)
+    if late_reader:
+        assert np.array_equal(outs[0], want * p0)
+    # torch: the parameter itself is updated and its version counter moves, as an in-place op's would
+    t, tg = torch.from_numpy(p0.copy()), torch.from_numpy(grad)
+    v = t._version
+    res = g.torch_runner()(t, tg)
+    assert res[-1] is t and torch.equal(t, torch.from_numpy(want)) and t._version > v
+    with pytest.raises(ckc.CkError, match="updated in place"):
+        g.run(p.astype(np.float64), grad)

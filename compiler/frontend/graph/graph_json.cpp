@@ -344,7 +344,7 @@ void read_outputs(const Reader &r, const json &doc, Program &p)
     Graph &g = p.header;
     const json &outs = r.field(doc, "outputs", json::value_t::array, "top level");
     if (outs.empty()) r.fail("the graph has no outputs");
-    std::set<std::string> out_names;
+    std::set<std::string> out_names, written;
     for (size_t i = 0; i < outs.size(); i++) {
         std::string where = fmt::format("outputs[{}]", i);
         std::string name = r.str(outs[i], "name", where), t = r.str(outs[i], "tensor", where);
@@ -369,6 +369,20 @@ void read_outputs(const Reader &r, const json &doc, Program &p)
         g.mark_output(t);
         p.outputs.push_back(t);
         p.output_names.push_back(name);
+        if (outs[i].contains("into")) {  // written into an input's buffer: the input the graph updates
+            std::string into = r.str(outs[i], "into", where);
+            auto in = std::find(p.inputs.begin(), p.inputs.end(), into);
+            if (in == p.inputs.end())
+                r.fail(fmt::format("{}: \"into\": '{}' is not an input of the graph (inputs: {})", where, into,
+                                   join(p.inputs, ", ")));
+            const Tensor &it = g.tensor(into);
+            if (it.shape != tt.shape || it.dtype != tt.dtype)
+                r.fail(fmt::format("{}: \"into\": input '{}' is {}{}, the output {}{}", where, into,
+                                   dtype_name(it.dtype), shape_str(it.shape), dtype_name(tt.dtype), shape_str(tt.shape)));
+            if (!written.insert(into).second)
+                r.fail(fmt::format("{}: \"into\": input '{}' is already written by another output", where, into));
+            g.tensor(t).into = into;
+        }
     }
 }
 
