@@ -7,6 +7,7 @@
  *   ck_vmacc(acc, p, V, nb, D) acc += sum_b p[b] * V[b]   for nb rows of V[nb][D]
  *   ck_vsum(x, n)             sum of x[0..n) in 16 lanes
  *   ck_vscale(y, a, n)        y[i] *= a
+ *   ck_vsqrt(y, x, n)         y[i] = sqrt(x[i])            (exactly rounded, as sqrtf; no libm call per value)
  *   ck_transpose16(m)         16 x 16 32-bit transpose in zmm registers (the AVX-512 panel packers')
  * Each call does a block of work, so the run-time dispatch is paid once per
  * block, not per element (a per-row call made attention slower, measured).
@@ -271,6 +272,31 @@ static inline void ck_vscale(float *y, float a, int n)
 {
     int i;
     for (i = 0; i < n; i++) y[i] *= a;
+}
+
+#ifdef CK_X86
+CK_AVX2 static inline void ck_vsqrt_avx2(float *y, const float *x, int n)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_sqrt_ps(_mm256_loadu_ps(x + i)));
+    for (; i < n; i++) _mm_store_ss(y + i, _mm_sqrt_ss(_mm_load_ss(x + i)));
+}
+#endif
+
+/* y = sqrt(x) (y may equal x): sqrtps, as exact as sqrtf, which a plain -O3 build calls per value (errno) */
+static inline void ck_vsqrt(float *y, const float *x, int n)
+{
+    int i = 0;
+#ifdef CK_X86
+    if (ck_has_avx2()) {
+        ck_vsqrt_avx2(y, x, n);
+        return;
+    }
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, _mm_sqrt_ps(_mm_loadu_ps(x + i)));
+    for (; i < n; i++) _mm_store_ss(y + i, _mm_sqrt_ss(_mm_load_ss(x + i)));
+#else
+    for (; i < n; i++) y[i] = sqrtf(x[i]);
+#endif
 }
 
 /* o = softmax(x) over n values (o may equal x). A row that is entirely

@@ -175,7 +175,8 @@ static int unary_fast(float *y, const float *x, float *e, int m, ck_unop op, flo
         ck_vexp(y, x, m);
         return 1;
     case CK_UN_RSQRT:
-        for (k = 0; k < m; k++) y[k] = 1.0f / sqrtf(x[k]);
+        ck_vsqrt(y, x, m);
+        for (k = 0; k < m; k++) y[k] = 1.0f / y[k];
         return 1;
     case CK_UN_NEG:
         for (k = 0; k < m; k++) y[k] = -x[k];
@@ -186,7 +187,7 @@ static int unary_fast(float *y, const float *x, float *e, int m, ck_unop op, flo
         else if (param == 3.0f)
             for (k = 0; k < m; k++) y[k] = x[k] * x[k] * x[k];
         else if (param == 0.5f)
-            for (k = 0; k < m; k++) y[k] = sqrtf(x[k]);
+            ck_vsqrt(y, x, m);
         else
             for (k = 0; k < m; k++) y[k] = powf(x[k], param);
         return 1;
@@ -248,8 +249,10 @@ void ck_bias_relu(float *out, const float *x, const float *bias, size_t rows, in
 
 /* ---- fused elementwise programs (the fuse_elementwise pass) --------------- */
 
+#define CK_EW_INLINE static inline __attribute__((always_inline))
+
 /* y = a op b over m values; a or b NULL: the immediate s in its place */
-static void ew_binary(float *y, const float *a, const float *b, float s, int m, int op)
+CK_EW_INLINE void ew_binary(float *y, const float *a, const float *b, float s, int m, int op)
 {
     int k;
     switch (op) {
@@ -277,7 +280,7 @@ static void ew_binary(float *y, const float *a, const float *b, float s, int m, 
 }
 
 /* input k's values for output elements i0 .. i0+m-1 */
-static void ew_gather(float *g, const float *src, int64_t div, int64_t mod, size_t i0, int m)
+CK_EW_INLINE void ew_gather(float *g, const float *src, int64_t div, int64_t mod, size_t i0, int m)
 {
     int64_t j = (int64_t)(i0 / (size_t)div) % mod, q = (int64_t)(i0 % (size_t)div);
     int t;
@@ -294,12 +297,51 @@ static void ew_gather(float *g, const float *src, int64_t div, int64_t mod, size
     }
 }
 
+/* One chunk of a program: the instructions over CK_CHUNK values, intermediates in per-chunk buffers. Built
+ * twice (plain and AVX2: the generated model is compiled without -march), the loops inlined into each. */
+CK_EW_INLINE void ew_chunk(float *out, size_t n, int nin, const float *const *in, const int64_t *div,
+                           const int64_t *mod, int ninsn, const ck_ew_insn *prog, const int *phys, size_t i0)
+{
+    float regs[CK_EW_MAX_INSNS][CK_CHUNK], gat[CK_EW_MAX_INPUTS][CK_CHUNK], e[CK_CHUNK];
+    const float *slot[CK_EW_MAX_INPUTS + CK_EW_MAX_INSNS];
+    int m = n - i0 < CK_CHUNK ? (int)(n - i0) : CK_CHUNK, jj, kk;
+    for (kk = 0; kk < nin; kk++) {
+        if (div[kk] == 1 && (size_t)mod[kk] == n) {
+            slot[kk] = in[kk] + i0;
+        } else {
+            ew_gather(gat[kk], in[kk], div[kk], mod[kk], i0, m);
+            slot[kk] = gat[kk];
+        }
+    }
+    for (jj = 0; jj < ninsn; jj++) {
+        const ck_ew_insn *p = &prog[jj];
+        float *y = jj + 1 == ninsn ? out + i0 : regs[phys[jj]];
+        const float *a = p->a >= 0 ? slot[p->a] : NULL;
+        if (p->op >= CK_EW_UNARY)
+            unary_chunk(y, a, e, m, (ck_unop)(p->op - CK_EW_UNARY), p->imm);
+        else
+            ew_binary(y, a, p->b >= 0 ? slot[p->b] : NULL, p->imm, m, p->op);
+        slot[nin + jj] = y;
+    }
+}
+
+#define CK_EW_CHUNK_ARGS                                                                                        \
+    float *out, size_t n, int nin, const float *const *in, const int64_t *div, const int64_t *mod, int ninsn, \
+        const ck_ew_insn *prog, const int *phys, size_t i0
+static void ew_chunk_plain(CK_EW_CHUNK_ARGS) { ew_chunk(out, n, nin, in, div, mod, ninsn, prog, phys, i0); }
+#ifdef CK_X86
+CK_AVX2 static void ew_chunk_avx2(CK_EW_CHUNK_ARGS) { ew_chunk(out, n, nin, in, div, mod, ninsn, prog, phys, i0); }
+#endif
+
 void ck_ew(float *out, size_t n, int nin, const float *const *in, const int64_t *div, const int64_t *mod, int ninsn,
            const ck_ew_insn *prog)
 {
     /* one buffer per live intermediate: an instruction's result takes the buffer of an operand it reads last */
     int phys[CK_EW_MAX_INSNS], last[CK_EW_MAX_INPUTS + CK_EW_MAX_INSNS], free_list[CK_EW_MAX_INSNS];
     int nfree = 0, nphys = 0, j, k;
+#ifdef CK_X86
+    int avx2 = ck_has_avx2();
+#endif
     long c, nchunks = (long)((n + CK_CHUNK - 1) / CK_CHUNK);
     for (k = 0; k < nin + ninsn; k++) last[k] = -1;
     for (j = 0; j < ninsn; j++) {
@@ -314,28 +356,13 @@ void ck_ew(float *out, size_t n, int nin, const float *const *in, const int64_t 
     }
 #pragma omp parallel for schedule(static) if (n * (size_t)ninsn >= CK_PAR_MIN)
     for (c = 0; c < nchunks; c++) {
-        float regs[CK_EW_MAX_INSNS][CK_CHUNK], gat[CK_EW_MAX_INPUTS][CK_CHUNK], e[CK_CHUNK];
-        const float *slot[CK_EW_MAX_INPUTS + CK_EW_MAX_INSNS];
-        size_t i0 = (size_t)c * CK_CHUNK;
-        int m = n - i0 < CK_CHUNK ? (int)(n - i0) : CK_CHUNK, jj, kk;
-        for (kk = 0; kk < nin; kk++) {
-            if (div[kk] == 1 && (size_t)mod[kk] == n) {
-                slot[kk] = in[kk] + i0;
-            } else {
-                ew_gather(gat[kk], in[kk], div[kk], mod[kk], i0, m);
-                slot[kk] = gat[kk];
-            }
+#ifdef CK_X86
+        if (avx2) {
+            ew_chunk_avx2(out, n, nin, in, div, mod, ninsn, prog, phys, (size_t)c * CK_CHUNK);
+            continue;
         }
-        for (jj = 0; jj < ninsn; jj++) {
-            const ck_ew_insn *p = &prog[jj];
-            float *y = jj + 1 == ninsn ? out + i0 : regs[phys[jj]];
-            const float *a = p->a >= 0 ? slot[p->a] : NULL;
-            if (p->op >= CK_EW_UNARY)
-                unary_chunk(y, a, e, m, (ck_unop)(p->op - CK_EW_UNARY), p->imm);
-            else
-                ew_binary(y, a, p->b >= 0 ? slot[p->b] : NULL, p->imm, m, p->op);
-            slot[nin + jj] = y;
-        }
+#endif
+        ew_chunk_plain(out, n, nin, in, div, mod, ninsn, prog, phys, (size_t)c * CK_CHUNK);
     }
 }
 
