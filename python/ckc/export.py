@@ -125,42 +125,91 @@ def _capture(model, args):
     return gm, placeholders, feeds, consts, params, ep.call_spec.out_spec
 
 
-def _record_values(gm, placeholders, feeds, consts):
-    """Runs the captured graph once: the concrete value of every node (shapes, dtypes, constants)."""
+def _record_values(gm, placeholders, feeds, consts, light=False):
+    """Runs the captured graph once: the concrete value of every node (shapes, dtypes, constants). light: only
+    the values computed from constants alone (what conversion folds) are kept; every other tensor is a stand-in
+    on the meta device with its shape, dtype and strides (a torch.compile partition's values are as big as the
+    model: an optimizer step's are every parameter several times over)."""
+    import torch
     ordered = [n for n in gm.graph.nodes if n.op == "placeholder"]
     feed = [feeds[n] if n in feeds else consts[n][1] for n in ordered]
-    # a placeholder consumes its feed even when it is a constant; the constant is its value
-    return run_recording(gm, feed, replace={n: v for n, (_target, v) in consts.items()})
+    keep_real = None
+    if light:
+        keep_real = set(consts)
+        for n in gm.graph.nodes:
+            if n.op == "get_attr" or (n.op == "call_function" and all(a in keep_real for a in n.all_input_nodes)):
+                keep_real.add(n)
+    replace = {n: v for n, (_target, v) in consts.items()}  # a placeholder consumes its feed even when it is a
+    if light:                                                   # constant; the constant is its value
+        # the inputs' shapes, dtypes and strides are all the conversion reads of them
+        values = run_recording_meta(gm, feed, [n in feeds for n in ordered], replace=replace)
+        if values is not None:
+            return values
+    return run_recording(gm, feed, replace=replace, stand_in=None if keep_real is None else lambda n: n not in keep_real)
 
 
-def run_recording(gm, args, keep=None, replace=None):
+def run_recording_meta(gm, args, as_meta, keep=None, replace=None):
+    """run_recording with the args flagged in as_meta on the meta device (shapes, dtypes and strides: no memory,
+    no arithmetic; what depends on the others only is computed for real), or None when an op cannot run so (no
+    meta kernel, a constant of the graph on the CPU meeting a meta tensor, a value read with .item())."""
+    try:
+        return run_recording(gm, [_meta_like(a) if m else a for a, m in zip(args, as_meta)], keep=keep,
+                             replace=replace)
+    except Exception:  # noqa: BLE001 (any op's failure on meta tensors: the caller runs it for real)
+        return None
+
+
+def run_recording(gm, args, keep=None, replace=None, stand_in=None):
     """Node values of one eager run (no grad) of the FX graph module gm on args: every node's, or those
     keep(node, value) accepts (the interpreter frees the others after their last use); replace maps a node to
-    the value it takes instead of the one computed. Nothing made here outlives the call but the returned
+    the value it takes instead of the one computed; stand_in(node) true: a tensor value is recorded as a
+    meta-device tensor of its shape, dtype and strides (the real one is freed after its last use). Nothing made
+    here outlives the call but the returned
     dict: a class or closure made per call would sit in a reference cycle with the dict (every recorded
     activation) until Python's cycle collector runs, which in a training loop may be never."""
     import torch
-    rec = _recorder_class()(gm, keep, replace or {})
+    rec = _recorder_class()(gm, keep, replace or {}, stand_in)
     with torch.no_grad():
         rec.run(*args)
     return rec.values
 
 
+def _meta_like(v):
+    import torch
+    if isinstance(v, torch.Tensor):
+        return torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device="meta")
+    if isinstance(v, (tuple, list)):
+        return type(v)(_meta_like(x) for x in v)
+    return v
+
+
 @functools.lru_cache(maxsize=None)
 def _recorder_class():
+    import torch
     import torch.fx
 
     class Recorder(torch.fx.Interpreter):
-        def __init__(self, gm, keep, replace):
+        def __init__(self, gm, keep, replace, stand_in):
             super().__init__(gm)
-            self.values, self.keep, self.replace = {}, keep, replace
+            self.values, self.keep, self.replace, self.stand_in = {}, keep, replace, stand_in
+
+        def record(self, n, out):
+            if self.keep is None or self.keep(n, out):
+                self.values[n] = _meta_like(out) if self.stand_in is not None and self.stand_in(n) else out
 
         def run_node(self, n):
+            if n.op == "call_function" and n.target is torch.ops.aten.copy_.default:
+                # an input updated in place (an optimizer step): recording must not apply the update. Its value
+                # (read by nothing) is a stand-in: the interpreter keeps a value no node reads to the end of
+                # the run, and an optimizer's copy_ are all at the end (its whole state, anew)
+                (dst, src, *_), _kwargs = self.fetch_args_kwargs_from_env(n)
+                out = _meta_like(torch.ops.aten.copy.default(dst, src) if dst.shape != src.shape else src)
+                self.record(n, out)
+                return out
             out = super().run_node(n)
             if n in self.replace:
                 out = self.replace[n]
-            if self.keep is None or self.keep(n, out):
-                self.values[n] = out
+            self.record(n, out)
             return out
     return Recorder
 
@@ -184,6 +233,7 @@ class _Converter:
         self.used = set()
         self.const_ids = {}
         self.depends_on_input = set()
+        self.into = []  # (IR tensor, IR input it is written into): aten.copy_ of an input
         self.current = None
         for ph, name in zip(placeholders, input_names):
             t = values[ph]
@@ -322,7 +372,7 @@ class _Converter:
                 return self.outputs(n.args[0], self.out_spec)
             if n.op != "call_function":
                 self.fail(f"unsupported FX node kind '{n.op}'")
-            if not n.users:
+            if not n.users and n.target is not torch.ops.aten.copy_.default:
                 continue  # dead (detach of an activation, unused getitem, metadata asserts)
             node_args = [a for a in _flat_args(n) if isinstance(a, torch.fx.Node)]
             if all(a in self.static for a in node_args):
@@ -543,6 +593,22 @@ def _fma(c, n, a, b, addend):
     if _is_tensor(addend):
         return c.op("ADD", [prod, c.t(addend)], out=n)
     return c.op("ADD", [prod], {"scalar": addend}, out=n)
+
+
+def _copy_into(c, n, dst, src, non_blocking=False):
+    """aten.copy_ of an input (an optimizer updating its parameters and state): the value becomes an output
+    written into that input's buffer (graph.json "into")."""
+    names = {i["name"] for i in c.inputs}
+    if dst not in c.env or c.env[dst] not in names:
+        c.fail("copy_ into something else than an input of the graph")
+    if n.users:
+        c.fail("the result of copy_ is read (only a final update of an input is supported)")
+    if not _is_tensor(src) or c.meta(src) != c.meta(dst):
+        c.fail("copy_ of a value of another shape or dtype than the input's")
+    if any(d == c.env[dst] for _t, d in c.into):
+        c.fail(f"a second copy_ into input '{c.env[dst]}'")
+    c.into.append((c.t(src), c.env[dst]))
+    return c.env[dst]
 
 
 def _copy(c, n, dst, src, non_blocking=False):
@@ -819,6 +885,7 @@ _HANDLERS = {
     "aten.rsqrt": _unary("RSQRT"), "aten.neg": _unary("NEG"), "aten.sigmoid": _unary("SIGMOID"), "aten.abs": _unary("ABS"),
     "aten.cos": _unary("COS"), "aten.sin": _unary("SIN"), "aten.erf": _unary("ERF"), "aten.gelu": _gelu, "aten.pow": _pow,
     "aten.sqrt": _sqrt, "aten.reciprocal": _reciprocal, "prims.fma": _fma, "aten.copy": _copy,
+    "aten.copy_": _copy_into,
     # normalization, softmax, reductions
     "aten.native_layer_norm": _native_layer_norm, "aten.layer_norm": _layer_norm,
     "aten._softmax": _softmax, "aten.softmax": _softmax,
@@ -908,6 +975,8 @@ def graph_document(gm, placeholders, consts, params, values, input_names, out_sp
     conv = _Converter(gm, placeholders, consts, params, values, input_names)
     conv.out_spec = out_spec
     outputs = conv.convert()
+    outputs = [{"name": name, "tensor": t} for name, t in outputs] + [
+        {"name": f"{dst}.updated", "tensor": t, "into": dst} for t, dst in conv.into]
     doc = {
         "schema": SCHEMA,
         "version": SCHEMA_VERSION,
@@ -917,7 +986,7 @@ def graph_document(gm, placeholders, consts, params, values, input_names, out_sp
         "inputs": conv.inputs,
         "constants": list(conv.constants.values()),
         "nodes": conv.nodes,
-        "outputs": [{"name": name, "tensor": t} for name, t in outputs],
+        "outputs": outputs,
     }
     return doc, conv.const_data
 

@@ -296,10 +296,13 @@ def test_the_tied_embedding_gradient_is_scattered_into_the_head_gradient(monkeyp
     assert len(scatters) == 1 and "aten.add.Tensor" not in scatters[0]
 
 
-def test_a_compiled_adamw_step_runs_in_one_library_and_matches_eager():
+def test_a_compiled_adamw_step_runs_in_one_library_and_matches_eager(tmp_path, monkeypatch):
     """torch.compile(opt.step, backend="gcu"): AdamW's decomposed update (lerp's where on its constant weight,
     addcmul's prims.fma, the functional copy, the bias corrections beta ** step) compiles with no op left to
-    eager PyTorch, and three steps leave the parameters and the optimizer's state where eager AdamW does."""
+    eager PyTorch into one library that writes the parameters and the optimizer's state in place (graph.json
+    "into": no new tensors for AOTAutograd to copy back), and three steps leave them where eager AdamW does."""
+    import json
+    monkeypatch.setenv("CKC_CACHE_DIR", str(tmp_path))
     torch._dynamo.reset()
     model, x = workload("mlp")
     ref = copy.deepcopy(model)
@@ -321,6 +324,11 @@ def test_a_compiled_adamw_step_runs_in_one_library_and_matches_eager():
             ref_opt.step()
     eager = [str(w.message) for w in caught if "run eagerly" in str(w.message)]
     assert not eager, eager
+    docs = [json.load(open(g)) for g in tmp_path.glob("graphs/*/graph.json")]
+    n_params = len(list(model.parameters()))
+    assert len(docs) == 1, len(docs)
+    outs = docs[0]["outputs"]  # parameter, exp_avg, exp_avg_sq and step of each, and nothing else
+    assert len(outs) == 4 * n_params and all("into" in o for o in outs), outs
     for (n, p), q in zip(model.named_parameters(), ref.parameters()):
         assert (p - q).abs().max().item() < 1e-6, n
         for key in ("exp_avg", "exp_avg_sq", "step"):

@@ -188,11 +188,33 @@ def _values_ok(node):
     return None
 
 
+def _update_reason(node):
+    """None when copy_(dst, src) is a final in-place update of a graph input ckc can write directly (graph.json
+    "into"), else why not."""
+    import torch
+    dst, src = node.args[0], node.args[1]
+    if not (isinstance(dst, torch.fx.Node) and dst.op == "placeholder"):
+        return "copy_ into something else than an input of the graph"
+    if not (isinstance(src, torch.fx.Node) and src.op == "call_function") or node.users or node.kwargs:
+        return "copy_ of an input, or whose result is read"
+    d, s = dst.meta.get("val"), src.meta.get("val")
+    if not (isinstance(d, torch.Tensor) and isinstance(s, torch.Tensor)) or d.shape != s.shape or \
+            d.dtype != s.dtype or not d.is_contiguous():
+        return "copy_ that converts, broadcasts or writes a strided input"
+    order = {n: i for i, n in enumerate(node.graph.nodes)}
+    if any(order[u] > order[node] for u in dst.users) or sum(
+            1 for u in dst.users if u.target is torch.ops.aten.copy_.default) > 1:
+        return "the input is read after copy_, or updated twice"
+    return None
+
+
 def _unsupported_reason(node, rejected, is_static, static_names=frozenset()):
     if node.op != "call_function":
         return "not an op"
     if node.name in rejected:
         return rejected[node.name]
+    if ex._target_name(node) == "aten.copy_":
+        return _update_reason(node)
     if _big_fill(node):
         return (f"a fill of {_big_fill(node)} elements runs eagerly (compiled in, it would be a constant of that "
                 "size in the library)")
@@ -230,7 +252,10 @@ def _specialize(agm, args, constants=None):
 
     def is_scalar(_n, v):
         return isinstance(v, (int, float, bool)) and not isinstance(v, torch.Tensor)
-    values = ex.run_recording(gm, [args[i] for i in live], keep=is_scalar)
+    live_args = [args[i] for i in live]
+    values = ex.run_recording_meta(gm, live_args, [isinstance(a, torch.Tensor) for a in live_args], keep=is_scalar)
+    if values is None:  # (a scalar read from a tensor's values)
+        values = ex.run_recording(gm, live_args, keep=is_scalar)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     scalar = {n: values[n] for n in gm.graph.nodes
               if n.op in ("placeholder", "call_function") and isinstance(values.get(n), (int, float, bool))
@@ -251,7 +276,14 @@ def _specialize(agm, args, constants=None):
     perms = _read_in_place(gm, kept_args)
 
     def record(names):
-        return {n.name: v for n, v in ex.run_recording(gm, kept_args, keep=lambda n, _v: n.name in names).items()}
+        """{name: value} of the nodes named: on the meta device when every op allows (an optimizer step's
+        values are the model's size several times over; what depends on constants only is real), else real."""
+        def keep(n, _v):
+            return n.name in names
+        values = ex.run_recording_meta(gm, kept_args, [isinstance(a, torch.Tensor) for a in kept_args], keep=keep)
+        if values is None:
+            values = ex.run_recording(gm, kept_args, keep=keep)
+        return {n.name: v for n, v in values.items()}
     return gm, keep, record, perms
 
 
@@ -343,7 +375,7 @@ def _partition_module(model, multi, keep, picks):
         def forward(self, *args):
             outs = self.run(*[args[i] for i in keep])
             if not self.multi:
-                return outs[0]
+                return outs[0] if self.picks is None or self.picks else None  # (None: it only updates inputs)
             return tuple(outs) if self.picks is None else tuple(outs[j] for j in self.picks)
 
     return CompiledPartition()
@@ -610,7 +642,7 @@ def _compile_one(sub, args, constant, options):
     inputs = [p for p, c in zip(placeholders, constant) if not c]
     consts = {p: (p.name, a) for p, a, c in zip(placeholders, args, constant) if c}
     feeds = {p: a for p, a, c in zip(placeholders, args, constant) if not c}
-    values = ex._record_values(sub, placeholders, feeds, consts)
+    values = ex._record_values(sub, placeholders, feeds, consts, light=True)
     for p in inputs:
         v = values[p]
         if not isinstance(v, torch.Tensor):
@@ -618,14 +650,17 @@ def _compile_one(sub, args, constant, options):
     # nothing process-specific in the document: it is the cache key, shared across processes
     doc, data = ex.graph_document(sub, inputs, consts, set(), values, [p.name for p in inputs], None,
                                   "torch.compile partition", f"ckc.conductor (torch {torch.__version__})")
+    # (the inputs the submodule updates in place (copy_) are outputs too, written into them, after the others)
+    returned = [o for o in doc["outputs"] if "into" not in o]
+    updates = [o for o in doc["outputs"] if "into" in o]
     unique = {}  # IR tensor -> the first output returning it
-    for o in doc["outputs"]:
+    for o in returned:
         unique.setdefault(o["tensor"], o)
     picks = None
-    if len(unique) < len(doc["outputs"]):
+    if len(unique) < len(returned) or updates:
         position = {t: j for j, t in enumerate(unique)}
-        picks = [position[o["tensor"]] for o in doc["outputs"]]
-        doc["outputs"] = list(unique.values())
+        picks = [position[o["tensor"]] for o in returned]
+        doc["outputs"] = list(unique.values()) + updates
     entry, _built = get_or_build(doc, data, options)
     return _load_entry(entry), picks
 
@@ -991,8 +1026,11 @@ def _compile_graph(gm, example_inputs, options, constants=None):
 
     outs = gm.graph.output_node().args[0]
     built, graph_outputs = [], len(outs) if isinstance(outs, (tuple, list)) else 1
+    updates = []  # inference graphs: the inputs the graph updates in place (AOTAutograd's copy_ nodes)
 
     def forward(agm, _fake_inputs):
+        updates.extend(n for n in agm.graph.nodes if n.op == "call_function" and
+                       n.target is torch.ops.aten.copy_.default)
         n_args = sum(1 for n in agm.graph.nodes if n.op == "placeholder")
         # the forward's arguments are dynamo's, in order (else nothing is compiled in: the buffers stay inputs)
         built.append(_Specializing(agm, name, options, whole_key, graph_outputs, training=training,
@@ -1008,9 +1046,11 @@ def _compile_graph(gm, example_inputs, options, constants=None):
         run._boxed_call = True
         return run
 
+    # inference: an input updated in place (an optimizer's parameters and state) stays a copy_ in the graph, which
+    # ckc writes into the input's buffer (graph.json "into"), instead of a new tensor AOTAutograd copies back
     compiled = aot_module_simplified(gm, example_inputs, fw_compiler=forward, bw_compiler=backward,
-                                     decompositions=table)
-    if whole_key:
+                                     decompositions=table, keep_inference_input_mutations=not training)
+    if whole_key and not updates:  # (a build-ahead run would apply the update once too often)
         # dynamo hands over real example inputs: build now, and when the graph became one library, return the
         # library itself, without AOTAutograd's runtime wrapper around it (its per-call cost is that of the
         # kernels on small inputs)
