@@ -202,8 +202,8 @@ def _recorder_class():
                 # an input updated in place (an optimizer step): recording must not apply the update. Its value
                 # (read by nothing) is a stand-in: the interpreter keeps a value no node reads to the end of
                 # the run, and an optimizer's copy_ are all at the end (its whole state, anew)
-                (dst, src, *_), _kwargs = self.fetch_args_kwargs_from_env(n)
-                out = _meta_like(torch.ops.aten.copy.default(dst, src) if dst.shape != src.shape else src)
+                (dst, *_), _kwargs = self.fetch_args_kwargs_from_env(n)
+                out = _meta_like(dst)  # copy_ returns dst
                 self.record(n, out)
                 return out
             out = super().run_node(n)

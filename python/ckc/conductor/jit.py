@@ -201,9 +201,9 @@ def _update_reason(node):
     if not (isinstance(d, torch.Tensor) and isinstance(s, torch.Tensor)) or d.shape != s.shape or \
             d.dtype != s.dtype or not d.is_contiguous():
         return "copy_ that converts, broadcasts or writes a strided input"
-    order = {n: i for i, n in enumerate(node.graph.nodes)}
-    if any(order[u] > order[node] for u in dst.users) or sum(
-            1 for u in dst.users if u.target is torch.ops.aten.copy_.default) > 1:
+    # (FX nodes compare by their place in the graph: no index of the whole graph per copy_, an optimizer has
+    # four per parameter)
+    if any(u > node for u in dst.users) or sum(1 for u in dst.users if u.target is torch.ops.aten.copy_.default) > 1:
         return "the input is read after copy_, or updated twice"
     return None
 
