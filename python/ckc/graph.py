@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 
+from .pool import host_pool
 from .llm import CkError, _Handle, as_numpy, is_torch, spin_then_sleep
 
 _DTYPES = {0: np.float32, 1: np.int64, 2: np.int32, 3: np.bool_}
@@ -166,7 +167,9 @@ class GraphModel(_Handle):
         import torch
         dtypes = {np.float32: torch.float32, np.int64: torch.int64, np.int32: torch.int32, np.bool_: torch.bool}
         ins = [(s.name, s.shape, dtypes[s.dtype]) for s in self.inputs]
-        outs = [(s.shape, dtypes[s.dtype]) for s in self.outputs]
+        outs = [(s.shape, dtypes[s.dtype], s.dtype) for s in self.outputs]
+        pool = host_pool()
+        new = (lambda shape, dt, npdt: torch.empty(shape, dtype=dt)) if pool is None else pool.empty
         in_p = (ctypes.c_void_p * max(1, len(ins)))()
         out_p = (ctypes.c_void_p * max(1, len(outs)))()
         run, h, check = self.lib.ck_graph_run, self.h, self._check
@@ -204,7 +207,7 @@ class GraphModel(_Handle):
                     changed(h, i)
                     kept[i] = (t, t._version, t.data_ptr())  # holds t: its address cannot be another tensor's
                 in_p[i] = t.data_ptr() or empty_p
-            results = [torch.empty(shape, dtype=dt) if j is None else args[j] for (shape, dt), j in zip(outs, into)]
+            results = [new(shape, dt, npdt) if j is None else args[j] for (shape, dt, npdt), j in zip(outs, into)]
             for j, o in enumerate(results):
                 out_p[j] = None if into[j] is not None else o.data_ptr() or empty_p
             rc = run(h, in_p, out_p)
