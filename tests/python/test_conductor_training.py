@@ -362,3 +362,33 @@ def test_compiling_the_adamw_step_records_shapes_not_values(monkeypatch):
            if isinstance(v, torch.Tensor) and v.numel() > 1 and v.device.type != "meta"]
     assert not big, big
     assert all(not torch.equal(p, q) for p, q in zip(model.parameters(), before))
+
+
+def test_the_forward_saves_the_gelus_input_and_the_backward_recomputes_the_rest(tmp_path, monkeypatch):
+    """jit._partition: the GPT's written-out tanh GELU hangs off one tensor (the MLP's hidden layer, fc's
+    output); the forward saves that one and the backward computes the chain again in its elementwise programs.
+    With AOTAutograd's default partition the forward returned five tensors of the hidden size per layer (the
+    hidden layer, tanh's result, 1 + tanh, x * 0.5 and the GELU's output): 12 KiB per token per layer of
+    GPT-2-small, written, kept until the backward and read again. The gradients stay eager's."""
+    import json
+    monkeypatch.setenv("CKC_CACHE_DIR", str(tmp_path))
+    torch._dynamo.reset()
+    model, x = workload("gpt")  # 2 layers, dim 64: the hidden layer is [2, 16, 256]
+    ref = copy.deepcopy(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loss_of(torch.compile(model, backend="gcu", options={"target": "cpu"})(x)).backward()
+    loss_of(ref(x)).backward()
+    for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+        assert (p.grad - q.grad).abs().max() <= 1e-4 * q.grad.abs().max(), n
+    hidden = {}
+    for f in tmp_path.glob("graphs/*/graph.json"):
+        doc = json.loads(f.read_text())
+        if any(i["dtype"] == "i64" for i in doc["inputs"]):  # the forward: it reads the token ids
+            shapes = {n["name"]: n.get("shape") for n in doc["nodes"]}
+            shapes.update({i["name"]: i["shape"] for i in doc["inputs"]})
+            hidden[f.parent.name] = [o["tensor"] for o in doc["outputs"]
+                                     if shapes.get(o["tensor"]) and shapes[o["tensor"]][-1] == 256]
+    assert len(hidden) == 1, hidden
+    saved, = hidden.values()
+    assert len(saved) == 2, saved  # the hidden layer of each of the 2 layers, nothing else of its size
