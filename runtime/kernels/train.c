@@ -336,11 +336,16 @@ void ck_rope_backward_ref(float *dx, int lddx, int acc, const float *dy, int ldd
 
 static int visible_from(int t, int window) { return window > 0 && t - window + 1 > 0 ? t - window + 1 : 0; }
 
-/* the (capped) score of query row qv against key kv */
-static float score(const float *qv, const float *kv, int D, float scale, float softcap)
+/* CK_ATT_BLK keys (pass 1) or queries (pass 2) at a time: their scores, probabilities and gradients in stack arrays,
+ * each a vector op over the block (ck_vdots, ck_vexp, ck_vmacc) */
+#define CK_ATT_BLK 128
+
+/* s[i] = cap tanh(s[i] / cap) when cap > 0 */
+static void soft_cap(float *s, int n, float cap)
 {
-    float s = dot(qv, kv, D) * scale;
-    return softcap > 0.0f ? softcap * tanhf(s / softcap) : s;
+    int i;
+    if (cap > 0.0f)
+        for (i = 0; i < n; i++) s[i] = cap * tanhf(s[i] / cap);
 }
 
 void ck_attention_backward(float *dq, int lddq, float *dk, int lddk, float *dv, int lddv, int acc, const float *dout,
@@ -349,61 +354,85 @@ void ck_attention_backward(float *dq, int lddq, float *dk, int lddk, float *dv, 
                            float softcap, float *scratch)
 {
     int group = H / KVH, total = T * H, idx;
-    float *lse = scratch, *delta = scratch + (size_t)T * H;
+    float *lse = scratch, *delta = scratch + (size_t)T * H; /* [head][query] */
     int par = (long)total * T * D >= CK_PAR_MIN_ACT;
     /* 1: per (query, head) the softmax's log-sum-exp and dO.O; 2: dq */
 #pragma omp parallel for schedule(dynamic, 4) if (par)
     for (idx = 0; idx < total; idx++) {
-        int t = idx / H, h = idx % H, j0 = visible_from(t, window), j, d;
+        int t = idx / H, h = idx % H, j0 = visible_from(t, window), j, i, d, nb;
         const float *qv = q + (size_t)t * ldq + (size_t)h * D, *go = dout + (size_t)t * lddo + (size_t)h * D;
         const float *K = k_cache + (size_t)(h / group) * cap * D, *V = v_cache + (size_t)(h / group) * cap * D;
         float m = -INFINITY, l = 0.0f, L, dl, *dqv = dq + (size_t)t * lddq + (size_t)h * D;
-        for (j = j0; j <= t; j++) {
-            float s = score(qv, K + (size_t)j * D, D, scale, softcap);
-            if (s > m) {
-                l = l * expf(m - s) + 1.0f;
-                m = s;
-            } else {
-                l += expf(s - m);
+        float s[CK_ATT_BLK], p[CK_ATT_BLK], dp[CK_ATT_BLK];
+        for (j = j0; j <= t; j += nb) {
+            float bm = -INFINITY, sum = 0.0f;
+            nb = t + 1 - j < CK_ATT_BLK ? t + 1 - j : CK_ATT_BLK;
+            ck_vdots(s, qv, K + (size_t)j * D, D, nb, D);
+            for (i = 0; i < nb; i++) s[i] *= scale;
+            soft_cap(s, nb, softcap);
+            for (i = 0; i < nb; i++) bm = s[i] > bm ? s[i] : bm;
+            if (bm > m) {
+                l *= expf(m - bm);
+                m = bm;
             }
+            for (i = 0; i < nb; i++) s[i] -= m;
+            ck_vexp(p, s, nb);
+            for (i = 0; i < nb; i++) sum += p[i];
+            l += sum;
         }
         L = m + logf(l);
         dl = dot(go, out + (size_t)t * ldo + (size_t)h * D, D);
-        lse[idx] = L;
-        delta[idx] = dl;
+        lse[(size_t)h * T + t] = L;
+        delta[(size_t)h * T + t] = dl;
         if (!acc)
             for (d = 0; d < D; d++) dqv[d] = 0.0f;
-        for (j = j0; j <= t; j++) {
-            float s = score(qv, K + (size_t)j * D, D, scale, softcap), p = expf(s - L);
-            float ds = p * (dot(go, V + (size_t)j * D, D) - dl);
-            const float *kj = K + (size_t)j * D;
-            if (softcap > 0.0f) ds *= 1.0f - (s / softcap) * (s / softcap);
-            ds *= scale;
-            for (d = 0; d < D; d++) dqv[d] += ds * kj[d];
+        for (j = j0; j <= t; j += nb) {
+            nb = t + 1 - j < CK_ATT_BLK ? t + 1 - j : CK_ATT_BLK;
+            ck_vdots(s, qv, K + (size_t)j * D, D, nb, D);
+            for (i = 0; i < nb; i++) s[i] *= scale;
+            soft_cap(s, nb, softcap);
+            for (i = 0; i < nb; i++) p[i] = s[i] - L;
+            ck_vexp(p, p, nb);
+            ck_vdots(dp, go, V + (size_t)j * D, D, nb, D);
+            for (i = 0; i < nb; i++) {
+                float ds = p[i] * (dp[i] - dl);
+                if (softcap > 0.0f) ds *= 1.0f - (s[i] / softcap) * (s[i] / softcap);
+                dp[i] = ds * scale;
+            }
+            ck_vmacc(dqv, dp, K + (size_t)j * D, D, nb, D);
         }
     }
     /* 3: per (KV head, key) dk and dv, summed over the group's heads and the queries that see the key */
     total = KVH * T;
 #pragma omp parallel for schedule(dynamic, 4) if (par)
     for (idx = 0; idx < total; idx++) {
-        int g = idx / T, j = idx % T, t, h, d;
+        int g = idx / T, j = idx % T, t, h, d, i, nb;
         int t_end = window > 0 && j + window < T ? j + window : T; /* queries t < t_end see key j */
         const float *kj = k_cache + ((size_t)g * cap + j) * D, *vj = v_cache + ((size_t)g * cap + j) * D;
         float *dkj = dk + (size_t)j * lddk + (size_t)g * D, *dvj = dv + (size_t)j * lddv + (size_t)g * D;
+        float s[CK_ATT_BLK], p[CK_ATT_BLK], dp[CK_ATT_BLK];
         if (!acc)
             for (d = 0; d < D; d++) dkj[d] = dvj[d] = 0.0f;
-        for (h = g * group; h < (g + 1) * group; h++)
-            for (t = j; t < t_end; t++) {
-                const float *qv = q + (size_t)t * ldq + (size_t)h * D, *go = dout + (size_t)t * lddo + (size_t)h * D;
-                float s = score(qv, kj, D, scale, softcap), p = expf(s - lse[t * H + h]);
-                float ds = p * (dot(go, vj, D) - delta[t * H + h]);
-                if (softcap > 0.0f) ds *= 1.0f - (s / softcap) * (s / softcap);
-                ds *= scale;
-                for (d = 0; d < D; d++) {
-                    dkj[d] += ds * qv[d];
-                    dvj[d] += p * go[d];
+        for (h = g * group; h < (g + 1) * group; h++) {
+            const float *Lh = lse + (size_t)h * T, *Dh = delta + (size_t)h * T;
+            for (t = j; t < t_end; t += nb) {
+                const float *Q = q + (size_t)t * ldq + (size_t)h * D, *GO = dout + (size_t)t * lddo + (size_t)h * D;
+                nb = t_end - t < CK_ATT_BLK ? t_end - t : CK_ATT_BLK;
+                ck_vdots(s, kj, Q, (size_t)ldq, nb, D);
+                for (i = 0; i < nb; i++) s[i] *= scale;
+                soft_cap(s, nb, softcap);
+                for (i = 0; i < nb; i++) p[i] = s[i] - Lh[t + i];
+                ck_vexp(p, p, nb);
+                ck_vdots(dp, vj, GO, (size_t)lddo, nb, D);
+                for (i = 0; i < nb; i++) {
+                    float ds = p[i] * (dp[i] - Dh[t + i]);
+                    if (softcap > 0.0f) ds *= 1.0f - (s[i] / softcap) * (s[i] / softcap);
+                    dp[i] = ds * scale;
                 }
+                ck_vmacc(dkj, dp, Q, (size_t)ldq, nb, D);
+                ck_vmacc(dvj, p, GO, (size_t)lddo, nb, D);
             }
+        }
     }
 }
 

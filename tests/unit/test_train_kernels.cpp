@@ -203,7 +203,8 @@ TEST_CASE("ck_rope_backward: finite differences (full and partial rotary), fast 
 
 TEST_CASE("ck_attention_backward: finite differences (q, k, v; GQA, window, softcap), fast = ref", "[train]")
 {
-    auto [window, softcap] = GENERATE(std::pair{0, 0.0f}, std::pair{3, 0.0f}, std::pair{0, 2.0f});
+    // (window 150: wider than the kernel's 128-key blocks, in the 300-token case below)
+    auto [window, softcap] = GENERATE(std::pair{0, 0.0f}, std::pair{3, 0.0f}, std::pair{0, 2.0f}, std::pair{150, 0.0f});
     int T = 6, H = 4, KVH = 2, D = 8, ldq = H * D + 3, cap = T;
     float scale = 0.5f;
     Vec q = strided(T, H * D, ldq, 1), kc = rnd(static_cast<size_t>(KVH) * cap * D, 2),
@@ -230,7 +231,8 @@ TEST_CASE("ck_attention_backward: finite differences (q, k, v; GQA, window, soft
     fd_check(kc, dk_cache, loss, "dk");
     fd_check(vc, dv_cache, loss, "dv");
 
-    auto [T2, H2, KVH2, D2] = GENERATE(std::tuple{1, 2, 1, 16}, std::tuple{37, 4, 2, 16}, std::tuple{70, 6, 6, 8});
+    auto [T2, H2, KVH2, D2] = GENERATE(std::tuple{1, 2, 1, 16}, std::tuple{37, 4, 2, 16}, std::tuple{70, 6, 6, 8},
+                                           std::tuple{300, 4, 2, 48});  // 3 blocks of keys / queries
     int nth = GENERATE(1, 2), acc = GENERATE(0, 1);
     Threads th(nth);
     int lq = H2 * D2 + 5, lk = KVH2 * D2 * 3;  // dk, dv: column views of a wider gradient (the fused QKV's)
