@@ -30,6 +30,23 @@ def loss_of(y):
     return (y ** 2).mean()
 
 
+def gpt_step_graphs(tmp_path, monkeypatch):
+    """One forward and backward of the GPT workload through torch.compile(backend="gcu", target cpu) in a cache
+    of its own, its .grad checked against eager within 1e-4; returns the graph.json documents it compiled."""
+    import json
+    monkeypatch.setenv("CKC_CACHE_DIR", str(tmp_path))
+    torch._dynamo.reset()
+    model, x = workload("gpt")
+    ref = copy.deepcopy(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loss_of(torch.compile(model, backend="gcu", options={"target": "cpu"})(x)).backward()
+    loss_of(ref(x)).backward()
+    for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+        assert (p.grad - q.grad).abs().max() <= 1e-4 * q.grad.abs().max(), n
+    return [json.loads(f.read_text()) for f in tmp_path.glob("graphs/*/graph.json")]
+
+
 @pytest.mark.parametrize("target", ["gcu", "cpu"])
 @pytest.mark.parametrize("name", ["mlp", "block", "gpt"])
 def test_backward_and_steps_match_eager(name, target):
@@ -182,18 +199,7 @@ def test_a_value_the_forward_saves_twice_is_one_library_output(tmp_path, monkeyp
     of it to its own shape, for the P^T dY product: one tensor of the graph; and the layers' identical folded
     masks). The library has one output per tensor and the partition returns it at each place: two outputs would
     cost a second buffer of [heads, T, T] per layer and a copy per call."""
-    import json
-    monkeypatch.setenv("CKC_CACHE_DIR", str(tmp_path))
-    torch._dynamo.reset()
-    model, x = workload("gpt")
-    ref = copy.deepcopy(model)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        loss_of(torch.compile(model, backend="gcu", options={"target": "cpu"})(x)).backward()
-    loss_of(ref(x)).backward()
-    for (n, p), q in zip(model.named_parameters(), ref.parameters()):
-        assert (p.grad - q.grad).abs().max() <= 1e-4 * q.grad.abs().max(), n
-    docs = [json.loads(f.read_text()) for f in tmp_path.glob("graphs/*/graph.json")]
+    docs = gpt_step_graphs(tmp_path, monkeypatch)
     softmax_returned = 0
     for doc in docs:
         ops = {n["name"]: n["op"] for n in doc["nodes"]}
@@ -370,25 +376,11 @@ def test_the_forward_saves_the_gelus_input_and_the_backward_recomputes_the_rest(
     With AOTAutograd's default partition the forward returned five tensors of the hidden size per layer (the
     hidden layer, tanh's result, 1 + tanh, x * 0.5 and the GELU's output): 12 KiB per token per layer of
     GPT-2-small, written, kept until the backward and read again. The gradients stay eager's."""
-    import json
-    monkeypatch.setenv("CKC_CACHE_DIR", str(tmp_path))
-    torch._dynamo.reset()
-    model, x = workload("gpt")  # 2 layers, dim 64: the hidden layer is [2, 16, 256]
-    ref = copy.deepcopy(model)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        loss_of(torch.compile(model, backend="gcu", options={"target": "cpu"})(x)).backward()
-    loss_of(ref(x)).backward()
-    for (n, p), q in zip(model.named_parameters(), ref.parameters()):
-        assert (p.grad - q.grad).abs().max() <= 1e-4 * q.grad.abs().max(), n
-    hidden = {}
-    for f in tmp_path.glob("graphs/*/graph.json"):
-        doc = json.loads(f.read_text())
-        if any(i["dtype"] == "i64" for i in doc["inputs"]):  # the forward: it reads the token ids
-            shapes = {n["name"]: n.get("shape") for n in doc["nodes"]}
-            shapes.update({i["name"]: i["shape"] for i in doc["inputs"]})
-            hidden[f.parent.name] = [o["tensor"] for o in doc["outputs"]
-                                     if shapes.get(o["tensor"]) and shapes[o["tensor"]][-1] == 256]
-    assert len(hidden) == 1, hidden
-    saved, = hidden.values()
+    # (2 layers, dim 64: the hidden layer is [2, 16, 256])
+    forwards = [doc for doc in gpt_step_graphs(tmp_path, monkeypatch)
+                if any(i["dtype"] == "i64" for i in doc["inputs"])]  # the forward reads the token ids
+    assert len(forwards) == 1, len(forwards)
+    shapes = {n["name"]: n.get("shape") for n in forwards[0]["nodes"]}
+    shapes.update({i["name"]: i["shape"] for i in forwards[0]["inputs"]})
+    saved = [o["tensor"] for o in forwards[0]["outputs"] if (shapes.get(o["tensor"]) or [0])[-1] == 256]
     assert len(saved) == 2, saved  # the hidden layer of each of the 2 layers, nothing else of its size

@@ -226,6 +226,14 @@ def _unsupported_reason(node, rejected, is_static, static_names=frozenset()):
     return _values_ok(node)
 
 
+def _record_shapes(gm, args, keep):
+    """ex.run_recording of the values keep() accepts, with the tensor arguments on the meta device when every op
+    allows (what depends on constants only is still real), else for real (a scalar read from a tensor's values)."""
+    import torch
+    values = ex.run_recording_meta(gm, args, [isinstance(a, torch.Tensor) for a in args], keep=keep)
+    return values if values is not None else ex.run_recording(gm, args, keep=keep)
+
+
 def _specialize(agm, args, constants=None):
     """A copy of the ATen graph with every SymInt / scalar placeholder and size computation replaced by its
     value for these arguments, and the placeholders at the indices of `constants` by those values (graph
@@ -252,10 +260,7 @@ def _specialize(agm, args, constants=None):
 
     def is_scalar(_n, v):
         return isinstance(v, (int, float, bool)) and not isinstance(v, torch.Tensor)
-    live_args = [args[i] for i in live]
-    values = ex.run_recording_meta(gm, live_args, [isinstance(a, torch.Tensor) for a in live_args], keep=is_scalar)
-    if values is None:  # (a scalar read from a tensor's values)
-        values = ex.run_recording(gm, live_args, keep=is_scalar)
+    values = _record_shapes(gm, [args[i] for i in live], is_scalar)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     scalar = {n: values[n] for n in gm.graph.nodes
               if n.op in ("placeholder", "call_function") and isinstance(values.get(n), (int, float, bool))
@@ -278,11 +283,7 @@ def _specialize(agm, args, constants=None):
     def record(names):
         """{name: value} of the nodes named: on the meta device when every op allows (an optimizer step's
         values are the model's size several times over; what depends on constants only is real), else real."""
-        def keep(n, _v):
-            return n.name in names
-        values = ex.run_recording_meta(gm, kept_args, [isinstance(a, torch.Tensor) for a in kept_args], keep=keep)
-        if values is None:
-            values = ex.run_recording(gm, kept_args, keep=keep)
+        values = _record_shapes(gm, kept_args, lambda n, _v: n.name in names)
         return {n.name: v for n, v in values.items()}
     return gm, keep, record, perms
 
@@ -913,9 +914,9 @@ def _partition(joint, joint_inputs, **kwargs):
     root = {}       # node -> the one tensor a qualifying node is computed from (a node that does not: itself)
     backward = set()  # nodes that read a tangent (the backward half; left alone)
     for n in joint.graph.nodes:
-        ins = [a for a in n.all_input_nodes]
+        ins = n.all_input_nodes
         if n.op == "placeholder":
-            if "tangent" in n.name:
+            if n.name.startswith("tangents"):  # (AOTAutograd's name for the outputs' gradients)
                 backward.add(n)
             root[n] = n
             continue
@@ -926,7 +927,7 @@ def _partition(joint, joint_inputs, **kwargs):
         tags = getattr(n.target, "tags", ()) if n.op == "call_function" else ()
         val = n.meta.get("val")
         tensors = [a for a in ins if isinstance(a.meta.get("val"), torch.Tensor)]
-        roots = {root[a] for a in tensors if not (a.op == "get_attr")}
+        roots = {root[a] for a in tensors if a.op != "get_attr"}
         pointwise = (torch.Tag.pointwise in tags and torch.Tag.nondeterministic_seeded not in tags
                      and isinstance(val, torch.Tensor) and val.dtype.is_floating_point)
         # a view of a recomputed value (autograd's alias of tanh's result, say) is recomputed with it
