@@ -1,13 +1,14 @@
 /*
- * checkpoint.h — what the checkpoint readers share (internal to runtime/io):
- * the checkpoint itself and the helpers safetensors.c and gguf.c both use.
+ * checkpoint.h — what the checkpoint readers share (internal to runtime/io): the checkpoint itself
+ * (checkpoint.c: files, tensor table, metadata), and each reader's entry point, which ck_checkpoint_open
+ * (checkpoint_open.c) calls. Calls run one way: checkpoint_open.c -> {safetensors.c, gguf.c} -> checkpoint.c.
  */
 #ifndef CK_IO_CHECKPOINT_H
 #define CK_IO_CHECKPOINT_H
 
 #include <stddef.h>
 
-#include "ck_safetensors.h"
+#include "ck_checkpoint.h"
 
 typedef struct st_file {
     char *path;
@@ -26,16 +27,25 @@ struct ck_checkpoint {
     int n_kvs;
 };
 
+/* ---- checkpoint.c ---- */
 void ck_io_seterr(char *err, size_t errlen, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+char *ck_io_strdup(const char *s); /* NULL when out of memory */
+int ck_io_ends_with(const char *s, const char *suffix);
+/* the dtype of a safetensors dtype name ("F32"): its canonical name, or NULL when unknown */
+const char *ck_io_dtype_by_name(const char *name, ck_dtype *dt);
+/* maps `path` read-only as the checkpoint's next file; NULL (err set) when it cannot */
+const st_file *ck_io_map_file(ck_checkpoint *ck, const char *path, char *err, size_t errlen);
 /* appends a copy of *t (its name copied); 0 when out of memory */
 int ck_io_add_tensor(ck_checkpoint *ck, const ck_tensor_info *t);
+void ck_io_sort_tensors(ck_checkpoint *ck); /* by name, for ck_checkpoint_find */
 
-/* gguf.c: the tensors and metadata of a mapped GGUF file; 1 on success */
-int ck_gguf_read(ck_checkpoint *ck, const st_file *f, char *err, size_t errlen);
-void ck_gguf_free(ck_checkpoint *ck);
+/* ---- the readers: the tensors (and metadata) of a mapped file; 1 on success ---- */
+int ck_safetensors_read(ck_checkpoint *ck, const st_file *f, char *err, size_t errlen);          /* safetensors.c */
+int ck_safetensors_read_index(ck_checkpoint *ck, const char *path, char *err, size_t errlen);    /* every shard */
+int ck_gguf_read(ck_checkpoint *ck, const st_file *f, char *err, size_t errlen);                 /* gguf.c */
 
 #endif

@@ -324,18 +324,6 @@ int ck_gguf_read(ck_checkpoint *ck, const st_file *f, char *err, size_t errlen)
     return 1;
 }
 
-void ck_gguf_free(ck_checkpoint *ck)
-{
-    int i;
-    for (i = 0; i < ck->n_kvs; i++) {
-        free((char *)ck->kvs[i].key);
-        free((void *)ck->kvs[i].strings);
-    }
-    free(ck->kvs);
-    ck->kvs = NULL;
-    ck->n_kvs = 0;
-}
-
 int ck_checkpoint_kv_count(const ck_checkpoint *ck) { return ck ? ck->n_kvs : 0; }
 
 const ck_gguf_kv *ck_checkpoint_kv(const ck_checkpoint *ck, int i)

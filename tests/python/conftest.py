@@ -16,6 +16,8 @@ import pytest
 import ckc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# one object cache for the runtime sources (ckc.build.runtime_objects) whatever CKC_CACHE_DIR a test sets
+os.environ.setdefault("CKC_OBJECT_CACHE_DIR", ckc.build.object_cache_dir())
 
 TINY = {"model_type": "llama", "vocab_size": 256, "hidden_size": 64, "intermediate_size": 172,
         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,

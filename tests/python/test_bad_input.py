@@ -130,8 +130,7 @@ def test_bad_checkpoint_is_a_clear_error(built, tmp_path, case):
 def test_bad_checkpoint_exit_code_of_the_executable(built, tmp_path):
     c = os.path.join(built.folder, "model.c")
     exe = tmp_path / "model"
-    subprocess.run(["sh", "-c", f"cc -O1 -DCK_MODEL_MAIN -I runtime/include {c} $(cat {c}.kernels) "
-                                f"-lopenblas -lm -fopenmp -o {exe}"], cwd=ROOT, check=True)
+    ckc.build.build_executable(c, str(exe))
     d = _copy_weights(built, tmp_path, "w")
     expected = _corrupt("missing_tensor", d)
     p = subprocess.run([str(exe), str(d), "1", "2"], capture_output=True, text=True)

@@ -40,8 +40,7 @@ def test_generation_stops_at_the_context_and_says_so(build, tmp_path):
     import subprocess
     c = os.path.join(b.folder, "model.c")
     exe = tmp_path / "model"
-    subprocess.run(f"cc -O1 -DCK_MODEL_MAIN -I {ckc.include_dir()} {c} $(cat {c}.kernels) -lopenblas -lm -fopenmp "
-                   f"-o {exe}", shell=True, check=True)
+    ckc.build.build_executable(c, str(exe))
     p = subprocess.run([str(exe), b.weights, "-n", "100", "1", "2", "3"], capture_output=True, text=True)
     assert p.returncode == 0 and "generating 13 new tokens, not 100" in p.stderr
     assert [int(t) for t in p.stdout.split()] == out

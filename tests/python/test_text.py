@@ -77,8 +77,7 @@ def test_smollm2_text(smol):
 def _exe(so_dir, tmp_path):
     c = os.path.join(so_dir, "model.c")
     exe = str(tmp_path / "model")
-    subprocess.run(f"cc -O2 -DCK_MODEL_MAIN -I {ckc.include_dir()} {c} $(cat {c}.kernels) -lopenblas -lm -fopenmp "
-                   f"-o {exe}", shell=True, check=True)
+    ckc.build.build_executable(c, exe)
     return exe
 
 
