@@ -20,10 +20,12 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "codegen/graph_codegen.h"
 #include "codegen/llm_codegen.h"
 #include "ck_quant.h"
+#include "frontend/gguf/gguf_arch.h"
 #include "frontend/gguf/gguf_frontend.h"
 #include "frontend/graph/graph_json.h"
 #include "frontend/hf/families.h"
@@ -33,8 +35,8 @@
 #include "support/error.h"
 #include "support/util.h"
 #include "support/version.h"
-#include "weights/gguf_quantize.h"
-#include "weights/random_weights.h"
+#include "tools/gguf_quantize.h"
+#include "tools/random_weights.h"
 
 using namespace ckc;
 
@@ -92,6 +94,15 @@ P policy_named(const std::vector<NamedPolicy<P>> &t, const std::string &name)
     for (const auto &p : t)
         if (name == p.name) return p.policy;
     throw Error(ErrorKind::Usage, "unknown planner policy '" + name + "'" + did_you_mean(name, policy_names(t)));
+}
+
+// The weight formats a model may be kept in (ck_quant.h's traits table), in table order: "f32, f16, ...".
+std::vector<std::string> stored_formats()
+{
+    std::vector<std::string> out;
+    for (int i = 0; const ck_qtype_traits *t = ck_qtype_traits_at(i); i++)
+        if (t->stored) out.push_back(t->name);
+    return out;
 }
 
 struct CommonOptions {
@@ -257,11 +268,11 @@ CLI::App *add_compile(CLI::App &app, CompileArgs &a)
     cmd->add_option("-o,--output", a.output, "the C file to write, e.g. out/model.c")->required();
     cmd->add_option("--weights", a.common.weights,
                     "LLM from config.json: how the weight matrices are kept in memory. f32 (default: every weight "
-                    "converted to float32 at load); f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K: the GEMM "
-                    "and embedding matrices in that format (GGUF's blocks; converted at load when the checkpoint holds "
-                    "another; a matrix whose rows are not whole blocks falls back as llama.cpp does, with a note). "
-                    "Norms and biases stay float32")
-        ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K"}));
+                    "converted to float32 at load); " + join(stored_formats(), ", ") + ": the GEMM and embedding "
+                    "matrices in that format (GGUF's blocks; converted at load when the checkpoint holds another; a "
+                    "matrix whose rows are not whole blocks falls back as llama.cpp does, with a note). Norms and "
+                    "biases stay float32")
+        ->check(CLI::IsMember(stored_formats()));
     cmd->add_flag("--report", a.report,
                   "print node counts around each pass and the memory plan (arena vs naive sum vs max-live lower bound)");
     cmd->add_flag("--train", a.common.train,
@@ -403,10 +414,10 @@ CLI::App *add_quantize(CLI::App &app, QuantizeArgs &a)
     cmd->add_option("MODEL", a.input, "a Hugging Face folder (config.json + safetensors) or its config.json")->required();
     cmd->add_option("-o,--output", a.out, "the .gguf file to write")->required();
     cmd->add_option("--type", a.type,
-                    "format of the weight matrices (default q8_0): f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, "
-                    "q5_K, q6_K (llama.cpp's reference quantizers, so the bytes are llama-quantize's; rows that are "
-                    "not whole blocks fall back as llama-quantize does). Norms and biases are written in f32")
-        ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K"}));
+                    "format of the weight matrices (default q8_0): " + join(stored_formats(), ", ") +
+                        " (llama.cpp's reference quantizers, so the bytes are llama-quantize's; rows that are not whole "
+                        "blocks fall back as llama-quantize does). Norms and biases are written in f32")
+        ->check(CLI::IsMember(stored_formats()));
     cmd->footer("Then: ckc compile OUTPUT -o model.c (the matrices are used in place from the mapped file).\n"
                 "The tokenizer beside the weights (tokenizer.json, tokenizer.model) goes in as tokenizer.ggml.*, with\n"
                 "the chat template: llama.cpp and ckc then run the file on text. Without one: token ids only.");
@@ -426,6 +437,79 @@ int run_quantize(const QuantizeArgs &a)
 
 }  // namespace
 
+struct ListArgs {
+    std::string what = "all";
+    bool json = false;
+};
+
+CLI::App *add_list(CLI::App &app, ListArgs &a)
+{
+    CLI::App *cmd = app.add_subcommand(
+        "list", "what this ckc supports, from its own tables: model families (with their GGUF architecture), "
+                "weight formats, IR ops, passes");
+    cmd->add_option("WHAT", a.what, "families, formats, ops, passes or all (default)")
+        ->check(CLI::IsMember({"families", "formats", "ops", "passes", "all"}));
+    cmd->add_flag("--json", a.json, "one JSON document (what the tests iterate)");
+    return cmd;
+}
+
+// The op's kind of table row (the elementwise and reduction tables of ck_kernels.h), or "op".
+std::string op_kind(Op op)
+{
+    if (unary_row(op)) return "unary";
+    if (binary_row(op)) return "binary";
+    if (reduce_row(op)) return "reduce";
+    return "op";
+}
+
+int run_list(const ListArgs &a)
+{
+    nlohmann::json doc = nlohmann::json::object();
+    std::ostringstream text;
+    auto want = [&](const char *w) { return a.what == "all" || a.what == w; };
+    if (want("families")) {
+        doc["families"] = nlohmann::json::array();
+        text << "families (Hugging Face model_type, GGUF architecture):\n";
+        for (const Family &f : families()) {
+            const GgufArch *g = gguf_arch_for_model_type(f.model_type);
+            doc["families"].push_back({{"model_type", f.model_type}, {"gguf", g ? nlohmann::json(g->arch) : nullptr}});
+            text << fmt::format("  {:<12} {}\n", f.model_type, g ? g->arch : "(no GGUF architecture)");
+        }
+    }
+    if (want("formats")) {
+        doc["formats"] = nlohmann::json::array();
+        text << "weight formats (name, elements and bytes per block, llama.cpp file type):\n";
+        for (int i = 0; const ck_qtype_traits *t = ck_qtype_traits_at(i); i++) {
+            if (!t->stored) continue;
+            doc["formats"].push_back({{"name", t->name}, {"type", t->type}, {"block", t->block},
+                                      {"block_bytes", t->block_bytes}, {"gguf_file_type", t->gguf_file_type},
+                                      {"row_fallback", t->row_fallback < 0 ? "" : ck_qtype_name(t->row_fallback)}});
+            text << fmt::format("  {:<6} {:>3} {:>4} {:>3}\n", t->name, t->block, t->block_bytes, t->gguf_file_type);
+        }
+    }
+    if (want("ops")) {
+        doc["ops"] = nlohmann::json::array();
+        text << "IR ops (name, table, what makes them):\n";
+        for (Op op : all_ops()) {
+            const OpDef &d = op_def(op);
+            doc["ops"].push_back({{"name", d.name}, {"kind", op_kind(op)}, {"made_by", made_by_name(d.made_by)},
+                                  {"fold_only", d.fold_only}});
+            text << fmt::format("  {:<14} {:<7} {}{}\n", d.name, op_kind(op), made_by_name(d.made_by),
+                                d.fold_only ? " (fold-only)" : "");
+        }
+    }
+    if (want("passes")) {
+        doc["passes"] = nlohmann::json::array();
+        text << "passes, in pipeline order:\n";
+        for (const auto &p : default_pipeline()) {
+            doc["passes"].push_back({{"name", p.name}, {"doc", p.doc}});
+            text << fmt::format("  {:<24} {}\n", p.name, p.doc);
+        }
+    }
+    std::cout << (a.json ? doc.dump(1) + "\n" : text.str());
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     CLI::App app{"ckc " CKC_VERSION " — compile a model to one standalone C file.\n"
@@ -444,6 +528,8 @@ int main(int argc, char **argv)
     CLI::App *rw = add_random_weights(app, rw_args);
     QuantizeArgs q_args;
     CLI::App *quantize = add_quantize(app, q_args);
+    ListArgs list_args;
+    CLI::App *list = add_list(app, list_args);
 
     try {
         app.parse(argc, argv);
@@ -469,6 +555,7 @@ int main(int argc, char **argv)
         if (*inspect) return run_inspect(inspect_args);
         if (*rw) return run_random_weights(rw_args);
         if (*quantize) return run_quantize(q_args);
+        if (*list) return run_list(list_args);
         std::cout << app.help();
         return static_cast<int>(ErrorKind::Usage);
     } catch (const Error &e) {

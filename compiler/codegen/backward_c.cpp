@@ -1,10 +1,10 @@
 // backward_c.cpp — ck_<section>_backward for a language model (see backward_c.h).
 //
-// How to add an op's backward: one row in kBackward below; its function reads forward values with
-// c.val(t), writes input gradients with c.write_grad(t) (after c.acc({...}) says whether to overwrite or
-// add), reads the output's gradient with c.read_grad(n.output) and accumulates parameter gradients into
-// c.param_grad(w). The kernel goes in runtime/kernels/train.c with a *_ref twin, a finite-difference test
-// and a fast-vs-ref test (tests/unit/test_train_kernels.cpp).
+// How to add an op's backward: one row in kBackward below; its function returns the kernel calls (kernel_call.h)
+// of the op's gradient: forward values through c.val(t) (the same locals the forward declares), input gradients
+// through c.write_grad(t) (after c.acc({...}) says whether to overwrite or add), the output's gradient through
+// c.read_grad(n.output), parameter gradients through c.param_grad(w). The kernel goes in runtime/kernels/train.c
+// with a *_ref twin, a finite-difference test and a fast-vs-ref test (tests/unit/test_train_kernels.cpp).
 #include "codegen/backward_c.h"
 
 #include <algorithm>
@@ -24,6 +24,7 @@ namespace ckc {
 namespace {
 
 using namespace rules;
+using Calls = std::vector<KernelCall>;
 
 constexpr const char *kInCarry = "@dcarry_in";    // the gradient of the section's input carry (written)
 constexpr const char *kOutCarry = "@dcarry_out";  // the gradient of the section's output carry (read)
@@ -33,17 +34,62 @@ std::string goff_name(Section s, const std::string &root)
     return "CK_GOFF_" + upper(Program::section_name(s)) + "_" + upper(c_identifier(root));
 }
 
+KernelCall call(const std::string &kernel, std::vector<CArg> args)
+{
+    KernelCall k;
+    k.kernel = kernel;
+    k.args = std::move(args);
+    return k;
+}
+
+// Where the backward finds the forward's values: the arena (the training loop points m->act at the section's
+// saved slice), the tokens and logits, and the section's input carry, saved per layer in m->train_x.
+class BackwardTarget : public Target {
+public:
+    explicit BackwardTarget(Target &forward) : forward_(forward) {}
+    std::string function_name(Section s) const override
+    {
+        return std::string("ck_") + Program::section_name(s) + "_backward";
+    }
+    std::vector<CParam> params(Section) const override
+    {
+        return {{"ck_model *", "m"}, {"int", "layer"}, {"int", "T"}, {"const float *", "gout"}, {"float *", "gin"}};
+    }
+    CExpr arena(const std::string &off, bool per_token) const override
+    {
+        if (!per_token) internal_error("training: the language model's arena has a fixed part");
+        return {fmt::format("m->act + (size_t)T * {}", off), {"m", "T"}};
+    }
+    CExpr carry(Section s) const override
+    {
+        if (s == Section::Block) return {"m->train_x + (size_t)layer * T * CK_DIM", {"m", "layer", "T"}};
+        return {"m->train_x + (size_t)CK_N_LAYERS * T * CK_DIM", {"m", "T"}};
+    }
+    CExpr input(const Tensor &) const override { return {"m->tokens", {"m"}}; }
+    CExpr output(const Tensor &) const override { return {"m->logits", {"m"}}; }
+    CExpr weights(Section s) const override { return forward_.weights(s); }
+    CExpr layer_weights() const override { return forward_.layer_weights(); }
+    std::string weights_type() const override { return forward_.weights_type(); }
+    std::string rope_table(const Node &rope) override { return forward_.rope_table(rope); }  // the forward's tables
+    std::string tracer() const override { return "m->trace"; }
+
+private:
+    Target &forward_;
+};
+
 struct StepAccess {
     std::set<std::string> reads, writes;
     int64_t scratch = 0;  // bytes per token
 };
 
-// What one backward function sees: forward values (saved), gradients (planned), parameter gradients.
+// What one backward function sees: forward values (saved), gradients (planned), parameter gradients. The dry run
+// records what each step reads and writes (the gradient plan); the real run declares the locals the calls read.
 class BwdCtx {
 public:
-    BwdCtx(const Program &p, Section sec, const SectionPlan &sp, const WeightTable &wt,
-           const std::function<std::string(const Node &)> &rope, bool dry_run)
-        : p(p), sec(sec), g(p.section(sec)), sp(sp), wt(wt), rope(rope), dry_run_(dry_run)
+    BwdCtx(const Program &p, Section sec, const SectionPlan &sp, const WeightTable &wt, BackwardTarget &target,
+           bool dry_run)
+        : p(p), sec(sec), g(p.section(sec)), sp(sp), wt(wt),
+          l(p, sec, sp, wt, target, {"m", "w", "gw", "T", "layer", "gin", "gout"}), dry_run_(dry_run)
     {
     }
 
@@ -52,43 +98,52 @@ public:
     const Graph &g;
     const SectionPlan &sp;
     const WeightTable &wt;
-    const std::function<std::string(const Node &)> &rope;
-    CWriter w;
+    SectionLocals l;
     const Node *n = nullptr;
     int step = 0;
     std::vector<StepAccess> access;  // per step (the dry run)
 
     bool recording() const { return dry_run_; }
 
-    // ---- forward values
-    std::string val(const std::string &t) const
+    // ---- forward values and sizes
+    CArg val(const std::string &t)
+    {
+        const Region &r = sp.region.at(t);
+        if ((r.root == kCarryRoot || g.tensor(t).storage == Storage::Carry) && g.producer(t))
+            internal_error("training: the backward of '" + n->name + "' reads the section's output '" + t + "'");
+        return l.tensor(t);
+    }
+    CArg ld(const std::string &label, const std::string &t) const
+    {
+        std::string name = l.ld_name(t);
+        return arg_size(label, l.ld(t), p.info.size_named(name) ? name : "");
+    }
+    CArg width(const std::string &label, const std::string &t) const
     {
         const Tensor &tt = g.tensor(t);
-        if (tt.storage == Storage::Weight) return wt.expr(sec, tt, sec == Section::Block ? "w->" : "m->w.");
-        if (tt.storage == Storage::Input) return "m->tokens";
-        const Region &r = sp.region.at(t);
-        std::string base;
-        if (r.root == kCarryRoot) {
-            if (g.producer(t))
-                internal_error("training: the backward of '" + n->name + "' reads the section's output '" + t + "'");
-            base = sec == Section::Block ? "(m->train_x + (size_t)layer * T * CK_DIM)"
-                                         : "(m->train_x + (size_t)CK_N_LAYERS * T * CK_DIM)";
-        } else if (g.tensor(r.root).storage == Storage::Output) {
-            base = "m->logits";
-        } else {
-            base = fmt::format("((float *)(m->act + (size_t)T * CK_OFF_{}_{}))", upper(Program::section_name(sec)),
-                               upper(c_identifier(r.root)));
-        }
-        return r.offset ? fmt::format("({} + {})", base, r.offset) : base;
+        const std::string &name = tt.dim(tt.shape.size() - 1);
+        return arg_size(label, last(tt.shape), p.info.size_named(name) ? name : "");
     }
-    std::string ld(const std::string &t) const
+    CArg numel(const std::string &t) const
     {
-        const Tensor &tt = g.tensor(t);
-        const Region &r = sp.region.at(t);
-        if (tt.storage != Storage::Weight && r.strided) return std::to_string(root_width(r.root));
-        return std::to_string(tt.shape.empty() ? 1 : tt.shape.back());
+        CArg w = width("n", t);
+        return arg_expr("n", "(size_t)T * " + w.text, {"T"});
     }
-    int64_t width(const std::string &t) const { return last(g.tensor(t).shape); }
+    CArg attr_size(const std::string &label, const std::string &key, const std::string &also = "") const
+    {
+        int64_t v = n->i(key);
+        std::string name = p.info.size_for_attr(key, v);
+        if (name.empty() && !also.empty()) name = p.info.size_for_attr(also, v);
+        return arg_size(label, v, name);
+    }
+    CArg tokens() const { return arg_expr("T", "T", {"T"}); }
+    CArg param(const std::string &label, const std::string &key, double dflt, bool is_int) const
+    {
+        std::string table = n->table(key);
+        if (!table.empty())
+            return arg_expr(label, "CK_LAYER_" + upper(c_identifier(table)) + "[layer]", {"layer"});
+        return is_int ? arg_int(label, static_cast<int64_t>(n->f(key, dflt))) : arg_float(label, n->f(key, dflt));
+    }
 
     // ---- gradients
     std::string groot(const std::string &t) const
@@ -101,29 +156,33 @@ public:
         return r.root;
     }
     // the gradient of t, as a float pointer; reading it records a read of its root
-    std::string grad(const std::string &t, bool read)
+    CArg grad(const std::string &t, bool read)
     {
         std::string root = groot(t);
         if (recording()) {
             if (root[0] != '@' || root == kInCarry) (read ? access[step].reads : access[step].writes).insert(root);
-            return "g";
+            return arg_pointer("g", {});
         }
         const Region &r = sp.region.at(t);
-        std::string base;
-        if (root == kInCarry) base = "gin";
-        else if (root == kOutCarry) base = "gout";
-        else if (root == "@dlogits") base = "m->dlogits";
-        else base = fmt::format("((float *)(m->grad_act + (size_t)T * {}))", goff_name(sec, root));
-        return r.offset ? fmt::format("({} + {})", base, r.offset) : base;
+        auto have = grad_local_.find(t);
+        if (have != grad_local_.end()) return arg_pointer(have->second, {have->second});
+        CExpr base = root_grad(root);
+        if (root == t && root[0] != '@') return arg_pointer(grad_local_[t] = base.text, base.reads);  // a whole root
+        std::string name = l.take_name("d_" + t);
+        std::string expr = r.offset ? fmt::format("{} + {}", base.text, r.offset) : base.text;
+        std::string what = r.root == kCarryRoot ? "the residual stream's" : r.offset || r.strided ? "columns of d " + root : "";
+        l.add({root == kOutCarry ? "const float *" : "float *", name, expr,
+               fmt::format("d {}{}", t, what.empty() ? "" : ": " + what), base.reads, false, 1});
+        grad_local_[t] = name;
+        return arg_pointer(name, {name});
     }
-    std::string read_grad(const std::string &t) { return grad(t, true); }    // an output's gradient
-    std::string write_grad(const std::string &t) { return grad(t, false); }  // an input's gradient
-    std::string gld(const std::string &t) const { return ld(t); }
+    CArg read_grad(const std::string &t) { return grad(t, true); }    // an output's gradient
+    CArg write_grad(const std::string &t) { return grad(t, false); }  // an input's gradient
 
     // Whether the next call overwrites (0) or adds to (1) the gradients of `ts`: overwrite only when every
     // one is a whole root nobody has written yet. A column view of an unwritten root zeroes the root first
     // (its other columns may never be written); so does a whole root written alongside one that adds.
-    std::string acc(const std::vector<std::string> &ts)
+    CArg acc(const std::vector<std::string> &ts, Calls &calls)
     {
         bool all_fresh = true;
         for (const auto &t : ts)
@@ -131,43 +190,71 @@ public:
         for (const auto &t : ts) {
             std::string root = groot(t);
             if (written_.count(root)) continue;
-            if (!all_fresh) zero(t, root);
+            if (!all_fresh) zero(t, root, calls);
             written_.insert(root);
         }
-        return all_fresh ? "0" : "1";
+        return arg_int("acc", all_fresh ? 0 : 1);
     }
 
-    std::string param_grad(const std::string &weight) const
+    CArg param_grad(const std::string &weight)
     {
         const Tensor &t = g.tensor(weight);
-        return "(float *)" + wt.expr(sec, t, sec == Section::Block ? "gw->" : "m->g.");
+        if (sec == Section::Block && !gw_declared_) {
+            gw_declared_ = true;
+            l.add({"const ck_layer_weights *", "gw", "&m->g.layers[layer]", "this layer's gradients", {"m", "layer"},
+                   true});
+        }
+        std::string prefix = sec == Section::Block ? "gw->" : "m->g.";
+        return arg_pointer("(float *)" + wt.expr(sec, t, prefix), {sec == Section::Block ? "gw" : "m"});
     }
-    std::string scratch(int64_t bytes_per_token)
+    CArg scratch(int64_t bytes_per_token)
     {
         std::string key = n->name + "#gscratch";
         if (recording()) {
             access[step].scratch = std::max(access[step].scratch, align_up(bytes_per_token, 64));
-            return "scratch";
+            return arg_pointer("scratch", {});
         }
-        return fmt::format("((float *)(m->grad_act + (size_t)T * {}))", goff_name(sec, key));
-    }
-    std::string numel(const std::string &t) const { return fmt::format("(size_t)T * {}", width(t)); }
-    std::string param(const std::string &key, double dflt, bool is_int) const
-    {
-        std::string table = n->table(key);
-        if (!table.empty()) return "CK_LAYER_" + upper(c_identifier(table)) + "[layer]";
-        double v = n->f(key, dflt);
-        return is_int ? std::to_string(static_cast<int64_t>(v)) : c_float(v);
+        std::string expr = fmt::format("(float *)(m->grad_act + (size_t)T * {})", goff_name(sec, key));
+        auto have = scratch_local_.find(expr);
+        if (have == scratch_local_.end()) {
+            std::string local = l.take_name("scratch_" + c_identifier(n->name));
+            l.add({"float *", local, expr, "scratch of the backward of " + n->name, {"m", "T"}, false, 1});
+            have = scratch_local_.emplace(expr, local).first;
+        }
+        std::string name = have->second;
+        CArg a = arg_pointer(name, {name});
+        a.label = "scratch";
+        return a;
     }
     bool needs_grad(const std::string &t) const
     {
         const Tensor &tt = g.tensor(t);
         return tt.storage != Storage::Weight && tt.storage != Storage::Input;
     }
+    bool contiguous(const std::string &t) const { return l.ld(t) == last(g.tensor(t).shape); }
 
 private:
-    bool dry_run_;  // records what each step reads and writes; emits nothing
+    bool dry_run_;  // records what each step reads and writes; the calls it returns are not printed
+    bool gw_declared_ = false;
     std::set<std::string> written_;
+    std::map<std::string, std::string> grad_local_;
+
+    // the pointer to a gradient root
+    CExpr root_grad(const std::string &root)
+    {
+        if (root == kInCarry) return {"gin", {"gin"}};
+        if (root == kOutCarry) return {"gout", {"gout"}};
+        if (root == "@dlogits") return {"m->dlogits", {"m"}};
+        auto have = root_local_.find(root);
+        if (have != root_local_.end()) return {have->second, {have->second}};
+        if (grad_local_.count(root)) return {grad_local_.at(root), {grad_local_.at(root)}};
+        std::string name = l.take_name("d_" + root);
+        l.add({"float *", name, fmt::format("(float *)(m->grad_act + (size_t)T * {})", goff_name(sec, root)),
+               fmt::format("d {} {}", root, shape_str(g.tensor(root).shape)), {"m", "T"}, false, 1});
+        root_local_[root] = name;
+        return {name, {name}};
+    }
+    std::map<std::string, std::string> root_local_, scratch_local_;
 
     int64_t root_width(const std::string &root) const
     {
@@ -176,56 +263,69 @@ private:
     bool partial(const std::string &t) const
     {
         const Region &r = sp.region.at(t);
-        return r.root != t && r.root != kCarryRoot && (r.strided || r.offset || width(t) != root_width(r.root));
+        return r.root != t && r.root != kCarryRoot && (r.strided || r.offset || last(g.tensor(t).shape) != root_width(r.root));
     }
-    void zero(const std::string &t, const std::string &root)
+    void zero(const std::string &t, const std::string &root, Calls &calls)
     {
         if (recording()) {
             access[step].writes.insert(root);
             return;
         }
-        std::string base = root == kInCarry ? "gin" : fmt::format("(m->grad_act + (size_t)T * {})", goff_name(sec, root));
-        w.line(fmt::format("memset({}, 0, (size_t)T * {} * sizeof(float));", base, root_width(sp.region.at(t).root)));
+        CExpr base = root_grad(root);
+        int64_t width = root_width(sp.region.at(t).root);
+        std::string name = root == kInCarry ? "" : root;
+        const std::string &wname = root == kInCarry ? p.carry_dims.back() : g.tensor(root).dim(g.tensor(root).shape.size() - 1);
+        std::string wtext = p.info.size_named(wname) ? wname : std::to_string(width);
+        calls.push_back(call("memset", {arg_pointer(base.text, base.reads), arg_int("value", 0),
+                                        arg_expr("bytes", fmt::format("(size_t)T * {} * sizeof(float)", wtext), {"T"})}));
     }
 };
 
 // ---- the backward table: one function per op --------------------------------------------------------
 
-void embedding_bwd(BwdCtx &c)
+Calls embedding_bwd(BwdCtx &c)
 {
     const Node &n = *c.n;
-    c.w.line(fmt::format("ck_embedding_backward({}, {}, m->tokens, T, {});", c.param_grad(n.inputs[1]), c.read_grad(n.output),
-                         c.width(n.output)));
+    return {call("ck_embedding_backward", {c.param_grad(n.inputs[1]), c.read_grad(n.output), c.val(n.inputs[0]), c.tokens(),
+                                           c.width("C", n.output)})};
 }
 
-void pos_embed_bwd(BwdCtx &c)
+Calls pos_embed_bwd(BwdCtx &c)
 {
     const Node &n = *c.n;
-    c.w.line(fmt::format("ck_pos_embed_backward({}, {}, T, {}, 0);", c.param_grad(n.inputs[1]), c.read_grad(n.output),
-                         c.width(n.output)));
-    std::string a = c.acc({n.inputs[0]});
-    c.w.line(fmt::format("ck_grad_add({}, {}, {}, {}, 1.0f);", c.write_grad(n.inputs[0]), a, c.read_grad(n.output), c.numel(n.output)));
+    Calls out = {call("ck_pos_embed_backward", {c.param_grad(n.inputs[1]), c.read_grad(n.output), c.tokens(),
+                                                c.width("C", n.output), arg_int("pos0", 0)})};
+    CArg a = c.acc({n.inputs[0]}, out);
+    out.push_back(call("ck_grad_add", {c.write_grad(n.inputs[0]), a, c.read_grad(n.output), c.numel(n.output),
+                                       arg_float("s", 1.0)}));
+    return out;
 }
 
-void rmsnorm_bwd(BwdCtx &c)
+Calls rmsnorm_bwd(BwdCtx &c)
 {
     const Node &n = *c.n;
-    std::string a = c.acc({n.inputs[0]});
-    c.w.line(fmt::format("ck_rmsnorm_backward({}, {}, {}, {}, {}, {}, T, {}, {}, {}, {});", c.write_grad(n.inputs[0]), a,
-                         c.param_grad(n.inputs[1]), c.read_grad(n.output), c.val(n.inputs[0]), c.val(n.inputs[1]),
-                         c.width(n.output), c_float(n.f("eps")), c_float(n.f("w_offset", 0.0)), c.scratch(4)));
+    Calls out;
+    CArg a = c.acc({n.inputs[0]}, out);
+    out.push_back(call("ck_rmsnorm_backward",
+                       {c.write_grad(n.inputs[0]), a, c.param_grad(n.inputs[1]), c.read_grad(n.output), c.val(n.inputs[0]),
+                        c.val(n.inputs[1]), c.tokens(), c.width("C", n.output), arg_float("eps", n.f("eps")),
+                        arg_float("w_offset", n.f("w_offset", 0.0)), c.scratch(4)}));
+    return out;
 }
 
-void layernorm_bwd(BwdCtx &c)
+Calls layernorm_bwd(BwdCtx &c)
 {
     const Node &n = *c.n;
-    std::string a = c.acc({n.inputs[0]});
-    c.w.line(fmt::format("ck_layernorm_backward({}, {}, {}, {}, {}, {}, {}, T, {}, {}, {});", c.write_grad(n.inputs[0]), a,
-                         c.param_grad(n.inputs[1]), c.param_grad(n.inputs[2]), c.read_grad(n.output), c.val(n.inputs[0]),
-                         c.val(n.inputs[1]), c.width(n.output), c_float(n.f("eps")), c.scratch(8)));
+    Calls out;
+    CArg a = c.acc({n.inputs[0]}, out);
+    out.push_back(call("ck_layernorm_backward",
+                       {c.write_grad(n.inputs[0]), a, c.param_grad(n.inputs[1]), c.param_grad(n.inputs[2]),
+                        c.read_grad(n.output), c.val(n.inputs[0]), c.val(n.inputs[1]), c.tokens(), c.width("C", n.output),
+                        arg_float("eps", n.f("eps")), c.scratch(8)}));
+    return out;
 }
 
-void matmul_bwd(BwdCtx &c)
+Calls matmul_bwd(BwdCtx &c)
 {
     const Node &n = *c.n;
     Inputs in;
@@ -235,7 +335,8 @@ void matmul_bwd(BwdCtx &c)
         c.g.tensor(n.inputs[1]).storage != Storage::Weight)
         input_error(fmt::format("training: node '{}' ({}) is not a linear layer of a weight; ckc trains x @ W^T (+ b)",
                                 n.name, op_name(n.op)));
-    std::string bias = "NULL", add;
+    CArg bias = arg_null("db");
+    std::string add;
     if (n.op == Op::MATMUL_ADD) {
         if (in[2]->shape.size() == 1) bias = c.param_grad(n.inputs[2]);
         else {
@@ -243,125 +344,152 @@ void matmul_bwd(BwdCtx &c)
             if (n.inputs.size() == 4) bias = c.param_grad(n.inputs[3]);
         }
     }
-    std::string x = n.inputs[0], dx = "NULL", a = "0";
+    Calls out;
+    std::string x = n.inputs[0];
+    CArg dx = arg_null("dx"), a = arg_int("acc", 0);
     if (c.needs_grad(x)) {
-        a = c.acc({x});
+        a = c.acc({x}, out);
         dx = c.write_grad(x);
     }
-    c.w.line(fmt::format("ck_linear_backward({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, T, {}, {});", dx, c.gld(x), a,
-                         c.param_grad(n.inputs[1]), bias, c.read_grad(n.output), c.gld(n.output), c.val(x), c.ld(x),
-                         c.val(n.inputs[1]), d.K, d.N));
+    out.push_back(call("ck_linear_backward",
+                       {dx, c.ld("lddx", x), a, c.param_grad(n.inputs[1]), bias, c.read_grad(n.output),
+                        c.ld("lddy", n.output), c.val(x), c.ld("ldx", x), c.val(n.inputs[1]), c.tokens(),
+                        c.width("K", x), c.width("N", n.output)}));
     if (!add.empty()) {  // the residual folded into the GEMM passes the gradient through
-        if (c.gld(n.output) != std::to_string(d.N) || c.gld(add) != std::to_string(d.N))
+        if (!c.contiguous(n.output) || !c.contiguous(add))
             internal_error("training: the residual of '" + n.name + "' is a column view");
-        std::string aa = c.acc({add});
-        c.w.line(fmt::format("ck_grad_add({}, {}, {}, {}, 1.0f);", c.write_grad(add), aa, c.read_grad(n.output), c.numel(n.output)));
+        CArg aa = c.acc({add}, out);
+        out.push_back(call("ck_grad_add", {c.write_grad(add), aa, c.read_grad(n.output), c.numel(n.output),
+                                           arg_float("s", 1.0)}));
     }
+    return out;
 }
 
-void slice_bwd(BwdCtx &c)
+Calls slice_bwd(BwdCtx &c)
 {
     // a column view: its gradient is the same view of its input's gradient (nothing to run)
     const Node &n = *c.n;
-    if (!c.sp.views.count(n.name))
-        internal_error("training: slice '" + n.name + "' is a copy, not a view of its input");
+    if (!c.sp.views.count(n.name)) internal_error("training: slice '" + n.name + "' is a copy, not a view of its input");
+    return {};
 }
 
-void rope_bwd(BwdCtx &c)
+Calls rope_bwd(BwdCtx &c)
 {
     const Node &n = *c.n;
     if (n.i("interleaved", 0)) internal_error("node '" + n.name + "': no backward for interleaved RoPE (GGUF weights)");
-    std::string t = c.rope(n), a = c.acc({n.inputs[0]});
-    c.w.line(fmt::format("ck_rope_backward({}, {}, {}, {}, {}, T, {}, {}, {}, 0, {}_cos, {}_sin);", c.write_grad(n.inputs[0]),
-                         c.gld(n.inputs[0]), a, c.read_grad(n.output), c.gld(n.output), n.i("heads"), n.i("head_dim"),
-                         n.i("rot_dim"), t, t));
+    std::string t = c.l.target.rope_table(n);
+    Calls out;
+    CArg a = c.acc({n.inputs[0]}, out);
+    out.push_back(call("ck_rope_backward",
+                       {c.write_grad(n.inputs[0]), c.ld("lddx", n.inputs[0]), a, c.read_grad(n.output),
+                        c.ld("lddy", n.output), c.tokens(), c.attr_size("heads", "heads", "kv_heads"),
+                        c.attr_size("head_dim", "head_dim"), c.attr_size("rot_dim", "rot_dim"), arg_int("pos0", 0),
+                        arg_pointer(t + "_cos", {"m"}), arg_pointer(t + "_sin", {"m"})}));
+    return out;
 }
 
-void kv_store_bwd(BwdCtx &) {}  // the attention's backward writes the gradients of k and v itself
+Calls kv_store_bwd(BwdCtx &) { return {}; }  // the attention's backward writes the gradients of k and v itself
 
-void kv_attention_bwd(BwdCtx &c)
+Calls kv_attention_bwd(BwdCtx &c)
 {
     const Node &n = *c.n;
     const Node *store = c.g.producer(n.inputs[1]);
     if (!store || store->op != Op::KV_STORE) internal_error("training: '" + n.name + "' does not read a KV_STORE");
     const std::string &q = n.inputs[0], &k = store->inputs[0], &v = store->inputs[1];
-    int64_t kvh = n.i("kv_heads"), hd = n.i("head_dim"), heads = n.i("heads");
-    std::string kv = c.val(n.inputs[1]), a = c.acc({q, k, v});
-    c.w.line(fmt::format("ck_attention_backward({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {} + (size_t){} * T * {}, "
-                         "T, {}, {}, T, {}, {}, {}, {}, {}, {}, {});",
-                         c.write_grad(q), c.gld(q), c.write_grad(k), c.gld(k), c.write_grad(v), c.gld(v), a, c.read_grad(n.output),
-                         c.gld(n.output), c.val(q), c.ld(q), kv, kv, kvh, hd, c.val(n.output), c.ld(n.output), heads, kvh,
-                         hd, c.param("scale", 0.0, false), c.param("window", 0, true), c.param("softcap", 0.0, false),
-                         c.scratch(8 * heads)));
+    Calls out;
+    CArg a = c.acc({q, k, v}, out);
+    CArg kv = c.val(n.inputs[1]);
+    CArg kvh = c.attr_size("kv_heads", "kv_heads"), hd = c.attr_size("head_dim", "head_dim");
+    // the saved store holds this call's keys, then its values: [2][KVH][T][D]
+    CArg values = arg_pointer(fmt::format("{} + (size_t){} * T * {}", kv.text, kvh.text, hd.text), {kv.text, "T"});
+    out.push_back(call("ck_attention_backward",
+                       {c.write_grad(q), c.ld("lddq", q), c.write_grad(k), c.ld("lddk", k), c.write_grad(v),
+                        c.ld("lddv", v), a, c.read_grad(n.output), c.ld("lddo", n.output), c.val(q), c.ld("ldq", q), kv,
+                        values, arg_expr("cap", "T", {"T"}), c.val(n.output), c.ld("ldo", n.output), c.tokens(),
+                        c.attr_size("heads", "heads"), kvh, hd, c.param("scale", "scale", 0.0, false),
+                        c.param("window", "window", 0, true), c.param("softcap", "softcap", 0.0, false),
+                        c.scratch(8 * n.i("heads"))}));
+    return out;
 }
 
-const char *act_c(const Node &n)
+CArg act_c(const Node &n)
 {
     switch (act_of(n)) {
-    case Act::Silu: return "CK_ACT_SILU";
-    case Act::GeluTanh: return "CK_ACT_GELU_TANH";
-    case Act::Gelu: return "CK_ACT_GELU";
+    case Act::Silu: return arg_enum("act", "CK_ACT_SILU");
+    case Act::GeluTanh: return arg_enum("act", "CK_ACT_GELU_TANH");
+    case Act::Gelu: return arg_enum("act", "CK_ACT_GELU");
     }
-    return "";
+    internal_error("unreachable");
 }
 
-void glu_bwd(BwdCtx &c)
+Calls glu_bwd(BwdCtx &c)
 {
     const Node &n = *c.n;
     const std::string &gate = n.inputs[0], &up = n.inputs[1];
-    std::string a = c.acc({gate, up});
-    c.w.line(fmt::format("ck_glu_backward({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, T, {}, {});", c.write_grad(gate),
-                         c.gld(gate), c.write_grad(up), c.gld(up), a, c.read_grad(n.output), c.gld(n.output), c.val(gate), c.ld(gate),
-                         c.val(up), c.ld(up), c.width(n.output), act_c(n)));
+    Calls out;
+    CArg a = c.acc({gate, up}, out);
+    out.push_back(call("ck_glu_backward",
+                       {c.write_grad(gate), c.ld("lddg", gate), c.write_grad(up), c.ld("lddu", up), a,
+                        c.read_grad(n.output), c.ld("lddy", n.output), c.val(gate), c.ld("ldg", gate), c.val(up),
+                        c.ld("ldu", up), c.tokens(), c.width("F", n.output), act_c(n)}));
+    return out;
 }
 
 void contiguous(BwdCtx &c, const std::string &t)
 {
-    if (c.ld(t) != std::to_string(c.width(t)))
+    if (!c.contiguous(t))
         internal_error("training: '" + t + "' of node '" + c.n->name + "' is a column view; its backward needs rows");
 }
 
-void gelu_bwd(BwdCtx &c)
+Calls gelu_bwd(BwdCtx &c)
 {
     const Node &n = *c.n;
     contiguous(c, n.inputs[0]);
     contiguous(c, n.output);
-    std::string a = c.acc({n.inputs[0]});
-    c.w.line(fmt::format("ck_gelu_backward({}, {}, {}, {}, {}, {});", c.write_grad(n.inputs[0]), a, c.read_grad(n.output),
-                         c.val(n.inputs[0]), c.numel(n.output), act_c(n)));
+    Calls out;
+    CArg a = c.acc({n.inputs[0]}, out);
+    out.push_back(call("ck_gelu_backward", {c.write_grad(n.inputs[0]), a, c.read_grad(n.output), c.val(n.inputs[0]),
+                                            c.numel(n.output), act_c(n)}));
+    return out;
 }
 
-void add_bwd(BwdCtx &c)
+Calls add_bwd(BwdCtx &c)
 {
     const Node &n = *c.n;
     if (n.inputs.size() != 2 || c.g.tensor(n.inputs[0]).shape != c.g.tensor(n.inputs[1]).shape)
         input_error("training: node '" + n.name + "' (ADD) broadcasts; ckc trains adds of equal shapes");
+    Calls out;
     for (const auto &t : n.inputs) {
         contiguous(c, t);
-        std::string a = c.acc({t});
-        c.w.line(fmt::format("ck_grad_add({}, {}, {}, {}, 1.0f);", c.write_grad(t), a, c.read_grad(n.output), c.numel(n.output)));
+        CArg a = c.acc({t}, out);
+        out.push_back(call("ck_grad_add", {c.write_grad(t), a, c.read_grad(n.output), c.numel(n.output), arg_float("s", 1.0)}));
     }
+    return out;
 }
 
-void scale_bwd(BwdCtx &c)
+Calls scale_bwd(BwdCtx &c)
 {
     const Node &n = *c.n;
     contiguous(c, n.inputs[0]);
-    std::string a = c.acc({n.inputs[0]});
-    c.w.line(fmt::format("ck_grad_add({}, {}, {}, {}, {});", c.write_grad(n.inputs[0]), a, c.read_grad(n.output), c.numel(n.output),
-                         c_float(n.f("scale"))));
+    Calls out;
+    CArg a = c.acc({n.inputs[0]}, out);
+    out.push_back(call("ck_grad_add", {c.write_grad(n.inputs[0]), a, c.read_grad(n.output), c.numel(n.output),
+                                       arg_float("scale", n.f("scale"))}));
+    return out;
 }
 
-void softcap_bwd(BwdCtx &c)
+Calls softcap_bwd(BwdCtx &c)
 {
     const Node &n = *c.n;
     contiguous(c, n.inputs[0]);
-    std::string a = c.acc({n.inputs[0]});
-    c.w.line(fmt::format("ck_softcap_backward({}, {}, {}, {}, {}, {});", c.write_grad(n.inputs[0]), a, c.read_grad(n.output),
-                         c.val(n.inputs[0]), c.numel(n.output), c_float(n.f("cap"))));
+    Calls out;
+    CArg a = c.acc({n.inputs[0]}, out);
+    out.push_back(call("ck_softcap_backward", {c.write_grad(n.inputs[0]), a, c.read_grad(n.output), c.val(n.inputs[0]),
+                                               c.numel(n.output), arg_float("cap", n.f("cap"))}));
+    return out;
 }
 
-const std::map<Op, void (*)(BwdCtx &)> kBackward = {
+const std::map<Op, Calls (*)(BwdCtx &)> kBackward = {
     {Op::EMBEDDING, embedding_bwd}, {Op::POS_EMBED, pos_embed_bwd},   {Op::RMSNORM, rmsnorm_bwd},
     {Op::LAYERNORM, layernorm_bwd}, {Op::MATMUL, matmul_bwd},         {Op::MATMUL_ADD, matmul_bwd},
     {Op::SLICE, slice_bwd},         {Op::ROPE, rope_bwd},             {Op::KV_STORE, kv_store_bwd},
@@ -369,24 +497,32 @@ const std::map<Op, void (*)(BwdCtx &)> kBackward = {
     {Op::ADD, add_bwd},             {Op::SCALE, scale_bwd},           {Op::SOFTCAP, softcap_bwd},
 };
 
-// Runs the backward rows of a section in reverse forward order.
-void walk(BwdCtx &c)
+// Runs the backward rows of a section in reverse forward order; prints their calls into `body` (not in a dry
+// run) and collects what they read.
+void walk(BwdCtx &c, CWriter &body, std::set<std::string> &reads)
 {
     const auto &order = c.sp.order;
     c.access.assign(order.size(), {});
     for (size_t i = 0; i < order.size(); i++) {
         const Node &n = *c.g.node(order[order.size() - 1 - i]);
         auto it = kBackward.find(n.op);
-        if (it == kBackward.end())
-            input_error(fmt::format("training: node '{}' ({}) has no backward in ckc; trainable ops: EMBEDDING, "
-                                    "POS_EMBED, RMSNORM, LAYERNORM, MATMUL(_ADD) of weights, SLICE, ROPE, KV_STORE, "
-                                    "KV_ATTENTION, GLU, GELU, ADD, SCALE, SOFTCAP",
-                                    n.name, op_name(n.op)));
+        if (it == kBackward.end()) {
+            std::vector<std::string> ops;
+            for (const auto &[op, fn] : kBackward) ops.push_back(op_name(op));
+            input_error(fmt::format("training: node '{}' ({}) has no backward in ckc; trainable ops: {}", n.name,
+                                    op_name(n.op), join(ops, ", ")));
+        }
         c.n = &n;
         c.step = static_cast<int>(i);
-        if (!c.recording() && it->second != slice_bwd && it->second != kv_store_bwd)
-            c.w.comment(comment_safe("d " + (n.origin.empty() ? n.name : n.origin.str())));
-        it->second(c);
+        Calls calls = it->second(c);
+        if (c.recording() || calls.empty()) continue;
+        body.comment(comment_safe("d " + (n.origin.empty() ? n.name : n.origin.str())));
+        for (const KernelCall &k : calls) {
+            render_call(k, body, [](const std::string &, const std::string &) -> std::string {
+                internal_error("training: a backward kernel that can fail");
+            });
+            for (const auto &r : k.reads()) reads.insert(r);
+        }
     }
 }
 
@@ -442,18 +578,20 @@ std::map<std::string, Allocation> plan_gradients(const BwdCtx &c, int64_t &arena
 
 }  // namespace
 
-TrainingC training_c(const Program &p, const Plan &plan, const WeightTable &wt,
-                     const std::function<std::string(const Node &)> &rope_table)
+TrainingC training_c(const Program &p, const Plan &plan, const WeightTable &wt, Target &forward)
 {
     if (!plan.options.keep_all) internal_error("training: the forward plan must keep every activation");
     TrainingC out;
     CWriter defs, fns;
+    BackwardTarget target(forward);
     defs.comment("gradient arena: byte offsets per token (a gradient lives at grad_act + T * offset)");
     for (Section s : {Section::Footer, Section::Block, Section::Header}) {
         const SectionPlan &sp = plan.section(s);
         size_t si = static_cast<size_t>(s);
-        BwdCtx dry(p, s, sp, wt, rope_table, true);
-        walk(dry);
+        CWriter scratch;
+        std::set<std::string> ignored;
+        BwdCtx dry(p, s, sp, wt, target, true);
+        walk(dry, scratch, ignored);
         auto galloc = plan_gradients(dry, out.stats.per_token[si], out.stats.naive[si], out.stats.lower_bound[si]);
         out.stats.max_per_token = std::max(out.stats.max_per_token, out.stats.per_token[si]);
         for (const auto &[root, a] : galloc)
@@ -461,23 +599,17 @@ TrainingC training_c(const Program &p, const Plan &plan, const WeightTable &wt,
                                   fmt::format("#define {} {}", goff_name(s, root), a.offset), comment_safe(root),
                                   human_bytes(a.size), a.birth, a.death));
 
-        BwdCtx c(p, s, sp, wt, rope_table, false);
-        walk(c);
-        fns.comment(fmt::format("The {}'s backward: gout is the gradient of its output{}, gin receives its input's.",
-                                Program::section_name(s), s == Section::Footer ? " (the logits': m->dlogits)" : ""));
-        fns.open(fmt::format("static int ck_{}_backward(ck_model *m, int layer, int T, const float *gout, float *gin)",
-                             Program::section_name(s)));
-        std::string body = c.w.str();
-        if (s == Section::Block) {
-            fns.line("const ck_layer_weights *w = &m->w.layers[layer];");
-            fns.line("const ck_layer_weights *gw = &m->g.layers[layer];");
-        }
-        fns.line("(void)layer;");
-        fns.line("(void)gout;");
-        fns.line("(void)gin;");
-        fns.lines(body);
-        fns.line("return CK_OK;");
-        fns.close();
+        BwdCtx c(p, s, sp, wt, target, false);
+        CWriter body;
+        body.indent();
+        std::set<std::string> reads;
+        walk(c, body, reads);
+        body.line("return CK_OK;");
+        std::string comment = fmt::format("/* The {}'s backward: gout is the gradient of its output{}, gin receives its "
+                                          "input's. */",
+                                          Program::section_name(s), s == Section::Footer ? " (the logits': m->dlogits)" : "");
+        fns.lines(function_c(comment, signature_c(target.function_name(s), target.params(s)), c.l, target.params(s),
+                             {reads.begin(), reads.end()}, body.str()));
         fns.line();
     }
     defs.line(fmt::format("#define CK_GRAD_PER_TOKEN {} /* bytes per token: the largest section */",

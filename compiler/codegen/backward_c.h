@@ -11,7 +11,6 @@
 // each step reads and writes, so the plan and the code cannot disagree.
 #pragma once
 
-#include <functional>
 #include <set>
 #include <string>
 
@@ -33,9 +32,8 @@ struct TrainingC {
     GradientPlanStats stats;
 };
 
-// rope_table: the C prefix of a RoPE node's cos/sin tables (the forward's, already emitted).
-TrainingC training_c(const Program &p, const Plan &plan, const WeightTable &wt,
-                     const std::function<std::string(const Node &)> &rope_table);
+// forward: the forward's target (its RoPE tables, already registered by the forward's emission; its weights).
+TrainingC training_c(const Program &p, const Plan &plan, const WeightTable &wt, Target &forward);
 
 // Saved activations and gradient arena per token, for `ckc compile --train --report`.
 void print_training_report(const Program &p, const Plan &plan, const GradientPlanStats &g, int64_t tokens,

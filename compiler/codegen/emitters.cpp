@@ -1,16 +1,16 @@
-// emitters.cpp — how each op becomes C: one emitter per op writing the call
-// to its runtime kernel (runtime/include/ck_kernels.h), and the runtime
-// sources that kernel lives in (what model.c.kernels lists).
+// emitters.cpp — how each op becomes C: one emitter per op returning the call(s) to its runtime kernel
+// (runtime/include/ck_kernels.h) as data (kernel_call.h), and the runtime sources that kernel lives in (what
+// model.c.kernels lists).
 //
-// Emitters get C pointer expressions and row strides from the EmitCtx; they
-// never compute addresses themselves, so the planner is free to place or
-// alias tensors. Dimensions come from the same rules as the output shapes
-// (ir/op_rules.h). lowering() checks once that every op that runs (all but
-// the fold-only ones) has a row here.
+// Emitters get every argument from the EmitCtx — pointers and row strides from the planner's placement, sizes
+// named by what they measure — and never compute an address or print C, so the planner is free to place or
+// alias tensors and a target to render the calls as it must. Dimensions come from the same rules as the output
+// shapes (ir/op_rules.h). lowering() checks once that every op that runs (all but the fold-only ones) has a row.
 #include "codegen/emitters.h"
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -25,6 +25,15 @@ namespace ckc {
 namespace {
 
 using namespace rules;
+using Calls = std::vector<KernelCall>;
+
+KernelCall call(const std::string &kernel, std::vector<CArg> args)
+{
+    KernelCall k;
+    k.kernel = kernel;
+    k.args = std::move(args);
+    return k;
+}
 
 // Emitters of static-shape (graph) kernels need concrete shapes.
 const Shape &static_shape(const EmitCtx &c, const Tensor &t)
@@ -35,376 +44,403 @@ const Shape &static_shape(const EmitCtx &c, const Tensor &t)
     return t.shape;
 }
 
-void embedding_emit(EmitCtx &c)
+// `sizeof *out`: the element size of a kernel that moves any dtype
+CArg elem_size(const CArg &out) { return arg_expr("elem", "sizeof *" + out.text, out.reads); }
+
+Calls embedding_emit(EmitCtx &c)
 {
-    int64_t C = c.tin(1).shape[1], V = c.tin(1).shape[0];
+    const Tensor &table = c.tin(1);
     if (c.stored_matrix(c.n.inputs[1])) {  // LM tokens into a stored table: one row dequantized per token
-        c.w.line(fmt::format("ck_embedding_q({}, {}, {}, {}, {});", c.out(), c.in(1), c.in(0), c.rows(c.n.output), c.dim(C)));
-        return;
+        KernelCall k = call("ck_embedding_q", {c.out(), c.in(1), c.in(0), c.rows("T", c.n.output), c.dim("C", c.n.inputs[1])});
+        k.fails_if = "!= CK_OK";
+        k.fail_code = "CK_ENOTSUP";
+        k.fail_message = fmt::format("'{}': the table's format has no dequantizer", c.n.name);
+        return {k};
     }
-    if (c.tin(0).dtype == DType::I32) {  // LM tokens, checked by ck_model_embed_tokens
-        c.w.line(fmt::format("ck_embedding({}, {}, {}, {}, {});", c.out(), c.in(1), c.in(0), c.rows(c.n.output), c.dim(C)));
-        return;
-    }
-    c.w.open(fmt::format("if (ck_embedding_i64({}, {}, {}, {}, {}, {}) >= 0)", c.out(), c.in(1), c.in(0),
-                         c.numel(c.n.inputs[0]), C, V));
-    c.w.line(c.fail("CK_EINVAL", fmt::format("'{}': an id of '{}' is outside the vocabulary [0, {})", c.n.name,
-                                             c.n.inputs[0], V)));
-    c.w.close();
+    if (c.tin(0).dtype == DType::I32)  // LM tokens, checked by ck_model_embed_tokens
+        return {call("ck_embedding", {c.out(), c.in(1), c.in(0), c.rows("T", c.n.output), c.dim("C", c.n.inputs[1])})};
+    KernelCall k = call("ck_embedding_i64", {c.out(), c.in(1), c.in(0), c.numel("n", c.n.inputs[0]),
+                                             c.dim("C", c.n.inputs[1]), arg_size("vocab", table.shape[0])});
+    k.fails_if = ">= 0";
+    k.fail_code = "CK_EINVAL";
+    k.fail_message = fmt::format("'{}': an id of '{}' is outside the vocabulary [0, {})", c.n.name, c.n.inputs[0],
+                                 table.shape[0]);
+    return {k};
 }
 
-void pos_embed_emit(EmitCtx &c)
+Calls pos_embed_emit(EmitCtx &c)
 {
-    c.w.line(fmt::format("ck_pos_embed({}, {}, {}, {}, {}, pos0);", c.out(), c.in(0), c.in(1), c.rows(c.n.output),
-                         last(c.tin(0).shape)));
+    return {call("ck_pos_embed", {c.out(), c.in(0), c.in(1), c.rows("T", c.n.output), c.dim("C", c.n.inputs[0]), c.pos0()})};
 }
 
-std::string row_count(EmitCtx &c, const Tensor &t)
+Calls rmsnorm_emit(EmitCtx &c)
 {
-    if (shape_has_tokens(t.shape)) return c.rows(t.name);
-    return std::to_string(shape_numel_fixed(t.shape) / last(t.shape));
+    return {call("ck_rmsnorm", {c.out(), c.in(0), c.in(1), c.rows("T", c.n.inputs[0]), c.dim("C", c.n.inputs[0]),
+                                arg_float("eps", c.n.f("eps")), arg_float("w_offset", c.n.f("w_offset", 0.0))})};
 }
 
-void rmsnorm_emit(EmitCtx &c)
+Calls layernorm_emit(EmitCtx &c)
 {
-    c.w.line(fmt::format("ck_rmsnorm({}, {}, {}, {}, {}, {}, {});", c.out(), c.in(0), c.in(1), row_count(c, c.tin(0)),
-                         c.dim(last(c.tin(0).shape)), c_float(c.n.f("eps")), c_float(c.n.f("w_offset", 0.0))));
+    return {call("ck_layernorm", {c.out(), c.in(0), c.in(1), c.in(2), c.rows("T", c.n.inputs[0]),
+                                  c.dim("C", c.n.inputs[0]), arg_float("eps", c.n.f("eps"))})};
 }
 
-void layernorm_emit(EmitCtx &c)
+Calls scale_emit(EmitCtx &c)
 {
-    c.w.line(fmt::format("ck_layernorm({}, {}, {}, {}, {}, {}, {});", c.out(), c.in(0), c.in(1), c.in(2),
-                         row_count(c, c.tin(0)), c.dim(last(c.tin(0).shape)), c_float(c.n.f("eps"))));
+    return {call("ck_scale", {c.out(), c.in(0), c.numel("n", c.n.output), arg_float("scale", c.n.f("scale"))})};
 }
 
-void scale_emit(EmitCtx &c)
+Calls softcap_emit(EmitCtx &c)
 {
-    c.w.line(fmt::format("ck_scale({}, {}, {}, {});", c.out(), c.in(0), c.numel(c.n.output), c_float(c.n.f("scale"))));
+    return {call("ck_softcap", {c.out(), c.in(0), c.numel("n", c.n.output), arg_float("cap", c.n.f("cap"))})};
 }
 
-void softcap_emit(EmitCtx &c)
-{
-    c.w.line(fmt::format("ck_softcap({}, {}, {}, {});", c.out(), c.in(0), c.numel(c.n.output), c_float(c.n.f("cap"))));
-}
-
-const char *act_enum(const Node &n)
+CArg act_enum(const Node &n)
 {
     switch (act_of(n)) {
-    case Act::Silu: return "CK_ACT_SILU";
-    case Act::GeluTanh: return "CK_ACT_GELU_TANH";
-    case Act::Gelu: return "CK_ACT_GELU";
+    case Act::Silu: return arg_enum("act", "CK_ACT_SILU");
+    case Act::GeluTanh: return arg_enum("act", "CK_ACT_GELU_TANH");
+    case Act::Gelu: return arg_enum("act", "CK_ACT_GELU");
     }
     internal_error("unreachable");
 }
 
-void gelu_emit(EmitCtx &c)
+Calls gelu_emit(EmitCtx &c) { return {call("ck_gelu", {c.out(), c.in(0), c.numel("n", c.n.output), act_enum(c.n)})}; }
+
+Calls unary_emit(EmitCtx &c)
 {
-    c.w.line(fmt::format("ck_gelu({}, {}, {}, {});", c.out(), c.in(0), c.numel(c.n.output), act_enum(c.n)));
+    return {call("ck_unary", {c.out(), c.in(0), c.numel("n", c.n.output),
+                              arg_enum("op", std::string("CK_UN_") + op_name(c.n.op)),
+                              arg_float("exponent", c.n.f("exponent", 0.0))})};
 }
 
-void unary_emit(EmitCtx &c)
+// "CK_BIN_SUB": the ck_binop of a CK_BINARY_OPS op (its IR name is the row's name)
+CArg binop_enum(Op op)
 {
-    c.w.line(fmt::format("ck_unary({}, {}, {}, CK_UN_{}, {});", c.out(), c.in(0), c.numel(c.n.output), op_name(c.n.op),
-                         c_float(c.n.f("exponent", 0.0))));
+    if (!binary_row(op)) internal_error(std::string("not a binary op: ") + op_name(op));
+    return arg_enum("op", std::string("CK_BIN_") + op_name(op));
 }
 
-std::string binop_enum(Op op)
-{
-    switch (op) {
-    case Op::ADD: return "CK_BIN_ADD";
-    case Op::SUB: return "CK_BIN_SUB";
-    case Op::MUL: return "CK_BIN_MUL";
-    case Op::DIV: return "CK_BIN_DIV";
-    default: internal_error(std::string("not a binary op: ") + op_name(op));
-    }
-}
-
-void binary_emit(EmitCtx &c)
+Calls binary_emit(EmitCtx &c)
 {
     const Node &n = c.n;
     if (c.tout().dtype != DType::F32)
         input_error(fmt::format("node '{}' ({}) on {} values has no kernel (fold it or cast it)", n.name, op_name(n.op),
-                                   dtype_name(c.tout().dtype)));
-    if (n.inputs.size() == 1) {
-        c.w.line(fmt::format("ck_binary_scalar({}, {}, {}, {}, {}, {});", c.out(), c.in(0), c.numel(n.output),
-                             c_float(n.f("scalar")), binop_enum(n.op), n.i("reverse", 0)));
-        return;
-    }
+                                dtype_name(c.tout().dtype)));
+    if (n.inputs.size() == 1)
+        return {call("ck_binary_scalar", {c.out(), c.in(0), c.numel("n", n.output), arg_float("scalar", n.f("scalar")),
+                                          binop_enum(n.op), arg_int("reverse", n.i("reverse", 0))})};
     const Shape &a = c.tin(0).shape, &b = c.tin(1).shape, &o = c.tout().shape;
-    if (n.op == Op::ADD && a == b) {  // the LM residual add (T-shaped) and equal shapes
-        c.w.line(fmt::format("ck_add({}, {}, {}, {});", c.out(), c.in(0), c.in(1), c.numel(n.output)));
-        return;
-    }
-    if (n.op == Op::ADD && b == Shape{last(a)} && a == o) {  // a bias over rows
-        c.w.line(fmt::format("ck_add_bias({}, {}, {}, {}, {});", c.out(), c.in(0), c.in(1), row_count(c, c.tin(0)), last(a)));
-        return;
-    }
+    if (n.op == Op::ADD && a == b)  // the LM residual add (T-shaped) and equal shapes
+        return {call("ck_add", {c.out(), c.in(0), c.in(1), c.numel("n", n.output)})};
+    if (n.op == Op::ADD && b == Shape{last(a)} && a == o)  // a bias over rows
+        return {call("ck_add_bias", {c.out(), c.in(0), c.in(1), c.rows("T", n.inputs[0]), c.dim("N", n.inputs[0])})};
     const Shape &so = static_shape(c, c.tout());
     size_t r = so.size();
-    c.w.open("");
-    c.w.line(fmt::format("static const int64_t so[] = {}, sa[] = {}, sb[] = {};", c_shape(so), c_shape(aligned(a, r)),
-                         c_shape(aligned(b, r))));
-    c.w.line(fmt::format("ck_binary({}, so, {}, {}, sa, {}, sb, {});", c.out(), r, c.in(0), c.in(1), binop_enum(n.op)));
-    c.w.close();
+    return {call("ck_binary", {c.out(), arg_array("so", "int64_t", so), arg_size("rank", static_cast<int64_t>(r)),
+                               c.in(0), arg_array("sa", "int64_t", aligned(a, r)), c.in(1),
+                               arg_array("sb", "int64_t", aligned(b, r)), binop_enum(n.op)})};
 }
 
-void matmul_emit(EmitCtx &c)
+Calls matmul_emit(EmitCtx &c)
 {
     const Node &n = c.n;
     Inputs in;
     for (auto &i : n.inputs) in.push_back(&c.g.tensor(i));
     MM d = matmul_dims(n, in);
-    std::string bias = "NULL", add = "NULL", ld_add = "0";
+    CArg bias = arg_null("bias"), add = arg_null("add"), ld_add = arg_size("ld_add", 0);
+    std::string addend;
     if (n.op == Op::MATMUL_ADD) {
         if (c.tin(2).shape.size() == 1) {
             bias = c.in(2);
         } else {
+            addend = n.inputs[2];
             add = c.in(2);
-            ld_add = c.ld_in(2);
+            ld_add = c.ld("ld_add", addend);
             if (n.inputs.size() == 4) bias = c.in(3);
         }
     }
     double alpha = n.f("alpha", 1.0);
-    bool strided = c.ld_in(0) != c.dim(d.trans_a ? d.M : d.K) || c.ld_out() != c.dim(d.N) ||
-                   (add != "NULL" && ld_add != c.dim(d.N));
     if (!d.b_batched && d.trans_b && !d.trans_a && alpha == 1.0) {
         // weights in nn.Linear layout: the threaded, row-stride-aware GEMM/GEMV
-        std::string rows = shape_has_tokens(c.tin(0).shape) ? c.rows(n.inputs[0]) : std::to_string(d.batch * d.M);
-        if (add != "NULL")  // say what beta = 1 does here
-            c.w.comment(fmt::format("{} = {} + {} W^T: the residual add folded into the GEMM (beta = 1)", n.output,
-                                    n.inputs[2], n.inputs[0]));
+        CArg rows = shape_has_tokens(c.tin(0).shape) ? c.rows("T", n.inputs[0]) : arg_size("T", d.batch * d.M);
+        std::vector<CArg> args = {c.out(), c.ld_out(), c.in(0), c.ld_in(0), c.in(1), bias, add, ld_add, rows,
+                                  c.dim("K", n.inputs[0]), c.dim("N", n.output)};
+        KernelCall k = call(c.stored_matrix(n.inputs[1]) ? "ck_linear_q" : "ck_linear", args);
+        if (!addend.empty())  // say what beta = 1 does here
+            k.note = fmt::format("{} = {} + {} W^T: the residual add folded into the GEMM (beta = 1)", n.output, addend,
+                                 n.inputs[0]);
         if (c.stored_matrix(n.inputs[1])) {  // a stored format: integer dot products / dequantized tiles
-            c.w.open(fmt::format("if (ck_linear_q({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}))", c.out(), c.ld_out(),
-                                 c.in(0), c.ld_in(0), c.in(1), bias, add, ld_add, rows, c.dim(d.K), c.dim(d.N)));
-            c.w.line(c.fail("CK_ENOMEM", fmt::format("'{}': out of memory for the quantized GEMM's buffers", n.name)));
-            c.w.close();
-            return;
+            k.fails_if = "!= CK_OK";
+            k.fail_code = "CK_ENOMEM";
+            k.fail_message = fmt::format("'{}': out of memory for the quantized GEMM's buffers (or its format has no "
+                                         "kernels)", n.name);
         }
-        c.w.line(fmt::format("ck_linear({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});", c.out(), c.ld_out(), c.in(0),
-                             c.ld_in(0), c.in(1), bias, add, ld_add, rows, c.dim(d.K), c.dim(d.N)));
-        return;
+        return {k};
     }
-    if (strided) internal_error("node '" + n.name + "': ck_matmul needs contiguous operands");
-    c.w.line(fmt::format("ck_matmul({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});", c.out(), c.in(0), c.in(1), add,
-                         bias, d.batch, d.M, d.N, d.K, d.b_batched ? 1 : 0, d.trans_a ? 1 : 0, d.trans_b ? 1 : 0,
-                         c_float(alpha)));
+    if (c.strided(n.inputs[0]) || c.strided(n.output) || (!addend.empty() && c.strided(addend)))
+        internal_error("node '" + n.name + "': ck_matmul needs contiguous operands");
+    return {call("ck_matmul", {c.out(), c.in(0), c.in(1), add, bias, arg_size("batch", d.batch), arg_size("M", d.M),
+                               arg_size("N", d.N), arg_size("K", d.K), arg_int("b_batched", d.b_batched ? 1 : 0),
+                               arg_int("trans_a", d.trans_a ? 1 : 0), arg_int("trans_b", d.trans_b ? 1 : 0),
+                               arg_float("alpha", alpha)})};
 }
 
-void slice_emit(EmitCtx &c)
+Calls slice_emit(EmitCtx &c)
 {
-    if (c.aliased()) return;
+    if (c.aliased()) return {};
     const Shape &s = static_shape(c, c.tin(0));
     int64_t axis = axis_of(c.n, s), outer, n, inner;
     split_axis(s, axis, outer, n, inner);
-    c.w.line(fmt::format("ck_slice_copy({}, {}, {}, {}, {}, {}, {}, {}, sizeof *{});", c.out(), c.in(0), outer, n, inner,
-                         c.n.i("start"), c.n.i("length"), c.n.i("step", 1), c.out()));
+    CArg out = c.out();
+    return {call("ck_slice_copy", {out, c.in(0), arg_size("outer", outer), arg_size("n", n), arg_size("inner", inner),
+                                   arg_size("start", c.n.i("start")), arg_size("len", c.n.i("length")),
+                                   arg_size("step", c.n.i("step", 1)), elem_size(out)})};
 }
 
-void rope_emit(EmitCtx &c)
+Calls rope_emit(EmitCtx &c)
 {
-    std::string t = c.rope_table(c.n);
-    std::string cos = c.device_value("const float *", "rope_cos", t + "_cos", "RoPE cos table");
-    std::string sin = c.device_value("const float *", "rope_sin", t + "_sin", "RoPE sin table");
-    c.w.line(fmt::format("ck_rope({}, {}, {}, {}, {}, {}, {}, {}, pos0, {}, {}, {});", c.out(), c.ld_out(), c.in(0),
-                         c.ld_in(0), c.rows(c.n.output), c.n.i("heads"), c.n.i("head_dim"), c.n.i("rot_dim"), cos, sin,
-                         c.n.i("interleaved", 0)));
+    std::string t = c.rope_table(c.n), m = t.substr(0, t.find("->"));
+    CArg cos = c.device_value("const float *", "rope_cos", t + "_cos", "RoPE cos table", {m});
+    CArg sin = c.device_value("const float *", "rope_sin", t + "_sin", "RoPE sin table", {m});
+    return {call("ck_rope", {c.out(), c.ld_out(), c.in(0), c.ld_in(0), c.rows("T", c.n.output),
+                             c.attr_size("heads", "heads", "kv_heads"), c.attr_size("head_dim", "head_dim"),
+                             c.attr_size("rot_dim", "rot_dim"), c.pos0(), cos, sin,
+                             arg_int("interleaved", c.n.i("interleaved", 0))})};
 }
 
 // Where KV_STORE writes this layer's keys and values and KV_ATTENTION reads them: the KV cache when it is on,
 // else the node's arena buffer [2, kv_heads, T, head_dim]; `start` is the position of the first new token.
 struct KvBuffers {
-    std::string k, v, cap, start;
+    CArg k, v, cap, start;
 };
 KvBuffers kv_buffers(EmitCtx &c, const std::string &kv_tensor)
 {
     const Node &store = *c.g.producer(kv_tensor);
-    std::string kv = c.name(kv_tensor), buf = c.ptr(kv_tensor);
-    int64_t kvh = store.i("kv_heads"), d = store.i("head_dim");
+    CArg buf = c.ptr(kv_tensor);
+    std::string kv = buf.text;
+    std::string kvh = c.info().size_for_attr("kv_heads", store.i("kv_heads")),
+                d = c.info().size_for_attr("head_dim", store.i("head_dim"));
+    if (kvh.empty()) kvh = std::to_string(store.i("kv_heads"));
+    if (d.empty()) d = std::to_string(store.i("head_dim"));
     KvBuffers b;
-    b.k = c.local("float *", kv + "_k",
-                  fmt::format("m->kv_enabled ? m->k_cache + (size_t)layer * {} * m->kv_capacity * {} : {}", kvh, d, buf),
-                  "this layer's keys: the KV cache, or the arena without one");
-    b.v = c.local("float *", kv + "_v",
-                  fmt::format("m->kv_enabled ? m->v_cache + (size_t)layer * {0} * m->kv_capacity * {1} : {2} + "
-                              "(size_t){0} * T * {1}",
-                              kvh, d, buf),
-                  "this layer's values");
-    b.cap = c.local("int ", kv + "_cap", "m->kv_enabled ? m->kv_capacity : T", "positions the K/V buffers hold");
-    b.start = c.local("int ", kv + "_start", "m->kv_enabled ? pos0 : 0", "the first new token's position in them");
+    b.k = arg_pointer(c.local("float *", kv + "_k",
+                              fmt::format("m->kv_enabled ? m->k_cache + (size_t)layer * {} * m->kv_capacity * {} : {}",
+                                          kvh, d, kv),
+                              "this layer's keys: the KV cache, or the arena without one", {"m", "layer", kv}),
+                      {});
+    b.v = arg_pointer(c.local("float *", kv + "_v",
+                              fmt::format("m->kv_enabled ? m->v_cache + (size_t)layer * {0} * m->kv_capacity * {1} : {2} + "
+                                          "(size_t){0} * T * {1}",
+                                          kvh, d, kv),
+                              "this layer's values", {"m", "layer", "T", kv}),
+                      {});
+    b.cap = arg_expr("cap", c.local("int ", kv + "_cap", "m->kv_enabled ? m->kv_capacity : T",
+                                    "positions the K/V buffers hold", {"m", "T"}),
+                     {});
+    b.start = arg_expr("pos0", c.local("int ", kv + "_start", "m->kv_enabled ? pos0 : 0",
+                                       "the first new token's position in them", {"m", "pos0"}),
+                       {});
+    for (CArg *a : {&b.k, &b.v, &b.cap, &b.start}) a->reads = {a->text};
     return b;
 }
 
-void kv_store_emit(EmitCtx &c)
+Calls kv_store_emit(EmitCtx &c)
 {
     KvBuffers b = kv_buffers(c, c.n.output);
-    c.w.line(fmt::format("ck_kv_store({}, {}, {}, {}, {}, {}, {}, {}, T, {}, {});", b.k, b.v, b.cap, b.start, c.in(0),
-                         c.ld_in(0), c.in(1), c.ld_in(1), c.n.i("kv_heads"), c.n.i("head_dim")));
+    return {call("ck_kv_store", {b.k, b.v, b.cap, b.start, c.in(0), c.ld_in(0), c.in(1), c.ld_in(1), c.tokens(),
+                                 c.attr_size("kv_heads", "kv_heads"), c.attr_size("head_dim", "head_dim")})};
 }
 
-void kv_attention_emit(EmitCtx &c)
+Calls kv_attention_emit(EmitCtx &c)
 {
     KvBuffers b = kv_buffers(c, c.n.inputs[1]);
-    c.w.line(fmt::format("ck_attention({}, {}, {}, {}, {}, {}, {}, T, {}, {}, {}, {}, {}, {}, {});", c.out(), c.ld_out(),
-                         c.in(0), c.ld_in(0), b.k, b.v, b.cap, b.start, c.n.i("heads"), c.n.i("kv_heads"),
-                         c.n.i("head_dim"), c.param("scale", 0.0, false), c.param("window", 0, true),
-                         c.param("softcap", 0.0, false)));
+    return {call("ck_attention", {c.out(), c.ld_out(), c.in(0), c.ld_in(0), b.k, b.v, b.cap, c.tokens(), b.start,
+                                  c.attr_size("heads", "heads"), c.attr_size("kv_heads", "kv_heads"),
+                                  c.attr_size("head_dim", "head_dim"), c.param("scale", "scale", 0.0, false),
+                                  c.param("window", "window", 0, true), c.param("softcap", "softcap", 0.0, false)})};
 }
 
-void glu_emit(EmitCtx &c)
+Calls glu_emit(EmitCtx &c)
 {
-    c.w.line(fmt::format("ck_glu({}, {}, {}, {}, {}, {}, {}, {}, {});", c.out(), c.ld_out(), c.in(0), c.ld_in(0), c.in(1),
-                         c.ld_in(1), row_count(c, c.tin(0)), c.dim(last(c.tin(0).shape)), act_enum(c.n)));
+    return {call("ck_glu", {c.out(), c.ld_out(), c.in(0), c.ld("ldg", c.n.inputs[0]), c.in(1), c.ld("ldu", c.n.inputs[1]),
+                            c.rows("T", c.n.inputs[0]), c.dim("F", c.n.inputs[0]), act_enum(c.n)})};
 }
 
-void softmax_emit(EmitCtx &c)
+// [outer, n, inner] around the node's axis of tensor t, as sizes
+std::vector<CArg> around_axis(const EmitCtx &c, const Tensor &t)
 {
-    const Shape &s = static_shape(c, c.tin(0));
+    const Shape &s = static_shape(c, t);
     int64_t outer, n, inner;
     split_axis(s, axis_of(c.n, s), outer, n, inner);
-    c.w.line(fmt::format("ck_softmax({}, {}, {}, {}, {});", c.out(), c.in(0), outer, n, inner));
+    return {arg_size("outer", outer), arg_size("n", n), arg_size("inner", inner)};
 }
 
-void reduce_emit(EmitCtx &c)
+Calls softmax_emit(EmitCtx &c)
 {
-    const Shape &s = static_shape(c, c.tin(0));
-    int64_t outer, n, inner;
-    split_axis(s, axis_of(c.n, s), outer, n, inner);
-    const char *op = c.n.op == Op::REDUCE_SUM ? "CK_RED_SUM" : c.n.op == Op::REDUCE_MEAN ? "CK_RED_MEAN" : "CK_RED_MAX";
-    c.w.line(fmt::format("ck_reduce({}, {}, {}, {}, {}, {});", c.out(), c.in(0), outer, n, inner, op));
+    std::vector<CArg> args = {c.out(), c.in(0)}, ax = around_axis(c, c.tin(0));
+    args.insert(args.end(), ax.begin(), ax.end());
+    return {call("ck_softmax", args)};
 }
 
-void causal_mask_emit(EmitCtx &c)
+// "CK_RED_MEAN": the ck_redop of a CK_REDUCE_OPS op
+CArg redop_enum(Op op)
+{
+    static const std::map<Op, std::string> names = {
+#define CK_REDOP_NAME(ir_name, name, identity, combine, finish) {Op::ir_name, "CK_RED_" #name},
+        CK_REDUCE_OPS(CK_REDOP_NAME)
+#undef CK_REDOP_NAME
+    };
+    auto it = names.find(op);
+    if (it == names.end()) internal_error(std::string("not a reduction: ") + op_name(op));
+    return arg_enum("op", it->second);
+}
+
+Calls reduce_emit(EmitCtx &c)
+{
+    std::vector<CArg> args = {c.out(), c.in(0)}, ax = around_axis(c, c.tin(0));
+    args.insert(args.end(), ax.begin(), ax.end());
+    args.push_back(redop_enum(c.n.op));
+    return {call("ck_reduce", args)};
+}
+
+Calls causal_mask_emit(EmitCtx &c)
 {
     const Shape &s = static_shape(c, c.tin(0));
     int64_t S = s.back();
-    c.w.line(fmt::format("ck_causal_mask({}, {}, {}, {});", c.out(), c.in(0), shape_numel_fixed(s) / (S * S), S));
+    return {call("ck_causal_mask", {c.out(), c.in(0), arg_size("batch", shape_numel_fixed(s) / (S * S)), arg_size("S", S)})};
 }
 
-void reshape_emit(EmitCtx &c)  // when it is not a view: a column view copied contiguous, or into a caller's buffer
+// A contiguous copy of the input: its rows gathered when it is a column view (float32), else every byte.
+Calls copy_of_input(EmitCtx &c)
 {
-    if (c.aliased()) return;
-    if (c.ld_in(0) != c.dim(last(c.tin(0).shape))) {  // column views are float32
-        c.w.line(fmt::format("ck_copy_rows({}, {}, {}, {}, {});", c.out(), c.in(0), c.ld_in(0), row_count(c, c.tin(0)),
-                             last(c.tin(0).shape)));
-        return;
-    }
+    if (c.strided(c.n.inputs[0]))
+        return {call("ck_copy_rows", {c.out(), c.in(0), c.ld_in(0), c.rows("rows", c.n.inputs[0]),
+                                      c.dim("cols", c.n.inputs[0])})};
     // any dtype (a bool mask reshaped into an output): the element size of the typed pointer
-    c.w.line(fmt::format("memcpy({}, {}, {} * sizeof *{});", c.out(), c.in(0), c.numel(c.n.output), c.out()));
+    CArg out = c.out(), n = c.numel("n", c.n.output);
+    std::vector<std::string> reads = out.reads;
+    reads.insert(reads.end(), n.reads.begin(), n.reads.end());
+    return {call("memcpy", {out, c.in(0), arg_expr("bytes", fmt::format("{} * sizeof *{}", n.text, out.text), reads)})};
 }
 
-void permute_emit(EmitCtx &c)
+Calls reshape_emit(EmitCtx &c)  // when it is not a view: a column view copied contiguous, or into a caller's buffer
+{
+    if (c.aliased()) return {};
+    return copy_of_input(c);
+}
+
+Calls permute_emit(EmitCtx &c)
 {
     const Shape &s = static_shape(c, c.tin(0));
     std::vector<int> perm = perm_of(c.n, s.size());
-    c.w.open("");
-    c.w.line(fmt::format("static const int64_t shape[] = {};", c_shape(s)));
-    c.w.line(fmt::format("static const int perm[] = {{{}}};", join([&] {
-                             std::vector<std::string> v;
-                             for (int p : perm) v.push_back(std::to_string(p));
-                             return v;
-                         }(), ", ")));
-    c.w.line(fmt::format("ck_permute({}, {}, {}, shape, perm, sizeof *{});", c.out(), c.in(0), s.size(), c.out()));
-    c.w.close();
+    CArg out = c.out();
+    return {call("ck_permute", {out, c.in(0), arg_size("rank", static_cast<int64_t>(s.size())),
+                                arg_array("shape", "int64_t", s),
+                                arg_array("perm", "int", std::vector<int64_t>(perm.begin(), perm.end())), elem_size(out)})};
 }
 
-void expand_emit(EmitCtx &c)
+Calls expand_emit(EmitCtx &c)
 {
     const Shape &o = static_shape(c, c.tout());
-    c.w.open("");
-    c.w.line(fmt::format("static const int64_t so[] = {}, sx[] = {};", c_shape(o), c_shape(aligned(c.tin(0).shape, o.size()))));
-    c.w.line(fmt::format("ck_expand({}, so, {}, {}, sx, sizeof *{});", c.out(), o.size(), c.in(0), c.out()));
-    c.w.close();
+    CArg out = c.out();
+    return {call("ck_expand", {out, arg_array("so", "int64_t", o), arg_size("rank", static_cast<int64_t>(o.size())),
+                               c.in(0), arg_array("sx", "int64_t", aligned(c.tin(0).shape, o.size())), elem_size(out)})};
 }
 
-void cat_emit(EmitCtx &c)
+Calls cat_emit(EmitCtx &c)
 {
     const Shape &o = static_shape(c, c.tout());
     int64_t axis = axis_of(c.n, o), outer, n, inner, at = 0;
     split_axis(o, axis, outer, n, inner);
+    Calls out;
     for (size_t i = 0; i < c.n.inputs.size(); i++) {
         int64_t ni = c.tin(i).shape[axis];
-        c.w.line(fmt::format("ck_cat_part({}, {}, {}, {}, {}, {}, {}, sizeof *{});", c.out(), c.in(i), outer, n, ni, at,
-                             inner, c.out()));
+        CArg dst = c.out();
+        out.push_back(call("ck_cat_part", {dst, c.in(i), arg_size("outer", outer), arg_size("n_out", n),
+                                           arg_size("n_in", ni), arg_size("offset", at), arg_size("inner", inner),
+                                           elem_size(dst)}));
         at += ni;
     }
+    return out;
 }
 
-void copy_emit(EmitCtx &c)
-{
-    if (c.ld_in(0) != c.dim(last(c.tin(0).shape))) {
-        c.w.line(fmt::format("ck_copy_rows({}, {}, {}, {}, {});", c.out(), c.in(0), c.ld_in(0), row_count(c, c.tin(0)),
-                             last(c.tin(0).shape)));
-        return;
-    }
-    c.w.line(fmt::format("memcpy({}, {}, {} * sizeof *{});", c.out(), c.in(0), c.numel(c.n.output), c.out()));
-}
+Calls copy_emit(EmitCtx &c) { return copy_of_input(c); }
 
-void masked_fill_emit(EmitCtx &c)
+Calls masked_fill_emit(EmitCtx &c)
 {
     const Shape &s = static_shape(c, c.tin(0));
-    c.w.open("");
-    c.w.line(fmt::format("static const int64_t sx[] = {}, sm[] = {};", c_shape(s), c_shape(aligned(c.tin(1).shape, s.size()))));
-    c.w.line(fmt::format("ck_masked_fill({}, sx, {}, {}, {}, sm, {});", c.out(), s.size(), c.in(0), c.in(1),
-                         c_float(c.n.f("value"))));
-    c.w.close();
+    return {call("ck_masked_fill", {c.out(), arg_array("sx", "int64_t", s), arg_size("rank", static_cast<int64_t>(s.size())),
+                                    c.in(0), c.in(1), arg_array("sm", "int64_t", aligned(c.tin(1).shape, s.size())),
+                                    arg_float("value", c.n.f("value"))})};
 }
 
-void attention_emit(EmitCtx &c)
+Calls attention_emit(EmitCtx &c)
 {
     Inputs in;
     for (auto &i : c.n.inputs) in.push_back(&c.g.tensor(i));
     Att a = attention_dims(c.n, in);
     bool heads = c.n.i("heads", 0) > 0;
     // strides of every operand from its row stride (a column view is read in place)
-    auto seq = [&](const std::string &ld, int64_t S) {
-        return heads ? fmt::format("ck_seq_bshd({}, {}, {})", S, ld, a.D)
-                     : fmt::format("ck_seq_bhsd({}, {}, {})", a.H, S, ld);
+    auto seq = [&](const std::string &label, const std::string &t, int64_t S) {
+        int64_t ld = c.ld_value(t);
+        return arg_expr(label, heads ? fmt::format("ck_seq_bshd({}, {}, {})", S, ld, a.D)
+                                     : fmt::format("ck_seq_bhsd({}, {}, {})", a.H, S, ld),
+                        {});
     };
-    c.w.line(fmt::format("ck_attention_{}({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});",
-                         use_flash(c.n, a) ? "flash" : "std", c.out(), seq(c.ld_out(), a.Sq), c.in(0),
-                         seq(c.ld_in(0), a.Sq), c.in(1), seq(c.ld_in(1), a.Sk), c.in(2), seq(c.ld_in(2), a.Sk), a.B,
-                         a.H, a.Sq, a.Sk, a.D, c_float(c.n.f("scale")), c.n.i("causal", 0), c.scratch()));
+    return {call(use_flash(c.n, a) ? "ck_attention_flash" : "ck_attention_std",
+                 {c.out(), seq("so", c.n.output, a.Sq), c.in(0), seq("sq", c.n.inputs[0], a.Sq), c.in(1),
+                  seq("sk", c.n.inputs[1], a.Sk), c.in(2), seq("sv", c.n.inputs[2], a.Sk), arg_size("B", a.B),
+                  arg_size("H", a.H), arg_size("Sq", a.Sq), arg_size("Sk", a.Sk), arg_size("D", a.D),
+                  arg_float("scale", c.n.f("scale")), arg_int("causal", c.n.i("causal", 0)), c.scratch()})};
 }
 
-void bias_relu_emit(EmitCtx &c)
+Calls bias_relu_emit(EmitCtx &c)
 {
-    c.w.line(fmt::format("ck_bias_relu({}, {}, {}, {}, {});", c.out(), c.in(0), c.in(1), row_count(c, c.tin(0)),
-                         last(c.tin(0).shape)));
+    return {call("ck_bias_relu", {c.out(), c.in(0), c.in(1), c.rows("rows", c.n.inputs[0]), c.dim("n", c.n.inputs[0])})};
 }
 
+// The C name of a ck_ewop: "CK_EW_MUL", "CK_EW_UNARY + CK_UN_TANH"
 std::string ew_op_name(int op)
 {
-    static const char *const binary[] = {"CK_EW_ADD", "CK_EW_SUB", "CK_EW_MUL", "CK_EW_DIV"};
+    static const char *const binary[] = {
+#define CK_EW_BINARY_NAME(name, formula, ints) "CK_EW_" #name,
+        CK_BINARY_OPS(CK_EW_BINARY_NAME)
+#undef CK_EW_BINARY_NAME
+    };
     static const char *const unary[] = {
 #define CK_EW_UNARY_ENUM(name, formula) "CK_UN_" #name,
         CK_UNARY_OPS(CK_EW_UNARY_ENUM)
 #undef CK_EW_UNARY_ENUM
     };
+    if (op < 0 || op >= CK_EW_UNARY + CK_UN_COUNT) internal_error(fmt::format("not a ck_ewop: {}", op));
     return op < CK_EW_UNARY ? binary[op] : fmt::format("CK_EW_UNARY + {}", unary[op - CK_EW_UNARY]);
 }
 
 // One ck_ew call: the program as a table of instructions, each input's index pattern.
-void ew_emit(EmitCtx &c)
+Calls ew_emit(EmitCtx &c)
 {
     const Shape &o = static_shape(c, c.tout());
     int nin = static_cast<int>(c.n.inputs.size());
     std::vector<EwInsn> prog = parse_ew_program(c.n.s("program"), nin);
-    std::vector<std::string> insns, div, mod, ins;
+    std::vector<std::string> insns;
+    std::vector<int64_t> div, mod;
+    std::vector<CArg> ins;
     for (const EwInsn &p : prog)
         insns.push_back(fmt::format("{{{}, {}, {}, {}}}", ew_op_name(p.op), p.a, p.b, c_float(p.imm)));
     for (int k = 0; k < nin; k++) {
         auto dm = ew_index(c.tin(k).shape, o);
         if (!dm) internal_error(fmt::format("node '{}': input {} cannot be indexed", c.n.name, k));
-        div.push_back(std::to_string(dm->first));
-        mod.push_back(std::to_string(dm->second));
+        div.push_back(dm->first);
+        mod.push_back(dm->second);
         ins.push_back(c.in(k));
     }
-    c.w.open("");
-    c.w.line(fmt::format("static const ck_ew_insn prog[] = {{{}}}; /* {} */", join(insns, ", "), c.n.s("program")));
-    c.w.line(fmt::format("static const int64_t dv[] = {{{}}}, md[] = {{{}}};", join(div, ", "), join(mod, ", ")));
-    c.w.line(fmt::format("const float *const in[] = {{{}}};", join(ins, ", ")));
-    c.w.line(fmt::format("ck_ew({}, {}, {}, in, dv, md, {}, prog);", c.out(), c.numel(c.n.output), nin, prog.size()));
-    c.w.close();
+    KernelCall k = call("ck_ew", {c.out(), c.numel("n", c.n.output), arg_size("nin", nin),
+                                  arg_pointers("in", "const float *", ins), arg_array("dv", "int64_t", div),
+                                  arg_array("md", "int64_t", mod), arg_size("ninsn", static_cast<int64_t>(prog.size())),
+                                  arg_array("prog", "ck_ew_insn", insns)});
+    k.note = "program: " + c.n.s("program");
+    return {k};
 }
 
 const char *const K_EMB = "kernels/embedding.c", *const K_NORM = "kernels/norm.c", *const K_LIN = "kernels/linear.c",
@@ -414,14 +450,13 @@ const char *const K_EMB = "kernels/embedding.c", *const K_NORM = "kernels/norm.c
 
 std::vector<Lowering> build_lowerings()
 {
-    std::vector<std::tuple<Op, void (*)(EmitCtx &), std::vector<const char *>>> rows = {
+    std::vector<std::tuple<Op, Calls (*)(EmitCtx &), std::vector<const char *>>> rows = {
         {Op::EMBEDDING, embedding_emit, {K_EMB}},
         {Op::POS_EMBED, pos_embed_emit, {K_EMB}},
         {Op::RMSNORM, rmsnorm_emit, {K_NORM}},
         {Op::LAYERNORM, layernorm_emit, {K_NORM}},
         {Op::MATMUL, matmul_emit, {K_LIN, K_FGEMM}},
         {Op::MATMUL_ADD, matmul_emit, {K_LIN, K_FGEMM}},
-        {Op::ADD, binary_emit, {K_EW, K_BIN}},
         {Op::SCALE, scale_emit, {K_EW}},
         {Op::SOFTCAP, softcap_emit, {K_EW}},
         {Op::SLICE, slice_emit, {K_LAY}},
@@ -430,13 +465,7 @@ std::vector<Lowering> build_lowerings()
         {Op::KV_ATTENTION, kv_attention_emit, {K_ATT}},
         {Op::GELU, gelu_emit, {K_EW}},
         {Op::GLU, glu_emit, {K_EW}},
-        {Op::SUB, binary_emit, {K_BIN}},
-        {Op::MUL, binary_emit, {K_BIN}},
-        {Op::DIV, binary_emit, {K_BIN}},
         {Op::SOFTMAX, softmax_emit, {K_RED}},
-        {Op::REDUCE_SUM, reduce_emit, {K_RED}},
-        {Op::REDUCE_MEAN, reduce_emit, {K_RED}},
-        {Op::REDUCE_MAX, reduce_emit, {K_RED}},
         {Op::RESHAPE, reshape_emit, {K_LAY}},
         {Op::TRANSPOSE, permute_emit, {K_LAY}},
         {Op::PERMUTE, permute_emit, {K_LAY}},
@@ -451,6 +480,12 @@ std::vector<Lowering> build_lowerings()
 #define CK_UNARY_LOWERING(name, formula) {Op::name, unary_emit, {K_EW}},
         CK_UNARY_OPS(CK_UNARY_LOWERING)
 #undef CK_UNARY_LOWERING
+#define CK_BINARY_LOWERING(name, formula, ints) {Op::name, binary_emit, {K_EW, K_BIN}},
+        CK_BINARY_OPS(CK_BINARY_LOWERING)
+#undef CK_BINARY_LOWERING
+#define CK_REDUCE_LOWERING(ir_name, name, identity, combine, finish) {Op::ir_name, reduce_emit, {K_RED}},
+        CK_REDUCE_OPS(CK_REDUCE_LOWERING)
+#undef CK_REDUCE_LOWERING
     };
     std::vector<Lowering> out(kNumOps);
     for (auto &[op, emit, kernels] : rows) {
@@ -472,31 +507,57 @@ std::vector<Lowering> build_lowerings()
 
 }  // namespace
 
-std::string EmitCtx::fail(const std::string &code, const std::string &message) const
+// ---- EmitCtx's arguments ------------------------------------------------------------------------------------
+
+CArg EmitCtx::ld(const std::string &label, const std::string &tensor) const
 {
-    return fmt::format("return ck_fail({}, {});", code, c_string(replace_all(message, "%", "%%")));
+    std::string name = ld_name(tensor);
+    return arg_size(label, ld_value(tensor), info().size_named(name) ? name : "");
 }
 
-std::string EmitCtx::rows(const std::string &tensor) const
+CArg EmitCtx::dim(const std::string &label, const std::string &tensor, int axis) const
+{
+    const Tensor &t = g.tensor(tensor);
+    size_t a = axis < 0 ? (t.shape.empty() ? 0 : t.shape.size() - 1) : static_cast<size_t>(axis);
+    int64_t v = t.shape.empty() ? 1 : t.shape.at(a);
+    if (v == kTokens) return tokens();
+    const std::string &name = t.dim(a);
+    return arg_size(label, v, info().size_named(name) ? name : "");
+}
+
+CArg EmitCtx::rows(const std::string &label, const std::string &tensor) const
 {
     const Shape &s = g.tensor(tensor).shape;
-    if (s.empty()) return "1";
-    return s[0] == kTokens ? std::string("T") : std::to_string(s[0]);
+    Shape lead(s.begin(), s.empty() ? s.end() : s.end() - 1);
+    int64_t fixed = shape_numel_fixed(lead);
+    if (!shape_has_tokens(lead)) return arg_size(label, fixed);
+    if (fixed == 1) return tokens();
+    return arg_expr(label, fmt::format("T * {}", fixed), {"T"});
 }
 
-std::string EmitCtx::numel(const std::string &tensor) const
+CArg EmitCtx::numel(const std::string &label, const std::string &tensor) const
 {
-    const Shape &s = g.tensor(tensor).shape;
-    if (shape_has_tokens(s)) return fmt::format("(size_t)T * {}", shape_numel_fixed(s));
-    return std::to_string(shape_numel_fixed(s));
+    const Tensor &t = g.tensor(tensor);
+    if (!shape_has_tokens(t.shape)) return arg_size(label, shape_numel_fixed(t.shape));
+    if (t.shape.size() == 2 && t.shape[0] == kTokens) {  // [T, width]: T times the width's name
+        CArg w = dim(label, tensor);
+        if (w.named) return arg_expr(label, "(size_t)T * " + w.text, {"T"});
+    }
+    return arg_expr(label, fmt::format("(size_t)T * {}", shape_numel_fixed(t.shape)), {"T"});
 }
 
-std::string c_shape(const Shape &s)
+CArg EmitCtx::attr_size(const std::string &label, const std::string &key, const std::string &also) const
 {
-    std::vector<std::string> v;
-    for (int64_t d : s) v.push_back(std::to_string(d));
-    if (v.empty()) v.push_back("1");
-    return "{" + join(v, ", ") + "}";
+    int64_t v = n.i(key);
+    std::string name = info().size_for_attr(key, v);
+    if (name.empty() && !also.empty()) name = info().size_for_attr(also, v);
+    return arg_size(label, v, name);
+}
+
+bool EmitCtx::strided(const std::string &tensor) const
+{
+    const Tensor &t = g.tensor(tensor);
+    return ld_value(tensor) != (t.shape.empty() ? 1 : t.shape.back());
 }
 
 const Lowering &lowering(Op op)

@@ -1,4 +1,5 @@
-// emitters.h — each op's C: its emitter and the runtime sources it calls.
+// emitters.h — each op's C: its emitter (the kernel calls it becomes, kernel_call.h) and the runtime sources
+// those kernels live in.
 #pragma once
 
 #include <vector>
@@ -9,8 +10,8 @@
 namespace ckc {
 
 struct Lowering {
-    void (*emit)(EmitCtx &c) = nullptr;  // nullptr for fold-only ops (folded before codegen)
-    std::vector<const char *> kernels;   // runtime sources it calls, relative to runtime/
+    std::vector<KernelCall> (*emit)(EmitCtx &c) = nullptr;  // nullptr for fold-only ops (folded before codegen)
+    std::vector<const char *> kernels;                        // runtime sources it calls, relative to runtime/
 };
 
 // The row of `op`; the first call checks that every op that runs has one (an internal error otherwise).

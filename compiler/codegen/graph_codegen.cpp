@@ -11,6 +11,10 @@
 //                 g->act, the layer-to-layer value g->carry
 #include "codegen/graph_codegen.h"
 
+#include <cstring>
+#include <memory>
+#include <set>
+
 #include <fmt/format.h>
 
 #include "codegen/emit.h"
@@ -19,7 +23,9 @@
 #include "support/error.h"
 #include "support/util.h"
 #include "support/version.h"
-#include "weights/constants.h"
+#include "ir/constants.h"
+#include "support/checkpoint.h"
+#include "support/safetensors_writer.h"
 
 namespace ckc {
 
@@ -36,7 +42,7 @@ class GraphTarget : public Target {
 public:
     GraphTarget(const Program &p, const WeightTable &wt, bool gcu) : p_(p), wt_(wt), gcu_(gcu) {}
     bool device() const override { return gcu_; }
-    std::vector<std::string> frame_params(Section) const override { return {"int layer"}; }
+    std::vector<std::string> frame_params(Section) const override { return {"layer"}; }
     std::string stream() const override { return "g->stream"; }
     std::string device_status() const override { return "g->dev_status"; }
     std::string inline_const(const Tensor &t, const std::string &array) const override
@@ -47,31 +53,29 @@ public:
                 return fmt::format("((const {} *)g->dev_const[{}])", c_type(t.dtype), k);
         internal_error("codegen: no device copy of " + array);
     }
-    std::string signature(Section s) const override
-    {
-        return fmt::format("static int ckg_{}(ck_graph *g, int layer)", Program::section_name(s));
-    }
-    std::vector<std::string> maybe_unused() const override { return {"g", "layer"}; }
-    std::string arena(const std::string &off, bool per_token) const override
+    std::string function_name(Section s) const override { return std::string("ckg_") + Program::section_name(s); }
+    std::vector<CParam> params(Section) const override { return {{"ck_graph *", "g"}, {"int", "layer"}}; }
+    CExpr arena(const std::string &off, bool per_token) const override
     {
         if (per_token) internal_error("codegen: a graph has no per-token memory");
-        return "g->act + " + off;
+        return {"g->act + " + off, {"g"}};
     }
-    std::string carry() const override { return "g->carry"; }
-    std::string input(const Tensor &t) const override
+    CExpr carry(Section) const override { return {"g->carry", {"g"}}; }
+    CExpr input(const Tensor &t) const override
     {
         int i = index_of(p_.inputs, t.name);
         if (i < 0) internal_error("codegen: '" + t.name + "' is not a graph input");
-        return fmt::format("((const {} *)g->{}[{}])", c_type(t.dtype), gcu_ ? "dev_in" : "in", i);
+        return {fmt::format("((const {} *)g->{}[{}])", c_type(t.dtype), gcu_ ? "dev_in" : "in", i), {"g"}};
     }
-    std::string output(const Tensor &t) const override
+    CExpr output(const Tensor &t) const override
     {
         int i = index_of(p_.outputs, t.name);
         if (i < 0) internal_error("codegen: '" + t.name + "' is not a graph output");
-        return fmt::format("(({} *)g->{}[{}])", c_type(t.dtype), gcu_ ? "dev_out" : "out", i);
+        return {fmt::format("(({} *)g->{}[{}])", c_type(t.dtype), gcu_ ? "dev_out" : "out", i), {"g"}};
     }
-    std::string weights(Section s) const override { return s == Section::Block ? "w->" : "g->w."; }
-    std::string block_preamble() const override { return "const ck_layer_weights *w = &g->w.layers[layer];"; }
+    CExpr weights(Section s) const override { return s == Section::Block ? CExpr{"w->", {"w"}} : CExpr{"g->w.", {"g"}}; }
+    CExpr layer_weights() const override { return {"&g->w.layers[layer]", {"g", "layer"}}; }
+    std::string weights_type() const override { return "ck_layer_weights"; }
     std::string tracer() const override { return "g->trace"; }
     std::string rope_table(const Node &n) override
     {
@@ -91,8 +95,10 @@ std::string dtype_enum(DType t)
     case DType::I64: return "CK_GRAPH_I64";
     case DType::I32: return "CK_GRAPH_I32";
     case DType::Bool: return "CK_GRAPH_BOOL";
-    default: internal_error(std::string("codegen: no ck_graph dtype for ") + dtype_name(t));
+    case DType::F16:
+    case DType::BF16: break;
     }
+    internal_error(std::string("codegen: no ck_graph dtype for ") + dtype_name(t));
 }
 
 const Tensor &io_tensor(const Program &p, const std::string &name)
@@ -140,6 +146,55 @@ std::string io_c(const Program &p)
                        "own buffer */",
                        join(into, ", ")));
     return w.str();
+}
+
+// The float32 weights file of a compiled graph: every f32 weight the program reads (by source name),
+// copied from the export file or from p.constants.
+std::string graph_weights_bytes(const Program &p)
+{
+    std::set<std::string> names;
+    for (Section s : kSections)
+        for (const Node &n : p.section(s).nodes())
+            for (const auto &in : n.inputs) {
+                const Tensor &t = p.section(s).tensor(in);
+                if (t.storage != Storage::Weight || t.dtype != DType::F32) continue;
+                for (const auto &part : t.source.parts) {
+                    if (part.find("{L}") == std::string::npos) {
+                        names.insert(part);
+                        continue;
+                    }
+                    for (int64_t l = 0; l < p.info.n_layers; l++) names.insert(replace_all(part, "{L}", std::to_string(l)));
+                }
+            }
+    std::unique_ptr<CheckpointFile> ck;
+    std::vector<StTensor> out;
+    for (const auto &name : names) {
+        StTensor st;
+        st.name = name;
+        auto it = p.constants.find(name);
+        if (it != p.constants.end()) {
+            st.shape = it->second.shape;
+            st.dtype = CK_DT_F32;
+            st.data.resize(it->second.v.size() * 4);
+            for (size_t i = 0; i < it->second.v.size(); i++) {
+                float f = static_cast<float>(it->second.v[i]);
+                std::memcpy(st.data.data() + 4 * i, &f, 4);
+            }
+        } else {
+            if (!ck) {
+                if (p.weights_path.empty()) internal_error("graph weight '" + name + "' has no source file");
+                ck = std::make_unique<CheckpointFile>(p.weights_path, ErrorKind::IO);
+            }
+            const ck_tensor_info *ti = ck->find(name);
+            if (!ti) input_error(fmt::format("{}: constant '{}' is not in the weights file", p.weights_path, name));
+            st.shape.assign(ti->shape, ti->shape + ti->ndim);
+            st.dtype = checkpoint_dtype(dtype_from_checkpoint(ti->dtype, name));
+            const auto *b = static_cast<const uint8_t *>(ti->data);
+            st.data.assign(b, b + ti->nbytes);
+        }
+        out.push_back(std::move(st));
+    }
+    return safetensors_bytes(out);
 }
 
 }  // namespace

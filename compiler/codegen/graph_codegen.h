@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "codegen/llm_codegen.h"
+#include "codegen/codegen.h"
 
 namespace ckc {
 

@@ -64,32 +64,34 @@ public:
     explicit LlmTarget(bool gcu) : gcu_(gcu) {}
     RopeTables rope;
     bool device() const override { return gcu_; }
-    std::vector<std::string> frame_params(Section) const override { return {"int layer", "int T", "int pos0"}; }
+    std::vector<std::string> frame_params(Section) const override { return {"layer", "T", "pos0"}; }
     std::string stream() const override { return "m->stream"; }
     std::string device_status() const override { return "m->dev_status"; }
-    std::string signature(Section s) const override
+    std::string function_name(Section s) const override { return std::string("ck_") + Program::section_name(s); }
+    std::vector<CParam> params(Section) const override
     {
-        return fmt::format("static int ck_{}(ck_model *m, int layer, int T, int pos0)", Program::section_name(s));
+        return {{"ck_model *", "m"}, {"int", "layer"}, {"int", "T"}, {"int", "pos0"}};
     }
-    std::vector<std::string> maybe_unused() const override { return {"layer", "pos0"}; }
-    std::string arena(const std::string &off, bool per_token) const override
+    CExpr arena(const std::string &off, bool per_token) const override
     {
-        return per_token ? fmt::format("m->act + (size_t)T * {}", off)
-                         : fmt::format("m->act + (size_t)T * CK_ACT_PER_TOKEN + {}", off);
+        return {per_token ? fmt::format("m->act + (size_t)T * {}", off)
+                          : fmt::format("m->act + (size_t)T * CK_ACT_PER_TOKEN + {}", off),
+                {"m", "T"}};
     }
-    std::string carry() const override { return "m->x"; }
-    std::string input(const Tensor &t) const override
+    CExpr carry(Section) const override { return {"m->x", {"m"}}; }
+    CExpr input(const Tensor &t) const override
     {
         if (t.name != "tokens") internal_error("codegen: a language model's only input is tokens, not " + t.name);
-        return gcu_ ? "m->dev_tokens" : "m->tokens";
+        return {gcu_ ? "m->dev_tokens" : "m->tokens", {"m"}};
     }
-    std::string output(const Tensor &t) const override
+    CExpr output(const Tensor &t) const override
     {
         if (t.name != "logits") internal_error("codegen: a language model's only output is logits, not " + t.name);
-        return gcu_ ? "m->dev_logits" : "m->logits";
+        return {gcu_ ? "m->dev_logits" : "m->logits", {"m"}};
     }
-    std::string weights(Section s) const override { return s == Section::Block ? "w->" : "m->w."; }
-    std::string block_preamble() const override { return "const ck_layer_weights *w = &m->w.layers[layer];"; }
+    CExpr weights(Section s) const override { return s == Section::Block ? CExpr{"w->", {"w"}} : CExpr{"m->w.", {"m"}}; }
+    CExpr layer_weights() const override { return {"&m->w.layers[layer]", {"m", "layer"}}; }
+    std::string weights_type() const override { return "ck_layer_weights"; }
     std::string tracer() const override { return "m->trace"; }
     std::string rope_table(const Node &n) override { return rope.prefix(n); }
 
@@ -125,7 +127,7 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     if (o.train) {
         if (gcu) input_error("--train runs on --target cpu (the gcu device has no backward kernels yet)");
         if (plan.arena_fixed != 0) internal_error("training: the language model's arena has a fixed part");
-        TrainingC tc = training_c(p, plan, wt, [&](const Node &n) { return target.rope.prefix(n); });
+        TrainingC tc = training_c(p, plan, wt, target);
         train_config = "#define CK_TRAIN 1 /* ckc compile --train: backward, AdamW, the training ABI */\n";
         train_config += fmt::format("#define CK_SAVED_HEADER {} /* saved activations, bytes per token */\n",
                                     plan.section(Section::Header).per_token.arena);
@@ -211,20 +213,17 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     fm.line(" */");
 
     CWriter cfg;
-    cfg.line(fmt::format("#define CK_VOCAB_SIZE {:<8} /* V */", p.info.vocab_size));
-    cfg.line(fmt::format("#define CK_DIM {:<15} /* C: model width, the residual stream */", p.info.hidden_size));
-    cfg.line(fmt::format("#define CK_N_LAYERS {:<10} /* L */", p.info.n_layers));
-    cfg.line(fmt::format("#define CK_CONTEXT {:<11} /* positions: RoPE table, KV capacity, tokens per call */",
-                         p.info.context_length));
-    cfg.line(fmt::format("#define CK_KV_HEADS {:<10} /* key/value heads (KV cache) */", kv->i("kv_heads")));
-    cfg.line(fmt::format("#define CK_HEAD_DIM {:<10} /* per head (KV cache) */", kv->i("head_dim")));
-    static const std::map<std::string, std::string> size_docs = {
-        {"CK_FFN", "MLP width"}, {"CK_QKV_DIM", "the fused q|k|v projection"},
-        {"CK_GATE_UP_DIM", "the fused gate|up projection"}, {"CK_Q_DIM", "query heads x head_dim"},
-        {"CK_KV_DIM", "key/value heads x head_dim"}};
-    for (const auto &[name, value] : p.info.sizes)
-        if (size_docs.count(name))
-            cfg.line(fmt::format("#define {:<18} {:<6} /* {} */", name, value, size_docs.at(name)));
+    auto define = [&](const std::string &name, int64_t value, const std::string &doc) {
+        cfg.line(fmt::format("{:<36} /* {} */", fmt::format("#define {} {}", name, value), doc));
+    };
+    define("CK_N_LAYERS", p.info.n_layers, "L");
+    define("CK_CONTEXT", p.info.context_length, "positions: RoPE table, KV capacity, tokens per call");
+    for (const auto &sz : p.info.sizes) define(sz.name, sz.value, sz.doc);
+    for (const char *needed : {"CK_VOCAB_SIZE", "CK_DIM", "CK_KV_HEADS", "CK_HEAD_DIM"})  // the template's
+        if (!p.info.size_named(needed)) internal_error(std::string("codegen: the program defines no ") + needed);
+    if (p.info.size_named("CK_KV_HEADS")->value != kv->i("kv_heads") ||
+        p.info.size_named("CK_HEAD_DIM")->value != kv->i("head_dim"))
+        internal_error("codegen: the KV store's heads or head_dim differ from the program's");
     cfg.line(fmt::format("#define CK_OPTIONAL_PREFIX \"{}\" /* checkpoint names may lack it (base-model files) */",
                          p.info.optional_prefix));
 
@@ -248,7 +247,7 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     if (o.train) extra.insert("kernels/train.c");
     if (p.info.stored_weights) extra.insert({"kernels/qlinear.c", "kernels/qgemm.c", "kernels/fgemm.c"});
     // text in, text out: the tokenizers, sampling / generation and the chat formats
-    for (const char *f : {"text/tokenizer.c", "text/tokenizer_load.c", "text/pretokenize.c", "text/normalize.c",
+    for (const char *f : {"text/tokenizer.c", "text/tokenizer_load.c", "text/pretokenize.c", "text/normalize.c", "text/unicode.c",
                           "text/generate.c", "text/chat.c", "text/cli.c"})
         extra.insert(f);
     r.training_report = training_report;

@@ -2,12 +2,11 @@
 #include "codegen/program_c.h"
 
 #include <algorithm>
-#include <regex>
 
 #include <fmt/format.h>
 
 #include "ck_quant.h"
-#include "ck_safetensors.h"  // CK_WEIGHT_MAX_PARTS, CK_WEIGHT_MAX_DIMS
+#include "ck_weights.h"  // CK_WEIGHT_MAX_PARTS, CK_WEIGHT_MAX_DIMS
 #include "ir/op_rules.h"
 #include "codegen/emit.h"
 #include "codegen/emitters.h"
@@ -32,8 +31,18 @@ std::string c_type(DType t)
     case DType::I64: return "int64_t";
     case DType::I32: return "int32_t";
     case DType::Bool: return "uint8_t";
-    default: internal_error(std::string("codegen: no C type for ") + dtype_name(t));
+    case DType::F16:
+    case DType::BF16: break;  // weights in these are converted at load; no activation has them
     }
+    internal_error(std::string("codegen: no C type for ") + dtype_name(t));
+}
+
+std::string c_shape(const Shape &s)
+{
+    std::vector<std::string> v;
+    for (int64_t d : s) v.push_back(std::to_string(d));
+    if (v.empty()) v.push_back("1");
+    return "{" + join(v, ", ") + "}";
 }
 
 namespace {
@@ -80,134 +89,13 @@ std::string spec_row(const std::string &strct, const WeightField &f)
                        format);
 }
 
+}  // namespace
+
 std::string offset_name(Section section, const std::string &root)
 {
     return "CK_OFF_" + upper(Program::section_name(section)) + "_" + upper(c_identifier(root));
 }
 
-// The per-node emit context of a section.
-struct SectionState {
-    const Program &p;
-    Section sec;
-    const Graph &g;
-    const SectionPlan &sp;
-    const WeightTable &wt;
-    Target &target;
-    std::map<std::string, std::string> local;  // tensor -> C local
-    // device targets: a kernel reads weights through pointer locals passed in the frame, never through
-    // the handle (host memory); the section function declares them
-    NameSet *names = nullptr;
-    std::vector<std::pair<std::string, std::string>> *decls = nullptr;  // declaration, comment
-    std::map<std::string, std::string> expr_local;                      // expression -> local
-
-    const Shape &root_shape(const std::string &root) const
-    {
-        return root == kCarryRoot ? p.carry_shape : g.tensor(root).shape;
-    }
-
-    // A local for `expr` (declared once; a device section passes it in the frame).
-    std::string value_local(const std::string &type, const std::string &hint, const std::string &expr,
-                            const std::string &note)
-    {
-        auto it = expr_local.find(expr);
-        if (it != expr_local.end()) return it->second;
-        std::string name = names->take(hint);
-        decls->push_back({fmt::format("{}{} = {};", type, name, expr), note});
-        return expr_local[expr] = name;
-    }
-    std::string device_value(const std::string &type, const std::string &hint, const std::string &expr,
-                             const std::string &note)
-    {
-        return target.device() ? value_local(type, hint, expr, note) : expr;
-    }
-    std::string device_weight(const Tensor &t, const std::string &expr)
-    {
-        return value_local(std::string("const ") + c_type(t.dtype) + " *", "w_" + c_identifier(t.name), expr,
-                            fmt::format("{} weight {}", shape_str(t.shape), t.name));
-    }
-};
-
-class SectionEmitCtx : public EmitCtx {
-public:
-    SectionEmitCtx(CWriter &w, SectionState &st, const Node &n) : EmitCtx(w, st.g, n), st_(st) {}
-    std::string ptr(const std::string &t) const override
-    {
-        const Tensor &tt = g.tensor(t);
-        if (tt.storage == Storage::Weight) {
-            std::string e = st_.wt.expr(st_.sec, tt, st_.target.weights(st_.sec));
-            if (st_.wt.matrix(tt)) return "&" + e;
-            if (tt.dtype != DType::F32) e = st_.target.inline_const(tt, e);
-            return st_.target.device() ? st_.device_weight(tt, e) : e;
-        }
-        return name(t);
-    }
-    std::string ld(const std::string &t) const override
-    {
-        const Tensor &tt = g.tensor(t);
-        const Region &r = st_.sp.region.at(t);
-        if (tt.storage != Storage::Weight && r.strided) return dim(st_.root_shape(r.root).back());
-        return dim(tt.shape.empty() ? 1 : tt.shape.back());
-    }
-    std::string dim(int64_t v) const override
-    {
-        for (const auto &[name, value] : st_.p.info.sizes)
-            if (value == v && v > 1) return name;
-        return std::to_string(v);
-    }
-    std::string name(const std::string &t) const override
-    {
-        auto it = st_.local.find(t);
-        if (it == st_.local.end()) internal_error("codegen: tensor '" + t + "' has no local");
-        return it->second;
-    }
-    std::string rope_table(const Node &rope) override { return st_.target.rope_table(rope); }
-    std::string local(const std::string &type, const std::string &hint, const std::string &expr,
-                      const std::string &note) override
-    {
-        return st_.value_local(type, hint, expr, note);
-    }
-    std::string device_value(const std::string &type, const std::string &hint, const std::string &expr,
-                             const std::string &note) override
-    {
-        return st_.device_value(type, hint, expr, note);
-    }
-    std::string param(const std::string &key, double dflt, bool is_int) const override
-    {
-        std::string table = n.table(key);
-        if (!table.empty()) {
-            if (!st_.p.layer_tables.count(table) || st_.sec != Section::Block)
-                internal_error("codegen: node '" + n.name + "' uses unknown per-layer table '" + table + "'");
-            std::string e = "CK_LAYER_" + upper(c_identifier(table)) + "[layer]";
-            return st_.device_value(is_int ? "int " : "float ", c_identifier(table), e, "per-layer " + table);
-        }
-        double v = n.f(key, dflt);
-        return is_int ? std::to_string(static_cast<int64_t>(v)) : c_float(v);
-    }
-    std::string scratch() const override
-    {
-        auto it = st_.sp.scratch.find(n.name);
-        if (it == st_.sp.scratch.end()) internal_error("codegen: node '" + n.name + "' has no scratch");
-        std::string e = "(float *)(" + st_.target.arena(offset_name(st_.sec, it->second), false) + ")";
-        return st_.device_value("float *", "scratch_" + c_identifier(n.name), e, "scratch of " + n.name);
-    }
-    bool aliased() const override { return st_.sp.views.count(n.name) != 0; }
-    bool stored_matrix(const std::string &t) const override
-    {
-        const Tensor &tt = g.tensor(t);
-        return tt.storage == Storage::Weight && st_.wt.matrix(tt);
-    }
-    std::string fail(const std::string &code, const std::string &message) const override
-    {
-        if (!st_.target.device()) return EmitCtx::fail(code, message);
-        int id = st_.target.device_check(code, message);
-        return fmt::format("{{ f_->status[0] = {}; return; }} /* {} */", id, comment_safe(message));
-    }
-
-private:
-    SectionState &st_;
-};
-
-}  // namespace
 
 namespace {
 
@@ -221,15 +109,6 @@ bool matrix_use(const Graph &g, const Node &n, size_t i)
     for (auto &x : n.inputs) in.push_back(&g.tensor(x));
     rules::MM d = rules::matmul_dims(n, in);
     return !d.b_batched && d.trans_b && !d.trans_a && n.f("alpha", 1.0) == 1.0;
-}
-
-// The stored type of a matrix with rows of K: the one asked for, else llama.cpp's fallback when K is not a
-// whole number of its blocks (q4_K -> q5_0, q5_K -> q5_1, q6_K -> q8_0; f16 when K is not a multiple of 32).
-int stored_type(int want, int64_t K)
-{
-    if (K % ck_qtype_block(want) == 0) return want;
-    int fb = want == CK_Q_Q4_K ? CK_Q_Q5_0 : want == CK_Q_Q5_K ? CK_Q_Q5_1 : want == CK_Q_Q6_K ? CK_Q_Q8_0 : CK_Q_F16;
-    return K % ck_qtype_block(fb) == 0 ? fb : CK_Q_F16;
 }
 
 }  // namespace
@@ -281,7 +160,7 @@ void WeightTable::collect(const Program &p)
                     if (p.info.weight_type >= 0) {
                         const Shape &ps = t.source.part_shapes[0];
                         int64_t K = t.source.transposed ? ps[0] : ps[1];
-                        wf.format = stored_type(p.info.weight_type, K);
+                        wf.format = ck_qtype_for_rows(p.info.weight_type, K);
                         if (wf.format != p.info.weight_type)
                             notes.push_back(fmt::format("{}: rows of {} are not whole {} blocks of {}; stored as {}",
                                                         merge_names(t.source.parts), K, ck_qtype_name(p.info.weight_type),
@@ -419,30 +298,272 @@ std::string layer_tables_c(const Program &p)
     return w.str();
 }
 
+
+// ---- the locals of a generated function ------------------------------------------------------------------
+
+SectionLocals::SectionLocals(const Program &p, Section sec, const SectionPlan &sp, const WeightTable &wt,
+                             Target &target, std::set<std::string> reserved)
+    : p(p), sec(sec), g(p.section(sec)), sp(sp), wt(wt), target(target), used_names_(std::move(reserved))
+{
+}
+
+std::string SectionLocals::take_name(const std::string &hint)
+{
+    std::string base = c_identifier(hint), name = base;
+    for (int k = 2; used_names_.count(name); k++) name = base + "_" + std::to_string(k);
+    used_names_.insert(name);
+    return name;
+}
+
+void SectionLocals::add(Local l) { locals_.push_back(std::move(l)); }
+
+std::string SectionLocals::value(const std::string &type, const std::string &hint, const std::string &expr,
+                                 const std::string &note, std::vector<std::string> reads)
+{
+    auto it = expr_local_.find(expr);
+    if (it != expr_local_.end()) return it->second;
+    std::string name = take_name(hint);
+    locals_.push_back({type, name, expr, note, std::move(reads)});
+    return expr_local_[expr] = name;
+}
+
+std::vector<std::string> SectionLocals::reads() const
+{
+    std::vector<std::string> out;
+    for (const Local &l : locals_) out.insert(out.end(), l.reads.begin(), l.reads.end());
+    return out;
+}
+
+void SectionLocals::write(CWriter &w) const
+{
+    std::vector<const Local *> order;
+    for (const Local &l : locals_) order.push_back(&l);
+    std::stable_sort(order.begin(), order.end(), [](const Local *a, const Local *b) {
+        return std::make_pair(!a->host_only, a->group) < std::make_pair(!b->host_only, b->group);
+    });
+    std::vector<std::string> decls;
+    size_t width = 0;
+    for (const Local *l : order) {
+        decls.push_back(fmt::format("{}{} = {};", l->type, l->name, l->expr));
+        if (decls.back().size() <= 80) width = std::max(width, decls.back().size());  // long ones do not push the comments right
+    }
+    for (size_t i = 0; i < decls.size(); i++)
+        w.line(fmt::format("{:<{}} /* {} */", decls[i], width, comment_safe(order[i]->note)));
+}
+
+CExpr SectionLocals::root_expr(const std::string &root, const std::string &type)
+{
+    if (root == kCarryRoot) return target.carry(sec);
+    const Tensor &r = g.tensor(root);
+    if (r.storage == Storage::Input) {  // written into (graph.json "into"): not const
+        CExpr in = target.input(r);
+        if (g.updated_input(root)) in.text = fmt::format("(({} *){})", type, in.text);
+        return in;
+    }
+    // (an output written into an input has no buffer of its own: when it cannot go there directly, the
+    // planner gave it an arena slot, copied into the input at the end)
+    if (r.storage == Storage::Output && r.into.empty()) return target.output(r);
+    const Allocation &a = sp.alloc.at(root);
+    CExpr arena = target.arena(offset_name(sec, root), a.per_token);
+    return {fmt::format("({} *)({})", type, arena.text), arena.reads};
+}
+
+std::string SectionLocals::declare(const std::string &t)
+{
+    auto have = tensor_local_.find(t);
+    if (have != tensor_local_.end()) return have->second;
+    const Tensor &tt = g.tensor(t);
+    if (tt.storage == Storage::Weight) internal_error("codegen: weight '" + t + "' has no pointer local");
+    const Region &r = sp.region.at(t);
+    bool input = tt.storage == Storage::Input || (r.root != kCarryRoot && g.has_tensor(r.root) &&
+                                                  g.tensor(r.root).storage == Storage::Input);
+    if (input && r.root != kCarryRoot && g.updated_input(r.root)) input = false;  // an output is written there
+    std::string type = c_type(tt.dtype), expr, note;
+    std::vector<std::string> reads;
+    std::string shape = shape_str(tt.shape) + (tt.dtype != DType::F32 ? std::string(" ") + dtype_name(tt.dtype) : "");
+    if (r.root == t) {
+        CExpr e = root_expr(t, type);
+        expr = e.text;
+        reads = e.reads;
+        note = tt.storage == Storage::Input    ? "caller input"
+               : tt.storage == Storage::Output ? "caller output"
+                                               : "arena";
+    } else {
+        CExpr base;
+        bool own_local = r.root != kCarryRoot && g.tensor(r.root).storage == Storage::Activation;
+        if (own_local) {  // a view of a tensor of the section: through its local
+            std::string root_local = declare(r.root);
+            base = {root_local, {root_local}};
+        } else {
+            base = root_expr(r.root, type);
+        }
+        expr = r.offset ? fmt::format("{} + {}", base.text, r.offset) : base.text;
+        reads = base.reads;
+        if (r.strided)
+            note = fmt::format("columns {}..{} of {} (row stride {})", r.offset, r.offset + tt.shape.back() - 1,
+                               base.text, ld(t));
+        else if (r.root == kCarryRoot)
+            note = "the residual stream";
+        else if (g.tensor(r.root).storage == Storage::Output)
+            note = "written in the result buffer";
+        else if (r.offset)
+            note = fmt::format("a view of {} at element {}", base.text, r.offset);
+        else
+            note = fmt::format("in place: {}'s memory", base.text);
+    }
+    std::string name = take_name(t);
+    locals_.push_back({(input ? "const " : "") + type + " *", name, expr, shape + " " + note, reads});
+    return tensor_local_[t] = name;
+}
+
+CArg SectionLocals::tensor(const std::string &t)
+{
+    const Tensor &tt = g.tensor(t);
+    if (tt.storage != Storage::Weight) {
+        std::string name = declare(t);
+        return arg_pointer(name, {name});
+    }
+    CExpr prefix = target.weights(sec);
+    if (sec == Section::Block && tt.dtype == DType::F32 && !expr_local_.count("@w")) {
+        CExpr lw = target.layer_weights();  // the block's `w`, declared first (the host's: not in a device frame)
+        used_names_.insert("w");
+        locals_.insert(locals_.begin(),
+                       {"const " + target.weights_type() + " *", "w", lw.text, "this layer's weights", lw.reads, true});
+        expr_local_["@w"] = "w";
+    }
+    std::string e = wt.expr(sec, tt, prefix.text);
+    std::vector<std::string> reads = tt.dtype == DType::F32 ? prefix.reads : std::vector<std::string>{};
+    if (wt.matrix(tt)) return arg_pointer("&" + e, reads);
+    if (tt.dtype != DType::F32) e = target.inline_const(tt, e);
+    if (!target.device()) return arg_pointer(e, reads);
+    // a device kernel reads weights through pointer locals passed in its frame, never through the handle
+    std::string name = value(std::string("const ") + c_type(tt.dtype) + " *", "w_" + c_identifier(tt.name), e,
+                             fmt::format("{} weight {}", shape_str(tt.shape), tt.name), prefix.reads);
+    return arg_pointer(name, {name});
+}
+
+int64_t SectionLocals::ld(const std::string &t) const
+{
+    const Tensor &tt = g.tensor(t);
+    if (tt.storage != Storage::Weight && sp.region.at(t).strided) {
+        const std::string &root = sp.region.at(t).root;
+        return root == kCarryRoot ? p.carry_shape.back() : g.tensor(root).shape.back();
+    }
+    return tt.shape.empty() ? 1 : tt.shape.back();
+}
+
+std::string SectionLocals::ld_name(const std::string &t) const
+{
+    const Tensor &tt = g.tensor(t);
+    if (tt.storage != Storage::Weight && sp.region.at(t).strided) {
+        const std::string &root = sp.region.at(t).root;
+        if (root == kCarryRoot) return p.carry_dims.empty() ? "" : p.carry_dims.back();
+        const Tensor &rt = g.tensor(root);
+        return rt.dim(rt.shape.size() - 1);
+    }
+    return tt.shape.empty() ? "" : tt.dim(tt.shape.size() - 1);
+}
+
 namespace {
 
-// Writes one section's C function: pointer locals for every tensor, then per node (in the planner's
-// order) its kernel call under a comment naming its source, and a CK_TRACE_NODE hook.
+// A node's EmitCtx over a section's locals.
+class SectionEmitCtx : public EmitCtx {
+public:
+    SectionEmitCtx(SectionLocals &l, const Node &n) : EmitCtx(l.g, n), l_(l) {}
+    CArg ptr(const std::string &t) const override { return l_.tensor(t); }
+    int64_t ld_value(const std::string &t) const override { return l_.ld(t); }
+    std::string ld_name(const std::string &t) const override { return l_.ld_name(t); }
+    bool aliased() const override { return l_.sp.views.count(n.name) != 0; }
+    bool stored_matrix(const std::string &t) const override
+    {
+        const Tensor &tt = g.tensor(t);
+        return tt.storage == Storage::Weight && l_.wt.matrix(tt);
+    }
+    const ModelInfo &info() const override { return l_.p.info; }
+    std::string local(const std::string &type, const std::string &hint, const std::string &expr, const std::string &note,
+                      std::vector<std::string> reads) override
+    {
+        return l_.value(type, hint, expr, note, std::move(reads));
+    }
+    CArg device_value(const std::string &type, const std::string &hint, const std::string &expr, const std::string &note,
+                      std::vector<std::string> reads) override
+    {
+        if (!l_.target.device()) return arg_pointer(expr, reads);
+        std::string name = l_.value(type, hint, expr, note, std::move(reads));
+        return arg_pointer(name, {name});
+    }
+    std::string rope_table(const Node &rope) override { return l_.target.rope_table(rope); }
+    CArg param(const std::string &label, const std::string &key, double dflt, bool is_int) override
+    {
+        std::string table = n.table(key);
+        if (table.empty()) return is_int ? arg_int(label, static_cast<int64_t>(n.f(key, dflt))) : arg_float(label, n.f(key, dflt));
+        if (!l_.p.layer_tables.count(table) || l_.sec != Section::Block)
+            internal_error("codegen: node '" + n.name + "' uses unknown per-layer table '" + table + "'");
+        std::string e = "CK_LAYER_" + upper(c_identifier(table)) + "[layer]";
+        CArg v = device_value(is_int ? "int " : "float ", c_identifier(table), e, "per-layer " + table, {"layer"});
+        v.label = label;
+        return v;
+    }
+    CArg scratch() override
+    {
+        auto it = l_.sp.scratch.find(n.name);
+        if (it == l_.sp.scratch.end()) internal_error("codegen: node '" + n.name + "' has no scratch");
+        CExpr arena = l_.target.arena(offset_name(l_.sec, it->second), false);
+        CArg s = device_value("float *", "scratch_" + c_identifier(n.name), "(float *)(" + arena.text + ")",
+                              "scratch of " + n.name, arena.reads);
+        s.label = "scratch";
+        return s;
+    }
+
+private:
+    SectionLocals &l_;
+};
+
+std::vector<KernelCall> emit_calls(SectionLocals &l, const Node &n)
+{
+    const OpDef &d = op_def(n.op);
+    std::string from = n.origin.empty() ? "" : ", from " + n.origin.str();
+    if (d.fold_only)
+        throw Error(ErrorKind::Input,
+                    fmt::format("node '{}' ({}{}) could not be computed at compile time: {} only runs on constants, and "
+                                "one of its inputs is not constant",
+                                n.name, op_name(n.op), from, op_name(n.op)));
+    for (size_t i = 0; i < n.inputs.size(); i++)
+        if (l.g.tensor(n.inputs[i]).dtype != DType::F32 && !(d.any_dtype & (1u << i)))
+            throw Error(ErrorKind::Input,
+                        fmt::format("node '{}' ({}{}) reads '{}', a {} tensor, and computes only on float32 (ckc runs "
+                                    "integer and bool tensors as ids, masks and moved data)",
+                                    n.name, op_name(n.op), from, n.inputs[i], dtype_name(l.g.tensor(n.inputs[i]).dtype)));
+    SectionEmitCtx ctx(l, n);
+    return lowering(n.op).emit(ctx);
+}
+
+std::string host_fail(const std::string &code, const std::string &message)
+{
+    return fmt::format("return ck_fail({}, {});", code, c_string(replace_all(message, "%", "%%")));
+}
+
+// Writes one section's C function: pointer locals for every tensor, then per node (in the planner's order) its
+// kernel calls under a comment naming its source, and a trace hook; on a device, each node's calls in a kernel.
 class SectionWriter {
 public:
     SectionWriter(const Program &p, Section sec, const SectionPlan &sp, const WeightTable &wt, Target &target)
-        : st_{p, sec, p.section(sec), sp, wt, target, {}, nullptr, nullptr, {}}, names_({"m", "g", "w", "T", "layer", "pos0", "f_"})
+        : l_(p, sec, sp, wt, target, {"m", "g", "w", "T", "layer", "pos0", "f_"}), target_(target), sec_(sec)
     {
-        st_.names = &names_;
-        st_.decls = &decls_;
     }
 
     std::string write()
     {
-        for (const auto &nn : st_.sp.order) {
-            const Node &n = *st_.g.node(nn);
-            for (const auto &in : n.inputs) declare(in);
-            declare(n.output);
+        for (const auto &nn : l_.sp.order) {  // every tensor's local, in the order the nodes run
+            const Node &n = *l_.g.node(nn);
+            for (const auto &in : n.inputs)
+                if (l_.g.tensor(in).storage != Storage::Weight) l_.declare(in);
+            l_.declare(n.output);
         }
         body_.indent();
-        for (const auto &nn : st_.sp.order) {
-            const Node &n = *st_.g.node(nn);
-            if (!st_.sp.views.count(n.name)) emit_node(n);  // a view is just its pointer local
+        for (const auto &nn : l_.sp.order) {
+            const Node &n = *l_.g.node(nn);
+            if (!l_.sp.views.count(n.name)) emit_node(n);  // a view is just its pointer local
             trace(n);
         }
         emit_copies();
@@ -450,189 +571,125 @@ public:
         return trace_table() + device_kernels() + frame();
     }
 
-    // The frame struct and the trampolines of a device section.
+private:
+    const char *section_name() const { return Program::section_name(sec_); }
+    std::string fn() const { return target_.function_name(sec_); }
+
+    void emit_node(const Node &n)
+    {
+        body_.comment(comment_safe(n.origin.empty() ? n.name : n.origin.str()));
+        std::vector<KernelCall> calls = emit_calls(l_, n);
+        if (!target_.device()) {
+            for (const KernelCall &k : calls) {
+                render_call(k, body_, host_fail);
+                for (const auto &r : k.reads()) reads_.insert(r);
+            }
+            return;
+        }
+        CWriter code;
+        code.indent();
+        std::set<std::string> reads;
+        for (const KernelCall &k : calls) {
+            render_call(k, code, [&](const std::string &c, const std::string &message) {
+                return fmt::format("{{ f_->status[0] = {}; return; }} /* {} */", target_.device_check(c, message),
+                                   comment_safe(message));
+            });
+            for (const auto &r : k.reads()) reads.insert(r);
+        }
+        std::string name = fmt::format("{}_k{}", fn(), kernels_.size());
+        kernels_.push_back(trampoline(name, n, reads, code.str()));
+        body_.line(fmt::format("CK_GCU(gcu_launch({}, &f_, sizeof f_, {}));", name, target_.stream()));
+    }
+
+    // (type, name) of every frame field: the parameters the target passes, then every local.
+    std::vector<std::pair<std::string, std::string>> frame_fields() const
+    {
+        std::vector<std::pair<std::string, std::string>> out;
+        std::vector<std::string> names = target_.frame_params(sec_);
+        for (const CParam &p : target_.params(sec_))
+            if (std::find(names.begin(), names.end(), p.name) != names.end()) out.push_back({p.type + " ", p.name});
+        for (const auto &l : l_.locals())
+            if (!l.host_only) out.push_back({l.type, l.name});
+        return out;
+    }
+
+    // A launched kernel: unpacks the frame fields its calls read, then runs them.
+    std::string trampoline(const std::string &name, const Node &n, const std::set<std::string> &reads,
+                           const std::string &code) const
+    {
+        CWriter w;
+        w.line(fmt::format("/* {} ({}) */", comment_safe(n.name), op_name(n.op)));
+        w.line(fmt::format("static void {}(void *frame)", name));
+        w.line("{");
+        w.indent();
+        w.line(fmt::format("const {0}_frame *f_ = (const {0}_frame *)frame;", fn()));
+        std::set<std::string> carried;
+        for (const auto &[type, field] : frame_fields()) {
+            carried.insert(field);
+            if (reads.count(field)) w.line(fmt::format("{}{} = f_->{};", type, field, field));
+        }
+        for (const auto &r : reads)
+            if (!carried.count(r))
+                internal_error(fmt::format("codegen: kernel {} reads '{}', which its frame does not carry", name, r));
+        w.dedent();
+        return w.str() + code + "}\n";
+    }
+
+    // The frame struct and the kernels of a device section.
     std::string device_kernels() const
     {
-        if (!st_.target.device()) return "";
+        if (!target_.device()) return "";
         CWriter w;
         w.open("typedef struct");
         for (const auto &[type, name] : frame_fields()) w.line(fmt::format("{}{};", type, name));
         w.line("int *status; /* device: the number of a failed run-time check */");
-        w.close(fmt::format("}} {}_frame;", function_name()));
+        w.close(fmt::format("}} {}_frame;", fn()));
         w.line();
         std::string out = w.str();
         for (const auto &k : kernels_) out += k + "\n";
         return out;
     }
 
-private:
-    const char *section_name() const { return Program::section_name(st_.sec); }
-
-    std::string root_expr(const std::string &root, const std::string &type)
-    {
-        const Graph &g = st_.g;
-        if (root == kCarryRoot) return st_.target.carry();
-        const Tensor &r = g.tensor(root);
-        if (r.storage == Storage::Input)  // written into (graph.json "into"): not const
-            return g.updated_input(root) ? fmt::format("(({} *){})", type, st_.target.input(r)) : st_.target.input(r);
-        // (an output written into an input has no buffer of its own: when it cannot go there directly, the
-        // planner gave it an arena slot, copied into the input at the end)
-        if (r.storage == Storage::Output && r.into.empty()) return st_.target.output(r);
-        if (st_.local.count(root)) return st_.local.at(root);
-        const Allocation &a = st_.sp.alloc.at(root);
-        return fmt::format("({} *)({})", type, st_.target.arena(offset_name(st_.sec, root), a.per_token));
-    }
-
-    // A pointer local for tensor t: its arena slot, a view into another tensor, or a caller buffer.
-    void declare(const std::string &t)
-    {
-        const Graph &g = st_.g;
-        if (st_.local.count(t) || g.tensor(t).storage == Storage::Weight) return;
-        const Tensor &tt = g.tensor(t);
-        const Region &r = st_.sp.region.at(t);
-        bool input = tt.storage == Storage::Input || (r.root != kCarryRoot && g.has_tensor(r.root) &&
-                                                      g.tensor(r.root).storage == Storage::Input);
-        if (input && r.root != kCarryRoot && g.updated_input(r.root)) input = false;  // an output is written there
-        std::string type = c_type(tt.dtype), name = names_.take(t), expr, note;
-        std::string ctype = (input ? "const " : "") + type + " *";
-        std::string shape = shape_str(tt.shape) + (tt.dtype != DType::F32 ? std::string(" ") + dtype_name(tt.dtype) : "");
-        if (r.root == t) {
-            expr = root_expr(t, type);
-            note = tt.storage == Storage::Input    ? "caller input"
-                   : tt.storage == Storage::Output ? "caller output"
-                                                   : "arena";
-        } else {
-            std::string base = root_expr(r.root, type);
-            expr = r.offset ? fmt::format("{} + {}", base, r.offset) : base;
-            if (r.strided)
-                note = fmt::format("columns {}..{} of {} (row stride {})", r.offset, r.offset + tt.shape.back() - 1,
-                                   base, st_.root_shape(r.root).back());
-            else if (r.root == kCarryRoot)
-                note = "the residual stream";
-            else if (g.tensor(r.root).storage == Storage::Output)
-                note = "written in the result buffer";
-            else if (r.offset)
-                note = fmt::format("a view of {} at element {}", base, r.offset);
-            else
-                note = fmt::format("in place: {}'s memory", base);
-        }
-        st_.local[t] = name;
-        decls_.push_back({fmt::format("{}{} = {};", ctype, name, expr), fmt::format("{} {}", shape, note)});
-    }
-
-    void emit_node(const Node &n)
-    {
-        const Graph &g = st_.g;
-        const OpDef &d = op_def(n.op);
-        std::string from = n.origin.empty() ? "" : ", from " + n.origin.str();
-        if (d.fold_only)
-            throw Error(ErrorKind::Input,
-                        fmt::format("node '{}' ({}{}) could not be computed at compile time: {} only runs on constants, "
-                                    "and one of its inputs is not constant",
-                                    n.name, op_name(n.op), from, op_name(n.op)));
-        for (size_t i = 0; i < n.inputs.size(); i++)
-            if (g.tensor(n.inputs[i]).dtype != DType::F32 && !(d.any_dtype & (1u << i)))
-                throw Error(ErrorKind::Input,
-                            fmt::format("node '{}' ({}{}) reads '{}', a {} tensor, and computes only on float32 (ckc runs "
-                                        "integer and bool tensors as ids, masks and moved data)",
-                                        n.name, op_name(n.op), from, n.inputs[i], dtype_name(g.tensor(n.inputs[i]).dtype)));
-        body_.comment(comment_safe(n.origin.empty() ? n.name : n.origin.str()));
-        if (!st_.target.device()) {
-            SectionEmitCtx ctx(body_, st_, n);
-            lowering(n.op).emit(ctx);
-            return;
-        }
-        CWriter kernel;
-        kernel.indent();
-        SectionEmitCtx ctx(kernel, st_, n);
-        lowering(n.op).emit(ctx);
-        std::string fn = fmt::format("{}_k{}", function_name(), kernels_.size());
-        kernels_.push_back(trampoline(fn, n, kernel.str()));
-        body_.line(fmt::format("CK_GCU(gcu_launch({}, &f_, sizeof f_, {}));", fn, st_.target.stream()));
-    }
-
-    // "ckg_block": the section function's name, from the target's signature.
-    std::string function_name() const
-    {
-        static const std::regex re("(\\w+)\\(");
-        std::smatch m;
-        std::string sig = st_.target.signature(st_.sec);
-        if (!std::regex_search(sig, m, re)) internal_error("codegen: no function name in '" + sig + "'");
-        return m[1].str();
-    }
-
-    // A launched kernel: unpacks what `code` uses from the section's frame, then runs it.
-    std::string trampoline(const std::string &fn, const Node &n, const std::string &code) const
-    {
-        CWriter w;
-        w.line(fmt::format("/* {} ({}) */", comment_safe(n.name), op_name(n.op)));
-        w.line(fmt::format("static void {}(void *frame)", fn));
-        w.line("{");
-        w.indent();
-        w.line(fmt::format("const {}_frame *f_ = (const {}_frame *)frame;", function_name(), function_name()));
-        auto uses = [&](const std::string &name) { return std::regex_search(code, std::regex("\\b" + name + "\\b")); };
-        for (const auto &param : frame_fields())
-            if (uses(param.second)) w.line(fmt::format("{}{} = f_->{};", param.first, param.second, param.second));
-        w.dedent();
-        return w.str() + code + "}\n";
-    }
-
-    // (type, name) of every frame field: the target's parameters, the block's weights, the pointer locals.
-    std::vector<std::pair<std::string, std::string>> frame_fields() const
-    {
-        std::vector<std::pair<std::string, std::string>> out;
-        static const std::regex split("^(.*[\\s*])(\\w+)$");
-        std::vector<std::string> params = st_.target.frame_params(st_.sec);
-        for (const auto &p : params) {
-            std::smatch m;
-            if (!std::regex_match(p, m, split)) internal_error("codegen: frame parameter '" + p + "'");
-            out.push_back({m[1].str(), m[2].str()});
-        }
-        for (const auto &[decl, note] : decls_) {
-            auto eq = decl.find(" = ");
-            std::smatch m;
-            std::string lhs = decl.substr(0, eq);
-            if (!std::regex_match(lhs, m, split)) internal_error("codegen: local '" + lhs + "'");
-            out.push_back({m[1].str(), m[2].str()});
-        }
-        return out;
-    }
-
     // CK_TRACE_NODE after every node with a float32 output (not the KV store's side effect). Not on a device:
-    // its buffers are not the host's to read.
+    // its buffers are not the host's to read. What the hook reads does not count as read: without -DCK_TRACE it
+    // compiles to nothing.
     void trace(const Node &n)
     {
-        const Tensor &t = st_.g.tensor(n.output);
-        if (t.dtype != DType::F32 || op_def(n.op).side_effects || st_.target.device()) return;
-        SectionEmitCtx ctx(body_, st_, n);
-        int64_t cols = t.shape.empty() ? 1 : t.shape.back();
-        Shape lead(t.shape.begin(), t.shape.empty() ? t.shape.end() : t.shape.end() - 1);
-        std::string rows = shape_has_tokens(lead) ? (shape_numel_fixed(lead) == 1
-                                                          ? std::string("T")
-                                                          : fmt::format("(int64_t)T * {}", shape_numel_fixed(lead)))
-                                                  : std::to_string(shape_numel_fixed(lead));
-        if (cols == kTokens) internal_error("codegen: node '" + n.name + "': a trace needs a fixed last dimension");
-        body_.line(fmt::format("CK_TRACE_NODE({}, CK_TRACE_{}[{}], {}, {}, {}, {}, {});", st_.target.tracer(),
-                               upper(section_name()), sites_.size(), st_.sec == Section::Block ? "layer" : "-1",
-                               ctx.out(), rows, ctx.dim(cols), ctx.ld_out()));
+        const Tensor &t = l_.g.tensor(n.output);
+        if (t.dtype != DType::F32 || op_def(n.op).side_effects || target_.device()) return;
+        SectionEmitCtx ctx(l_, n);
+        if (!t.shape.empty() && t.shape.back() == kTokens)
+            internal_error("codegen: node '" + n.name + "': a trace needs a fixed last dimension");
+        body_.line(fmt::format("CK_TRACE_NODE({}, CK_TRACE_{}[{}], {}, {}, {}, {}, {});", target_.tracer(),
+                               upper(section_name()), sites_.size(), sec_ == Section::Block ? "layer" : "-1",
+                               ctx.out().text, ctx.rows("rows", n.output).text, ctx.dim("cols", n.output).text,
+                               ctx.ld_out().text));
         sites_.push_back(fmt::format("{{\"{}\", {}, \"{}\", {}, {}}},", section_name(), c_string(n.name), op_name(n.op),
                                      c_string(n.origin.module), c_string(t.reference)));
     }
 
+    // Section outputs pinned to the carry or an input they could not be written into directly.
     void emit_copies()
     {
-        const Graph &g = st_.g;
-        for (const auto &[t, pin] : st_.sp.copies) {
-            std::string dst = pin == kCarryRoot ? st_.target.carry() : root_expr(pin, c_type(g.tensor(pin).dtype));
-            std::string n = shape_has_tokens(g.tensor(t).shape)
-                                ? fmt::format("(size_t)T * {}", shape_numel_fixed(g.tensor(t).shape))
-                                : std::to_string(shape_numel_fixed(g.tensor(t).shape));
+        const Graph &g = l_.g;
+        for (const auto &[t, pin] : l_.sp.copies) {
+            CExpr dst = pin == kCarryRoot ? target_.carry(sec_) : CExpr{};
+            if (pin != kCarryRoot) {
+                std::string local = l_.declare(pin);
+                dst = {local, {local}};
+            }
+            std::string src = l_.declare(t);
+            SectionEmitCtx ctx(l_, *g.producer(t));
+            CArg n = ctx.numel("n", t);
             std::string what = fmt::format("/* {} -> {} */", t, pin == kCarryRoot ? "residual stream" : pin);
-            if (st_.target.device())
+            if (target_.device())
                 body_.line(fmt::format("CK_GCU(gcu_memcpy_async({}, {}, {} * sizeof(float), GCU_MEMCPY_DEVICE_TO_DEVICE, "
-                                       "{})); {}", dst, st_.local.at(t), n, st_.target.stream(), what));
+                                       "{})); {}", dst.text, src, n.text, target_.stream(), what));
             else
-                body_.line(fmt::format("memcpy({}, {}, {} * sizeof(float)); {}", dst, st_.local.at(t), n, what));
+                body_.line(fmt::format("memcpy({}, {}, {} * sizeof(float)); {}", dst.text, src, n.text, what));
+            for (const auto &r : dst.reads) reads_.insert(r);
+            for (const auto &r : n.reads) reads_.insert(r);
+            reads_.insert(src);
         }
     }
 
@@ -650,69 +707,79 @@ private:
         return w.str();
     }
 
-    // The function around the body: a header comment, the signature, the locals, (void) for unused parameters.
-    std::string frame() const
+    // The function around the body; on a device, it fills the frame every kernel of the section reads.
+    std::string frame()
     {
-        const SectionPlan &sp = st_.sp;
-        Section sec = st_.sec;
-        CWriter w;
+        const SectionPlan &sp = l_.sp;
         const char *name = section_name();
-        std::string what = sec == Section::Header ? "runs once before the layers"
-                           : sec == Section::Block ? "one layer, run for layer = 0 .. CK_N_LAYERS-1"
-                                                   : "runs once after the layers";
-        w.line(fmt::format("/* ---- {}: {} ", name, what) +
-               std::string(std::max<int>(0, 70 - static_cast<int>(what.size()) - static_cast<int>(std::string(name).size())),
-                           '-'));
+        std::string what = sec_ == Section::Header ? "runs once before the layers"
+                           : sec_ == Section::Block ? "one layer, run for layer = 0 .. CK_N_LAYERS-1"
+                                                    : "runs once after the layers";
         std::string arena = sp.per_token.arena || sp.per_token.naive
                                 ? fmt::format("{}/token (without a planner: {}/token)", human_bytes(sp.per_token.arena),
                                               human_bytes(sp.per_token.naive))
                                 : fmt::format("{} (without a planner: {})", human_bytes(sp.fixed.arena),
                                               human_bytes(sp.fixed.naive));
-        w.line(" * arena " + arena + " */");
-        w.line(st_.target.signature(sec));
-        w.line("{");
-        w.indent();
-        std::string text = body_.str();
-        // what the function reads when CK_TRACE_NODE compiles to nothing
-        static const std::regex trace_line("\\s*CK_TRACE_NODE\\(.*\\n");
-        std::string code = std::regex_replace(text, trace_line, "\n");
-        bool device = st_.target.device();
-        if (sec == Section::Block && (device || code.find("w->") != std::string::npos)) w.line(st_.target.block_preamble());
-        size_t width = 0;
-        for (const auto &[decl, note] : decls_)
-            if (decl.size() <= 80) width = std::max(width, decl.size());  // longer ones do not push the comments right
-        for (const auto &[decl, note] : decls_) w.line(fmt::format("{:<{}} /* {} */", decl, width, comment_safe(note)));
-        if (device) {  // the frame every kernel of the section reads; the launches follow
-            w.line(fmt::format("{}_frame f_;", function_name()));
-            for (const auto &field : frame_fields()) w.line(fmt::format("f_.{0} = {0};", field.second));
-            w.line(fmt::format("f_.status = {};", st_.target.device_status()));
-            w.line();
-            return w.str() + text + "}\n";
+        std::string comment =
+            fmt::format("/* ---- {}: {} ", name, what) +
+            std::string(std::max<int>(0, 70 - static_cast<int>(what.size()) - static_cast<int>(std::string(name).size())),
+                        '-') +
+            "\n * arena " + arena + " */";
+        std::string body = body_.str();
+        std::vector<std::string> reads(reads_.begin(), reads_.end());
+        if (target_.device()) {
+            CWriter fill;
+            fill.indent();
+            fill.line(fmt::format("{}_frame f_;", fn()));
+            for (const auto &field : frame_fields()) {
+                fill.line(fmt::format("f_.{0} = {0};", field.second));
+                reads.push_back(field.second);
+            }
+            fill.line(fmt::format("f_.status = {};", target_.device_status()));
+            fill.line();
+            body = fill.str() + body;
+            reads.push_back(target_.device_status().substr(0, target_.device_status().find("->")));
         }
-        std::vector<std::string> unused;
-        for (const auto &param : st_.target.maybe_unused()) {
-            std::regex word("\\b" + param + "\\b");
-            if (!std::regex_search(code, word) && !(param == "layer" && sec == Section::Block)) unused.push_back(param);
-        }
-        if (!unused.empty()) {
-            std::string casts;
-            for (const auto &u : unused) casts += "(void)" + u + "; ";
-            casts.pop_back();
-            w.line(casts);
-        }
-        w.line();
-        return w.str() + text + "}\n";
+        return function_c(comment, signature_c(fn(), target_.params(sec_)), l_, target_.params(sec_), reads, body);
     }
 
-    SectionState st_;
-    NameSet names_;
-    std::vector<std::pair<std::string, std::string>> decls_;  // declaration, comment
+    SectionLocals l_;
+    Target &target_;
+    Section sec_;
     CWriter body_;
+    std::set<std::string> reads_;     // what the body's calls read
     std::vector<std::string> sites_;  // CK_TRACE_<SECTION> rows
-    std::vector<std::string> kernels_;  // device targets: one trampoline per node
+    std::vector<std::string> kernels_;  // device targets: one kernel per node
 };
 
 }  // namespace
+
+std::string signature_c(const std::string &name, const std::vector<CParam> &params)
+{
+    std::vector<std::string> ps;
+    for (const CParam &p : params) ps.push_back(p.type + (ends_with(p.type, "*") ? "" : " ") + p.name);
+    return fmt::format("static int {}({})", name, join(ps, ", "));
+}
+
+std::string function_c(const std::string &comment, const std::string &signature, const SectionLocals &locals,
+                       const std::vector<CParam> &params, const std::vector<std::string> &reads, const std::string &body)
+{
+    std::set<std::string> used(reads.begin(), reads.end());
+    for (const auto &r : locals.reads()) used.insert(r);
+    CWriter w;
+    if (!comment.empty()) w.lines(comment);
+    w.line(signature);
+    w.line("{");
+    w.indent();
+    locals.write(w);
+    std::vector<std::string> unused;
+    for (const CParam &p : params)
+        if (!used.count(p.name)) unused.push_back("(void)" + p.name + ";");
+    if (!unused.empty()) w.line(join(unused, " "));
+    w.line();
+    w.dedent();
+    return w.str() + body + "}\n";
+}
 
 std::string section_c(const Program &p, Section sec, const SectionPlan &sp, const WeightTable &wt, Target &target)
 {
@@ -751,8 +818,9 @@ void target_slots(std::map<std::string, std::string> &out, const std::string &te
 std::set<std::string> kernel_files(const Program &p, const std::set<std::string> &extra)
 {
     // what every model uses: the thread pool, CPU dispatch, and the checkpoint readers with their formats
-    std::set<std::string> files = {"kernels/threads.c", "kernels/cpu.c", "io/safetensors.c", "io/gguf.c",
-                                   "io/quant.c", "io/json.c"};
+    std::set<std::string> files = {"kernels/threads.c", "kernels/cpu.c",     "io/checkpoint.c", "io/checkpoint_open.c",
+                                   "io/safetensors.c",  "io/gguf.c",        "io/weights.c",    "io/quant.c",
+                                   "io/json.c"};
     files.insert(extra.begin(), extra.end());
     for (Section s : kSections)
         for (const Node &n : p.section(s).nodes())

@@ -1,9 +1,10 @@
-// program_c.h — the parts of a generated model.c every front end shares:
-// the weight structs and load tables, the activation plan, and one C function
-// per section (pointer locals for every tensor, then one kernel call per node
-// under a comment naming its source). What differs between a language model
-// (ck_model) and an exported graph (ck_graph) — the handle, the function
-// signature, where inputs, outputs and the carry live — is a Target.
+// program_c.h — the parts of a generated model.c every front end shares: the weight structs and load tables,
+// the activation plan, and one C function per section (pointer locals for the tensors, then one kernel call
+// per node under a comment naming its source). What differs between a language model (ck_model) and an
+// exported graph (ck_graph) — the handle, the function's parameters, where inputs, outputs and the carry live
+// — is a Target; so is what a device changes (--target gcu: every node's calls in a kernel launched through
+// gcu.h, which reads its arguments from a frame). The backward of a training build (backward_c.cpp) declares
+// its locals and prints its calls through the same SectionLocals and render_call.
 #pragma once
 
 #include <map>
@@ -12,30 +13,44 @@
 #include <vector>
 
 #include "codegen/cwriter.h"
+#include "codegen/kernel_call.h"
 #include "ir/graph.h"
 #include "planner/planner.h"
 
 namespace ckc {
 
+// A C expression and the names (locals, parameters) it reads.
+struct CExpr {
+    std::string text;
+    std::vector<std::string> reads;
+};
+
+// A parameter of a section function.
+struct CParam {
+    std::string type, name;  // "ck_model *", "m"
+};
+
 class Target {
 public:
     virtual ~Target() = default;
-    virtual std::string signature(Section section) const = 0;           // "static int ck_block(ck_model *m, int layer, ...)"
-    virtual std::vector<std::string> maybe_unused() const = 0;      // parameters to (void) when unused
-    virtual std::string arena(const std::string &offset, bool per_token) const = 0;  // a byte pointer expression
-    virtual std::string carry() const = 0;                           // the residual stream buffer
-    virtual std::string input(const Tensor &t) const = 0;            // a caller input
-    virtual std::string output(const Tensor &t) const = 0;           // a caller output buffer
-    virtual std::string weights(Section section) const = 0;              // "w->" in the block, "m->w." elsewhere
-    virtual std::string block_preamble() const = 0;                  // first line of the block function
-    virtual std::string rope_table(const Node &rope) = 0;            // C prefix of a RoPE table
+    virtual std::string function_name(Section section) const = 0;    // "ck_block", "ckg_block"
+    virtual std::vector<CParam> params(Section section) const = 0;   // ck_model *m, int layer, int T, int pos0
+    virtual CExpr arena(const std::string &offset, bool per_token) const = 0;  // a byte pointer
+    virtual CExpr carry(Section section) const = 0;                  // the residual stream
+    virtual CExpr input(const Tensor &t) const = 0;                  // a caller input
+    virtual CExpr output(const Tensor &t) const = 0;                 // a caller output buffer
+    virtual CExpr weights(Section section) const = 0;                // the weights struct's field prefix: "w->", "m->w."
+    // The block's local `w` (its layer's weights) with what it reads.
+    virtual CExpr layer_weights() const = 0;                         // "&m->w.layers[layer]"
+    virtual std::string weights_type() const = 0;                    // "ck_layer_weights"
+    virtual std::string rope_table(const Node &rope) = 0;            // C prefix of a RoPE table: "m->rope0"
     virtual std::string tracer() const = 0;                          // the handle's ck_tracer: "m->trace"
 
-    // ---- device targets (--target gcu): every node's kernel code becomes a trampoline
-    // `static void <fn>_k<i>(void *frame)` launched on the device stream through gcu.h; the section
-    // function only fills the frame (its pointer locals and parameters) and launches.
+    // ---- device targets (--target gcu): every node's calls become a kernel `static void <fn>_k<i>(void *frame)`
+    // launched on the device stream through gcu.h; the section function only fills the frame (its pointer locals
+    // and the parameters named here) and launches.
     virtual bool device() const { return false; }
-    virtual std::vector<std::string> frame_params(Section) const { return {}; }  // {"ck_graph *g", "int layer"}
+    virtual std::vector<std::string> frame_params(Section) const { return {}; }  // {"layer"}
     virtual std::string stream() const { return ""; }                             // "g->stream"
     virtual std::string device_status() const { return ""; }                      // "g->dev_status"
     // The C expression of an inline (non-float) constant array `array` holding tensor t.
@@ -51,6 +66,7 @@ public:
 };
 
 std::string c_type(DType t);  // float, int64_t, int32_t, uint8_t
+std::string c_shape(const Shape &s);  // "{2, 4, 16}" for a static int64_t array initializer ("{1}" for a scalar)
 
 struct WeightField {
     std::string field;
@@ -75,16 +91,66 @@ struct WeightTable {
     std::string field(Section section, const Tensor &t) const;
 };
 
+// The locals of one generated function over a section: a pointer local per tensor (its arena slot, a view into
+// another tensor, a caller buffer), declared on first use or all up front, and the values the function reads
+// from its handle once (the KV cache's pointers, RoPE tables; on a device, every weight). Each local records
+// what its expression reads, so the function knows which of its parameters it uses. The forward's section
+// functions and the backward's (which declares the forward values it reads, and the gradients) share it.
+class SectionLocals {
+public:
+    struct Local {
+        std::string type, name, expr, note;
+        std::vector<std::string> reads;
+        bool host_only = false;  // the host's alone (the block's `w`): not in a device kernel's frame
+        int group = 0;           // declarations print host-only ones first, then by group (values 0, gradients 1)
+    };
+    SectionLocals(const Program &p, Section sec, const SectionPlan &sp, const WeightTable &wt, Target &target,
+                  std::set<std::string> reserved);
+
+    const Program &p;
+    Section sec;
+    const Graph &g;
+    const SectionPlan &sp;
+    const WeightTable &wt;
+    Target &target;
+
+    CArg tensor(const std::string &t);          // a tensor's pointer (declaring its local when needed)
+    int64_t ld(const std::string &t) const;     // its row stride in elements
+    std::string ld_name(const std::string &t) const;  // the named size of that stride (its root's width), or ""
+    std::string declare(const std::string &t);  // the local of tensor t
+    // a local for `expr`, declared once (the same expression gives the same local)
+    std::string value(const std::string &type, const std::string &hint, const std::string &expr, const std::string &note,
+                      std::vector<std::string> reads);
+    std::string take_name(const std::string &hint);  // a fresh C name
+    void add(Local l);                               // a local named by the caller (take_name)
+
+    const std::vector<Local> &locals() const { return locals_; }
+    std::vector<std::string> reads() const;  // what every local reads
+    void write(CWriter &w) const;            // the declarations, comments aligned
+
+private:
+    CExpr root_expr(const std::string &root, const std::string &type);
+    std::set<std::string> used_names_;
+    std::map<std::string, std::string> tensor_local_, expr_local_;
+    std::vector<Local> locals_;
+};
+
 // typedefs of the weight structs + CK_GLOBAL_WEIGHTS / CK_LAYER_WEIGHTS tables.
 std::string weights_c(const WeightTable &wt, const std::string &prefix);
 // static const arrays holding the inline constants (values from p.constants).
 std::string inline_constants_c(const WeightTable &wt, const Program &p);
 // CK_ACT_PER_TOKEN, CK_ACT_FIXED and one #define per arena allocation.
 std::string plan_c(const Program &p, const Plan &plan);
+std::string offset_name(Section section, const std::string &root);  // CK_OFF_BLOCK_QKV
 // static const CK_LAYER_<NAME>[] tables of per-layer attributes.
 std::string layer_tables_c(const Program &p);
 // One C function per section (and, for -DCK_TRACE, its table of traced nodes).
 std::string section_c(const Program &p, Section section, const SectionPlan &sp, const WeightTable &wt, Target &target);
+// The function around `body`: a comment, the signature, the block's weights local when read, the locals, (void)
+// for each parameter nothing reads (`reads`: what the body reads besides the locals).
+std::string function_c(const std::string &comment, const std::string &signature, const SectionLocals &locals,
+                       const std::vector<CParam> &params, const std::vector<std::string> &reads, const std::string &body);
+std::string signature_c(const std::string &name, const std::vector<CParam> &params);
 // The runtime sources a Program needs (relative to runtime/): what every model
 // uses, its ops' kernels, and `extra` (a target's or training's files).
 std::set<std::string> kernel_files(const Program &p, const std::set<std::string> &extra);

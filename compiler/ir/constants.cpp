@@ -1,5 +1,5 @@
 // constants.cpp — constant values of graph programs (see constants.h).
-#include "weights/constants.h"
+#include "ir/constants.h"
 
 #include <cstring>
 #include <memory>
@@ -8,19 +8,15 @@
 #include <fmt/format.h>
 
 #include "ck_quant.h"
-#include "ck_safetensors.h"
+#include "ck_checkpoint.h"
 #include "ir/eval.h"
 #include "support/error.h"
 #include "support/util.h"
-#include "weights/checkpoint.h"
-#include "weights/safetensors_writer.h"
+#include "support/checkpoint.h"
 
 namespace ckc {
 
-namespace {
-
-
-DType dtype_of(ck_dtype d, const std::string &name)
+DType dtype_from_checkpoint(ck_dtype d, const std::string &name)
 {
     switch (d) {
     case CK_DT_F32: return DType::F32;
@@ -30,23 +26,44 @@ DType dtype_of(ck_dtype d, const std::string &name)
     case CK_DT_I32: return DType::I32;
     case CK_DT_BOOL:
     case CK_DT_U8: return DType::Bool;
-    default: input_error(fmt::format("weights: tensor '{}' has dtype {}, which ckc does not read", name, ck_dtype_name(d)));
+    case CK_DT_F64:
+    case CK_DT_I16:
+    case CK_DT_I8:
+    case CK_DT_F8_E4M3:
+    case CK_DT_F8_E5M2:
+    case CK_DT_GGML: break;
     }
+    input_error(fmt::format("weights: tensor '{}' has dtype {}, which ckc does not read", name, ck_dtype_name(d)));
 }
 
-double element(const ck_tensor_info &ti, int64_t i)
+ck_dtype checkpoint_dtype(DType t)
+{
+    switch (t) {
+    case DType::F32: return CK_DT_F32;
+    case DType::F16: return CK_DT_F16;
+    case DType::BF16: return CK_DT_BF16;
+    case DType::I32: return CK_DT_I32;
+    case DType::I64: return CK_DT_I64;
+    case DType::Bool: return CK_DT_BOOL;
+    }
+    internal_error("checkpoint_dtype: a DType outside the enum");
+}
+
+namespace {
+
+// Element i of a checkpoint tensor stored as `dt` (dtype_from_checkpoint of its dtype).
+double element(const ck_tensor_info &ti, DType dt, int64_t i)
 {
     const unsigned char *p = static_cast<const unsigned char *>(ti.data);
-    switch (ti.dtype) {
-    case CK_DT_F32: { float v; std::memcpy(&v, p + 4 * i, 4); return v; }
-    case CK_DT_F16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return ck_fp16_to_fp32(v); }
-    case CK_DT_BF16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return ck_bf16_to_fp32(v); }
-    case CK_DT_I64: { int64_t v; std::memcpy(&v, p + 8 * i, 8); return static_cast<double>(v); }
-    case CK_DT_I32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); return v; }
-    case CK_DT_BOOL:
-    case CK_DT_U8: return p[i] ? 1.0 : 0.0;
-    default: return 0.0;
+    switch (dt) {
+    case DType::F32: { float v; std::memcpy(&v, p + 4 * i, 4); return v; }
+    case DType::F16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return ck_fp16_to_fp32(v); }
+    case DType::BF16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return ck_bf16_to_fp32(v); }
+    case DType::I64: { int64_t v; std::memcpy(&v, p + 8 * i, 8); return static_cast<double>(v); }
+    case DType::I32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); return v; }
+    case DType::Bool: return p[i] ? 1.0 : 0.0;
     }
+    internal_error("element: a DType outside the enum");
 }
 
 }  // namespace
@@ -80,7 +97,8 @@ const ConstData *constant_value(Program &p, const Tensor &t)
     d.dtype = t.dtype;
     d.shape.assign(ti->shape, ti->shape + ti->ndim);
     d.v.resize(static_cast<size_t>(d.numel()));
-    for (int64_t i = 0; i < d.numel(); i++) d.v[i] = round_to_dtype(element(*ti, i), d.dtype);
+    DType stored = dtype_from_checkpoint(ti->dtype, name);
+    for (int64_t i = 0; i < d.numel(); i++) d.v[i] = round_to_dtype(element(*ti, stored, i), d.dtype);
     return &(p.constants[key] = std::move(d));
 }
 
@@ -98,53 +116,6 @@ std::string add_constant(Program &p, Graph &g, const std::string &base, ConstDat
     g.add_tensor(t);
     p.constants[name] = std::move(data);
     return name;
-}
-
-std::string graph_weights_bytes(const Program &p)
-{
-    std::set<std::string> names;
-    for (Section s : kSections)
-        for (const Node &n : p.section(s).nodes())
-            for (const auto &in : n.inputs) {
-                const Tensor &t = p.section(s).tensor(in);
-                if (t.storage != Storage::Weight || t.dtype != DType::F32) continue;
-                for (const auto &part : t.source.parts) {
-                    if (part.find("{L}") == std::string::npos) {
-                        names.insert(part);
-                        continue;
-                    }
-                    for (int64_t l = 0; l < p.info.n_layers; l++) names.insert(replace_all(part, "{L}", std::to_string(l)));
-                }
-            }
-    std::unique_ptr<CheckpointFile> ck;
-    std::vector<StTensor> out;
-    for (const auto &name : names) {
-        StTensor st;
-        st.name = name;
-        auto it = p.constants.find(name);
-        if (it != p.constants.end()) {
-            st.shape = it->second.shape;
-            st.dtype = DType::F32;
-            st.data.resize(it->second.v.size() * 4);
-            for (size_t i = 0; i < it->second.v.size(); i++) {
-                float f = static_cast<float>(it->second.v[i]);
-                std::memcpy(st.data.data() + 4 * i, &f, 4);
-            }
-        } else {
-            if (!ck) {
-                if (p.weights_path.empty()) internal_error("graph weight '" + name + "' has no source file");
-                ck = std::make_unique<CheckpointFile>(p.weights_path, ErrorKind::IO);
-            }
-            const ck_tensor_info *ti = ck->find(name);
-            if (!ti) input_error(fmt::format("{}: constant '{}' is not in the weights file", p.weights_path, name));
-            st.shape.assign(ti->shape, ti->shape + ti->ndim);
-            st.dtype = dtype_of(ti->dtype, name);
-            const auto *b = static_cast<const uint8_t *>(ti->data);
-            st.data.assign(b, b + ti->nbytes);
-        }
-        out.push_back(std::move(st));
-    }
-    return safetensors_bytes(out);
 }
 
 }  // namespace ckc

@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "ck_checkpoint.h"  // ck_dtype
 #include "ir/graph.h"
 
 namespace ckc {
@@ -23,8 +24,9 @@ const ConstData *constant_value(Program &p, const Tensor &t);
 // returns the tensor name (also its name in the weights file).
 std::string add_constant(Program &p, Graph &g, const std::string &base, ConstData data);
 
-// The float32 weights file of a compiled graph: every f32 weight the program
-// reads (by source name), copied from the export file or from p.constants.
-std::string graph_weights_bytes(const Program &p);
+// The IR dtype of a checkpoint tensor's dtype (an input error naming `tensor` for one ckc does not read),
+// and back.
+DType dtype_from_checkpoint(ck_dtype d, const std::string &tensor);
+ck_dtype checkpoint_dtype(DType t);
 
 }  // namespace ckc

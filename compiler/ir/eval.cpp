@@ -3,11 +3,10 @@
 // scalars) or folded once at compile time.
 #include "ir/eval.h"
 
-#include <math.h>  // the CK_UNARY_OPS formulas call exp, tanh, ... unqualified
-
 #include <cmath>
 #include <limits>
 
+#include "ck_quant.h"
 #include "support/error.h"
 
 namespace ckc {
@@ -67,47 +66,40 @@ double round_to_dtype(double v, DType t)
     case DType::I32:
     case DType::I64: return std::trunc(v);
     case DType::Bool: return v != 0 ? 1.0 : 0.0;
-    default: return v;
+    case DType::F16: return ck_fp16_to_fp32(ck_fp32_to_fp16(static_cast<float>(v)));
+    case DType::BF16: return ck_bf16_to_fp32(ck_fp32_to_bf16(static_cast<float>(v)));
     }
+    internal_error("round_to_dtype: a DType outside the enum");
 }
 
 bool eval_binary(const Node &n, const ConstInputs &in, ConstData &out)
 {
+    const BinaryRow *row = binary_row(n.op);
+    if (!row) internal_error(std::string("eval_binary: not a binary op: ") + op_name(n.op));
     int64_t N = out.numel();
     out.v.resize(N);
-    auto f = [&](double a, double b) {
-        switch (n.op) {
-        case Op::ADD: return a + b;
-        case Op::SUB: return a - b;
-        case Op::MUL: return a * b;
-        default: return a / b;
-        }
-    };
     if (in.size() == 1) {
         double s = n.f("scalar");
         bool rev = n.i("reverse", 0) != 0;
-        for (int64_t i = 0; i < N; i++) out.v[i] = round_to_dtype(rev ? f(s, in[0]->v[i]) : f(in[0]->v[i], s), out.dtype);
+        for (int64_t i = 0; i < N; i++)
+            out.v[i] = round_to_dtype(rev ? row->f(s, in[0]->v[i]) : row->f(in[0]->v[i], s), out.dtype);
         return true;
     }
     Broadcaster ba(in[0]->shape, out.shape), bb(in[1]->shape, out.shape);
-    for (int64_t i = 0; i < N; i++) out.v[i] = round_to_dtype(f(in[0]->v[ba(i)], in[1]->v[bb(i)]), out.dtype);
+    for (int64_t i = 0; i < N; i++) out.v[i] = round_to_dtype(row->f(in[0]->v[ba(i)], in[1]->v[bb(i)]), out.dtype);
     return true;
 }
 
 bool eval_unary(const Node &n, const ConstInputs &in, ConstData &out)
 {
     const double p = n.f("exponent", 0.0);
+    const UnaryRow *row = unary_row(n.op);
+    if (!row && n.op != Op::GELU) internal_error(std::string("eval_unary: not a unary op: ") + op_name(n.op));
+    bool tanh_gelu = n.op == Op::GELU && n.s("act") == "gelu_tanh";
     out.v.resize(in[0]->v.size());
     for (size_t i = 0; i < in[0]->v.size(); i++) {
-        double x = in[0]->v[i], y;
-        switch (n.op) {
-#define CK_UNARY_EVAL(name, formula) \
-        case Op::name: y = formula; break;
-        CK_UNARY_OPS(CK_UNARY_EVAL)  // the formulas of runtime/include/ck_kernels.h, with p the exponent
-#undef CK_UNARY_EVAL
-        case Op::GELU: y = n.s("act") == "gelu_tanh" ? gelu_tanh(x) : 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); break;
-        default: return false;
-        }
+        double x = in[0]->v[i];
+        double y = row ? row->f(x, p) : tanh_gelu ? gelu_tanh(x) : 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
         out.v[i] = round_to_dtype(y, out.dtype);
     }
     return true;
@@ -115,18 +107,16 @@ bool eval_unary(const Node &n, const ConstInputs &in, ConstData &out)
 
 bool eval_reduce(const Node &n, const ConstInputs &in, ConstData &out)
 {
+    const ReduceRow *row = reduce_row(n.op);
+    if (!row) internal_error(std::string("eval_reduce: not a reduction: ") + op_name(n.op));
     int64_t outer, len, inner;
     split_axis(in[0]->shape, norm_axis(n.i("axis", -1), in[0]->shape.size()), outer, len, inner);
     out.v.assign(outer * inner, 0.0);
     for (int64_t o = 0; o < outer; o++)
         for (int64_t j = 0; j < inner; j++) {
-            double acc = n.op == Op::REDUCE_MAX ? -std::numeric_limits<double>::infinity() : 0.0;
-            for (int64_t k = 0; k < len; k++) {
-                double x = in[0]->v[(o * len + k) * inner + j];
-                acc = n.op == Op::REDUCE_MAX ? std::max(acc, x) : acc + x;
-            }
-            if (n.op == Op::REDUCE_MEAN) acc /= static_cast<double>(len);
-            out.v[o * inner + j] = round_to_dtype(acc, out.dtype);
+            double acc = row->identity;
+            for (int64_t k = 0; k < len; k++) acc = row->combine(acc, in[0]->v[(o * len + k) * inner + j]);
+            out.v[o * inner + j] = round_to_dtype(row->finish(acc, static_cast<double>(len)), out.dtype);
         }
     return true;
 }

@@ -14,7 +14,11 @@ namespace ckc {
 
 namespace {
 
-const char *const kBinary[] = {"add", "sub", "mul", "div"};
+const char *const kBinary[] = {
+#define CK_EW_BINARY_NAME(name, formula, ints) #name,
+    CK_BINARY_OPS(CK_EW_BINARY_NAME)
+#undef CK_EW_BINARY_NAME
+};
 const char *const kUnary[] = {
 #define CK_EW_UNARY_NAME(name, formula) #name,
     CK_UNARY_OPS(CK_EW_UNARY_NAME)
@@ -29,7 +33,7 @@ std::string lower(std::string s)
 
 std::string op_text(int op)
 {
-    if (op < CK_EW_UNARY) return kBinary[op];
+    if (op < CK_EW_UNARY) return lower(kBinary[op]);
     return lower(kUnary[op - CK_EW_UNARY]);
 }
 
@@ -53,8 +57,8 @@ std::string trim(const std::string &s)
 
 int ew_opcode(const std::string &name)
 {
-    for (int k = 0; k < 4; k++)
-        if (name == kBinary[k]) return k;
+    for (int k = 0; k < CK_BIN_COUNT; k++)
+        if (name == lower(kBinary[k])) return k;
     for (int k = 0; k < CK_UN_COUNT; k++)
         if (name == lower(kUnary[k])) return CK_EW_UNARY + k;
     return -1;

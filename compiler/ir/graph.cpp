@@ -54,6 +54,26 @@ const char *storage_name(Storage s)
     return "?";
 }
 
+const std::string &Tensor::dim(size_t axis) const
+{
+    static const std::string none;
+    return axis < dims.size() ? dims[axis] : none;
+}
+
+const ModelInfo::NamedSize *ModelInfo::size_named(const std::string &name) const
+{
+    for (const auto &s : sizes)
+        if (s.name == name) return &s;
+    return nullptr;
+}
+
+std::string ModelInfo::size_for_attr(const std::string &attr, int64_t value) const
+{
+    for (const auto &s : sizes)
+        if (s.attr == attr && s.value == value) return s.name;
+    return "";
+}
+
 std::string shape_str(const Shape &s)
 {
     std::string out = "[";
@@ -158,6 +178,20 @@ static Shape infer_shape(const Graph &g, const Node &n, DType *dtype = nullptr)
     return s;
 }
 
+// The names of a node's output dims by its op's rule (OpDef::dims); none when the rule gives a list of the
+// wrong rank.
+static std::vector<std::string> infer_dims(const Graph &g, const Node &n, size_t rank)
+{
+    const OpDef &d = op_def(n.op);
+    if (!d.dims) return {};
+    Inputs in;
+    for (const auto &name : n.inputs) in.push_back(&g.tensor(name));
+    std::vector<std::string> names = d.dims(n, in);
+    bool any = false;
+    for (const auto &x : names) any = any || !x.empty();
+    return names.size() == rank && any ? names : std::vector<std::string>{};
+}
+
 Node &Graph::add_node(Node n, Storage out_storage) { return insert_node(std::move(n), "", out_storage); }
 
 Node &Graph::insert_node(Node n, const std::string &before, Storage out_storage)
@@ -172,6 +206,7 @@ Node &Graph::insert_node(Node n, const std::string &before, Storage out_storage)
         t.shape = s;
         t.dtype = dt;
         t.storage = out_storage;
+        t.dims = infer_dims(*this, n, s.size());
         add_tensor(t);
     } else {
         const Tensor &t = tensor(n.output);
@@ -351,6 +386,15 @@ void Graph::verify(const std::string &where) const
     }
     for (const auto &o : outputs_)
         if (!available.count(o)) internal_error(fmt::format("{}: graph output '{}' is never produced", where, o));
+}
+
+std::optional<ViewOf> potential_view(const Graph &g, const Node &n)
+{
+    const OpDef &d = op_def(n.op);
+    if (!d.view) return std::nullopt;
+    Inputs in;
+    for (const auto &i : n.inputs) in.push_back(&g.tensor(i));
+    return d.view(n, in);
 }
 
 }  // namespace ckc

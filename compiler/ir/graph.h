@@ -71,6 +71,12 @@ struct Tensor {
     // input the graph updates in place, like an optimizer's parameters); the planner writes it there once
     // nothing reads the input any more, or copies it there at the end.
     std::string into;
+    // What each dimension's size is, where a front end said: the name model.c gives it ("CK_Q_DIM", one of
+    // ModelInfo::sizes), "" where nothing did (empty: no dimension named). Set on weights and inputs by the
+    // front end, carried to node outputs by their op's rule (OpDef::dims); codegen prints sizes by these
+    // names, so a size at a call site is named by what it is, never by a value that happens to match.
+    std::vector<std::string> dims;
+    const std::string &dim(size_t axis) const;  // "" when unnamed
 };
 
 // A node attribute whose value differs by layer (Gemma-2's alternating
@@ -189,9 +195,19 @@ struct ModelInfo {
     int64_t vocab_size = 0, hidden_size = 0, n_layers = 0, context_length = 0;
     std::string summary;       // one human line (heads, dims...)
     std::vector<std::string> notes;  // worth telling the user (printed by the CLI), e.g. a defaulted vocab_size
-    // Named sizes for the generated C (#define CK_FFN 172), most telling first: a size argument of a
-    // kernel call prints as the first name with its value.
-    std::vector<std::pair<std::string, int64_t>> sizes;
+    // The named sizes of the generated C (#define CK_FFN 172 /* MLP width */), what Tensor::dims and the size
+    // attributes of nodes (`attr`: a node attribute "heads" of this value prints as CK_HEADS) refer to.
+    struct NamedSize {
+        std::string name;  // "CK_FFN"
+        int64_t value = 0;
+        std::string doc;   // "MLP width"
+        std::string attr;  // the node attribute it names ("heads", "head_dim"), "" for widths
+        std::vector<std::string> parts;  // a fused width: the sizes it concatenates (fuse_parallel_linears)
+    };
+    std::vector<NamedSize> sizes;
+    const NamedSize *size_named(const std::string &name) const;  // nullptr if none
+    // The C name of node attribute `attr` when it equals `value` ("heads", 8 -> "CK_HEADS"), else "".
+    std::string size_for_attr(const std::string &attr, int64_t value) const;
     // How the weight matrices are kept (ckc compile --weights, or a GGUF input): false = float32 (converted
     // at load); true = the matrices GEMMs and embedding lookups read stay in a stored format (ck_quant.h):
     // `weight_type` (a ck_qtype) or, with -1, each tensor's own type in the file.
@@ -214,12 +230,13 @@ struct Program {
     Graph header, block, footer;
     std::string carry;  // name of the residual-stream tensor, e.g. "x"
     Shape carry_shape;
+    std::vector<std::string> carry_dims;  // its Tensor::dims
     std::map<std::string, LayerTable> layer_tables;  // referenced by block attrs (LayerTableRef)
     // Graph programs: the values of constant tensors, by tensor source name
     // (the exported weights, and what constant folding produced).
     std::map<std::string, ConstData> constants;
     // Graph programs: the exported weights file constants not yet in
-    // `constants` are read from (weights/constants.h).
+    // `constants` are read from (ir/constants.h).
     std::string weights_path;
     // Graph programs: caller inputs and outputs (tensor names) in export
     // order, and the outputs' names as the exported module returned them.
@@ -232,6 +249,9 @@ struct Program {
         return s == Section::Header ? "header" : s == Section::Block ? "block" : "footer";
     }
 };
+
+// How a node's output could alias its input 0 (its op's view rule): what the planner may make of it.
+std::optional<ViewOf> potential_view(const Graph &g, const Node &n);
 
 std::string shape_str(const Shape &s);          // "[T, 64]"
 int64_t shape_numel_fixed(const Shape &s);      // product of the non-T dims

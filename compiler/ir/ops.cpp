@@ -5,6 +5,8 @@
 // emitter and runtime kernel files) is codegen's: codegen/emitters.cpp.
 #include "ir/ops.h"
 
+#include <math.h>  // the table formulas call exp, tanh, ... unqualified
+
 #include <algorithm>
 #include <cmath>
 
@@ -148,8 +150,9 @@ DType binary_dtype(const Node &n, const Inputs &in)
 {
     for (auto *t : in)
         if (is_float(t->dtype)) return DType::F32;
-    if (n.op == Op::DIV || (in.size() == 1 && n.f("scalar") != std::floor(n.f("scalar")))) return DType::F32;
-    return in[0]->dtype;
+    if (in.size() == 1 && n.f("scalar") != std::floor(n.f("scalar"))) return DType::F32;
+    // integer operands: an integer result unless the op's row says its result is float (true division)
+    return binary_row(n.op)->ints ? in[0]->dtype : DType::F32;
 }
 
 // ---- MATMUL / MATMUL_ADD ----------------------------------------------------------
@@ -430,6 +433,35 @@ Shape tril_shape(const Node &n, const Inputs &in)
     return in[0]->shape;
 }
 
+// ---- names of the output's dims (Tensor::dims) -----------------------------------------------
+// input 0's: an op whose output is laid out as input 0 (elementwise, norms, RoPE, attention's rows of q)
+std::vector<std::string> same_dims(const Node &, const Inputs &in) { return in[0]->dims; }
+// a binary op's: input 0's when the output has its shape (no broadcast grew it)
+std::vector<std::string> binary_names(const Node &, const Inputs &in)
+{
+    return in.size() == 1 || in[0]->shape == in[1]->shape || in[1]->shape.size() <= 1 ? in[0]->dims
+                                                                                       : std::vector<std::string>{};
+}
+// x's leading dims, then the weight's N (its rows with transpose_b, else its columns)
+std::vector<std::string> matmul_names(const Node &n, const Inputs &in)
+{
+    size_t r = in[0]->shape.size();
+    std::vector<std::string> out(r);
+    for (size_t i = 0; i + 2 < r; i++) out[i] = in[0]->dim(i);
+    out[r - 2] = in[0]->dim(n.i("transpose_a", 0) ? r - 1 : r - 2);  // M
+    const Tensor &b = *in[1];
+    out.back() = b.dim(n.i("transpose_b", 0) ? b.shape.size() - 2 : b.shape.size() - 1);
+    return out;
+}
+// the ids' dims, then the table's width
+std::vector<std::string> embedding_names(const Node &, const Inputs &in)
+{
+    std::vector<std::string> out(in[0]->shape.size());
+    for (size_t i = 0; i < out.size(); i++) out[i] = in[0]->dim(i);
+    out.push_back(in[1]->dim(1));
+    return out;
+}
+
 // ---- the table --------------------------------------------------------------------------
 
 constexpr uint32_t in0 = 1, in1 = 2, in2 = 4, all_inputs = ~0u >> 1;
@@ -453,6 +485,9 @@ struct Def {
     Def &scratch(int64_t (*f)(const Node &, const Inputs &)) { d.scratch = f; return *this; }
     Def &any_dtype(uint32_t bits) { d.any_dtype = bits; return *this; }
     Def &elementwise() { d.elementwise = true; return *this; }
+    Def &dims(std::vector<std::string> (*f)(const Node &, const Inputs &)) { d.dims = f; return *this; }
+    Def &llm() { d.made_by = MadeBy::LlmFrontend; return *this; }   // the LLM front end alone makes it
+    Def &by_pass() { d.made_by = MadeBy::Pass; return *this; }      // a pass (a fusion, a fold) makes it
 };
 
 
@@ -461,45 +496,47 @@ std::vector<OpDef> build_table()
 {
     std::vector<Def> t = {
         // ---- language-model ops
-        Def("EMBEDDING", 2, 2, embedding_shape).eval(eval_embedding).any_dtype(in0),
-        Def("POS_EMBED", 2, 2, pos_embed_shape).inplace({0}),
-        Def("RMSNORM", 2, 2, rmsnorm_shape).inplace({0}),
-        Def("LAYERNORM", 3, 3, layernorm_shape).inplace({0}),
-        Def("MATMUL", 2, 2, matmul_shape).strided(in0 | kStridedOut),
-        Def("MATMUL_ADD", 3, 4, matmul_shape).inplace({2}).strided(in0 | in2 | kStridedOut),
-        Def("ADD", 1, 2, binary_shape).dtype(binary_dtype).inplace({0, 1}).eval(eval_binary).elementwise(),
-        Def("SCALE", 1, 1, same_shape).inplace({0}).elementwise(),
-        Def("SOFTCAP", 1, 1, same_shape).inplace({0}).elementwise(),
+        Def("EMBEDDING", 2, 2, embedding_shape).eval(eval_embedding).any_dtype(in0).dims(embedding_names),
+        Def("POS_EMBED", 2, 2, pos_embed_shape).inplace({0}).dims(same_dims).llm(),
+        Def("RMSNORM", 2, 2, rmsnorm_shape).inplace({0}).dims(same_dims).llm(),
+        Def("LAYERNORM", 3, 3, layernorm_shape).inplace({0}).dims(same_dims),
+        Def("MATMUL", 2, 2, matmul_shape).strided(in0 | kStridedOut).dims(matmul_names),
+        Def("MATMUL_ADD", 3, 4, matmul_shape).inplace({2}).strided(in0 | in2 | kStridedOut).dims(matmul_names).by_pass(),
+        Def("SCALE", 1, 1, same_shape).inplace({0}).elementwise().dims(same_dims).llm(),
+        Def("SOFTCAP", 1, 1, same_shape).inplace({0}).elementwise().dims(same_dims).llm(),
         Def("SLICE", 1, 1, slice_shape).dtype(same_dtype).view(slice_view).strided(in0 | kStridedOut).eval(eval_slice).any_dtype(all_inputs),
-        Def("ROPE", 1, 1, rope_shape).inplace({0}).strided(in0 | kStridedOut),
-        Def("KV_STORE", 2, 2, kv_store_shape).strided(in0 | in1).side_effects(),
-        Def("KV_ATTENTION", 2, 2, kv_attention_shape).strided(in0 | kStridedOut),
-        Def("GELU", 1, 1, gelu_shape).inplace({0}).eval(eval_unary).elementwise(),
-        Def("GLU", 2, 2, glu_shape).inplace({0, 1}).strided(in0 | in1 | kStridedOut),
+        Def("ROPE", 1, 1, rope_shape).inplace({0}).strided(in0 | kStridedOut).dims(same_dims).llm(),
+        Def("KV_STORE", 2, 2, kv_store_shape).strided(in0 | in1).side_effects().llm(),
+        Def("KV_ATTENTION", 2, 2, kv_attention_shape).strided(in0 | kStridedOut).dims(same_dims).llm(),
+        Def("GELU", 1, 1, gelu_shape).inplace({0}).eval(eval_unary).elementwise().dims(same_dims),
+        Def("GLU", 2, 2, glu_shape).inplace({0, 1}).strided(in0 | in1 | kStridedOut).dims(same_dims).llm(),
         // ---- graph ops
-        Def("SUB", 1, 2, binary_shape).dtype(binary_dtype).inplace({0, 1}).eval(eval_binary).elementwise(),
-        Def("MUL", 1, 2, binary_shape).dtype(binary_dtype).inplace({0, 1}).eval(eval_binary).elementwise(),
-        Def("DIV", 1, 2, binary_shape).dtype(binary_dtype).inplace({0, 1}).eval(eval_binary).elementwise(),
+        // every row of CK_BINARY_OPS (runtime/include/ck_kernels.h), in that order
+#define CK_BINARY_DEF(name, formula, ints) \
+        Def(#name, 1, 2, binary_shape).dtype(binary_dtype).inplace({0, 1}).eval(eval_binary).elementwise().dims(binary_names),
+        CK_BINARY_OPS(CK_BINARY_DEF)
+#undef CK_BINARY_DEF
         // every row of CK_UNARY_OPS (runtime/include/ck_kernels.h), in that order
 #define CK_UNARY_DEF(name, formula) \
-        Def(#name, 1, 1, same_shape).inplace({0}).eval(eval_unary).elementwise(),
+        Def(#name, 1, 1, same_shape).inplace({0}).eval(eval_unary).elementwise().dims(same_dims),
         CK_UNARY_OPS(CK_UNARY_DEF)
 #undef CK_UNARY_DEF
         Def("SOFTMAX", 1, 1, same_shape).inplace({0}),
-        Def("REDUCE_SUM", 1, 1, reduce_shape).eval(eval_reduce),
-        Def("REDUCE_MEAN", 1, 1, reduce_shape).eval(eval_reduce),
-        Def("REDUCE_MAX", 1, 1, reduce_shape).eval(eval_reduce),
+        // every row of CK_REDUCE_OPS
+#define CK_REDUCE_DEF(ir_name, name, identity, combine, finish) Def(#ir_name, 1, 1, reduce_shape).eval(eval_reduce),
+        CK_REDUCE_OPS(CK_REDUCE_DEF)
+#undef CK_REDUCE_DEF
         Def("RESHAPE", 1, 1, reshape_shape).dtype(same_dtype).view(whole_view).strided(in0).eval(eval_reshape).any_dtype(all_inputs),
         Def("TRANSPOSE", 1, 1, permute_shape).dtype(same_dtype).eval(eval_permute).any_dtype(all_inputs),
         Def("PERMUTE", 1, 1, permute_shape).dtype(same_dtype).eval(eval_permute).any_dtype(all_inputs),
         Def("EXPAND", 1, 1, expand_shape).dtype(same_dtype).eval(eval_expand).any_dtype(all_inputs),
         Def("CAT", 1, 64, cat_shape).dtype(same_dtype).eval(eval_cat).any_dtype(all_inputs),
-        Def("COPY", 1, 1, same_shape).dtype(same_dtype).strided(in0).eval(eval_reshape).any_dtype(all_inputs),
+        Def("COPY", 1, 1, same_shape).dtype(same_dtype).strided(in0).eval(eval_reshape).any_dtype(all_inputs).by_pass(),
         Def("MASKED_FILL", 2, 2, masked_fill_shape).inplace({0}).eval(eval_masked_fill).any_dtype(in1),
-        Def("CAUSAL_MASK", 1, 1, causal_mask_shape).inplace({0}),
+        Def("CAUSAL_MASK", 1, 1, causal_mask_shape).inplace({0}).by_pass(),
         Def("ATTENTION", 3, 3, attention_shape).scratch(attention_scratch).strided(in0 | in1 | in2 | kStridedOut),
-        Def("BIAS_RELU", 2, 2, bias_relu_shape).inplace({0}),
-        Def("EW", 1, CK_EW_MAX_INPUTS, ew_shape).inplace({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}),
+        Def("BIAS_RELU", 2, 2, bias_relu_shape).inplace({0}).by_pass(),
+        Def("EW", 1, CK_EW_MAX_INPUTS, ew_shape).inplace({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}).by_pass(),
         // ---- fold-only
         Def("ARANGE", 0, 0, arange_shape).dtype(attr_dtype).eval(eval_arange).fold_only(),
         Def("FULL", 0, 0, full_shape).dtype(attr_dtype).eval(eval_full).fold_only(),
@@ -533,6 +570,16 @@ const std::vector<OpDef> &table()
 
 }  // namespace rules
 
+const char *made_by_name(MadeBy m)
+{
+    switch (m) {
+    case MadeBy::Exporter: return "exporter";
+    case MadeBy::LlmFrontend: return "llm";
+    case MadeBy::Pass: return "pass";
+    }
+    internal_error("made_by_name: a MadeBy outside the enum");
+}
+
 const OpDef &op_def(Op op) { return rules::table()[static_cast<size_t>(op)]; }
 const char *op_name(Op op) { return op_def(op).name; }
 
@@ -554,5 +601,60 @@ std::vector<Op> all_ops()
 
 
 
+
+// ---- the rows of the kernel tables behind an op (ck_kernels.h) ------------------------------------------
+// Each formula compiled in double: the constant evaluator (ir/eval.cpp) and the kernels' references compute
+// the same expression.
+
+namespace {
+
+// Index of `rows` by op (nullptr for ops of no row).
+template <class Row>
+std::vector<const Row *> by_op(const std::vector<std::pair<Op, Row>> &rows)
+{
+    std::vector<const Row *> out(kNumOps, nullptr);
+    for (const auto &[op, row] : rows) out[static_cast<size_t>(op)] = &row;
+    return out;
+}
+
+}  // namespace
+
+const UnaryRow *unary_row(Op op)
+{
+    static const std::vector<std::pair<Op, UnaryRow>> rows = {
+#define CK_UNARY_ROW(name, formula) {Op::name, {CK_UN_##name, [](double x, double p) { (void)p; return formula; }}},
+        CK_UNARY_OPS(CK_UNARY_ROW)
+#undef CK_UNARY_ROW
+    };
+    static const std::vector<const UnaryRow *> index = by_op(rows);
+    return index[static_cast<size_t>(op)];
+}
+
+const BinaryRow *binary_row(Op op)
+{
+    static const std::vector<std::pair<Op, BinaryRow>> rows = {
+#define CK_BINARY_ROW(name, formula, ints) {Op::name, {CK_BIN_##name, ints != 0, [](double a, double b) { return formula; }}},
+        CK_BINARY_OPS(CK_BINARY_ROW)
+#undef CK_BINARY_ROW
+    };
+    static const std::vector<const BinaryRow *> index = by_op(rows);
+    return index[static_cast<size_t>(op)];
+}
+
+const ReduceRow *reduce_row(Op op)
+{
+    static const std::vector<std::pair<Op, ReduceRow>> rows = {
+#define CK_REDUCE_ROW(ir_name, name, identity, combine, finish)                                                    \
+    {Op::ir_name,                                                                                               \
+     {CK_RED_##name, identity, [](double acc, double x) { return combine; }, [](double acc, double n) {        \
+          (void)n;                                                                                              \
+          return finish;                                                                                        \
+      }}},
+        CK_REDUCE_OPS(CK_REDUCE_ROW)
+#undef CK_REDUCE_ROW
+    };
+    static const std::vector<const ReduceRow *> index = by_op(rows);
+    return index[static_cast<size_t>(op)];
+}
 
 }  // namespace ckc

@@ -11,7 +11,12 @@
 //     row in kUnaryPoints (tests/unit/test_graph_kernels.cpp; a test fails for
 //     an op without one). The IR op, its shape rule, constant evaluator,
 //     emitter and kernel all come from the row. For exported graphs, map the
-//     ATen op to it in python/ckc/export.py (_HANDLERS).
+//     ATen op to it in python/ckc/export.py (_HANDLERS; test_exporter_covers_
+//     every_op fails until it is mapped or listed as LLM-only).
+//   * an elementwise binary op (MAXIMUM, ...): one row in CK_BINARY_OPS, the
+//     same way (the fused programs of fuse_elementwise take it too).
+//   * a reduction (REDUCE_MIN, ...): one row in CK_REDUCE_OPS (identity,
+//     combine, finish); the same way.
 //   * any other op: add it to CK_OPS, write its OpDef entry in ir/ops.cpp
 //     (flags: inplace, strided, elementwise, any_dtype...; an evaluator in
 //     ir/eval.cpp if it should fold), its emitter row in codegen/emitters.cpp
@@ -25,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "ck_kernels.h"  // CK_UNARY_OPS: the elementwise unary ops, one row each
+#include "ck_kernels.h"  // CK_UNARY_OPS, CK_BINARY_OPS, CK_REDUCE_OPS: one row per op
 
 namespace ckc {
 
@@ -37,7 +42,6 @@ namespace ckc {
     X(LAYERNORM)     /* (x[..,C], w[C], b[C]) -> [..,C]  attr eps                             */ \
     X(MATMUL)        /* (a[..,M,K] or [..,K,M], b[..,K,N] or [..,N,K]) -> [..,M,N]  transpose_a/_b, alpha */ \
     X(MATMUL_ADD)    /* (a, b, c[N] or c[..,M,N] [, bias[N]]) -> alpha a@b + c (+ bias)       */ \
-    X(ADD)           /* (a, b) or (a) + scalar, numpy broadcasting                              */ \
     X(SCALE)         /* (x) -> x * scale                                                      */ \
     X(SOFTCAP)       /* (x) -> cap * tanh(x / cap)                                            */ \
     X(SLICE)         /* (x) -> x[.., start : start + length*step : step, ..] along axis       */ \
@@ -47,14 +51,11 @@ namespace ckc {
     X(GELU)          /* (x) -> gelu(x)  attr act: gelu_tanh | gelu                            */ \
     X(GLU)           /* (gate, up) -> act(gate) * up  attr act: silu | gelu_tanh | gelu        */ \
     /* ---- graph ops (exported PyTorch graphs) ------------------------------------------ */ \
-    X(SUB)           /* (a, b) or (a) - scalar (attr reverse: scalar - a)                     */ \
-    X(MUL)           /* (a, b) or (a) * scalar                                                */ \
-    X(DIV)           /* (a, b) or (a) / scalar (attr reverse: scalar / a)                     */ \
+    CK_BINARY_OPS(X) /* (a, b) or (a) op scalar (attr reverse: scalar op a), numpy broadcasting:  */ \
+                     /* ADD SUB MUL DIV... (ck_kernels.h)                                      */ \
     CK_UNARY_OPS(X)  /* (x) -> formula(x): RELU SILU TANH EXP RSQRT NEG POW... (ck_kernels.h)  */ \
     X(SOFTMAX)       /* (x) -> softmax along axis                                             */ \
-    X(REDUCE_SUM)    /* (x) -> sum along axis (attr keepdim)                                  */ \
-    X(REDUCE_MEAN)   /* (x) -> mean along axis                                                */ \
-    X(REDUCE_MAX)    /* (x) -> max along axis                                                 */ \
+    CK_REDUCE_OPS(X) /* (x) -> reduced along axis (attr keepdim): REDUCE_SUM _MEAN _MAX...       */ \
     X(RESHAPE)       /* (x) -> x viewed as attr shape (an alias of contiguous memory)         */ \
     X(TRANSPOSE)     /* (x) -> x with axes dim0 and dim1 swapped                              */ \
     X(PERMUTE)       /* (x) -> x with axes reordered by perm                                  */ \
@@ -102,6 +103,9 @@ struct ViewOf {
 
 using Inputs = std::vector<const Tensor *>;
 
+enum class MadeBy { Exporter, LlmFrontend, Pass };
+const char *made_by_name(MadeBy m);  // "exporter", "llm", "pass"
+
 struct OpDef {
     const char *name = nullptr;
     int min_inputs = 1, max_inputs = 1;
@@ -130,7 +134,33 @@ struct OpDef {
     bool elementwise = false;
     // Scratch bytes the kernel needs while it runs (planned into the arena).
     int64_t (*scratch)(const Node &n, const Inputs &in) = nullptr;
+    // What puts it in a Program: the exporter (an ATen op of python/ckc/export.py maps to it; a test checks that
+    // every such op has a mapping), the LLM front end alone, or a pass (a fusion or a fold).
+    MadeBy made_by = MadeBy::Exporter;
+    // The names of the output's dims (Tensor::dims) from the inputs'; nullptr: none.
+    std::vector<std::string> (*dims)(const Node &n, const Inputs &in) = nullptr;
 };
+
+// The row of the kernel tables (runtime/include/ck_kernels.h) an op comes from, or nullptr when it is not
+// one: its runtime code and its formula in double (the constant evaluator's, the reference kernels').
+struct UnaryRow {     // CK_UNARY_OPS
+    ck_unop code;
+    double (*f)(double x, double p);  // p: the op's parameter (POW's exponent)
+};
+struct BinaryRow {    // CK_BINARY_OPS
+    ck_binop code;
+    bool ints;        // integer operands give an integer (else a float: true division)
+    double (*f)(double a, double b);
+};
+struct ReduceRow {    // CK_REDUCE_OPS
+    ck_redop code;
+    double identity;
+    double (*combine)(double acc, double x);
+    double (*finish)(double acc, double n);
+};
+const UnaryRow *unary_row(Op op);
+const BinaryRow *binary_row(Op op);
+const ReduceRow *reduce_row(Op op);
 
 const OpDef &op_def(Op op);
 const char *op_name(Op op);

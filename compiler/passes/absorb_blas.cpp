@@ -24,7 +24,7 @@
 #include "ir/op_rules.h"
 #include "passes/match.h"
 #include "passes/pass.h"
-#include "weights/constants.h"
+#include "ir/constants.h"
 
 namespace ckc {
 

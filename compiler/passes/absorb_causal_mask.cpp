@@ -18,7 +18,7 @@
 
 #include "passes/match.h"
 #include "passes/pass.h"
-#include "weights/constants.h"
+#include "ir/constants.h"
 
 namespace ckc {
 

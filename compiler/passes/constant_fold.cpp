@@ -20,7 +20,7 @@
 #include "passes/match.h"
 #include "passes/pass.h"
 #include "support/util.h"
-#include "weights/constants.h"
+#include "ir/constants.h"
 
 namespace ckc {
 

@@ -29,7 +29,6 @@
 
 #include "passes/match.h"
 #include "passes/pass.h"
-#include "planner/planner.h"
 
 namespace ckc {
 

@@ -24,7 +24,7 @@
 #include "passes/pass.h"
 #include "support/error.h"
 #include "support/util.h"
-#include "weights/constants.h"
+#include "ir/constants.h"
 
 namespace ckc {
 

@@ -25,31 +25,17 @@ namespace ckc {
 
 namespace {
 
-std::optional<int> unary_code(Op op)
+// The ck_ewop of an op of the kernel tables (CK_BINARY_OPS, CK_UNARY_OPS), or nothing.
+std::optional<int> ew_code(Op op)
 {
-    int k = 0;
-#define CK_FE_UNARY(name, formula) \
-    if (op == Op::name) return CK_EW_UNARY + k; \
-    k++;
-    CK_UNARY_OPS(CK_FE_UNARY)
-#undef CK_FE_UNARY
+    if (const BinaryRow *b = binary_row(op)) return static_cast<int>(b->code);
+    if (const UnaryRow *u = unary_row(op)) return CK_EW_UNARY + static_cast<int>(u->code);
     return std::nullopt;
-}
-
-std::optional<int> binary_code(Op op)
-{
-    switch (op) {
-    case Op::ADD: return CK_EW_ADD;
-    case Op::SUB: return CK_EW_SUB;
-    case Op::MUL: return CK_EW_MUL;
-    case Op::DIV: return CK_EW_DIV;
-    default: return std::nullopt;
-    }
 }
 
 bool fusible(const Graph &g, const Node &n)
 {
-    if (!binary_code(n.op) && !unary_code(n.op)) return false;
+    if (!ew_code(n.op)) return false;
     const Tensor &out = g.tensor(n.output);
     if (out.dtype != DType::F32 || shape_has_tokens(out.shape)) return false;
     for (const auto &x : n.inputs) {
@@ -62,13 +48,12 @@ bool fusible(const Graph &g, const Node &n)
 EwInsn instruction(const Node &n, const std::map<std::string, int> &slot)
 {
     EwInsn p;
-    if (auto u = unary_code(n.op)) {
-        p.op = *u;
+    p.op = *ew_code(n.op);
+    if (unary_row(n.op)) {
         p.a = slot.at(n.inputs[0]);
         p.imm = n.f("exponent", 0.0);
         return p;
     }
-    p.op = *binary_code(n.op);
     if (n.inputs.size() == 2) {
         p.a = slot.at(n.inputs[0]);
         p.b = slot.at(n.inputs[1]);

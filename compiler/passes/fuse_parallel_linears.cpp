@@ -3,7 +3,8 @@
 //   q = MATMUL(x, Wq); k = MATMUL(x, Wk); v = MATMUL(x, Wv)
 //     -> qkv = MATMUL(x, [Wq;Wk;Wv]); q = SLICE(qkv, 0..); k = SLICE(qkv, ..); v = SLICE(qkv, ..)
 //
-// The same rewrite gives Llama's fused gate|up GEMM feeding SwiGLU. One
+// The same rewrite gives Llama's fused gate|up GEMM feeding SwiGLU. The fused rows take the program's name
+// for exactly these parts (ModelInfo::sizes: CK_QKV_DIM), so call sites name the fused width. One
 // larger GEMM streams x once and keeps both cores busy on small widths. The
 // weights become one checkpoint-backed tensor whose parts are concatenated
 // along dim 0 at load time (in place when they are adjacent in the file).
@@ -20,7 +21,7 @@
 #include <algorithm>
 #include <map>
 
-#include "ck_safetensors.h"  // CK_WEIGHT_MAX_PARTS
+#include "ck_weights.h"  // CK_WEIGHT_MAX_PARTS
 #include "passes/pass.h"
 #include "support/util.h"
 
@@ -56,7 +57,18 @@ bool readers_accept_views(const Graph &g, const std::string &t)
     return true;
 }
 
-Tensor concat_weight(Graph &g, const std::vector<std::string> &names)
+// The name of the fused rows: the program's size concatenating exactly the parts' named sizes (CK_QKV_DIM
+// for CK_Q_DIM | CK_KV_DIM | CK_KV_DIM), else "" (unnamed parts: an exported graph).
+std::string fused_dim(const Program &p, const Graph &g, const std::vector<std::string> &names)
+{
+    std::vector<std::string> parts;
+    for (const auto &n : names) parts.push_back(g.tensor(n).dim(0));
+    for (const auto &s : p.info.sizes)
+        if (!s.parts.empty() && s.parts == parts) return s.name;
+    return "";
+}
+
+Tensor concat_weight(const Program &p, Graph &g, const std::vector<std::string> &names)
 {
     Tensor t;
     t.name = g.unique_name(merge_names(names));
@@ -68,12 +80,15 @@ Tensor concat_weight(Graph &g, const std::vector<std::string> &names)
         t.source.parts.insert(t.source.parts.end(), w.source.parts.begin(), w.source.parts.end());
         t.source.part_shapes.insert(t.source.part_shapes.end(), w.source.part_shapes.begin(), w.source.part_shapes.end());
     }
-    t.shape = g.tensor(names[0]).shape;
+    const Tensor &first = g.tensor(names[0]);
+    t.shape = first.shape;
     t.shape[0] = rows;
+    t.dims = first.dims;  // the rows' name is the fused one; the columns (K) are every part's
+    if (!t.dims.empty()) t.dims[0] = fused_dim(p, g, names);
     return t;
 }
 
-bool fuse_group(Graph &g, const std::vector<std::string> &node_names)
+bool fuse_group(const Program &p, Graph &g, const std::vector<std::string> &node_names)
 {
     std::vector<Node> group;
     for (const auto &n : node_names) group.push_back(*g.node(n));
@@ -90,14 +105,14 @@ bool fuse_group(Graph &g, const std::vector<std::string> &node_names)
     for (const auto &w : weights)  // the loader concatenates plain parts; transposed ones load alone
         if (g.tensor(w).source.parts.size() != 1 || g.tensor(w).source.transposed) return false;
 
-    Tensor w = concat_weight(g, weights);
+    Tensor w = concat_weight(p, g, weights);
     g.add_tensor(w);
     Node fused;
     fused.op = biases.empty() ? Op::MATMUL : Op::MATMUL_ADD;
     fused.attrs = group[0].attrs;
     fused.inputs = {group[0].inputs[0], w.name};
     if (!biases.empty()) {
-        Tensor b = concat_weight(g, biases);
+        Tensor b = concat_weight(p, g, biases);
         g.add_tensor(b);
         fused.inputs.push_back(b.name);
     }
@@ -134,7 +149,7 @@ bool fuse_group(Graph &g, const std::vector<std::string> &node_names)
 
 }  // namespace
 
-bool fuse_parallel_linears(Graph &g)
+bool fuse_parallel_linears(Graph &g, const Program &p)
 {
     // group fusable GEMMs by (input, kind, K), in program order
     std::map<std::tuple<std::string, int, int64_t>, std::vector<std::string>> groups;
@@ -152,7 +167,7 @@ bool fuse_parallel_linears(Graph &g)
         const std::vector<std::string> &all = groups[key];
         for (size_t at = 0; at + 1 < all.size(); at += CK_WEIGHT_MAX_PARTS) {
             size_t end = std::min(all.size(), at + CK_WEIGHT_MAX_PARTS);
-            if (end - at >= 2) changed |= fuse_group(g, {all.begin() + at, all.begin() + end});
+            if (end - at >= 2) changed |= fuse_group(p, g, {all.begin() + at, all.begin() + end});
         }
     }
     return changed;

@@ -2,7 +2,7 @@
 //
 // A pass is a plain function `bool pass(Graph &)` (true if it changed
 // something), or `bool pass(Graph &, Program &)` when it works with constant
-// values (Program::constants, weights/constants.h), or `pass(Program &)` when
+// values (Program::constants, ir/constants.h), or `pass(Program &)` when
 // it moves nodes between sections (fold_layers); one per file, each opening
 // with a note of what it does and what it leaves alone. The pipeline runs
 // every pass on header, block and footer, in the order of default_pipeline(),
@@ -33,7 +33,7 @@ bool absorb_causal_mask(Graph &g, Program &p);
 bool fuse_dags(Graph &g);
 bool fuse_patterns(Graph &g);
 bool fuse_matmul_add(Graph &g);
-bool fuse_parallel_linears(Graph &g);
+bool fuse_parallel_linears(Graph &g, const Program &p);
 bool fuse_elementwise(Graph &g, Program &p);
 bool eliminate_dead_code(Graph &g);
 // Repeated submodules of an exported graph (module paths with layers.N. / h.N.

@@ -31,7 +31,7 @@ const std::vector<Pass> &default_pipeline()
         {"fuse_matmul_add", "fold a bias or residual ADD into the GEMM that feeds it (sgemm beta = 1)",
          [](Graph &g, Program &) { return fuse_matmul_add(g); }},
         {"fuse_parallel_linears", "one GEMM over concatenated weights for projections of the same input (QKV, gate|up)",
-         [](Graph &g, Program &) { return fuse_parallel_linears(g); }},
+         [](Graph &g, Program &p) { return fuse_parallel_linears(g, p); }},
         {"dce", "remove nodes and weights nothing reads", [](Graph &g, Program &) { return eliminate_dead_code(g); }},
         {"fuse_elementwise", "exported graphs: connected elementwise ops -> one EW program (no intermediates in memory)",
          fuse_elementwise},

@@ -31,15 +31,6 @@ int64_t tensor_bytes(const Tensor &t) { return shape_numel_fixed(t.shape) * dtyp
 
 std::string source_root(const Tensor &t) { return t.storage == Storage::Carry ? kCarryRoot : t.name; }
 
-std::optional<ViewOf> potential_view(const Graph &g, const Node &n)
-{
-    const OpDef &d = op_def(n.op);
-    if (!d.view) return std::nullopt;
-    Inputs in;
-    for (const auto &i : n.inputs) in.push_back(&g.tensor(i));
-    return d.view(n, in);
-}
-
 namespace {
 
 bool writable_root(const Graph &g, const std::string &root)

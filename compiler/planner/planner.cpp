@@ -76,17 +76,6 @@ Plan plan_program(const Program &p, const PlanOptions &o)
     return plan;
 }
 
-std::string human_bytes(double b)
-{
-    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (b >= 1024.0 && u < 4) {
-        b /= 1024.0;
-        u++;
-    }
-    return u == 0 ? fmt::format("{:.0f} {}", b, units[u]) : fmt::format("{:.1f} {}", b, units[u]);
-}
-
 void print_plan_report(const Program &p, const Plan &plan, int64_t tokens, std::ostream &os)
 {
     const PlanOptions &o = plan.options;

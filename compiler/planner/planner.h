@@ -119,12 +119,9 @@ Plan plan_program(const Program &p, const PlanOptions &o);
 int64_t tensor_bytes(const Tensor &t);
 // The root a source tensor (no producer) lives in: itself, or kCarryRoot.
 std::string source_root(const Tensor &t);
-// How a node's output could alias its input (the op's view rule), before planning.
-std::optional<ViewOf> potential_view(const Graph &g, const Node &n);
 
 // "arena 1.2 KiB/token (naive 3.4 KiB/token, lower bound 1.1 KiB/token)" per section,
 // with totals at `tokens` tokens.
 void print_plan_report(const Program &p, const Plan &plan, int64_t tokens, std::ostream &os);
-std::string human_bytes(double bytes);
 
 }  // namespace ckc

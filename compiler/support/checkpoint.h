@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "ck_safetensors.h"
+#include "ck_checkpoint.h"
 #include "support/error.h"
 
 namespace ckc {

@@ -1,6 +1,4 @@
-#include "weights/safetensors_writer.h"
-
-#include "ck_quant.h"
+#include "support/safetensors_writer.h"
 
 #include <algorithm>
 #include <cstring>
@@ -13,22 +11,6 @@
 
 namespace ckc {
 
-uint16_t f32_to_bf16(float f) { return ck_fp32_to_bf16(f); }
-uint16_t f32_to_f16(float f) { return ck_fp32_to_fp16(f); }
-
-const char *safetensors_dtype(DType t)
-{
-    switch (t) {
-    case DType::F32: return "F32";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-    case DType::I32: return "I32";
-    case DType::I64: return "I64";
-    case DType::Bool: return "BOOL";
-    }
-    return "?";
-}
-
 std::string safetensors_bytes(const std::vector<StTensor> &tensors)
 {
     std::vector<const StTensor *> sorted;
@@ -37,7 +19,7 @@ std::string safetensors_bytes(const std::vector<StTensor> &tensors)
     nlohmann::json header = nlohmann::json::object();
     uint64_t off = 0;
     for (const StTensor *t : sorted) {
-        header[t->name] = {{"dtype", safetensors_dtype(t->dtype)}, {"shape", t->shape}, {"data_offsets", {off, off + t->data.size()}}};
+        header[t->name] = {{"dtype", ck_dtype_name(t->dtype)}, {"shape", t->shape}, {"data_offsets", {off, off + t->data.size()}}};
         off += t->data.size();
     }
     header["__metadata__"] = {{"format", "pt"}, {"generator", "ckc random-weights"}};

@@ -1,5 +1,5 @@
 // safetensors_writer.h — writes safetensors files (single or sharded with an
-// index.json), used by `ckc random-weights` and the tests.
+// index.json): a compiled graph's weights file, `ckc random-weights` and the tests.
 #pragma once
 
 #include <cstdint>
@@ -7,20 +7,16 @@
 #include <string>
 #include <vector>
 
-#include "ir/graph.h"
+#include "ck_checkpoint.h"  // ck_dtype
 
 namespace ckc {
 
 struct StTensor {
     std::string name;
     std::vector<int64_t> shape;
-    DType dtype = DType::F32;
+    ck_dtype dtype = CK_DT_F32;
     std::vector<uint8_t> data;  // little-endian, already in `dtype`
 };
-
-uint16_t f32_to_bf16(float f);  // round to nearest even
-uint16_t f32_to_f16(float f);   // round to nearest even, with subnormals
-const char *safetensors_dtype(DType t);
 
 // One file with every tensor (sorted by name, as the reference writer does).
 std::string safetensors_bytes(const std::vector<StTensor> &tensors);

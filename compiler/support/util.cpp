@@ -210,4 +210,15 @@ bool is_file(const std::string &path)
     return fs::is_regular_file(path, ec);
 }
 
+std::string human_bytes(double b)
+{
+    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (b >= 1024.0 && u < 4) {
+        b /= 1024.0;
+        u++;
+    }
+    return u == 0 ? fmt::format("{:.0f} {}", b, units[u]) : fmt::format("{:.1f} {}", b, units[u]);
+}
+
 }  // namespace ckc

@@ -53,4 +53,7 @@ std::string absolute_path(const std::string &path);
 bool is_directory(const std::string &path);
 bool is_file(const std::string &path);
 
+// "1.5 KiB", "12 B": bytes in the largest binary unit below 1024 of it.
+std::string human_bytes(double bytes);
+
 }  // namespace ckc

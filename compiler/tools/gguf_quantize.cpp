@@ -1,55 +1,29 @@
 // gguf_quantize.cpp — see gguf_quantize.h. The tensors are the ones the
 // compiled model reads (the front end's Program, before any fusion), so a
 // file ckc writes is exactly what `ckc compile model.gguf` needs.
-#include "weights/gguf_quantize.h"
+#include "tools/gguf_quantize.h"
 
 #include <cmath>
 #include <map>
 
 #include <fmt/format.h>
 
+#include "ck_errors.h"
 #include "ck_quant.h"
-#include "ck_safetensors.h"
+#include "ck_weights.h"
 #include "frontend/gguf/gguf_arch.h"
 #include "frontend/hf/families.h"
 #include "support/error.h"
 #include "support/util.h"
 #include "support/version.h"
-#include "weights/checkpoint.h"
-#include "weights/gguf_tokenizer.h"
-#include "weights/gguf_writer.h"
+#include "support/checkpoint.h"
+#include "tools/gguf_tokenizer.h"
+#include "tools/gguf_writer.h"
 
 namespace ckc {
 
 namespace {
 
-
-// llama.cpp's llama_ftype for general.file_type
-int file_type(int qtype)
-{
-    switch (qtype) {
-    case CK_Q_F32: return 0;
-    case CK_Q_F16: return 1;
-    case CK_Q_Q4_0: return 2;
-    case CK_Q_Q4_1: return 3;
-    case CK_Q_Q8_0: return 7;
-    case CK_Q_Q5_0: return 8;
-    case CK_Q_Q5_1: return 9;
-    case CK_Q_Q4_K: return 15;  // Q4_K_M's number: the closest llama.cpp names
-    case CK_Q_Q5_K: return 17;
-    case CK_Q_Q6_K: return 18;
-    case CK_Q_BF16: return 32;
-    default: return 0;
-    }
-}
-
-// llama.cpp's fallback for rows that are not whole blocks (llama-quant.cpp)
-int row_type(int want, int64_t K)
-{
-    if (K % ck_qtype_block(want) == 0) return want;
-    int fb = want == CK_Q_Q4_K ? CK_Q_Q5_0 : want == CK_Q_Q5_K ? CK_Q_Q5_1 : want == CK_Q_Q6_K ? CK_Q_Q8_0 : CK_Q_F16;
-    return K % ck_qtype_block(fb) == 0 ? fb : CK_Q_F16;
-}
 
 // llama.cpp's permute for q_proj / k_proj: row (2i + s) of each head takes HF's row (s * D/2 + i)
 std::vector<float> permute_rows(const float *w, int64_t rows, int64_t cols, int64_t heads)
@@ -87,7 +61,7 @@ size_t quantize_to_gguf(const std::string &folder, const std::string &out_path, 
     const std::string a = arch->arch;
     w.set_str("general.architecture", a);
     w.set_str("general.name", r.raw().value("_name_or_path", folder));
-    w.set_u32("general.file_type", static_cast<uint32_t>(file_type(want)));
+    w.set_u32("general.file_type", static_cast<uint32_t>(ck_qtype_traits_of(want)->gguf_file_type));
     w.set_u32("general.quantization_version", 2);
     w.set_str("general.quantized_by", std::string("ckc ") + CKC_VERSION);
     w.set_u32(a + ".context_length", static_cast<uint32_t>(c.context_length));
@@ -111,7 +85,15 @@ size_t quantize_to_gguf(const std::string &folder, const std::string &out_path, 
         w.set_f32(a + ".rope.scaling.factor", static_cast<float>(c.rope.factor));
     }
     w.set_u32(a + ".vocab_size", static_cast<uint32_t>(c.vocab_size));
-    if (arch->write_extra) arch->write_extra(r, c, w);
+    if (arch->write_extra) {
+        GgufMeta extra;
+        arch->write_extra(r, c, extra);
+        for (const GgufMetaNumber &m : extra)
+            if (m.u32)
+                w.set_u32(m.key, static_cast<uint32_t>(m.value));
+            else
+                w.set_f32(m.key, static_cast<float>(m.value));
+    }
     if (c.model_type == "mistral" && r.has("sliding_window") && !r.is_null("sliding_window") && o.progress_notes)
         *o.progress_notes << fmt::format("ckc: note: {}: sliding_window {} has no GGUF key in the llama architecture "
                                          "llama.cpp uses for Mistral; the file attends to the whole context "
@@ -200,11 +182,12 @@ size_t quantize_to_gguf(const std::string &folder, const std::string &out_path, 
         int64_t K = shape.back(), rows = 1;
         for (size_t d = 0; d + 1 < shape.size(); d++) rows *= shape[d];
         // matrices in the format; vectors and GPT-2's learned positions (added, not multiplied) in f32
-        int type = shape.size() == 2 && gg_name != "position_embd.weight" ? row_type(want, K) : CK_Q_F32;
+        int type = shape.size() == 2 && gg_name != "position_embd.weight" ? ck_qtype_for_rows(want, K) : CK_Q_F32;
         size_t rb = ck_qtype_row_bytes(type, K);
         std::vector<uint8_t> data(rb * static_cast<size_t>(rows));
         for (int64_t row = 0; row < rows; row++)
-            ck_quantize_row(type, f + row * K, data.data() + row * rb, K);
+            if (ck_quantize_row(type, f + row * K, data.data() + row * rb, K) != CK_OK)
+                internal_error(fmt::format("quantize: {} rows of {} could not be written", ck_qtype_name(type), K));
         for (int64_t i = 0; i < rows * K; i++)
             if (!std::isfinite(f[i]))
                 input_error(fmt::format("{}: tensor '{}' holds a non-finite value at element {}", dir,

@@ -3,7 +3,7 @@
 // BPE becomes a "llama" vocabulary (pieces with U+2581, scores, token types). A SentencePiece-style tokenizer.json
 // has merge ranks, not scores: each token's score is minus the rank of the first merge that makes it, which
 // orders merges the same way wherever one token has one merge (llama.cpp's converter faces the same gap).
-#include "weights/gguf_tokenizer.h"
+#include "tools/gguf_tokenizer.h"
 
 #include <algorithm>
 #include <limits>
@@ -12,6 +12,7 @@
 
 #include "support/error.h"
 #include "text/tokenizer_impl.h"
+#include "text/unicode.h"
 
 namespace ckc {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ck_tokenizer.h"
-#include "weights/gguf_writer.h"
+#include "tools/gguf_writer.h"
 
 namespace ckc {
 

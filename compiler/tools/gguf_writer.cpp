@@ -1,10 +1,10 @@
 // gguf_writer.cpp — see gguf_writer.h.
-#include "weights/gguf_writer.h"
+#include "tools/gguf_writer.h"
 
 #include <cstring>
 
 #include "ck_quant.h"
-#include "ck_safetensors.h"
+#include "ck_checkpoint.h"
 #include "support/error.h"
 
 namespace ckc {

@@ -1,4 +1,7 @@
-#include "weights/random_weights.h"
+#include "tools/random_weights.h"
+
+#include "ck_quant.h"
+#include "ir/constants.h"
 
 #include <cmath>
 #include <cstring>
@@ -78,7 +81,7 @@ std::vector<StTensor> random_tensors(const Program &p, const RandomWeightOptions
         StTensor t;
         t.name = name;
         t.shape = shape;
-        t.dtype = o.dtype;
+        t.dtype = checkpoint_dtype(o.dtype);
         t.data.resize(static_cast<size_t>(n * dtype_size(o.dtype)));
         for (int64_t i = 0; i < n; i++) {
             double v = role == Role::Matrix ? o.std * rng.normal()
@@ -89,7 +92,7 @@ std::vector<StTensor> random_tensors(const Program &p, const RandomWeightOptions
             if (o.dtype == DType::F32) {
                 std::memcpy(dst, &f, 4);
             } else {
-                uint16_t h = o.dtype == DType::BF16 ? f32_to_bf16(f) : f32_to_f16(f);
+                uint16_t h = o.dtype == DType::BF16 ? ck_fp32_to_bf16(f) : ck_fp32_to_fp16(f);
                 dst[0] = static_cast<uint8_t>(h & 0xff);
                 dst[1] = static_cast<uint8_t>(h >> 8);
             }

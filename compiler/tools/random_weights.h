@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "weights/safetensors_writer.h"
+#include "support/safetensors_writer.h"
 
 namespace ckc {
 

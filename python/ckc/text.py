@@ -92,7 +92,7 @@ def bind(lib):
 
 
 # runtime/text without what needs a model (generate.c, cli.c), and the checkpoint readers GGUF needs
-_TEXT_FILES = ("tokenizer.c", "tokenizer_load.c", "pretokenize.c", "normalize.c", "chat.c")
+_TEXT_FILES = ("tokenizer.c", "tokenizer_load.c", "pretokenize.c", "normalize.c", "unicode.c", "chat.c")
 
 
 def _sources():

@@ -17,6 +17,7 @@
 #ifndef CK_KERNELS_H
 #define CK_KERNELS_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -282,6 +283,41 @@ void ck_unary_ref(float *out, const float *x, size_t n, ck_unop op, float param)
 /* out = relu(x + bias) over rows of n; out may equal x. */
 void ck_bias_relu(float *out, const float *x, const float *bias, size_t rows, int n);
 
+/* ---- binary (binary.c) ----
+ * The elementwise binary ops, one row each: X(NAME, formula, ints). The
+ * formula is a C expression of `a` and `b` (floats in the kernels, doubles in
+ * the compiler's evaluator), in parentheses; ints is 1 when integer operands
+ * give an integer (torch.add), 0 when the result is float (torch.div's true
+ * division; the compiler folds integer arithmetic, kernels run on floats). Everything else comes from this
+ * list, as for CK_UNARY_OPS: the ck_binop enum and the ops of the fused
+ * programs (ck_ewop), ck_binary / ck_binary_scalar / ck_binary_ref and ck_ew,
+ * the compiler's IR op of the same name with its shape rule, constant
+ * evaluator, emitter and elementwise fusion (compiler/ir/ops.h), and the
+ * kernel tests, which loop over every row. Adding an op is a row here and,
+ * for exported graphs, the ATen name in python/ckc/export.py. */
+#define CK_BINARY_OPS(X)   \
+    X(ADD, (a + b), 1)     \
+    X(SUB, (a - b), 1)     \
+    X(MUL, (a * b), 1)     \
+    X(DIV, (a / b), 0)
+
+#define CK_BIN_ENUM_ROW(name, formula, ints) CK_BIN_##name,
+typedef enum ck_binop { CK_BINARY_OPS(CK_BIN_ENUM_ROW) CK_BIN_COUNT } ck_binop;
+#undef CK_BIN_ENUM_ROW
+
+/* a op b by the op's formula (every kernel's per-element definition); NaN for a value outside the enum */
+static inline float ck_binop_apply(ck_binop op, float a, float b)
+{
+    switch (op) {
+#define CK_BIN_APPLY_ROW(name, formula, ints) \
+    case CK_BIN_##name: return formula;
+        CK_BINARY_OPS(CK_BIN_APPLY_ROW)
+#undef CK_BIN_APPLY_ROW
+    case CK_BIN_COUNT: break;
+    }
+    return NAN;
+}
+
 /* ---- fused elementwise programs (elementwise.c) ----
  * A chain of elementwise ops run in one pass over chunks of the output (the
  * fuse_elementwise pass, codegen/emitters.cpp): no intermediate reaches memory.
@@ -290,7 +326,9 @@ void ck_bias_relu(float *out, const float *x, const float *bias, size_t rows, in
  * for output element i (div 1, mod n: same shape; mod 1: a scalar; div 1: a
  * row broadcast; div > 1: a column broadcast). The last instruction's result
  * is `out`, which may equal an input of the output's shape. */
-typedef enum ck_ewop { CK_EW_ADD, CK_EW_SUB, CK_EW_MUL, CK_EW_DIV, CK_EW_UNARY /* + ck_unop, imm its param */ } ck_ewop;
+#define CK_EW_ENUM_ROW(name, formula, ints) CK_EW_##name = CK_BIN_##name,
+typedef enum ck_ewop { CK_BINARY_OPS(CK_EW_ENUM_ROW) CK_EW_UNARY = CK_BIN_COUNT /* + ck_unop, imm its param */ } ck_ewop;
+#undef CK_EW_ENUM_ROW
 typedef struct ck_ew_insn {
     int op;   /* ck_ewop */
     int a, b; /* operand slots (b unused by unary ops) */
@@ -305,7 +343,6 @@ void ck_ew_ref(float *out, size_t n, int nin, const float *const *in, const int6
                int ninsn, const ck_ew_insn *prog);
 
 /* ---- broadcasting binary ops and selects (binary.c) ---- */
-typedef enum ck_binop { CK_BIN_ADD, CK_BIN_SUB, CK_BIN_MUL, CK_BIN_DIV } ck_binop;
 /* out = a op b with numpy broadcasting (odometer), fast paths for equal
  * shapes, a scalar operand and a row broadcast. out may equal a or b when
  * it has their shape. */
@@ -322,7 +359,21 @@ void ck_masked_fill(float *out, const int64_t *shape, int rank, const float *x, 
 /* ---- softmax and reductions (reduce.c), over the middle of [outer][n][inner] ---- */
 void ck_softmax(float *out, const float *x, int64_t outer, int64_t n, int64_t inner);
 void ck_softmax_ref(float *out, const float *x, int64_t outer, int64_t n, int64_t inner);
-typedef enum ck_redop { CK_RED_SUM, CK_RED_MEAN, CK_RED_MAX } ck_redop;
+/* The reductions, one row each: X(IR_NAME, NAME, identity, combine, finish):
+ * acc starts at `identity`, takes each `x` in order through `combine`, and
+ * the result is `finish` of acc and the count `n` (C expressions of acc, x,
+ * n, in parentheses). The row gives the ck_redop enum (CK_RED_<NAME>), the
+ * reference kernel and the fast kernel's generic paths, the compiler's IR op
+ * IR_NAME with its shape rule, evaluator and emitter, and the kernel test's
+ * loop. Adding one is a row here and its ATen name in python/ckc/export.py. */
+#define CK_REDUCE_OPS(X)                                         \
+    X(REDUCE_SUM, SUM, 0.0, (acc + x), (acc))                    \
+    X(REDUCE_MEAN, MEAN, 0.0, (acc + x), (acc / n))              \
+    X(REDUCE_MAX, MAX, -INFINITY, (x > acc ? x : acc), (acc))
+
+#define CK_RED_ENUM_ROW(ir_name, name, identity, combine, finish) CK_RED_##name,
+typedef enum ck_redop { CK_REDUCE_OPS(CK_RED_ENUM_ROW) CK_RED_COUNT } ck_redop;
+#undef CK_RED_ENUM_ROW
 void ck_reduce(float *out, const float *x, int64_t outer, int64_t n, int64_t inner, ck_redop op);
 void ck_reduce_ref(float *out, const float *x, int64_t outer, int64_t n, int64_t inner, ck_redop op);
 /* x [batch][S][S]: -inf above the diagonal. out may equal x. */

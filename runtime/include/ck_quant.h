@@ -56,6 +56,25 @@ typedef enum ck_qtype {
 #define CK_QK 32   /* elements per block of the _0 / _1 types */
 #define CK_QK_K 256 /* elements per super-block of the K types */
 
+/* One row per type (as ggml's type_traits, io/quant.c): everything the format
+ * code knows of it. A function the type lacks is NULL and every caller checks
+ * it (CK_ENOTSUP, never a silent 0). The kernels' side of a type (its dot
+ * products per CPU, its GEMM) is ck_qtype_cpu (qlinear.c). */
+typedef struct ck_qtype_traits {
+    int type;           /* ck_qtype: GGUF's ggml_type number */
+    const char *name;   /* "q4_K" */
+    int block;          /* elements per block; 0: a GGML type ckc does not read (named for messages) */
+    int block_bytes;
+    int stored;         /* 1: a model's weights may be kept in it (q8_1 / q8_K only quantize activations) */
+    int dot_type;       /* the type a row of activations is quantized to for its dot product; -1: none */
+    int row_fallback;   /* llama.cpp's type for rows that are not whole blocks of this one; -1: f16 */
+    int gguf_file_type; /* general.file_type (llama_ftype) of a file of matrices in this type; -1: none */
+    void (*quantize)(const float *x, void *y, int64_t nblocks);   /* llama.cpp's reference quantizer */
+    void (*dequantize)(const void *x, float *y, int64_t nblocks); /* the definition of the format */
+} ck_qtype_traits;
+const ck_qtype_traits *ck_qtype_traits_of(int type); /* NULL: no GGML type has this number */
+const ck_qtype_traits *ck_qtype_traits_at(int i);    /* row i of the table, NULL past the end (tests loop) */
+
 /* 1 when ckc can store, load and multiply this type (not q8_1 / q8_K, which
  * only quantize activations); its name ("q4_K"), elements and bytes per block. */
 int ck_qtype_valid(int type);
@@ -68,20 +87,39 @@ size_t ck_qtype_row_bytes(int type, int64_t n);
 /* the type a row of activations is quantized to for the dot product with a
  * row of `type` (q8_0, q8_1, q8_K; f32 for the float types) */
 int ck_qtype_dot_type(int type);
+/* The type rows of K elements are kept in when `want` is asked for: want, or
+ * llama.cpp's fallback when K is not a whole number of its blocks (q4_K ->
+ * q5_0, q5_K -> q5_1, q6_K -> q8_0, else f16). -1 for an unknown type. */
+int ck_qtype_for_rows(int want, int64_t K);
 
 uint16_t ck_fp32_to_fp16(float f); /* round to nearest even, like F16C */
 float ck_fp16_to_fp32(uint16_t h);
 uint16_t ck_fp32_to_bf16(float f); /* round to nearest even, NaN kept quiet */
 float ck_bf16_to_fp32(uint16_t b);
 
-/* n elements (a multiple of the block). quantize returns 0, or -1 for a type
- * it cannot write. dequantize is the reference twin of every kernel here. */
+/* n elements (a multiple of the block): CK_OK, CK_ENOTSUP for a type without
+ * the function, CK_EINVAL for n not a whole number of blocks. dequantize is
+ * the reference twin of every kernel here. */
 int ck_quantize_row(int type, const float *x, void *y, int64_t n);
-void ck_dequantize_row(int type, const void *x, float *y, int64_t n);
+int ck_dequantize_row(int type, const void *x, float *y, int64_t n);
 
-/* sum_i w[i] * a[i] for one row of n weights of `type` and one row of
+/* ---- the kernels' side of a type (qlinear.c; as ggml's type_traits_cpu) ----
+ * sum_i w[i] * a[i] for one row of n weights of `type` and one row of
  * activations already quantized to ck_qtype_dot_type(type) (f32 for the
- * float types). The fast body uses AVX2 when the CPU has it. */
+ * float types). A CPU body a type lacks is NULL; ck_vec_dot_for picks the
+ * best the CPU runs (AVX-512 VNNI, AVX2, else the scalar reference). */
+typedef float (*ck_vec_dot_fn)(int64_t n, const void *w, const void *a);
+enum { CK_GEMM_TILES, CK_GEMM_FLOAT, CK_GEMM_INT8 }; /* how prefill multiplies a type */
+typedef struct ck_qtype_cpu {
+    int type;
+    ck_vec_dot_fn dot_ref;    /* scalar: what the others are tested against */
+    ck_vec_dot_fn dot_avx2;   /* AVX2 + FMA + F16C */
+    ck_vec_dot_fn dot_avx512; /* AVX-512 VNNI */
+    int gemm;                 /* CK_GEMM_INT8: qgemm.c; CK_GEMM_FLOAT: fgemm.c; CK_GEMM_TILES: dequantized tiles */
+} ck_qtype_cpu;
+const ck_qtype_cpu *ck_qtype_cpu_of(int type); /* NULL: no kernels multiply it */
+ck_vec_dot_fn ck_vec_dot_for(int type);        /* NULL: none */
+/* the dot product through ck_vec_dot_for / the reference; NaN (never 0) for a type without one */
 float ck_vec_dot(int type, int64_t n, const void *w, const void *a);
 float ck_vec_dot_ref(int type, int64_t n, const void *w, const void *a);
 
@@ -99,16 +137,18 @@ typedef struct ck_qmat {
 /* y[t][n] = x[t] . W[n] (+ bias[n]) (+ add[t][n]), like ck_linear. A few
  * tokens quantize x once and run the integer dot products over rows split
  * among the threads; more tokens dequantize W in tiles into an sgemm.
- * Returns 0, or -1 when a buffer (activations or a tile) cannot be allocated.
- * The reference twin always takes the dot-product path, scalar. */
+ * Returns CK_OK, CK_ENOMEM when a buffer (activations or a tile) cannot be
+ * allocated, CK_ENOTSUP for a part in a type without kernels. The reference
+ * twin always takes the dot-product path, scalar. */
 int ck_linear_q(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, const float *bias, const float *add,
                 int ld_add, int T, int K, int N);
 int ck_linear_q_ref(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, const float *bias,
                     const float *add, int ld_add, int T, int K, int N);
-/* out[t] = row ids[t] of the table, dequantized (ids checked by the caller) */
-void ck_embedding_q(float *out, const ck_qmat *table, const int32_t *ids, int T, int C);
-/* row r of a matrix, dequantized into y[K] */
-void ck_qmat_row(const ck_qmat *w, int64_t r, int K, float *y);
+/* out[t] = row ids[t] of the table, dequantized (ids checked by the caller); CK_OK, or CK_ENOTSUP for a
+ * type without a dequantizer */
+int ck_embedding_q(float *out, const ck_qmat *table, const int32_t *ids, int T, int C);
+/* row r of a matrix, dequantized into y[K]; as ck_embedding_q */
+int ck_qmat_row(const ck_qmat *w, int64_t r, int K, float *y);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
 #define CK_QUANT_BLOCKS_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "ck_quant.h"
 
@@ -38,5 +39,19 @@ typedef struct {
     int8_t qs[CK_QK_K];
     int16_t bsums[CK_QK_K / 16];
 } ck_block_q8_K; /* 292 */
+
+/* The 8 (scale, min) pairs of a q4_K / q5_K super-block, unpacked from its 12 bytes of 6-bit fields
+ * (llama.cpp's get_scale_min_k4, 32 bits at a time): the one unpacking every reader of these types uses. */
+static inline void ck_k4_scales_mins(const uint8_t *scales12, uint8_t sc[8], uint8_t mn[8])
+{
+    uint32_t u[3], s[2], m[2];
+    memcpy(u, scales12, 12);
+    s[0] = u[0] & 0x3f3f3f3fu;
+    m[0] = u[1] & 0x3f3f3f3fu;
+    s[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    m[1] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    memcpy(sc, s, 8);
+    memcpy(mn, m, 8);
+}
 
 #endif

@@ -65,14 +65,6 @@ void ck_io_seterr(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-static char *dupstr(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = (char *)malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
 char *ck_io_strdup(const char *s)
 {
     size_t n = strlen(s) + 1;

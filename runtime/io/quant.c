@@ -1,7 +1,8 @@
 /*
- * quant.c — GGML's block formats: type table, 16-bit conversions, the
- * reference quantizers (llama.cpp's quantize_row_*_ref, so the bytes match
- * what llama-quantize writes) and dequantizers. The readers (safetensors.c,
+ * quant.c — GGML's block formats: the traits table (one row per type, at the
+ * end), 16-bit conversions, the reference quantizers (llama.cpp's
+ * quantize_row_*_ref, so the bytes match what llama-quantize writes) and
+ * dequantizers. The readers (safetensors.c,
  * gguf.c) convert with it, and so does `ckc quantize`; the dot products that
  * use the formats are kernels (kernels/qlinear.c).
  */
@@ -9,94 +10,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "ck_errors.h"
 #include "ck_quant.h"
 #include "ck_quant_blocks.h"
-
-/* ---- type table ---------------------------------------------------------- */
-
-static const struct {
-    int type;
-    const char *name;
-    int block, bytes, dot_type, stored;
-} kTypes[] = {
-    {CK_Q_F32, "f32", 1, 4, CK_Q_F32, 1},
-    {CK_Q_F16, "f16", 1, 2, CK_Q_F32, 1},
-    {CK_Q_BF16, "bf16", 1, 2, CK_Q_F32, 1},
-    {CK_Q_Q8_0, "q8_0", CK_QK, sizeof(ck_block_q8_0), CK_Q_Q8_0, 1},
-    {CK_Q_Q4_0, "q4_0", CK_QK, sizeof(ck_block_q4_0), CK_Q_Q8_0, 1},
-    {CK_Q_Q4_1, "q4_1", CK_QK, sizeof(ck_block_q4_1), CK_Q_Q8_1, 1},
-    {CK_Q_Q5_0, "q5_0", CK_QK, sizeof(ck_block_q5_0), CK_Q_Q8_0, 1},
-    {CK_Q_Q5_1, "q5_1", CK_QK, sizeof(ck_block_q5_1), CK_Q_Q8_1, 1},
-    {CK_Q_Q4_K, "q4_K", CK_QK_K, sizeof(ck_block_q4_K), CK_Q_Q8_K, 1},
-    {CK_Q_Q5_K, "q5_K", CK_QK_K, sizeof(ck_block_q5_K), CK_Q_Q8_K, 1},
-    {CK_Q_Q6_K, "q6_K", CK_QK_K, sizeof(ck_block_q6_K), CK_Q_Q8_K, 1},
-    {CK_Q_Q8_1, "q8_1", CK_QK, sizeof(ck_block_q8_1), -1, 0},
-    {CK_Q_Q8_K, "q8_K", CK_QK_K, sizeof(ck_block_q8_K), -1, 0},
-    /* GGML types ckc does not read, named for the error messages */
-    {10, "q2_K", 0, 0, -1, 0}, {11, "q3_K", 0, 0, -1, 0}, {16, "iq2_xxs", 0, 0, -1, 0}, {17, "iq2_xs", 0, 0, -1, 0},
-    {18, "iq3_xxs", 0, 0, -1, 0}, {19, "iq1_s", 0, 0, -1, 0}, {20, "iq4_nl", 0, 0, -1, 0}, {21, "iq3_s", 0, 0, -1, 0},
-    {22, "iq2_s", 0, 0, -1, 0}, {23, "iq4_xs", 0, 0, -1, 0}, {24, "i8", 0, 0, -1, 0}, {25, "i16", 0, 0, -1, 0},
-    {26, "i32", 0, 0, -1, 0}, {27, "i64", 0, 0, -1, 0}, {28, "f64", 0, 0, -1, 0}, {29, "iq1_m", 0, 0, -1, 0},
-    {34, "tq1_0", 0, 0, -1, 0}, {35, "tq2_0", 0, 0, -1, 0}, {39, "mxfp4", 0, 0, -1, 0},
-};
-#define N_TYPES ((int)(sizeof kTypes / sizeof kTypes[0]))
-
-static int type_index(int type)
-{
-    int i;
-    for (i = 0; i < N_TYPES; i++)
-        if (kTypes[i].type == type) return i;
-    return -1;
-}
-
-int ck_qtype_valid(int type)
-{
-    int i = type_index(type);
-    return i >= 0 && kTypes[i].stored;
-}
-
-const char *ck_qtype_name(int type)
-{
-    int i = type_index(type);
-    return i >= 0 ? kTypes[i].name : "unknown";
-}
-
-int ck_qtype_from_name(const char *name)
-{
-    int i;
-    if (!name) return -1;
-    for (i = 0; i < N_TYPES; i++) {
-        const char *a = kTypes[i].name, *b = name;
-        while (*a && *b && (*a | 32) == (*b | 32)) a++, b++; /* q4_k == q4_K */
-        if (!*a && !*b && kTypes[i].stored) return kTypes[i].type;
-    }
-    return -1;
-}
-
-int ck_qtype_block(int type)
-{
-    int i = type_index(type);
-    return i >= 0 ? kTypes[i].block : 0;
-}
-
-int ck_qtype_block_bytes(int type)
-{
-    int i = type_index(type);
-    return i >= 0 ? kTypes[i].bytes : 0;
-}
-
-size_t ck_qtype_row_bytes(int type, int64_t n)
-{
-    int i = type_index(type);
-    if (i < 0 || !kTypes[i].block || n < 0 || n % kTypes[i].block) return 0;
-    return (size_t)(n / kTypes[i].block) * (size_t)kTypes[i].bytes;
-}
-
-int ck_qtype_dot_type(int type)
-{
-    int i = type_index(type);
-    return i >= 0 ? kTypes[i].dot_type : -1;
-}
 
 /* ---- 16-bit floats -------------------------------------------------------- */
 
@@ -162,8 +78,9 @@ static int nearest_int(float fval)
 #define MAXI(a, b) ((a) > (b) ? (a) : (b))
 #define MINI(a, b) ((a) < (b) ? (a) : (b))
 
-static void quantize_q8_0(const float *x, ck_block_q8_0 *y, int64_t nb)
+static void quantize_q8_0(const float *x, void *vy, int64_t nb)
 {
+    ck_block_q8_0 *y = (ck_block_q8_0 *)vy;
     int64_t i;
     int j;
     for (i = 0; i < nb; i++, x += CK_QK) {
@@ -176,8 +93,9 @@ static void quantize_q8_0(const float *x, ck_block_q8_0 *y, int64_t nb)
     }
 }
 
-static void quantize_q8_1(const float *x, ck_block_q8_1 *y, int64_t nb)
+static void quantize_q8_1(const float *x, void *vy, int64_t nb)
 {
+    ck_block_q8_1 *y = (ck_block_q8_1 *)vy;
     int64_t i;
     int j;
     for (i = 0; i < nb; i++, x += CK_QK) {
@@ -208,8 +126,9 @@ static float signed_absmax(const float *x, int n)
     return max;
 }
 
-static void quantize_q4_0(const float *x, ck_block_q4_0 *y, int64_t nb)
+static void quantize_q4_0(const float *x, void *vy, int64_t nb)
 {
+    ck_block_q4_0 *y = (ck_block_q4_0 *)vy;
     int64_t i;
     int j;
     for (i = 0; i < nb; i++, x += CK_QK) {
@@ -234,8 +153,9 @@ static void min_max(const float *x, int n, float *mn, float *mx)
     }
 }
 
-static void quantize_q4_1(const float *x, ck_block_q4_1 *y, int64_t nb)
+static void quantize_q4_1(const float *x, void *vy, int64_t nb)
 {
+    ck_block_q4_1 *y = (ck_block_q4_1 *)vy;
     int64_t i;
     int j;
     for (i = 0; i < nb; i++, x += CK_QK) {
@@ -253,8 +173,9 @@ static void quantize_q4_1(const float *x, ck_block_q4_1 *y, int64_t nb)
     }
 }
 
-static void quantize_q5_0(const float *x, ck_block_q5_0 *y, int64_t nb)
+static void quantize_q5_0(const float *x, void *vy, int64_t nb)
 {
+    ck_block_q5_0 *y = (ck_block_q5_0 *)vy;
     int64_t i;
     int j;
     for (i = 0; i < nb; i++, x += CK_QK) {
@@ -272,8 +193,9 @@ static void quantize_q5_0(const float *x, ck_block_q5_0 *y, int64_t nb)
     }
 }
 
-static void quantize_q5_1(const float *x, ck_block_q5_1 *y, int64_t nb)
+static void quantize_q5_1(const float *x, void *vy, int64_t nb)
 {
+    ck_block_q5_1 *y = (ck_block_q5_1 *)vy;
     int64_t i;
     int j;
     for (i = 0; i < nb; i++, x += CK_QK) {
@@ -295,8 +217,9 @@ static void quantize_q5_1(const float *x, ck_block_q5_1 *y, int64_t nb)
     }
 }
 
-static void quantize_q8_K(const float *x, ck_block_q8_K *y, int64_t nb)
+static void quantize_q8_K(const float *x, void *vy, int64_t nb)
 {
+    ck_block_q8_K *y = (ck_block_q8_K *)vy;
     int64_t i;
     int j;
     for (i = 0; i < nb; i++, x += CK_QK_K) {
@@ -381,22 +304,11 @@ static float make_qkx2_quants(int n, int nmax, const float *x, const float *weig
     return scale;
 }
 
-static void scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
-{
-    if (j < 4) {
-        *d = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
-    }
-}
-
 /* 8 sub-blocks of 32: 6-bit scales and mins relative to d and dmin; L gets
  * the quants in [0, nmax] (15 for q4_K, 31 for q5_K) */
 static void quantize_k_scales(const float *x, int nmax, uint8_t *scales12, uint16_t *d16, uint16_t *dmin16, uint8_t *L)
 {
-    uint8_t Laux[32];
+    uint8_t Laux[32], sc8[8], mn8[8];
     float weights[32], mins[8], scales[8], max_scale = 0, max_min = 0, inv_scale, inv_min;
     int j, l;
     for (j = 0; j < 8; j++) {
@@ -427,19 +339,19 @@ static void quantize_k_scales(const float *x, int nmax, uint8_t *scales12, uint1
     }
     *d16 = TO_FP16(max_scale / 63.f);
     *dmin16 = TO_FP16(max_min / 63.f);
+    ck_k4_scales_mins(scales12, sc8, mn8);
     for (j = 0; j < 8; j++) {
-        uint8_t sc, m;
         float d, dm;
-        scale_min_k4(j, scales12, &sc, &m);
-        d = FP16(*d16) * sc;
+        d = FP16(*d16) * sc8[j];
         if (!d) continue;
-        dm = FP16(*dmin16) * m;
+        dm = FP16(*dmin16) * mn8[j];
         for (l = 0; l < 32; l++) L[32 * j + l] = (uint8_t)MAXI(0, MINI(nmax, nearest_int((x[32 * j + l] + dm) / d)));
     }
 }
 
-static void quantize_q4_K(const float *x, ck_block_q4_K *y, int64_t nb)
+static void quantize_q4_K(const float *x, void *vy, int64_t nb)
 {
+    ck_block_q4_K *y = (ck_block_q4_K *)vy;
     uint8_t L[CK_QK_K];
     int64_t i;
     int j, l;
@@ -451,8 +363,9 @@ static void quantize_q4_K(const float *x, ck_block_q4_K *y, int64_t nb)
     }
 }
 
-static void quantize_q5_K(const float *x, ck_block_q5_K *y, int64_t nb)
+static void quantize_q5_K(const float *x, void *vy, int64_t nb)
 {
+    ck_block_q5_K *y = (ck_block_q5_K *)vy;
     uint8_t L[CK_QK_K];
     int64_t i;
     int j, l;
@@ -519,8 +432,9 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L)
     return scale;
 }
 
-static void quantize_q6_K(const float *x, ck_block_q6_K *y, int64_t nb)
+static void quantize_q6_K(const float *x, void *vy, int64_t nb)
 {
+    ck_block_q6_K *y = (ck_block_q6_K *)vy;
     int8_t L[CK_QK_K];
     float scales[CK_QK_K / 16];
     int64_t i;
@@ -559,189 +473,310 @@ static void quantize_q6_K(const float *x, ck_block_q6_K *y, int64_t nb)
     }
 }
 
-int ck_quantize_row(int type, const float *x, void *y, int64_t n)
+static void quantize_f32(const float *x, void *y, int64_t n) { memcpy(y, x, (size_t)n * 4); }
+
+static void quantize_f16(const float *x, void *y, int64_t n)
 {
-    int64_t i, nb;
-    int bs = ck_qtype_block(type);
-    if (bs <= 0 || n % bs) return -1;
-    nb = n / bs;
-    switch (type) {
-    case CK_Q_F32: memcpy(y, x, (size_t)n * 4); return 0;
-    case CK_Q_F16:
-        for (i = 0; i < n; i++) ((uint16_t *)y)[i] = ck_fp32_to_fp16(x[i]);
-        return 0;
-    case CK_Q_BF16:
-        for (i = 0; i < n; i++) ((uint16_t *)y)[i] = ck_fp32_to_bf16(x[i]);
-        return 0;
-    case CK_Q_Q8_0: quantize_q8_0(x, (ck_block_q8_0 *)y, nb); return 0;
-    case CK_Q_Q8_1: quantize_q8_1(x, (ck_block_q8_1 *)y, nb); return 0;
-    case CK_Q_Q4_0: quantize_q4_0(x, (ck_block_q4_0 *)y, nb); return 0;
-    case CK_Q_Q4_1: quantize_q4_1(x, (ck_block_q4_1 *)y, nb); return 0;
-    case CK_Q_Q5_0: quantize_q5_0(x, (ck_block_q5_0 *)y, nb); return 0;
-    case CK_Q_Q5_1: quantize_q5_1(x, (ck_block_q5_1 *)y, nb); return 0;
-    case CK_Q_Q4_K: quantize_q4_K(x, (ck_block_q4_K *)y, nb); return 0;
-    case CK_Q_Q5_K: quantize_q5_K(x, (ck_block_q5_K *)y, nb); return 0;
-    case CK_Q_Q6_K: quantize_q6_K(x, (ck_block_q6_K *)y, nb); return 0;
-    case CK_Q_Q8_K: quantize_q8_K(x, (ck_block_q8_K *)y, nb); return 0;
-    default: return -1;
+    int64_t i;
+    for (i = 0; i < n; i++) ((uint16_t *)y)[i] = ck_fp32_to_fp16(x[i]);
+}
+
+static void quantize_bf16(const float *x, void *y, int64_t n)
+{
+    int64_t i;
+    for (i = 0; i < n; i++) ((uint16_t *)y)[i] = ck_fp32_to_bf16(x[i]);
+}
+
+/* ---- dequantizers: each format's definition, the reference twin of every kernel that reads it ---------- */
+
+static void dequantize_f32(const void *x, float *y, int64_t n) { memcpy(y, x, (size_t)n * 4); }
+
+static void dequantize_f16(const void *x, float *y, int64_t n)
+{
+    int64_t i;
+    for (i = 0; i < n; i++) y[i] = FP16(((const uint16_t *)x)[i]);
+}
+
+static void dequantize_bf16(const void *x, float *y, int64_t n)
+{
+    int64_t i;
+    for (i = 0; i < n; i++) y[i] = ck_bf16_to_fp32(((const uint16_t *)x)[i]);
+}
+
+static void dequantize_q8_0(const void *vx, float *y, int64_t nb)
+{
+    int64_t i;
+    int j;
+    const ck_block_q8_0 *x = (const ck_block_q8_0 *)vx;
+    for (i = 0; i < nb; i++, y += CK_QK) {
+        const float d = FP16(x[i].d);
+        for (j = 0; j < CK_QK; j++) y[j] = x[i].qs[j] * d;
     }
 }
 
-/* ---- dequantizers ----------------------------------------------------------- */
-
-void ck_dequantize_row(int type, const void *vx, float *y, int64_t n)
+static void dequantize_q8_1(const void *vx, float *y, int64_t nb)
 {
-    int64_t i, nb;
+    int64_t i;
+    int j;
+    const ck_block_q8_1 *x = (const ck_block_q8_1 *)vx;
+    for (i = 0; i < nb; i++, y += CK_QK) {
+        const float d = FP16(x[i].d);
+        for (j = 0; j < CK_QK; j++) y[j] = x[i].qs[j] * d;
+    }
+}
+
+static void dequantize_q4_0(const void *vx, float *y, int64_t nb)
+{
+    int64_t i;
+    int j;
+    const ck_block_q4_0 *x = (const ck_block_q4_0 *)vx;
+    for (i = 0; i < nb; i++, y += CK_QK) {
+        const float d = FP16(x[i].d);
+        for (j = 0; j < CK_QK / 2; j++) {
+            y[j] = ((x[i].qs[j] & 0x0F) - 8) * d;
+            y[j + CK_QK / 2] = ((x[i].qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+static void dequantize_q4_1(const void *vx, float *y, int64_t nb)
+{
+    int64_t i;
+    int j;
+    const ck_block_q4_1 *x = (const ck_block_q4_1 *)vx;
+    for (i = 0; i < nb; i++, y += CK_QK) {
+        const float d = FP16(x[i].d), m = FP16(x[i].m);
+        for (j = 0; j < CK_QK / 2; j++) {
+            y[j] = (x[i].qs[j] & 0x0F) * d + m;
+            y[j + CK_QK / 2] = (x[i].qs[j] >> 4) * d + m;
+        }
+    }
+}
+
+static void dequantize_q5_0(const void *vx, float *y, int64_t nb)
+{
+    int64_t i;
+    int j;
+    const ck_block_q5_0 *x = (const ck_block_q5_0 *)vx;
+    for (i = 0; i < nb; i++, y += CK_QK) {
+        const float d = FP16(x[i].d);
+        uint32_t qh;
+        memcpy(&qh, x[i].qh, 4);
+        for (j = 0; j < CK_QK / 2; j++) {
+            const int x0 = ((x[i].qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10)) - 16;
+            const int x1 = ((x[i].qs[j] >> 4) | ((qh >> (j + 12)) & 0x10)) - 16;
+            y[j] = x0 * d;
+            y[j + CK_QK / 2] = x1 * d;
+        }
+    }
+}
+
+static void dequantize_q5_1(const void *vx, float *y, int64_t nb)
+{
+    int64_t i;
+    int j;
+    const ck_block_q5_1 *x = (const ck_block_q5_1 *)vx;
+    for (i = 0; i < nb; i++, y += CK_QK) {
+        const float d = FP16(x[i].d), m = FP16(x[i].m);
+        uint32_t qh;
+        memcpy(&qh, x[i].qh, 4);
+        for (j = 0; j < CK_QK / 2; j++) {
+            const int x0 = (x[i].qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10);
+            const int x1 = (x[i].qs[j] >> 4) | ((qh >> (j + 12)) & 0x10);
+            y[j] = x0 * d + m;
+            y[j + CK_QK / 2] = x1 * d + m;
+        }
+    }
+}
+
+static void dequantize_q4_K(const void *vx, float *y, int64_t nb)
+{
+    int64_t i;
     int j, l;
-    int bs = ck_qtype_block(type);
-    if (bs <= 0) return;
-    nb = n / bs;
-    switch (type) {
-    case CK_Q_F32: memcpy(y, vx, (size_t)n * 4); return;
-    case CK_Q_F16:
-        for (i = 0; i < n; i++) y[i] = FP16(((const uint16_t *)vx)[i]);
-        return;
-    case CK_Q_BF16:
-        for (i = 0; i < n; i++) y[i] = ck_bf16_to_fp32(((const uint16_t *)vx)[i]);
-        return;
-    case CK_Q_Q8_0: {
-        const ck_block_q8_0 *x = (const ck_block_q8_0 *)vx;
-        for (i = 0; i < nb; i++, y += CK_QK) {
-            const float d = FP16(x[i].d);
-            for (j = 0; j < CK_QK; j++) y[j] = x[i].qs[j] * d;
+    const ck_block_q4_K *x = (const ck_block_q4_K *)vx;
+    for (i = 0; i < nb; i++) {
+        const uint8_t *q = x[i].qs;
+        const float d = FP16(x[i].d), mn = FP16(x[i].dmin);
+        uint8_t sc[8], mins[8];
+        int is = 0;
+        ck_k4_scales_mins(x[i].scales, sc, mins);
+        for (j = 0; j < CK_QK_K; j += 64, q += 32, is += 2) {
+            const float d1 = d * sc[is], m1 = mn * mins[is], d2 = d * sc[is + 1], m2 = mn * mins[is + 1];
+            for (l = 0; l < 32; l++) *y++ = d1 * (q[l] & 0xF) - m1;
+            for (l = 0; l < 32; l++) *y++ = d2 * (q[l] >> 4) - m2;
         }
-        return;
     }
-    case CK_Q_Q8_1: {
-        const ck_block_q8_1 *x = (const ck_block_q8_1 *)vx;
-        for (i = 0; i < nb; i++, y += CK_QK) {
-            const float d = FP16(x[i].d);
-            for (j = 0; j < CK_QK; j++) y[j] = x[i].qs[j] * d;
+}
+
+static void dequantize_q5_K(const void *vx, float *y, int64_t nb)
+{
+    int64_t i;
+    int j, l;
+    const ck_block_q5_K *x = (const ck_block_q5_K *)vx;
+    for (i = 0; i < nb; i++) {
+        const uint8_t *ql = x[i].qs, *qh = x[i].qh;
+        const float d = FP16(x[i].d), mn = FP16(x[i].dmin);
+        uint8_t sc[8], mins[8], u1 = 1, u2 = 2;
+        int is = 0;
+        ck_k4_scales_mins(x[i].scales, sc, mins);
+        for (j = 0; j < CK_QK_K; j += 64, ql += 32, is += 2, u1 <<= 2, u2 <<= 2) {
+            const float d1 = d * sc[is], m1 = mn * mins[is], d2 = d * sc[is + 1], m2 = mn * mins[is + 1];
+            for (l = 0; l < 32; l++) *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+            for (l = 0; l < 32; l++) *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
         }
-        return;
     }
-    case CK_Q_Q4_0: {
-        const ck_block_q4_0 *x = (const ck_block_q4_0 *)vx;
-        for (i = 0; i < nb; i++, y += CK_QK) {
-            const float d = FP16(x[i].d);
-            for (j = 0; j < CK_QK / 2; j++) {
-                y[j] = ((x[i].qs[j] & 0x0F) - 8) * d;
-                y[j + CK_QK / 2] = ((x[i].qs[j] >> 4) - 8) * d;
+}
+
+static void dequantize_q6_K(const void *vx, float *y, int64_t nb)
+{
+    int64_t i;
+    int j, l;
+    const ck_block_q6_K *x = (const ck_block_q6_K *)vx;
+    for (i = 0; i < nb; i++) {
+        const float d = FP16(x[i].d);
+        const uint8_t *ql = x[i].ql, *qh = x[i].qh;
+        const int8_t *sc = x[i].scales;
+        for (j = 0; j < CK_QK_K; j += 128, y += 128, ql += 64, qh += 32, sc += 8)
+            for (l = 0; l < 32; l++) {
+                int is = l / 16;
+                const int q1 = ((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                const int q3 = ((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                y[l + 0] = d * sc[is + 0] * q1;
+                y[l + 32] = d * sc[is + 2] * q2;
+                y[l + 64] = d * sc[is + 4] * q3;
+                y[l + 96] = d * sc[is + 6] * q4;
             }
-        }
-        return;
     }
-    case CK_Q_Q4_1: {
-        const ck_block_q4_1 *x = (const ck_block_q4_1 *)vx;
-        for (i = 0; i < nb; i++, y += CK_QK) {
-            const float d = FP16(x[i].d), m = FP16(x[i].m);
-            for (j = 0; j < CK_QK / 2; j++) {
-                y[j] = (x[i].qs[j] & 0x0F) * d + m;
-                y[j + CK_QK / 2] = (x[i].qs[j] >> 4) * d + m;
-            }
-        }
-        return;
+}
+
+static void dequantize_q8_K(const void *vx, float *y, int64_t nb)
+{
+    int64_t i;
+    int j;
+    const ck_block_q8_K *x = (const ck_block_q8_K *)vx;
+    for (i = 0; i < nb; i++, y += CK_QK_K)
+        for (j = 0; j < CK_QK_K; j++) y[j] = x[i].d * x[i].qs[j];
+}
+
+/* ---- the traits table: one row per type (as ggml's type_traits) --------------------------------------------
+ * A function a type lacks is NULL; ck_quantize_row / ck_dequantize_row return CK_ENOTSUP for it, never a silent
+ * zero. row_fallback is llama.cpp's (llama-quant.cpp) for rows that are not whole blocks; gguf_file_type is
+ * general.file_type (llama_ftype) of a file whose matrices are in the type. */
+#define CK_TRAITS(t, name, block, bytes, stored, dot, fb, ftype, q, dq) \
+    {t, name, block, bytes, stored, dot, fb, ftype, q, dq}
+#define CK_UNREAD(t, name) {t, name, 0, 0, 0, -1, -1, -1, NULL, NULL} /* GGML types ckc does not read */
+
+static const ck_qtype_traits kTraits[] = {
+    CK_TRAITS(CK_Q_F32, "f32", 1, 4, 1, CK_Q_F32, -1, 0, quantize_f32, dequantize_f32),
+    CK_TRAITS(CK_Q_F16, "f16", 1, 2, 1, CK_Q_F32, -1, 1, quantize_f16, dequantize_f16),
+    CK_TRAITS(CK_Q_BF16, "bf16", 1, 2, 1, CK_Q_F32, -1, 32, quantize_bf16, dequantize_bf16),
+    CK_TRAITS(CK_Q_Q8_0, "q8_0", CK_QK, sizeof(ck_block_q8_0), 1, CK_Q_Q8_0, CK_Q_F16, 7, quantize_q8_0, dequantize_q8_0),
+    CK_TRAITS(CK_Q_Q4_0, "q4_0", CK_QK, sizeof(ck_block_q4_0), 1, CK_Q_Q8_0, CK_Q_F16, 2, quantize_q4_0, dequantize_q4_0),
+    CK_TRAITS(CK_Q_Q4_1, "q4_1", CK_QK, sizeof(ck_block_q4_1), 1, CK_Q_Q8_1, CK_Q_F16, 3, quantize_q4_1, dequantize_q4_1),
+    CK_TRAITS(CK_Q_Q5_0, "q5_0", CK_QK, sizeof(ck_block_q5_0), 1, CK_Q_Q8_0, CK_Q_F16, 8, quantize_q5_0, dequantize_q5_0),
+    CK_TRAITS(CK_Q_Q5_1, "q5_1", CK_QK, sizeof(ck_block_q5_1), 1, CK_Q_Q8_1, CK_Q_F16, 9, quantize_q5_1, dequantize_q5_1),
+    /* q4_K's file type is Q4_K_M's number, the closest llama.cpp names */
+    CK_TRAITS(CK_Q_Q4_K, "q4_K", CK_QK_K, sizeof(ck_block_q4_K), 1, CK_Q_Q8_K, CK_Q_Q5_0, 15, quantize_q4_K,
+              dequantize_q4_K),
+    CK_TRAITS(CK_Q_Q5_K, "q5_K", CK_QK_K, sizeof(ck_block_q5_K), 1, CK_Q_Q8_K, CK_Q_Q5_1, 17, quantize_q5_K,
+              dequantize_q5_K),
+    CK_TRAITS(CK_Q_Q6_K, "q6_K", CK_QK_K, sizeof(ck_block_q6_K), 1, CK_Q_Q8_K, CK_Q_Q8_0, 18, quantize_q6_K,
+              dequantize_q6_K),
+    /* activation-side types: quantized for the dot products, never stored in a model */
+    CK_TRAITS(CK_Q_Q8_1, "q8_1", CK_QK, sizeof(ck_block_q8_1), 0, -1, -1, -1, quantize_q8_1, dequantize_q8_1),
+    CK_TRAITS(CK_Q_Q8_K, "q8_K", CK_QK_K, sizeof(ck_block_q8_K), 0, -1, -1, -1, quantize_q8_K, dequantize_q8_K),
+    CK_UNREAD(10, "q2_K"), CK_UNREAD(11, "q3_K"), CK_UNREAD(16, "iq2_xxs"), CK_UNREAD(17, "iq2_xs"),
+    CK_UNREAD(18, "iq3_xxs"), CK_UNREAD(19, "iq1_s"), CK_UNREAD(20, "iq4_nl"), CK_UNREAD(21, "iq3_s"),
+    CK_UNREAD(22, "iq2_s"), CK_UNREAD(23, "iq4_xs"), CK_UNREAD(24, "i8"), CK_UNREAD(25, "i16"),
+    CK_UNREAD(26, "i32"), CK_UNREAD(27, "i64"), CK_UNREAD(28, "f64"), CK_UNREAD(29, "iq1_m"),
+    CK_UNREAD(34, "tq1_0"), CK_UNREAD(35, "tq2_0"), CK_UNREAD(39, "mxfp4"),
+};
+#define N_TRAITS ((int)(sizeof kTraits / sizeof kTraits[0]))
+
+const ck_qtype_traits *ck_qtype_traits_of(int type)
+{
+    int i;
+    for (i = 0; i < N_TRAITS; i++)
+        if (kTraits[i].type == type) return &kTraits[i];
+    return NULL;
+}
+
+const ck_qtype_traits *ck_qtype_traits_at(int i) { return i >= 0 && i < N_TRAITS ? &kTraits[i] : NULL; }
+
+int ck_qtype_valid(int type)
+{
+    const ck_qtype_traits *t = ck_qtype_traits_of(type);
+    return t && t->stored;
+}
+
+const char *ck_qtype_name(int type)
+{
+    const ck_qtype_traits *t = ck_qtype_traits_of(type);
+    return t ? t->name : "unknown";
+}
+
+int ck_qtype_from_name(const char *name)
+{
+    int i;
+    if (!name) return -1;
+    for (i = 0; i < N_TRAITS; i++) {
+        const char *a = kTraits[i].name, *b = name;
+        while (*a && *b && (*a | 32) == (*b | 32)) a++, b++; /* q4_k == q4_K */
+        if (!*a && !*b && kTraits[i].stored) return kTraits[i].type;
     }
-    case CK_Q_Q5_0: {
-        const ck_block_q5_0 *x = (const ck_block_q5_0 *)vx;
-        for (i = 0; i < nb; i++, y += CK_QK) {
-            const float d = FP16(x[i].d);
-            uint32_t qh;
-            memcpy(&qh, x[i].qh, 4);
-            for (j = 0; j < CK_QK / 2; j++) {
-                const int x0 = ((x[i].qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10)) - 16;
-                const int x1 = ((x[i].qs[j] >> 4) | ((qh >> (j + 12)) & 0x10)) - 16;
-                y[j] = x0 * d;
-                y[j + CK_QK / 2] = x1 * d;
-            }
-        }
-        return;
-    }
-    case CK_Q_Q5_1: {
-        const ck_block_q5_1 *x = (const ck_block_q5_1 *)vx;
-        for (i = 0; i < nb; i++, y += CK_QK) {
-            const float d = FP16(x[i].d), m = FP16(x[i].m);
-            uint32_t qh;
-            memcpy(&qh, x[i].qh, 4);
-            for (j = 0; j < CK_QK / 2; j++) {
-                const int x0 = (x[i].qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10);
-                const int x1 = (x[i].qs[j] >> 4) | ((qh >> (j + 12)) & 0x10);
-                y[j] = x0 * d + m;
-                y[j + CK_QK / 2] = x1 * d + m;
-            }
-        }
-        return;
-    }
-    case CK_Q_Q4_K: {
-        const ck_block_q4_K *x = (const ck_block_q4_K *)vx;
-        for (i = 0; i < nb; i++) {
-            const uint8_t *q = x[i].qs;
-            const float d = FP16(x[i].d), mn = FP16(x[i].dmin);
-            int is = 0;
-            for (j = 0; j < CK_QK_K; j += 64, q += 32, is += 2) {
-                uint8_t sc, m;
-                float d1, m1, d2, m2;
-                scale_min_k4(is, x[i].scales, &sc, &m);
-                d1 = d * sc;
-                m1 = mn * m;
-                scale_min_k4(is + 1, x[i].scales, &sc, &m);
-                d2 = d * sc;
-                m2 = mn * m;
-                for (l = 0; l < 32; l++) *y++ = d1 * (q[l] & 0xF) - m1;
-                for (l = 0; l < 32; l++) *y++ = d2 * (q[l] >> 4) - m2;
-            }
-        }
-        return;
-    }
-    case CK_Q_Q5_K: {
-        const ck_block_q5_K *x = (const ck_block_q5_K *)vx;
-        for (i = 0; i < nb; i++) {
-            const uint8_t *ql = x[i].qs, *qh = x[i].qh;
-            const float d = FP16(x[i].d), mn = FP16(x[i].dmin);
-            int is = 0;
-            uint8_t u1 = 1, u2 = 2;
-            for (j = 0; j < CK_QK_K; j += 64, ql += 32, is += 2, u1 <<= 2, u2 <<= 2) {
-                uint8_t sc, m;
-                float d1, m1, d2, m2;
-                scale_min_k4(is, x[i].scales, &sc, &m);
-                d1 = d * sc;
-                m1 = mn * m;
-                scale_min_k4(is + 1, x[i].scales, &sc, &m);
-                d2 = d * sc;
-                m2 = mn * m;
-                for (l = 0; l < 32; l++) *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
-                for (l = 0; l < 32; l++) *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
-            }
-        }
-        return;
-    }
-    case CK_Q_Q6_K: {
-        const ck_block_q6_K *x = (const ck_block_q6_K *)vx;
-        for (i = 0; i < nb; i++) {
-            const float d = FP16(x[i].d);
-            const uint8_t *ql = x[i].ql, *qh = x[i].qh;
-            const int8_t *sc = x[i].scales;
-            for (j = 0; j < CK_QK_K; j += 128, y += 128, ql += 64, qh += 32, sc += 8)
-                for (l = 0; l < 32; l++) {
-                    int is = l / 16;
-                    const int q1 = ((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-                    const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-                    const int q3 = ((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-                    const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-                    y[l + 0] = d * sc[is + 0] * q1;
-                    y[l + 32] = d * sc[is + 2] * q2;
-                    y[l + 64] = d * sc[is + 4] * q3;
-                    y[l + 96] = d * sc[is + 6] * q4;
-                }
-        }
-        return;
-    }
-    case CK_Q_Q8_K: {
-        const ck_block_q8_K *x = (const ck_block_q8_K *)vx;
-        for (i = 0; i < nb; i++, y += CK_QK_K)
-            for (j = 0; j < CK_QK_K; j++) y[j] = x[i].d * x[i].qs[j];
-        return;
-    }
-    default: return;
-    }
+    return -1;
+}
+
+int ck_qtype_block(int type)
+{
+    const ck_qtype_traits *t = ck_qtype_traits_of(type);
+    return t ? t->block : 0;
+}
+
+int ck_qtype_block_bytes(int type)
+{
+    const ck_qtype_traits *t = ck_qtype_traits_of(type);
+    return t ? t->block_bytes : 0;
+}
+
+size_t ck_qtype_row_bytes(int type, int64_t n)
+{
+    const ck_qtype_traits *t = ck_qtype_traits_of(type);
+    if (!t || !t->block || n < 0 || n % t->block) return 0;
+    return (size_t)(n / t->block) * (size_t)t->block_bytes;
+}
+
+int ck_qtype_dot_type(int type)
+{
+    const ck_qtype_traits *t = ck_qtype_traits_of(type);
+    return t ? t->dot_type : -1;
+}
+
+int ck_qtype_for_rows(int want, int64_t K)
+{
+    const ck_qtype_traits *t = ck_qtype_traits_of(want), *fb;
+    if (!t || !t->block) return -1;
+    if (K % t->block == 0) return want;
+    fb = ck_qtype_traits_of(t->row_fallback >= 0 ? t->row_fallback : CK_Q_F16);
+    return fb && K % fb->block == 0 ? fb->type : CK_Q_F16;
+}
+
+int ck_quantize_row(int type, const float *x, void *y, int64_t n)
+{
+    const ck_qtype_traits *t = ck_qtype_traits_of(type);
+    if (!t || !t->quantize) return CK_ENOTSUP;
+    if (n < 0 || n % t->block) return CK_EINVAL;
+    t->quantize(x, y, n / t->block);
+    return CK_OK;
+}
+
+int ck_dequantize_row(int type, const void *x, float *y, int64_t n)
+{
+    const ck_qtype_traits *t = ck_qtype_traits_of(type);
+    if (!t || !t->dequantize) return CK_ENOTSUP;
+    if (n < 0 || n % t->block) return CK_EINVAL;
+    t->dequantize(x, y, n / t->block);
+    return CK_OK;
 }

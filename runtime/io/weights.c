@@ -114,7 +114,11 @@ int ck_weights_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int lay
         if (part[i]->dtype == CK_DT_F32) {
             memcpy(w, src, numel[i] * sizeof(float));
         } else if (part[i]->dtype == CK_DT_GGML) {
-            ck_dequantize_row(part[i]->qtype, src, w, (int64_t)numel[i]);
+            if (ck_dequantize_row(part[i]->qtype, src, w, (int64_t)numel[i]) != CK_OK) {
+                ck_io_seterr(err, errlen, "tensor '%s': ckc cannot convert %s to float32", names[i],
+                             ck_qtype_name(part[i]->qtype));
+                return CK_EFORMAT;
+            }
         } else {
             for (k = 0; k < numel[i]; k++) {
                 uint16_t h = (uint16_t)(src[2 * k] | (src[2 * k + 1] << 8)); /* little-endian */
@@ -205,7 +209,12 @@ int ck_weight_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int laye
                     return CK_ENOMEM;
                 }
                 for (r = 0; r < rows; r++)
-                    ck_quantize_row(want, (const float *)((const char *)f + (size_t)r * in_rb), q + (size_t)r * out_rb, K);
+                    if (ck_quantize_row(want, (const float *)((const char *)f + (size_t)r * in_rb), q + (size_t)r * out_rb,
+                                        K) != CK_OK) {
+                        ck_weight_store_free(&tmp);
+                        ck_io_seterr(err, errlen, "tensor '%s': ckc cannot write %s", name, ck_qtype_name(want));
+                        return CK_ENOTSUP;
+                    }
                 m->type[i] = want;
                 m->data[i] = q;
             }

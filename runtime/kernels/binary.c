@@ -9,16 +9,6 @@
  */
 #include "ck_kernels.h"
 
-static float apply(ck_binop op, float a, float b)
-{
-    switch (op) {
-    case CK_BIN_ADD: return a + b;
-    case CK_BIN_SUB: return a - b;
-    case CK_BIN_MUL: return a * b;
-    default: return a / b;
-    }
-}
-
 static size_t numel(const int64_t *s, int rank)
 {
     size_t n = 1;
@@ -76,7 +66,7 @@ void ck_binary(float *out, const int64_t *os, int rank, const float *a, const in
     if (n == 0) return;
     if (same(as, os, rank) && same(bs, os, rank)) {
 #pragma omp parallel for schedule(static) if (n >= CK_PAR_MIN)
-        for (k = 0; k < (long)n; k++) out[k] = apply(op, a[k], b[k]);
+        for (k = 0; k < (long)n; k++) out[k] = ck_binop_apply(op, a[k], b[k]);
         return;
     }
     if (nb == 1 && na == n) {
@@ -92,7 +82,7 @@ void ck_binary(float *out, const int64_t *os, int rank, const float *a, const in
 #pragma omp parallel for schedule(static) if (n >= CK_PAR_MIN)
         for (k = 0; k < (long)rows; k++) {
             int64_t j;
-            for (j = 0; j < N; j++) out[k * N + j] = apply(op, a[k * N + j], b[j]);
+            for (j = 0; j < N; j++) out[k * N + j] = ck_binop_apply(op, a[k * N + j], b[j]);
         }
         return;
     }
@@ -106,7 +96,7 @@ void ck_binary(float *out, const int64_t *os, int rank, const float *a, const in
             const float *ra = a + row_offset(k, os, rank, sa), *rb = b + row_offset(k, os, rank, sb);
             float *ro = out + k * N;
             int64_t j;
-            for (j = 0; j < N; j++) ro[j] = apply(op, ra[j * la], rb[j * lb]);
+            for (j = 0; j < N; j++) ro[j] = ck_binop_apply(op, ra[j * la], rb[j * lb]);
         }
     }
 }
@@ -126,7 +116,7 @@ void ck_binary_ref(float *out, const int64_t *os, int rank, const float *a, cons
             ma *= (size_t)as[d];
             mb *= (size_t)bs[d];
         }
-        out[i] = apply(op, a[ia], b[ib]);
+        out[i] = ck_binop_apply(op, a[ia], b[ib]);
     }
 }
 
@@ -135,10 +125,10 @@ void ck_binary_scalar(float *out, const float *a, size_t n, float s, ck_binop op
     long k;
     if (reverse) {
 #pragma omp parallel for schedule(static) if (n >= CK_PAR_MIN)
-        for (k = 0; k < (long)n; k++) out[k] = apply(op, s, a[k]);
+        for (k = 0; k < (long)n; k++) out[k] = ck_binop_apply(op, s, a[k]);
     } else {
 #pragma omp parallel for schedule(static) if (n >= CK_PAR_MIN)
-        for (k = 0; k < (long)n; k++) out[k] = apply(op, a[k], s);
+        for (k = 0; k < (long)n; k++) out[k] = ck_binop_apply(op, a[k], s);
     }
 }
 

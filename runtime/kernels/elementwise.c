@@ -155,46 +155,71 @@ void ck_add_bias(float *out, const float *a, const float *bias, int T, int N)
 
 /* ---- graph unary ops ------------------------------------------------------ */
 
-/* The vectorized paths; 0 for an op without one. */
-static int unary_fast(float *y, const float *x, float *e, int m, ck_unop op, float param)
+/* The vectorized paths: y = op(x) over m values, e a scratch of m floats. */
+typedef void (*unary_fast_fn)(float *y, const float *x, float *e, int m, float param);
+
+static void relu_fast(float *y, const float *x, float *e, int m, float param)
 {
     int k;
-    switch (op) {
-    case CK_UN_RELU:
-        for (k = 0; k < m; k++) y[k] = x[k] > 0.0f ? x[k] : 0.0f;
-        return 1;
-    case CK_UN_SILU:
-        activate(y, x, e, m, CK_ACT_SILU);
-        return 1;
-    case CK_UN_TANH: /* 1 - 2 / (exp(2x) + 1) */
-        for (k = 0; k < m; k++) e[k] = 2.0f * x[k];
-        ck_vexp(e, e, m);
-        for (k = 0; k < m; k++) y[k] = 1.0f - 2.0f / (e[k] + 1.0f);
-        return 1;
-    case CK_UN_EXP:
-        ck_vexp(y, x, m);
-        return 1;
-    case CK_UN_RSQRT:
-        ck_vsqrt(y, x, m);
-        for (k = 0; k < m; k++) y[k] = 1.0f / y[k];
-        return 1;
-    case CK_UN_NEG:
-        for (k = 0; k < m; k++) y[k] = -x[k];
-        return 1;
-    case CK_UN_POW: /* the common exponents exactly, the rest through powf */
-        if (param == 2.0f)
-            for (k = 0; k < m; k++) y[k] = x[k] * x[k];
-        else if (param == 3.0f)
-            for (k = 0; k < m; k++) y[k] = x[k] * x[k] * x[k];
-        else if (param == 0.5f)
-            ck_vsqrt(y, x, m);
-        else
-            for (k = 0; k < m; k++) y[k] = powf(x[k], param);
-        return 1;
-    default: /* the ops of CK_UNARY_OPS without a vectorized path: unary_formula */
-        return 0;
-    }
+    (void)e, (void)param;
+    for (k = 0; k < m; k++) y[k] = x[k] > 0.0f ? x[k] : 0.0f;
 }
+
+static void silu_fast(float *y, const float *x, float *e, int m, float param)
+{
+    (void)param;
+    activate(y, x, e, m, CK_ACT_SILU);
+}
+
+static void tanh_fast(float *y, const float *x, float *e, int m, float param) /* 1 - 2 / (exp(2x) + 1) */
+{
+    int k;
+    (void)param;
+    for (k = 0; k < m; k++) e[k] = 2.0f * x[k];
+    ck_vexp(e, e, m);
+    for (k = 0; k < m; k++) y[k] = 1.0f - 2.0f / (e[k] + 1.0f);
+}
+
+static void exp_fast(float *y, const float *x, float *e, int m, float param)
+{
+    (void)e, (void)param;
+    ck_vexp(y, x, m);
+}
+
+static void rsqrt_fast(float *y, const float *x, float *e, int m, float param)
+{
+    int k;
+    (void)e, (void)param;
+    ck_vsqrt(y, x, m);
+    for (k = 0; k < m; k++) y[k] = 1.0f / y[k];
+}
+
+static void neg_fast(float *y, const float *x, float *e, int m, float param)
+{
+    int k;
+    (void)e, (void)param;
+    for (k = 0; k < m; k++) y[k] = -x[k];
+}
+
+static void pow_fast(float *y, const float *x, float *e, int m, float param) /* common exponents exactly */
+{
+    int k;
+    (void)e;
+    if (param == 2.0f)
+        for (k = 0; k < m; k++) y[k] = x[k] * x[k];
+    else if (param == 3.0f)
+        for (k = 0; k < m; k++) y[k] = x[k] * x[k] * x[k];
+    else if (param == 0.5f)
+        ck_vsqrt(y, x, m);
+    else
+        for (k = 0; k < m; k++) y[k] = powf(x[k], param);
+}
+
+/* by ck_unop; an op of CK_UNARY_OPS without an entry runs its formula (unary_formula) */
+static const unary_fast_fn kUnaryFast[CK_UN_COUNT] = {
+    [CK_UN_RELU] = relu_fast, [CK_UN_SILU] = silu_fast, [CK_UN_TANH] = tanh_fast, [CK_UN_EXP] = exp_fast,
+    [CK_UN_RSQRT] = rsqrt_fast, [CK_UN_NEG] = neg_fast, [CK_UN_POW] = pow_fast,
+};
 
 /* Every op of CK_UNARY_OPS through its formula (double), element by element. */
 static void unary_formula(float *y, const float *xs, size_t m, ck_unop op, double p)
@@ -218,7 +243,10 @@ static void unary_formula(float *y, const float *xs, size_t m, ck_unop op, doubl
 
 static void unary_chunk(float *y, const float *x, float *e, int m, ck_unop op, float param)
 {
-    if (!unary_fast(y, x, e, m, op, param)) unary_formula(y, x, (size_t)m, op, param);
+    if (kUnaryFast[op])
+        kUnaryFast[op](y, x, e, m, param);
+    else
+        unary_formula(y, x, (size_t)m, op, param);
 }
 
 void ck_unary(float *out, const float *x, size_t n, ck_unop op, float param)
@@ -251,31 +279,32 @@ void ck_bias_relu(float *out, const float *x, const float *bias, size_t rows, in
 
 #define CK_EW_INLINE static inline __attribute__((always_inline))
 
-/* y = a op b over m values; a or b NULL: the immediate s in its place */
-CK_EW_INLINE void ew_binary(float *y, const float *a, const float *b, float s, int m, int op)
+/* y = a op b over m values (the op's CK_BINARY_OPS formula); a or b NULL: the immediate s in its place */
+CK_EW_INLINE void ew_binary(float *y, const float *av, const float *bv, float s, int m, ck_binop op)
 {
     int k;
     switch (op) {
-    case CK_EW_ADD:
-        if (!b) for (k = 0; k < m; k++) y[k] = a[k] + s;
-        else if (!a) for (k = 0; k < m; k++) y[k] = s + b[k];
-        else for (k = 0; k < m; k++) y[k] = a[k] + b[k];
+#define CK_EW_BINARY_CASE(name, formula, ints)                                  \
+    case CK_BIN_##name:                                                   \
+        if (!bv)                                                          \
+            for (k = 0; k < m; k++) {                                     \
+                const float a = av[k], b = s;                             \
+                y[k] = formula;                                           \
+            }                                                             \
+        else if (!av)                                                     \
+            for (k = 0; k < m; k++) {                                     \
+                const float a = s, b = bv[k];                             \
+                y[k] = formula;                                           \
+            }                                                             \
+        else                                                              \
+            for (k = 0; k < m; k++) {                                     \
+                const float a = av[k], b = bv[k];                         \
+                y[k] = formula;                                           \
+            }                                                             \
         break;
-    case CK_EW_SUB:
-        if (!b) for (k = 0; k < m; k++) y[k] = a[k] - s;
-        else if (!a) for (k = 0; k < m; k++) y[k] = s - b[k];
-        else for (k = 0; k < m; k++) y[k] = a[k] - b[k];
-        break;
-    case CK_EW_MUL:
-        if (!b) for (k = 0; k < m; k++) y[k] = a[k] * s;
-        else if (!a) for (k = 0; k < m; k++) y[k] = s * b[k];
-        else for (k = 0; k < m; k++) y[k] = a[k] * b[k];
-        break;
-    default: /* CK_EW_DIV */
-        if (!b) for (k = 0; k < m; k++) y[k] = a[k] / s;
-        else if (!a) for (k = 0; k < m; k++) y[k] = s / b[k];
-        else for (k = 0; k < m; k++) y[k] = a[k] / b[k];
-        break;
+        CK_BINARY_OPS(CK_EW_BINARY_CASE)
+#undef CK_EW_BINARY_CASE
+    case CK_BIN_COUNT: break;
     }
 }
 
@@ -320,7 +349,7 @@ CK_EW_INLINE void ew_chunk(float *out, size_t n, int nin, const float *const *in
         if (p->op >= CK_EW_UNARY)
             unary_chunk(y, a, e, m, (ck_unop)(p->op - CK_EW_UNARY), p->imm);
         else
-            ew_binary(y, a, p->b >= 0 ? slot[p->b] : NULL, p->imm, m, p->op);
+            ew_binary(y, a, p->b >= 0 ? slot[p->b] : NULL, p->imm, m, (ck_binop)p->op);
         slot[nin + jj] = y;
     }
 }
@@ -381,7 +410,7 @@ void ck_ew_ref(float *out, size_t n, int nin, const float *const *in, const int6
                 ck_unary_ref(&r, &a, 1, (ck_unop)(p->op - CK_EW_UNARY), p->imm);
             } else {
                 float b = p->b >= 0 ? v[p->b] : p->imm;
-                r = p->op == CK_EW_ADD ? a + b : p->op == CK_EW_SUB ? a - b : p->op == CK_EW_MUL ? a * b : a / b;
+                r = ck_binop_apply((ck_binop)p->op, a, b);
             }
             v[nin + j] = r;
         }

@@ -54,143 +54,170 @@
 #define NR 16 /* weight rows per panel: the int32 lanes of a zmm */
 #define MR 8  /* tokens per tile: each loaded chunk feeds MR vpdpbusd */
 
-/* ---- the per-type description: sub-block length, offset, min ------------- */
-
-int ck_qgemm_type(int type)
-{
-    switch (type) {
-    case CK_Q_Q8_0:
-    case CK_Q_Q4_0:
-    case CK_Q_Q4_1:
-    case CK_Q_Q5_0:
-    case CK_Q_Q5_1:
-    case CK_Q_Q4_K:
-    case CK_Q_Q5_K:
-    case CK_Q_Q6_K: return 1;
-    default: return 0;
-    }
-}
-
-static int sub_len(int type) { return type == CK_Q_Q6_K ? 16 : 32; }
-
-static int zero_point(int type)
-{
-    switch (type) {
-    case CK_Q_Q8_0: return 128;
-    case CK_Q_Q4_0: return 8;
-    case CK_Q_Q5_0: return 16;
-    case CK_Q_Q6_K: return 32;
-    default: return 0;
-    }
-}
-
-static int has_min(int type)
-{
-    return type == CK_Q_Q4_1 || type == CK_Q_Q5_1 || type == CK_Q_Q4_K || type == CK_Q_Q5_K;
-}
-
-/* the 8 (scale, min) pairs of a q4_K / q5_K super-block (as qlinear.c's k4_scales) */
-static void k4_scales(const uint8_t *q, int *sc, int *mn)
-{
-    int j;
-    for (j = 0; j < 8; j++) {
-        if (j < 4) {
-            sc[j] = q[j] & 63;
-            mn[j] = q[j + 4] & 63;
-        } else {
-            sc[j] = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-            mn[j] = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
-        }
-    }
-}
+/* ---- the per-type description: sub-block length, offset, min, unpacking ------------ */
 
 /* One row of K weights as u[K], s[K / L], m[K / L] */
-static void unpack_row(int type, const void *row, int K, uint8_t *u, float *s, float *m)
+typedef void (*unpack_fn)(const void *row, int K, uint8_t *u, float *s, float *m);
+
+static void unpack_q8_0(const void *row, int K, uint8_t *u, float *s, float *m)
 {
-    int b, j, l;
-    switch (type) {
-    case CK_Q_Q8_0: {
-        const ck_block_q8_0 *x = (const ck_block_q8_0 *)row;
-        for (b = 0; b < K / CK_QK; b++) {
-            s[b] = ck_fp16_to_fp32(x[b].d);
-            for (j = 0; j < CK_QK; j++) u[CK_QK * b + j] = (uint8_t)(x[b].qs[j] + 128);
-        }
-        return;
-    }
-    case CK_Q_Q4_0:
-    case CK_Q_Q4_1: {
-        const size_t bs = type == CK_Q_Q4_0 ? sizeof(ck_block_q4_0) : sizeof(ck_block_q4_1);
-        for (b = 0; b < K / CK_QK; b++) {
-            const uint8_t *blk = (const uint8_t *)row + bs * b;
-            const uint8_t *qs = type == CK_Q_Q4_0 ? ((const ck_block_q4_0 *)blk)->qs : ((const ck_block_q4_1 *)blk)->qs;
-            s[b] = ck_fp16_to_fp32(*(const uint16_t *)blk);
-            if (type == CK_Q_Q4_1) m[b] = ck_fp16_to_fp32(((const ck_block_q4_1 *)blk)->m);
-            for (j = 0; j < CK_QK / 2; j++) {
-                u[CK_QK * b + j] = qs[j] & 0x0F;
-                u[CK_QK * b + j + CK_QK / 2] = qs[j] >> 4;
-            }
-        }
-        return;
-    }
-    case CK_Q_Q5_0:
-    case CK_Q_Q5_1: {
-        const size_t bs = type == CK_Q_Q5_0 ? sizeof(ck_block_q5_0) : sizeof(ck_block_q5_1);
-        for (b = 0; b < K / CK_QK; b++) {
-            const uint8_t *blk = (const uint8_t *)row + bs * b;
-            const uint8_t *qs = type == CK_Q_Q5_0 ? ((const ck_block_q5_0 *)blk)->qs : ((const ck_block_q5_1 *)blk)->qs;
-            const uint8_t *qh4 = type == CK_Q_Q5_0 ? ((const ck_block_q5_0 *)blk)->qh : ((const ck_block_q5_1 *)blk)->qh;
-            uint32_t qh;
-            memcpy(&qh, qh4, 4);
-            s[b] = ck_fp16_to_fp32(*(const uint16_t *)blk);
-            if (type == CK_Q_Q5_1) m[b] = ck_fp16_to_fp32(((const ck_block_q5_1 *)blk)->m);
-            for (j = 0; j < CK_QK / 2; j++) {
-                u[CK_QK * b + j] = (uint8_t)((qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10));
-                u[CK_QK * b + j + CK_QK / 2] = (uint8_t)((qs[j] >> 4) | ((qh >> (j + 12)) & 0x10));
-            }
-        }
-        return;
-    }
-    case CK_Q_Q4_K:
-    case CK_Q_Q5_K:
-        for (b = 0; b < K / CK_QK_K; b++) {
-            const ck_block_q4_K *w4 = (const ck_block_q4_K *)row + b;
-            const ck_block_q5_K *w5 = (const ck_block_q5_K *)row + b;
-            const int q5 = type == CK_Q_Q5_K;
-            const uint8_t *q = q5 ? w5->qs : w4->qs;
-            const float d = ck_fp16_to_fp32(q5 ? w5->d : w4->d), dmin = ck_fp16_to_fp32(q5 ? w5->dmin : w4->dmin);
-            int sc[8], mn[8];
-            k4_scales(q5 ? w5->scales : w4->scales, sc, mn);
-            for (j = 0; j < 8; j++) {
-                uint8_t *o = u + CK_QK_K * b + 32 * j;
-                s[8 * b + j] = d * (float)sc[j];
-                m[8 * b + j] = -dmin * (float)mn[j];
-                for (l = 0; l < 32; l++) {
-                    int v = j & 1 ? q[32 * (j / 2) + l] >> 4 : q[32 * (j / 2) + l] & 0xF;
-                    if (q5 && (w5->qh[l] >> j) & 1) v += 16;
-                    o[l] = (uint8_t)v;
-                }
-            }
-        }
-        return;
-    case CK_Q_Q6_K:
-        for (b = 0; b < K / CK_QK_K; b++) {
-            const ck_block_q6_K *w = (const ck_block_q6_K *)row + b;
-            const uint8_t *ql = w->ql, *qh = w->qh;
-            const float d = ck_fp16_to_fp32(w->d);
-            uint8_t *o = u + CK_QK_K * b;
-            for (j = 0; j < CK_QK_K; j += 128, ql += 64, qh += 32)
-                for (l = 0; l < 32; l++) {
-                    o[j + l + 0] = (uint8_t)((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4));
-                    o[j + l + 32] = (uint8_t)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
-                    o[j + l + 64] = (uint8_t)((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4));
-                    o[j + l + 96] = (uint8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
-                }
-            for (j = 0; j < CK_QK_K / 16; j++) s[16 * b + j] = d * (float)w->scales[j];
-        }
-        return;
-    default: return;
+    const ck_block_q8_0 *x = (const ck_block_q8_0 *)row;
+    int b, j;
+    (void)m;
+    for (b = 0; b < K / CK_QK; b++) {
+        s[b] = ck_fp16_to_fp32(x[b].d);
+        for (j = 0; j < CK_QK; j++) u[CK_QK * b + j] = (uint8_t)(x[b].qs[j] + 128);
     }
 }
+
+/* the nibbles of one q4_0 / q4_1 block, element order */
+static void nibbles(const uint8_t *qs, uint8_t *u)
+{
+    int j;
+    for (j = 0; j < CK_QK / 2; j++) {
+        u[j] = qs[j] & 0x0F;
+        u[j + CK_QK / 2] = qs[j] >> 4;
+    }
+}
+
+static void unpack_q4_0(const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    const ck_block_q4_0 *x = (const ck_block_q4_0 *)row;
+    int b;
+    (void)m;
+    for (b = 0; b < K / CK_QK; b++) {
+        s[b] = ck_fp16_to_fp32(x[b].d);
+        nibbles(x[b].qs, u + CK_QK * b);
+    }
+}
+
+static void unpack_q4_1(const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    const ck_block_q4_1 *x = (const ck_block_q4_1 *)row;
+    int b;
+    for (b = 0; b < K / CK_QK; b++) {
+        s[b] = ck_fp16_to_fp32(x[b].d);
+        m[b] = ck_fp16_to_fp32(x[b].m);
+        nibbles(x[b].qs, u + CK_QK * b);
+    }
+}
+
+/* the 5-bit values of one q5_0 / q5_1 block, element order */
+static void fives(const uint8_t *qs, const uint8_t *qh4, uint8_t *u)
+{
+    uint32_t qh;
+    int j;
+    memcpy(&qh, qh4, 4);
+    for (j = 0; j < CK_QK / 2; j++) {
+        u[j] = (uint8_t)((qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10));
+        u[j + CK_QK / 2] = (uint8_t)((qs[j] >> 4) | ((qh >> (j + 12)) & 0x10));
+    }
+}
+
+static void unpack_q5_0(const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    const ck_block_q5_0 *x = (const ck_block_q5_0 *)row;
+    int b;
+    (void)m;
+    for (b = 0; b < K / CK_QK; b++) {
+        s[b] = ck_fp16_to_fp32(x[b].d);
+        fives(x[b].qs, x[b].qh, u + CK_QK * b);
+    }
+}
+
+static void unpack_q5_1(const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    const ck_block_q5_1 *x = (const ck_block_q5_1 *)row;
+    int b;
+    for (b = 0; b < K / CK_QK; b++) {
+        s[b] = ck_fp16_to_fp32(x[b].d);
+        m[b] = ck_fp16_to_fp32(x[b].m);
+        fives(x[b].qs, x[b].qh, u + CK_QK * b);
+    }
+}
+
+/* q4_K / q5_K super-blocks: 8 sub-blocks of 32, each s = d sc_j, m = -dmin m_j (qh: q5_K's fifth bits) */
+static void unpack_k(const uint8_t *scales12, uint16_t d16, uint16_t dmin16, const uint8_t *q, const uint8_t *qh,
+                     uint8_t *u, float *s, float *m)
+{
+    const float d = ck_fp16_to_fp32(d16), dmin = ck_fp16_to_fp32(dmin16);
+    uint8_t sc[8], mn[8];
+    int j, l;
+    ck_k4_scales_mins(scales12, sc, mn);
+    for (j = 0; j < 8; j++) {
+        uint8_t *o = u + 32 * j;
+        s[j] = d * (float)sc[j];
+        m[j] = -dmin * (float)mn[j];
+        for (l = 0; l < 32; l++) {
+            int v = j & 1 ? q[32 * (j / 2) + l] >> 4 : q[32 * (j / 2) + l] & 0xF;
+            if (qh && (qh[l] >> j) & 1) v += 16;
+            o[l] = (uint8_t)v;
+        }
+    }
+}
+
+static void unpack_q4_K(const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    const ck_block_q4_K *x = (const ck_block_q4_K *)row;
+    int b;
+    for (b = 0; b < K / CK_QK_K; b++)
+        unpack_k(x[b].scales, x[b].d, x[b].dmin, x[b].qs, NULL, u + CK_QK_K * b, s + 8 * b, m + 8 * b);
+}
+
+static void unpack_q5_K(const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    const ck_block_q5_K *x = (const ck_block_q5_K *)row;
+    int b;
+    for (b = 0; b < K / CK_QK_K; b++)
+        unpack_k(x[b].scales, x[b].d, x[b].dmin, x[b].qs, x[b].qh, u + CK_QK_K * b, s + 8 * b, m + 8 * b);
+}
+
+static void unpack_q6_K(const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    int b, j, l;
+    (void)m;
+    for (b = 0; b < K / CK_QK_K; b++) {
+        const ck_block_q6_K *w = (const ck_block_q6_K *)row + b;
+        const uint8_t *ql = w->ql, *qh = w->qh;
+        const float d = ck_fp16_to_fp32(w->d);
+        uint8_t *o = u + CK_QK_K * b;
+        for (j = 0; j < CK_QK_K; j += 128, ql += 64, qh += 32)
+            for (l = 0; l < 32; l++) {
+                o[j + l + 0] = (uint8_t)((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4));
+                o[j + l + 32] = (uint8_t)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+                o[j + l + 64] = (uint8_t)((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4));
+                o[j + l + 96] = (uint8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+            }
+        for (j = 0; j < CK_QK_K / 16; j++) s[16 * b + j] = d * (float)w->scales[j];
+    }
+}
+
+#ifdef CK_X86
+static unpack_fn unpack_avx512_of(int type);
+#endif
+
+/* The GEMM's view of a type: w = s (u - z) + m per sub-block of L weights (the file's comment). A type with
+ * no row (unpack NULL) is not one qgemm multiplies. */
+typedef struct {
+    int L;           /* weights per sub-block: 32, or 16 for q6_K */
+    int z;           /* the offset taken from the unsigned u */
+    int has_min;     /* m is the block's own (q4_1, q5_1, q4_K, q5_K), else 0 */
+    unpack_fn unpack;
+} qgemm_desc;
+
+static const qgemm_desc kDesc[] = {
+    [CK_Q_Q8_0] = {32, 128, 0, unpack_q8_0}, [CK_Q_Q4_0] = {32, 8, 0, unpack_q4_0},
+    [CK_Q_Q4_1] = {32, 0, 1, unpack_q4_1},   [CK_Q_Q5_0] = {32, 16, 0, unpack_q5_0},
+    [CK_Q_Q5_1] = {32, 0, 1, unpack_q5_1},   [CK_Q_Q4_K] = {32, 0, 1, unpack_q4_K},
+    [CK_Q_Q5_K] = {32, 0, 1, unpack_q5_K},   [CK_Q_Q6_K] = {16, 32, 0, unpack_q6_K},
+};
+
+static const qgemm_desc *desc_of(int type)
+{
+    return type >= 0 && type < (int)(sizeof kDesc / sizeof kDesc[0]) && kDesc[type].unpack ? &kDesc[type] : NULL;
+}
+
+int ck_qgemm_type(int type) { return desc_of(type) != NULL; }
 
 /* ---- activations: quantized once per call, for every token ----------------- */
 
@@ -203,7 +230,7 @@ static void quantize_row_ref(const ck_qgemm_acts *a, const float *xr, int8_t *q,
     if (a->dot_type == CK_Q_Q8_K) {
         for (b = 0; b < K / CK_QK_K; b++) {
             ck_block_q8_K blk;
-            ck_quantize_row(CK_Q_Q8_K, xr + CK_QK_K * b, &blk, CK_QK_K);
+            ck_qtype_traits_of(CK_Q_Q8_K)->quantize(xr + CK_QK_K * b, &blk, 1); /* llama.cpp's reference, one block */
             memcpy(q + CK_QK_K * b, blk.qs, CK_QK_K);
             for (j = 0; j < 8; j++) d[8 * b + j] = blk.d;
             for (j = 0; j < 16; j++) sum[16 * b + j] = blk.bsums[j];
@@ -378,73 +405,97 @@ static int panel_init(panel *p, int K)
 static void panel_free(panel *p) { free(p->mem); }
 
 #ifdef CK_X86
-/* unpack_row for q8_0, q4_0, q4_1, q4_K and q6_K, 32 or 64 weights per step and the scales through F16C;
- * 0 for the other types (the scalar unpack_row does them) */
-CK_AVX512 static int unpack_row_avx512(int type, const void *row, int K, uint8_t *u, float *s, float *m)
+/* The AVX-512 unpacking of q8_0, q4_0, q4_1, q4_K and q6_K: 32 or 64 weights per step and the scales through
+ * F16C; the same u, s, m as the scalar functions (the other types use those) */
+CK_AVX512 static void unpack_q8_0_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    const ck_block_q8_0 *x = (const ck_block_q8_0 *)row;
+    int b;
+    (void)m;
+    for (b = 0; b < K / CK_QK; b++) {
+        s[b] = _cvtsh_ss(x[b].d);
+        _mm256_storeu_si256((__m256i *)(u + CK_QK * b),
+                            _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x[b].qs), _mm256_set1_epi8((char)0x80)));
+    }
+}
+
+/* q4_0 (with_min 0) / q4_1 (1) */
+CK_AVX512 static inline void unpack_q4_avx512(int with_min, const void *row, int K, uint8_t *u, float *s, float *m)
 {
     const __m128i m4 = _mm_set1_epi8(0x0F);
+    const size_t bs = with_min ? sizeof(ck_block_q4_1) : sizeof(ck_block_q4_0);
+    int b;
+    for (b = 0; b < K / CK_QK; b++) {
+        const uint8_t *blk = (const uint8_t *)row + bs * b;
+        const __m128i t = _mm_loadu_si128((const __m128i *)(blk + (with_min ? 4 : 2)));
+        s[b] = _cvtsh_ss(*(const uint16_t *)blk);
+        if (with_min) m[b] = _cvtsh_ss(((const ck_block_q4_1 *)blk)->m);
+        _mm_storeu_si128((__m128i *)(u + CK_QK * b), _mm_and_si128(t, m4));
+        _mm_storeu_si128((__m128i *)(u + CK_QK * b + 16), _mm_and_si128(_mm_srli_epi16(t, 4), m4));
+    }
+}
+
+CK_AVX512 static void unpack_q4_0_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    unpack_q4_avx512(0, row, K, u, s, m);
+}
+
+CK_AVX512 static void unpack_q4_1_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    unpack_q4_avx512(1, row, K, u, s, m);
+}
+
+CK_AVX512 static void unpack_q4_K_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
+{
     int b, j;
-    switch (type) {
-    case CK_Q_Q8_0: {
-        const ck_block_q8_0 *x = (const ck_block_q8_0 *)row;
-        for (b = 0; b < K / CK_QK; b++) {
-            s[b] = _cvtsh_ss(x[b].d);
-            _mm256_storeu_si256((__m256i *)(u + CK_QK * b),
-                                _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x[b].qs), _mm256_set1_epi8((char)0x80)));
+    for (b = 0; b < K / CK_QK_K; b++) {
+        const ck_block_q4_K *x = (const ck_block_q4_K *)row + b;
+        const float d = _cvtsh_ss(x->d), dmin = _cvtsh_ss(x->dmin);
+        uint8_t sc[8], mn[8];
+        ck_k4_scales_mins(x->scales, sc, mn);
+        for (j = 0; j < 8; j++) {
+            s[8 * b + j] = d * (float)sc[j];
+            m[8 * b + j] = -dmin * (float)mn[j];
         }
-        return 1;
+        for (j = 0; j < 4; j++) { /* 32 bytes: sub-block 2j in the low nibbles, 2j + 1 in the high ones */
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
+            _mm256_storeu_si256((__m256i *)(u + CK_QK_K * b + 64 * j), _mm256_and_si256(q, _mm256_set1_epi8(0x0F)));
+            _mm256_storeu_si256((__m256i *)(u + CK_QK_K * b + 64 * j + 32),
+                                _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0F)));
+        }
     }
-    case CK_Q_Q4_0:
-    case CK_Q_Q4_1: {
-        const size_t bs = type == CK_Q_Q4_0 ? sizeof(ck_block_q4_0) : sizeof(ck_block_q4_1);
-        for (b = 0; b < K / CK_QK; b++) {
-            const uint8_t *blk = (const uint8_t *)row + bs * b;
-            const __m128i t = _mm_loadu_si128((const __m128i *)(blk + (type == CK_Q_Q4_0 ? 2 : 4)));
-            s[b] = _cvtsh_ss(*(const uint16_t *)blk);
-            if (type == CK_Q_Q4_1) m[b] = _cvtsh_ss(((const ck_block_q4_1 *)blk)->m);
-            _mm_storeu_si128((__m128i *)(u + CK_QK * b), _mm_and_si128(t, m4));
-            _mm_storeu_si128((__m128i *)(u + CK_QK * b + 16), _mm_and_si128(_mm_srli_epi16(t, 4), m4));
+}
+
+CK_AVX512 static void unpack_q6_K_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    int b, j;
+    (void)m;
+    for (b = 0; b < K / CK_QK_K; b++) {
+        const ck_block_q6_K *x = (const ck_block_q6_K *)row + b;
+        const float d = _cvtsh_ss(x->d);
+        for (j = 0; j < CK_QK_K / 16; j++) s[16 * b + j] = d * (float)x->scales[j];
+        for (j = 0; j < 2; j++) { /* 128 weights: ql's low nibbles 0-63, high nibbles 64-127, qh's bit pairs */
+            const __m512i l = _mm512_loadu_si512((const void *)(x->ql + 64 * j));
+            const __m256i h = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * j));
+            const __m512i h01 = _mm512_inserti64x4(_mm512_castsi256_si512(h), _mm256_srli_epi16(h, 2), 1);
+            const __m512i h23 = _mm512_srli_epi16(h01, 4), m2 = _mm512_set1_epi8(3), f = _mm512_set1_epi8(0x0F);
+            _mm512_storeu_si512((void *)(u + CK_QK_K * b + 128 * j),
+                                _mm512_or_si512(_mm512_and_si512(l, f), _mm512_slli_epi16(_mm512_and_si512(h01, m2), 4)));
+            _mm512_storeu_si512((void *)(u + CK_QK_K * b + 128 * j + 64),
+                                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), f),
+                                                _mm512_slli_epi16(_mm512_and_si512(h23, m2), 4)));
         }
-        return 1;
     }
-    case CK_Q_Q4_K:
-        for (b = 0; b < K / CK_QK_K; b++) {
-            const ck_block_q4_K *x = (const ck_block_q4_K *)row + b;
-            const float d = _cvtsh_ss(x->d), dmin = _cvtsh_ss(x->dmin);
-            int sc[8], mn[8];
-            k4_scales(x->scales, sc, mn);
-            for (j = 0; j < 8; j++) {
-                s[8 * b + j] = d * (float)sc[j];
-                m[8 * b + j] = -dmin * (float)mn[j];
-            }
-            for (j = 0; j < 4; j++) { /* 32 bytes: sub-block 2j in the low nibbles, 2j + 1 in the high ones */
-                const __m256i q = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
-                _mm256_storeu_si256((__m256i *)(u + CK_QK_K * b + 64 * j), _mm256_and_si256(q, _mm256_set1_epi8(0x0F)));
-                _mm256_storeu_si256((__m256i *)(u + CK_QK_K * b + 64 * j + 32),
-                                    _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0F)));
-            }
-        }
-        return 1;
-    case CK_Q_Q6_K:
-        for (b = 0; b < K / CK_QK_K; b++) {
-            const ck_block_q6_K *x = (const ck_block_q6_K *)row + b;
-            const float d = _cvtsh_ss(x->d);
-            for (j = 0; j < CK_QK_K / 16; j++) s[16 * b + j] = d * (float)x->scales[j];
-            for (j = 0; j < 2; j++) { /* 128 weights: ql's low nibbles 0-63, high nibbles 64-127, qh's bit pairs */
-                const __m512i l = _mm512_loadu_si512((const void *)(x->ql + 64 * j));
-                const __m256i h = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * j));
-                const __m512i h01 = _mm512_inserti64x4(_mm512_castsi256_si512(h), _mm256_srli_epi16(h, 2), 1);
-                const __m512i h23 = _mm512_srli_epi16(h01, 4), m2 = _mm512_set1_epi8(3), f = _mm512_set1_epi8(0x0F);
-                _mm512_storeu_si512((void *)(u + CK_QK_K * b + 128 * j),
-                                    _mm512_or_si512(_mm512_and_si512(l, f), _mm512_slli_epi16(_mm512_and_si512(h01, m2), 4)));
-                _mm512_storeu_si512((void *)(u + CK_QK_K * b + 128 * j + 64),
-                                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), f),
-                                                    _mm512_slli_epi16(_mm512_and_si512(h23, m2), 4)));
-            }
-        }
-        return 1;
-    default: return 0;
-    }
+}
+
+static const unpack_fn kUnpackAvx512[] = {
+    [CK_Q_Q8_0] = unpack_q8_0_avx512, [CK_Q_Q4_0] = unpack_q4_0_avx512, [CK_Q_Q4_1] = unpack_q4_1_avx512,
+    [CK_Q_Q4_K] = unpack_q4_K_avx512, [CK_Q_Q6_K] = unpack_q6_K_avx512,
+};
+
+static unpack_fn unpack_avx512_of(int type)
+{
+    return type >= 0 && type < (int)(sizeof kUnpackAvx512 / sizeof kUnpackAvx512[0]) ? kUnpackAvx512[type] : NULL;
 }
 
 /* u[c][r][0..3] = tmp[r][4c .. 4c + 3] for the 16 rows: 16 x 16 transposes of 4-byte groups */
@@ -466,21 +517,25 @@ CK_AVX512 static void transpose_u(const uint8_t *tmp, int K, uint8_t *u)
  * transposes (the same panel) */
 static void panel_pack(panel *p, int type, const char *w, size_t row_bytes, int rows, int K, int fast)
 {
-    const int L = sub_len(type), nsub = K / L;
+    const qgemm_desc *d = desc_of(type);
+    const int L = d->L, nsub = K / L;
     int r, c, j;
+#ifdef CK_X86
+    const unpack_fn unpack = fast && unpack_avx512_of(type) ? unpack_avx512_of(type) : d->unpack;
+#else
+    const unpack_fn unpack = d->unpack;
+    (void)fast;
+#endif
     p->type = type;
     p->L = L;
-    p->z = zero_point(type);
-    p->min = has_min(type);
+    p->z = d->z;
+    p->min = d->has_min;
     p->rows = rows;
     for (r = 0; r < NR; r++) {
         if (r < rows) {
             uint8_t *ur = p->tmp + (size_t)r * K;
             float *sr = p->ts + (size_t)r * nsub, *mr = p->tm + (size_t)r * nsub;
-#ifdef CK_X86
-            if (fast && unpack_row_avx512(type, w + row_bytes * r, K, ur, sr, mr)) continue;
-#endif
-            unpack_row(type, w + row_bytes * r, K, ur, sr, mr);
+            unpack(w + row_bytes * r, K, ur, sr, mr);
         } else {
             memset(p->tmp + (size_t)r * K, 0, (size_t)K);
             for (j = 0; j < nsub; j++) p->ts[r * nsub + j] = p->tm[r * nsub + j] = 0.0f;

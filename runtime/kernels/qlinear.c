@@ -34,6 +34,7 @@
 #include <omp.h>
 #endif
 
+#include "ck_errors.h"
 #include "ck_kernels.h"
 #include "ck_quant.h"
 #include "ck_simd.h"
@@ -43,29 +44,6 @@
 
 #define CK_QTILE 64      /* rows dequantized per sgemm in the prefill path */
 #define CK_QGEMM_MIN_T 4 /* from this many tokens on, the tile path */
-
-static float bf16_to_f32(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* the 8 (scale, min) pairs of a q4_K / q5_K super-block */
-static void k4_scales(const uint8_t *q, int16_t *sc, int *mn)
-{
-    int j;
-    for (j = 0; j < 8; j++) {
-        if (j < 4) {
-            sc[j] = q[j] & 63;
-            mn[j] = q[j + 4] & 63;
-        } else {
-            sc[j] = (int16_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-            mn[j] = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
-        }
-    }
-}
 
 /* ---- scalar dot products: the reference twins of the AVX2 bodies ------------------ */
 
@@ -81,130 +59,180 @@ static void unpack_q5(const uint8_t *qs, const uint8_t *qh4, int offset, int *q)
     }
 }
 
-float ck_vec_dot_ref(int type, int64_t n, const void *vw, const void *va)
+/* f32 / f16 / bf16 rows against float activations, in double */
+static float dot_ref_f32(int64_t n, const void *vw, const void *va)
 {
-    int64_t i, nb = n / (ck_qtype_block(type) > 0 ? ck_qtype_block(type) : 1);
-    int j, l;
+    const float *w = (const float *)vw, *a = (const float *)va;
+    double acc = 0.0;
+    int64_t i;
+    for (i = 0; i < n; i++) acc += (double)w[i] * a[i];
+    return (float)acc;
+}
+
+static float dot_ref_f16(int64_t n, const void *vw, const void *va)
+{
+    const uint16_t *w = (const uint16_t *)vw;
+    const float *a = (const float *)va;
+    double acc = 0.0;
+    int64_t i;
+    for (i = 0; i < n; i++) acc += (double)ck_fp16_to_fp32(w[i]) * a[i];
+    return (float)acc;
+}
+
+static float dot_ref_bf16(int64_t n, const void *vw, const void *va)
+{
+    const uint16_t *w = (const uint16_t *)vw;
+    const float *a = (const float *)va;
+    double acc = 0.0;
+    int64_t i;
+    for (i = 0; i < n; i++) acc += (double)ck_bf16_to_fp32(w[i]) * a[i];
+    return (float)acc;
+}
+
+static float dot_ref_q8_0(int64_t n, const void *vw, const void *va)
+{
+    const ck_block_q8_0 *w = (const ck_block_q8_0 *)vw, *a = (const ck_block_q8_0 *)va;
     float sum = 0.0f;
-    switch (type) {
-    case CK_Q_F32:
-    case CK_Q_F16:
-    case CK_Q_BF16: {
-        const float *a = (const float *)va;
-        double acc = 0.0;
-        for (i = 0; i < n; i++) {
-            float w = type == CK_Q_F32    ? ((const float *)vw)[i]
-                      : type == CK_Q_F16 ? ck_fp16_to_fp32(((const uint16_t *)vw)[i])
-                                          : bf16_to_f32(((const uint16_t *)vw)[i]);
-            acc += (double)w * a[i];
-        }
-        return (float)acc;
+    int64_t i;
+    int j;
+    for (i = 0; i < n / CK_QK; i++) {
+        int s = 0;
+        for (j = 0; j < CK_QK; j++) s += w[i].qs[j] * a[i].qs[j];
+        sum += s * ck_fp16_to_fp32(w[i].d) * ck_fp16_to_fp32(a[i].d);
     }
-    case CK_Q_Q8_0: {
-        const ck_block_q8_0 *w = (const ck_block_q8_0 *)vw, *a = (const ck_block_q8_0 *)va;
-        for (i = 0; i < nb; i++) {
-            int s = 0;
-            for (j = 0; j < CK_QK; j++) s += w[i].qs[j] * a[i].qs[j];
-            sum += s * ck_fp16_to_fp32(w[i].d) * ck_fp16_to_fp32(a[i].d);
-        }
-        return sum;
+    return sum;
+}
+
+static float dot_ref_q4_0(int64_t n, const void *vw, const void *va)
+{
+    const ck_block_q4_0 *w = (const ck_block_q4_0 *)vw;
+    const ck_block_q8_0 *a = (const ck_block_q8_0 *)va;
+    float sum = 0.0f;
+    int64_t i;
+    int j;
+    for (i = 0; i < n / CK_QK; i++) {
+        int s = 0;
+        for (j = 0; j < CK_QK / 2; j++)
+            s += ((w[i].qs[j] & 0x0F) - 8) * a[i].qs[j] + ((w[i].qs[j] >> 4) - 8) * a[i].qs[j + CK_QK / 2];
+        sum += s * ck_fp16_to_fp32(w[i].d) * ck_fp16_to_fp32(a[i].d);
     }
-    case CK_Q_Q4_0: {
-        const ck_block_q4_0 *w = (const ck_block_q4_0 *)vw;
-        const ck_block_q8_0 *a = (const ck_block_q8_0 *)va;
-        for (i = 0; i < nb; i++) {
-            int s = 0;
-            for (j = 0; j < CK_QK / 2; j++)
-                s += ((w[i].qs[j] & 0x0F) - 8) * a[i].qs[j] + ((w[i].qs[j] >> 4) - 8) * a[i].qs[j + CK_QK / 2];
-            sum += s * ck_fp16_to_fp32(w[i].d) * ck_fp16_to_fp32(a[i].d);
-        }
-        return sum;
+    return sum;
+}
+
+static float dot_ref_q4_1(int64_t n, const void *vw, const void *va)
+{
+    const ck_block_q4_1 *w = (const ck_block_q4_1 *)vw;
+    const ck_block_q8_1 *a = (const ck_block_q8_1 *)va;
+    float sum = 0.0f;
+    int64_t i;
+    int j;
+    for (i = 0; i < n / CK_QK; i++) {
+        int s = 0;
+        for (j = 0; j < CK_QK / 2; j++)
+            s += (w[i].qs[j] & 0x0F) * a[i].qs[j] + (w[i].qs[j] >> 4) * a[i].qs[j + CK_QK / 2];
+        sum += ck_fp16_to_fp32(w[i].d) * ck_fp16_to_fp32(a[i].d) * s + ck_fp16_to_fp32(w[i].m) * ck_fp16_to_fp32(a[i].s);
     }
-    case CK_Q_Q4_1: {
-        const ck_block_q4_1 *w = (const ck_block_q4_1 *)vw;
-        const ck_block_q8_1 *a = (const ck_block_q8_1 *)va;
-        for (i = 0; i < nb; i++) {
-            int s = 0;
-            for (j = 0; j < CK_QK / 2; j++)
-                s += (w[i].qs[j] & 0x0F) * a[i].qs[j] + (w[i].qs[j] >> 4) * a[i].qs[j + CK_QK / 2];
-            sum += ck_fp16_to_fp32(w[i].d) * ck_fp16_to_fp32(a[i].d) * s + ck_fp16_to_fp32(w[i].m) * ck_fp16_to_fp32(a[i].s);
-        }
-        return sum;
+    return sum;
+}
+
+static float dot_ref_q5_0(int64_t n, const void *vw, const void *va)
+{
+    const ck_block_q5_0 *w = (const ck_block_q5_0 *)vw;
+    const ck_block_q8_0 *a = (const ck_block_q8_0 *)va;
+    float sum = 0.0f;
+    int64_t i;
+    int j;
+    for (i = 0; i < n / CK_QK; i++) {
+        int q[CK_QK], s = 0;
+        unpack_q5(w[i].qs, w[i].qh, 16, q);
+        for (j = 0; j < CK_QK; j++) s += q[j] * a[i].qs[j];
+        sum += s * ck_fp16_to_fp32(w[i].d) * ck_fp16_to_fp32(a[i].d);
     }
-    case CK_Q_Q5_0: {
-        const ck_block_q5_0 *w = (const ck_block_q5_0 *)vw;
-        const ck_block_q8_0 *a = (const ck_block_q8_0 *)va;
-        for (i = 0; i < nb; i++) {
-            int q[CK_QK], s = 0;
-            unpack_q5(w[i].qs, w[i].qh, 16, q);
-            for (j = 0; j < CK_QK; j++) s += q[j] * a[i].qs[j];
-            sum += s * ck_fp16_to_fp32(w[i].d) * ck_fp16_to_fp32(a[i].d);
-        }
-        return sum;
+    return sum;
+}
+
+static float dot_ref_q5_1(int64_t n, const void *vw, const void *va)
+{
+    const ck_block_q5_1 *w = (const ck_block_q5_1 *)vw;
+    const ck_block_q8_1 *a = (const ck_block_q8_1 *)va;
+    float sum = 0.0f;
+    int64_t i;
+    int j;
+    for (i = 0; i < n / CK_QK; i++) {
+        int q[CK_QK], s = 0;
+        unpack_q5(w[i].qs, w[i].qh, 0, q);
+        for (j = 0; j < CK_QK; j++) s += q[j] * a[i].qs[j];
+        sum += ck_fp16_to_fp32(w[i].d) * ck_fp16_to_fp32(a[i].d) * s + ck_fp16_to_fp32(w[i].m) * ck_fp16_to_fp32(a[i].s);
     }
-    case CK_Q_Q5_1: {
-        const ck_block_q5_1 *w = (const ck_block_q5_1 *)vw;
-        const ck_block_q8_1 *a = (const ck_block_q8_1 *)va;
-        for (i = 0; i < nb; i++) {
-            int q[CK_QK], s = 0;
-            unpack_q5(w[i].qs, w[i].qh, 0, q);
-            for (j = 0; j < CK_QK; j++) s += q[j] * a[i].qs[j];
-            sum += ck_fp16_to_fp32(w[i].d) * ck_fp16_to_fp32(a[i].d) * s + ck_fp16_to_fp32(w[i].m) * ck_fp16_to_fp32(a[i].s);
+    return sum;
+}
+
+/* one q4_K / q5_K super-block (qh: q5_K's fifth bits, NULL for q4_K) against a q8_K block */
+static float dot_ref_k(const uint8_t *scales12, uint16_t d, uint16_t dmin, const uint8_t *q, const uint8_t *qh,
+                       const ck_block_q8_K *a)
+{
+    uint8_t sc[8], mn[8];
+    int sumi = 0, summ = 0, j, l;
+    ck_k4_scales_mins(scales12, sc, mn);
+    for (j = 0; j < 8; j++) {
+        int s = 0;
+        for (l = 0; l < 32; l++) {
+            int v = j & 1 ? q[32 * (j / 2) + l] >> 4 : q[32 * (j / 2) + l] & 0xF;
+            if (qh && (qh[l] >> j) & 1) v += 16;
+            s += v * a->qs[32 * j + l];
         }
-        return sum;
+        sumi += sc[j] * s;
+        summ += mn[j] * (a->bsums[2 * j] + a->bsums[2 * j + 1]);
     }
-    case CK_Q_Q4_K:
-    case CK_Q_Q5_K: {
-        const ck_block_q8_K *a = (const ck_block_q8_K *)va;
-        for (i = 0; i < nb; i++) {
-            const ck_block_q4_K *w4 = (const ck_block_q4_K *)vw + i;
-            const ck_block_q5_K *w5 = (const ck_block_q5_K *)vw + i;
-            const uint8_t *scales = type == CK_Q_Q4_K ? w4->scales : w5->scales;
-            const uint8_t *q = type == CK_Q_Q4_K ? w4->qs : w5->qs;
-            const int8_t *y = a[i].qs;
-            int sumi = 0, summ = 0, mn[8];
-            int16_t sc8[8];
-            k4_scales(scales, sc8, mn);
-            for (j = 0; j < 8; j++) {
-                int s = 0;
-                for (l = 0; l < 32; l++) {
-                    int v = j & 1 ? q[32 * (j / 2) + l] >> 4 : q[32 * (j / 2) + l] & 0xF;
-                    if (type == CK_Q_Q5_K && (w5->qh[l] >> j) & 1) v += 16;
-                    s += v * y[32 * j + l];
-                }
-                sumi += sc8[j] * s;
-                summ += mn[j] * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
+    return a->d * (ck_fp16_to_fp32(d) * sumi - ck_fp16_to_fp32(dmin) * summ);
+}
+
+static float dot_ref_q4_K(int64_t n, const void *vw, const void *va)
+{
+    const ck_block_q4_K *w = (const ck_block_q4_K *)vw;
+    const ck_block_q8_K *a = (const ck_block_q8_K *)va;
+    float sum = 0.0f;
+    int64_t i;
+    for (i = 0; i < n / CK_QK_K; i++) sum += dot_ref_k(w[i].scales, w[i].d, w[i].dmin, w[i].qs, NULL, &a[i]);
+    return sum;
+}
+
+static float dot_ref_q5_K(int64_t n, const void *vw, const void *va)
+{
+    const ck_block_q5_K *w = (const ck_block_q5_K *)vw;
+    const ck_block_q8_K *a = (const ck_block_q8_K *)va;
+    float sum = 0.0f;
+    int64_t i;
+    for (i = 0; i < n / CK_QK_K; i++) sum += dot_ref_k(w[i].scales, w[i].d, w[i].dmin, w[i].qs, w[i].qh, &a[i]);
+    return sum;
+}
+
+static float dot_ref_q6_K(int64_t n, const void *vw, const void *va)
+{
+    const ck_block_q6_K *w = (const ck_block_q6_K *)vw;
+    const ck_block_q8_K *a = (const ck_block_q8_K *)va;
+    float sum = 0.0f;
+    int64_t i;
+    int j, l;
+    for (i = 0; i < n / CK_QK_K; i++) {
+        const uint8_t *ql = w[i].ql, *qh = w[i].qh;
+        const int8_t *y = a[i].qs;
+        int q[CK_QK_K], sumi = 0;
+        for (j = 0; j < CK_QK_K; j += 128, ql += 64, qh += 32)
+            for (l = 0; l < 32; l++) {
+                q[j + l + 0] = ((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                q[j + l + 32] = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                q[j + l + 64] = ((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                q[j + l + 96] = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
             }
-            sum += a[i].d * (ck_fp16_to_fp32(type == CK_Q_Q4_K ? w4->d : w5->d) * sumi -
-                             ck_fp16_to_fp32(type == CK_Q_Q4_K ? w4->dmin : w5->dmin) * summ);
+        for (j = 0; j < CK_QK_K / 16; j++) {
+            int s = 0;
+            for (l = 0; l < 16; l++) s += q[16 * j + l] * y[16 * j + l];
+            sumi += w[i].scales[j] * s;
         }
-        return sum;
+        sum += a[i].d * ck_fp16_to_fp32(w[i].d) * sumi;
     }
-    case CK_Q_Q6_K: {
-        const ck_block_q6_K *w = (const ck_block_q6_K *)vw;
-        const ck_block_q8_K *a = (const ck_block_q8_K *)va;
-        for (i = 0; i < nb; i++) {
-            const uint8_t *ql = w[i].ql, *qh = w[i].qh;
-            const int8_t *y = a[i].qs;
-            int q[CK_QK_K], sumi = 0;
-            for (j = 0; j < CK_QK_K; j += 128, ql += 64, qh += 32)
-                for (l = 0; l < 32; l++) {
-                    q[j + l + 0] = ((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-                    q[j + l + 32] = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-                    q[j + l + 64] = ((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-                    q[j + l + 96] = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-                }
-            for (j = 0; j < CK_QK_K / 16; j++) {
-                int s = 0;
-                for (l = 0; l < 16; l++) s += q[16 * j + l] * y[16 * j + l];
-                sumi += w[i].scales[j] * s;
-            }
-            sum += a[i].d * ck_fp16_to_fp32(w[i].d) * sumi;
-        }
-        return sum;
-    }
-    default: return 0.0f;
-    }
+    return sum;
 }
 
 #ifdef CK_X86
@@ -348,10 +376,10 @@ CK_AVX2_F16 static float dot_qk45(int q5, int64_t nb, const void *vw, const ck_b
         const ck_block_q5_K *w5 = (const ck_block_q5_K *)vw + i;
         const uint8_t *q = q5 ? w5->qs : w4->qs;
         const int8_t *y = a[i].qs;
-        int16_t sc[8];
-        int mn[8], summ = 0;
+        uint8_t sc[8], mn[8];
+        int summ = 0;
         __m256i sumi = _mm256_setzero_si256(), hbits = _mm256_setzero_si256();
-        k4_scales(q5 ? w5->scales : w4->scales, sc, mn);
+        ck_k4_scales_mins(q5 ? w5->scales : w4->scales, sc, mn);
         for (j = 0; j < 8; j++) summ += mn[j] * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
         if (q5) hbits = _mm256_loadu_si256((const __m256i *)w5->qh);
         for (j = 0; j < 4; j++, q += 32, y += 64) {
@@ -475,7 +503,7 @@ CK_AVX2_F16 static void bf16_row(const uint16_t *x, float *y, int64_t n)
 {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, bf16x8(x + i));
-    for (; i < n; i++) y[i] = bf16_to_f32(x[i]);
+    for (; i < n; i++) y[i] = ck_bf16_to_fp32(x[i]);
 }
 
 /* With AVX-VNNI one vpdpbusd does maddubs + madd (no int16 saturation either) */
@@ -496,8 +524,6 @@ __attribute__((target("avx2,fma,f16c,avxvnni"))) static float dot_q4_0_sums_vnni
     }
     return hsum8(acc) - 8.0f * corr;
 }
-
-static float vec_dot_avx2(int type, int64_t n, const void *w, const void *a);
 
 /* ---- AVX-512 VNNI decode bodies: 64 weights per vpdpbusd, exact integer sums per block ----
  * q8_0 and q4_0 multiply unsigned weights (q + 128, or the raw nibble) and take
@@ -598,25 +624,12 @@ static float dot_512_unprepared(int type, int64_t nb, const void *w, const ck_bl
         a.q = q, a.d = d, a.off8 = off, a.off128 = off + 8 * nb;
         r = dot_q40_q80_512(type == CK_Q_Q8_0, nb, w, &a);
     } else {
-        r = vec_dot_avx2(type, nb * CK_QK, w, blk);
+        r = type == CK_Q_Q8_0 ? dot_q8_0(nb, (const ck_block_q8_0 *)w, blk) : dot_q4_0(nb, (const ck_block_q4_0 *)w, blk);
     }
     free(q);
     free(d);
     free(off);
     return r;
-}
-
-/* the 8 6-bit scales and mins of a q4_K / q5_K super-block as bytes (llama.cpp's 32-bit unpacking) */
-static inline void k4_scales_mins(const uint8_t *q, uint8_t *sc8, uint8_t *mn8)
-{
-    uint32_t u[3], s[2], m[2];
-    memcpy(u, q, 12);
-    s[0] = u[0] & 0x3f3f3f3fu;
-    m[0] = u[1] & 0x3f3f3f3fu;
-    s[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-    m[1] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-    memcpy(sc8, s, 8);
-    memcpy(mn8, m, 8);
 }
 
 /* q4_K: 64 weights (sub-blocks 2k and 2k + 1) per step: maddubs pairs, then vpdpwssd applies each
@@ -632,7 +645,7 @@ CK_AVX512_VNNI static float dot_q4_K_512(int64_t nb, const ck_block_q4_K *w, con
         uint8_t sc8[8], mn8[8];
         __m512i sumi = _mm512_setzero_si512();
         __m128i mins, sums;
-        k4_scales_mins(w[i].scales, sc8, mn8);
+        ck_k4_scales_mins(w[i].scales, sc8, mn8);
         {
             int64_t s8;
             memcpy(&s8, sc8, 8);
@@ -713,43 +726,81 @@ CK_AVX512_VNNI static float dot_q6_K_512(int64_t nb, const ck_block_q6_K *w, con
     return _mm512_reduce_add_ps(acc);
 }
 
-static float vec_dot_avx512(int type, int64_t n, const void *w, const void *a)
-{
-    switch (type) {
-    case CK_Q_Q8_0:
-    case CK_Q_Q4_0: return dot_512_unprepared(type, n / CK_QK, w, (const ck_block_q8_0 *)a);
-    case CK_Q_Q4_K: return dot_q4_K_512(n / CK_QK_K, (const ck_block_q4_K *)w, (const ck_block_q8_K *)a);
-    case CK_Q_Q6_K: return dot_q6_K_512(n / CK_QK_K, (const ck_block_q6_K *)w, (const ck_block_q8_K *)a);
-    default: return vec_dot_avx2(type, n, w, a);
+/* the bodies above as ck_vec_dot_fn (n elements, untyped rows) */
+#define CK_DOT_FN(name, call)                                          \
+    static float name(int64_t n, const void *w, const void *a)         \
+    {                                                                  \
+        return call;                                                   \
     }
+CK_DOT_FN(dot_avx2_f32, dot_f32(n, (const float *)w, (const float *)a))
+CK_DOT_FN(dot_avx2_f16, dot_f16(n, (const uint16_t *)w, (const float *)a))
+CK_DOT_FN(dot_avx2_bf16, dot_bf16(n, (const uint16_t *)w, (const float *)a))
+CK_DOT_FN(dot_avx2_q8_0, dot_q8_0(n / CK_QK, (const ck_block_q8_0 *)w, (const ck_block_q8_0 *)a))
+CK_DOT_FN(dot_avx2_q4_0, dot_q4_0(n / CK_QK, (const ck_block_q4_0 *)w, (const ck_block_q8_0 *)a))
+CK_DOT_FN(dot_avx2_q4_1, dot_q4_1(n / CK_QK, (const ck_block_q4_1 *)w, (const ck_block_q8_1 *)a))
+CK_DOT_FN(dot_avx2_q5_0, dot_q5_0(n / CK_QK, (const ck_block_q5_0 *)w, (const ck_block_q8_0 *)a))
+CK_DOT_FN(dot_avx2_q5_1, dot_q5_1(n / CK_QK, (const ck_block_q5_1 *)w, (const ck_block_q8_1 *)a))
+CK_DOT_FN(dot_avx2_q4_K, dot_qk45(0, n / CK_QK_K, w, (const ck_block_q8_K *)a))
+CK_DOT_FN(dot_avx2_q5_K, dot_qk45(1, n / CK_QK_K, w, (const ck_block_q8_K *)a))
+CK_DOT_FN(dot_avx2_q6_K, dot_q6_K(n / CK_QK_K, (const ck_block_q6_K *)w, (const ck_block_q8_K *)a))
+CK_DOT_FN(dot_avx512_q8_0, dot_512_unprepared(CK_Q_Q8_0, n / CK_QK, w, (const ck_block_q8_0 *)a))
+CK_DOT_FN(dot_avx512_q4_0, dot_512_unprepared(CK_Q_Q4_0, n / CK_QK, w, (const ck_block_q8_0 *)a))
+CK_DOT_FN(dot_avx512_q4_K, dot_q4_K_512(n / CK_QK_K, (const ck_block_q4_K *)w, (const ck_block_q8_K *)a))
+CK_DOT_FN(dot_avx512_q6_K, dot_q6_K_512(n / CK_QK_K, (const ck_block_q6_K *)w, (const ck_block_q8_K *)a))
+#undef CK_DOT_FN
+#define CK_ON_X86(fn) fn
+#else
+#define CK_ON_X86(fn) NULL
+#endif /* CK_X86 */
+
+/* ---- the kernels' side of each type (as ggml's type_traits_cpu) -------------------------------------------
+ * A type ckc stores has a row with its reference dot product; a CPU body it lacks is NULL (ck_vec_dot then
+ * takes the next one down). gemm: how prefill multiplies it (qgemm.c's int8 GEMM, fgemm.c's float GEMM, else
+ * dequantized tiles into sgemm). */
+static const ck_qtype_cpu kCpu[] = {
+    {CK_Q_F32, dot_ref_f32, CK_ON_X86(dot_avx2_f32), NULL, CK_GEMM_FLOAT},
+    {CK_Q_F16, dot_ref_f16, CK_ON_X86(dot_avx2_f16), NULL, CK_GEMM_FLOAT},
+    {CK_Q_BF16, dot_ref_bf16, CK_ON_X86(dot_avx2_bf16), NULL, CK_GEMM_FLOAT},
+    {CK_Q_Q8_0, dot_ref_q8_0, CK_ON_X86(dot_avx2_q8_0), CK_ON_X86(dot_avx512_q8_0), CK_GEMM_INT8},
+    {CK_Q_Q4_0, dot_ref_q4_0, CK_ON_X86(dot_avx2_q4_0), CK_ON_X86(dot_avx512_q4_0), CK_GEMM_INT8},
+    {CK_Q_Q4_1, dot_ref_q4_1, CK_ON_X86(dot_avx2_q4_1), NULL, CK_GEMM_INT8},
+    {CK_Q_Q5_0, dot_ref_q5_0, CK_ON_X86(dot_avx2_q5_0), NULL, CK_GEMM_INT8},
+    {CK_Q_Q5_1, dot_ref_q5_1, CK_ON_X86(dot_avx2_q5_1), NULL, CK_GEMM_INT8},
+    {CK_Q_Q4_K, dot_ref_q4_K, CK_ON_X86(dot_avx2_q4_K), CK_ON_X86(dot_avx512_q4_K), CK_GEMM_INT8},
+    {CK_Q_Q5_K, dot_ref_q5_K, CK_ON_X86(dot_avx2_q5_K), NULL, CK_GEMM_INT8},
+    {CK_Q_Q6_K, dot_ref_q6_K, CK_ON_X86(dot_avx2_q6_K), CK_ON_X86(dot_avx512_q6_K), CK_GEMM_INT8},
+};
+#undef CK_ON_X86
+
+const ck_qtype_cpu *ck_qtype_cpu_of(int type)
+{
+    size_t i;
+    for (i = 0; i < sizeof kCpu / sizeof kCpu[0]; i++)
+        if (kCpu[i].type == type) return &kCpu[i];
+    return NULL;
 }
 
-static float vec_dot_avx2(int type, int64_t n, const void *w, const void *a)
+ck_vec_dot_fn ck_vec_dot_for(int type)
 {
-    switch (type) {
-    case CK_Q_F32: return dot_f32(n, (const float *)w, (const float *)a);
-    case CK_Q_F16: return dot_f16(n, (const uint16_t *)w, (const float *)a);
-    case CK_Q_BF16: return dot_bf16(n, (const uint16_t *)w, (const float *)a);
-    case CK_Q_Q8_0: return dot_q8_0(n / CK_QK, (const ck_block_q8_0 *)w, (const ck_block_q8_0 *)a);
-    case CK_Q_Q4_0: return dot_q4_0(n / CK_QK, (const ck_block_q4_0 *)w, (const ck_block_q8_0 *)a);
-    case CK_Q_Q4_1: return dot_q4_1(n / CK_QK, (const ck_block_q4_1 *)w, (const ck_block_q8_1 *)a);
-    case CK_Q_Q5_0: return dot_q5_0(n / CK_QK, (const ck_block_q5_0 *)w, (const ck_block_q8_0 *)a);
-    case CK_Q_Q5_1: return dot_q5_1(n / CK_QK, (const ck_block_q5_1 *)w, (const ck_block_q8_1 *)a);
-    case CK_Q_Q4_K: return dot_qk45(0, n / CK_QK_K, w, (const ck_block_q8_K *)a);
-    case CK_Q_Q5_K: return dot_qk45(1, n / CK_QK_K, w, (const ck_block_q8_K *)a);
-    case CK_Q_Q6_K: return dot_q6_K(n / CK_QK_K, (const ck_block_q6_K *)w, (const ck_block_q8_K *)a);
-    default: return ck_vec_dot_ref(type, n, w, a);
-    }
+    const ck_qtype_cpu *c = ck_qtype_cpu_of(type);
+    if (!c) return NULL;
+#ifdef CK_X86
+    if (c->dot_avx512 && ck_cpu_avx512vnni()) return c->dot_avx512;
+    if (c->dot_avx2 && ck_has_avx2()) return c->dot_avx2;
+#endif
+    return c->dot_ref;
 }
-#endif /* CK_X86 */
 
 float ck_vec_dot(int type, int64_t n, const void *w, const void *a)
 {
-#ifdef CK_X86
-    if (ck_cpu_avx512vnni()) return vec_dot_avx512(type, n, w, a);
-    if (ck_has_avx2()) return vec_dot_avx2(type, n, w, a);
-#endif
-    return ck_vec_dot_ref(type, n, w, a);
+    ck_vec_dot_fn f = ck_vec_dot_for(type);
+    return f ? f(n, w, a) : NAN;
+}
+
+float ck_vec_dot_ref(int type, int64_t n, const void *w, const void *a)
+{
+    const ck_qtype_cpu *c = ck_qtype_cpu_of(type);
+    return c && c->dot_ref ? c->dot_ref(n, w, a) : NAN;
 }
 
 /* ---- matrices ---------------------------------------------------------------- */
@@ -769,17 +820,18 @@ static const void *qmat_row_ptr(const ck_qmat *w, int64_t r, int K, int *type)
     return (const char *)w->data[p] + (size_t)r * ck_qtype_row_bytes(w->type[p], K);
 }
 
-void ck_qmat_row(const ck_qmat *w, int64_t r, int K, float *y)
+int ck_qmat_row(const ck_qmat *w, int64_t r, int K, float *y)
 {
     int type;
     const void *row = qmat_row_ptr(w, r, K, &type);
-    ck_dequantize_row(type, row, y, K);
+    return ck_dequantize_row(type, row, y, K);
 }
 
-void ck_embedding_q(float *out, const ck_qmat *table, const int32_t *ids, int T, int C)
+int ck_embedding_q(float *out, const ck_qmat *table, const int32_t *ids, int T, int C)
 {
-    int t;
-    for (t = 0; t < T; t++) ck_qmat_row(table, ids[t], C, out + (size_t)t * C);
+    int t, rc = CK_OK;
+    for (t = 0; t < T && rc == CK_OK; t++) rc = ck_qmat_row(table, ids[t], C, out + (size_t)t * C);
+    return rc;
 }
 
 /* One row of activations in a dot type, as llama.cpp's x86 CPU backend
@@ -792,8 +844,8 @@ static void quantize_act(int type, const float *x, void *vy, int64_t n)
 {
     int64_t i;
     int j;
-    if (type != CK_Q_Q8_0 && type != CK_Q_Q8_1) {
-        ck_quantize_row(type, x, vy, n);
+    if (type != CK_Q_Q8_0 && type != CK_Q_Q8_1) { /* q8_K: the type has a quantizer (check_types) */
+        ck_qtype_traits_of(type)->quantize(x, vy, n / ck_qtype_block(type));
         return;
     }
 
@@ -954,6 +1006,7 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
         const size_t rb = ck_qtype_row_bytes(type, K);
         const int64_t a = n0 > base ? n0 : base, b = n1 < base + w->rows[p] ? n1 : base + w->rows[p];
         const char *rows = (const char *)w->data[p] - (size_t)base * rb; /* indexed by global row */
+        const ck_vec_dot_fn dot = fast ? ck_vec_dot_for(type) : ck_qtype_cpu_of(type)->dot_ref;
         for (t = 0; t < T; t++) {
             const void *act = act_row(acts, type, t);
             float *o = out + (size_t)t * ldo;
@@ -984,8 +1037,7 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
             }
 #endif
             for (; n < b; n++) {
-                float v = fast ? ck_vec_dot(type, K, rows + (size_t)n * rb, act)
-                               : ck_vec_dot_ref(type, K, rows + (size_t)n * rb, act);
+                float v = dot(K, rows + (size_t)n * rb, act);
                 if (bias) v += bias[n];
                 if (ad) v += ad[n];
                 o[n] = v;
@@ -1027,7 +1079,7 @@ static void tile_rows(float *out, int ldo, const float *x, int ldx, const ck_qma
                     continue;
                 }
 #endif
-                ck_dequantize_row(type, src, dst, K);
+                ck_qtype_traits_of(type)->dequantize(src, dst, K / ck_qtype_block(type)); /* (check_types) */
             }
             ck_linear_cols(out, ldo, x, ldx, tile, bias, add, ld_add, T, K, (int)c, nb);
         }
@@ -1058,13 +1110,14 @@ static int prefill_rows(prefill_job *j, int64_t n0, int64_t n1, float **tile)
         const int type = j->w->type[p];
         const int64_t a = n0 > base ? n0 : base, b = n1 < base + j->w->rows[p] ? n1 : base + j->w->rows[p];
         if (b <= a) continue;
-        if (ck_qgemm_type(type) && ck_qgemm_fast()) {
+        const int gemm = ck_qtype_cpu_of(type)->gemm;
+        if (gemm == CK_GEMM_INT8 && ck_qgemm_fast()) {
             if (ck_qgemm_rows(j->out, j->ldo, &j->acts[part_acts(type)], type, j->w->data[p], j->bias, j->add,
                               j->ld_add, a - base, b - base, base, 1))
                 return -1;
             continue;
         }
-        if (ck_fgemm_type(type) && ck_fgemm_fast()) {
+        if (gemm == CK_GEMM_FLOAT && ck_fgemm_fast()) {
             if (ck_fgemm_rows(j->out, j->ldo, j->x, j->ldx, type, j->w->data[p], j->bias, j->add, j->ld_add, j->T,
                               j->K, a - base, b - base, base, 1))
                 return -1;
@@ -1085,7 +1138,7 @@ static int prefill(float *out, int ldo, const float *x, int ldx, const ck_qmat *
     j.out = out, j.ldo = ldo, j.x = x, j.ldx = ldx, j.w = w, j.bias = bias, j.add = add, j.ld_add = ld_add;
     j.T = T, j.K = K;
     for (p = 0; p < w->n_parts; p++)
-        if (ck_qgemm_type(w->type[p]) && ck_qgemm_fast()) need[part_acts(w->type[p])] = 1;
+        if (ck_qtype_cpu_of(w->type[p])->gemm == CK_GEMM_INT8 && ck_qgemm_fast()) need[part_acts(w->type[p])] = 1;
     for (k = 0; k < 2; k++)
         if (need[k] && ck_qgemm_acts_init(&j.acts[k], k ? CK_Q_Q8_K : CK_Q_Q8_0, T, K)) failed = 1;
     if (!failed) {
@@ -1117,7 +1170,20 @@ static int prefill(float *out, int ldo, const float *x, int ldx, const ck_qmat *
         }
     }
     for (k = 0; k < 2; k++) ck_qgemm_acts_free(&j.acts[k]);
-    return failed ? -1 : 0;
+    return failed ? CK_ENOMEM : CK_OK;
+}
+
+/* CK_ENOTSUP when a part's type lacks what the paths below call: its kernels (ck_qtype_cpu), its
+ * dequantizer (the tiles), its activations' quantizer. ck_weight_load only makes ck_qmats of types that have
+ * them; checked once per call here, so the loops call the functions directly. */
+static int check_types(const ck_qmat *w)
+{
+    int p;
+    for (p = 0; p < w->n_parts; p++) {
+        const ck_qtype_traits *t = ck_qtype_traits_of(w->type[p]), *a = ck_qtype_traits_of(ck_qtype_dot_type(w->type[p]));
+        if (!ck_qtype_cpu_of(w->type[p]) || !t || !t->dequantize || !a || !a->quantize) return CK_ENOTSUP;
+    }
+    return CK_OK;
 }
 
 int ck_linear_q(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, const float *bias, const float *add,
@@ -1125,13 +1191,14 @@ int ck_linear_q(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, 
 {
     int team = 1;
     act_set acts;
+    if (check_types(w)) return CK_ENOTSUP;
 #ifdef _OPENMP
     team = omp_in_parallel() || (double)T * K * N < CK_PAR_MIN ? 1 : omp_get_max_threads();
 #endif
     if (T >= CK_QGEMM_MIN_T) return prefill(out, ldo, x, ldx, w, bias, add, ld_add, T, K, N, team);
     if (act_prepare(&acts, w, x, ldx, T, K, 1)) {
         act_free(&acts);
-        return -1;
+        return CK_ENOMEM;
     }
     if (team == 1) {
         dot_rows(out, ldo, &acts, w, bias, add, ld_add, T, K, 0, N, 1);
@@ -1153,7 +1220,9 @@ int ck_linear_q_ref(float *out, int ldo, const float *x, int ldx, const ck_qmat 
                     const float *add, int ld_add, int T, int K, int N)
 {
     act_set acts;
-    int rc = act_prepare(&acts, w, x, ldx, T, K, 0);
+    int rc;
+    if (check_types(w)) return CK_ENOTSUP;
+    rc = act_prepare(&acts, w, x, ldx, T, K, 0) ? CK_ENOMEM : CK_OK;
     if (!rc) dot_rows(out, ldo, &acts, w, bias, add, ld_add, T, K, 0, N, 0);
     act_free(&acts);
     return rc;

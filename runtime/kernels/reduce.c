@@ -38,37 +38,60 @@ void ck_softmax_ref(float *out, const float *x, int64_t outer, int64_t n, int64_
 }
 
 /* A reduction's columns [j0, j1) of slice o, the rows read in order and the columns as vector lanes (a
- * column's sum in the order of the reference: the same value for any split); at most CK_REDUCE_COLS. */
+ * column's value in the order of the reference: the same for any split); at most CK_REDUCE_COLS. */
 #define CK_REDUCE_COLS 256
 static void reduce_cols(float *out, const float *x, int64_t o, int64_t n, int64_t inner, int64_t j0, int64_t j1,
                         ck_redop op)
 {
-    float acc[CK_REDUCE_COLS];
+    float accs[CK_REDUCE_COLS];
     int64_t j, k, w = j1 - j0;
     const float *xs = x + o * n * inner + j0;
-    for (j = 0; j < w; j++) acc[j] = op == CK_RED_MAX ? -INFINITY : 0.0f;
-    for (k = 0; k < n; k++) {
-        const float *xr = xs + k * inner;
-        if (op == CK_RED_MAX)
-            for (j = 0; j < w; j++) acc[j] = xr[j] > acc[j] ? xr[j] : acc[j];
-        else
-            for (j = 0; j < w; j++) acc[j] += xr[j];
+    switch (op) {
+#define CK_RED_COLS(ir_name, name, identity, combine, finish) \
+    case CK_RED_##name:                                          \
+        for (j = 0; j < w; j++) accs[j] = (float)(identity);     \
+        for (k = 0; k < n; k++) {                                \
+            const float *xr = xs + k * inner;                    \
+            for (j = 0; j < w; j++) {                            \
+                float acc = accs[j], x = xr[j];                  \
+                accs[j] = combine;                               \
+            }                                                    \
+        }                                                        \
+        for (j = 0; j < w; j++) {                                \
+            float acc = accs[j];                                 \
+            out[o * inner + j0 + j] = finish;                    \
+        }                                                        \
+        break;
+        CK_REDUCE_OPS(CK_RED_COLS)
+#undef CK_RED_COLS
+    case CK_RED_COUNT: break;
     }
-    for (j = 0; j < w; j++) out[o * inner + j0 + j] = op == CK_RED_MEAN ? acc[j] / (float)n : acc[j];
 }
 
-/* A contiguous row's reduction: a sum in ck_vsum's 16 lanes, a max in order */
+/* A contiguous row's reduction: a sum in ck_vsum's 16 lanes (SUM, MEAN), else the row's formula in order */
 static float reduce_row(const float *x, int64_t n, ck_redop op)
 {
-    float acc;
     int64_t k;
-    if (op != CK_RED_MAX) {
-        acc = ck_vsum(x, n);
-        return op == CK_RED_MEAN ? acc / (float)n : acc;
+    if (op == CK_RED_SUM) return ck_vsum(x, n);
+    if (op == CK_RED_MEAN) return ck_vsum(x, n) / (float)n;
+    switch (op) {
+#define CK_RED_ROW(ir_name, name, identity, combine, finish) \
+    case CK_RED_##name: {                                       \
+        float acc = (float)(identity);                          \
+        for (k = 0; k < n; k++) {                               \
+            float x_ = x[k];                                    \
+            {                                                   \
+                float x = x_;                                   \
+                acc = combine;                                  \
+            }                                                   \
+        }                                                       \
+        return finish;                                          \
     }
-    acc = -INFINITY;
-    for (k = 0; k < n; k++) acc = x[k] > acc ? x[k] : acc;
-    return acc;
+        CK_REDUCE_OPS(CK_RED_ROW)
+#undef CK_RED_ROW
+    case CK_RED_COUNT: break;
+    }
+    return NAN;
 }
 
 void ck_reduce(float *out, const float *x, int64_t outer, int64_t n, int64_t inner, ck_redop op)
@@ -89,17 +112,32 @@ void ck_reduce(float *out, const float *x, int64_t outer, int64_t n, int64_t inn
     }
 }
 
+/* The definition: each row's formula in double, in order. */
 void ck_reduce_ref(float *out, const float *x, int64_t outer, int64_t n, int64_t inner, ck_redop op)
 {
     int64_t o, j, k;
     for (o = 0; o < outer; o++)
         for (j = 0; j < inner; j++) {
-            double acc = op == CK_RED_MAX ? -INFINITY : 0.0;
-            for (k = 0; k < n; k++) {
-                double v = x[(o * n + k) * inner + j];
-                acc = op == CK_RED_MAX ? (v > acc ? v : acc) : acc + v;
+            double r = NAN;
+            switch (op) {
+#define CK_RED_REF(ir_name, name, identity, combine, finish)         \
+    case CK_RED_##name: {                                               \
+        double acc = identity;                                          \
+        for (k = 0; k < n; k++) {                                       \
+            double x_ = x[(o * n + k) * inner + j];                     \
+            {                                                           \
+                double x = x_;                                          \
+                acc = combine;                                          \
+            }                                                           \
+        }                                                               \
+        r = finish;                                                     \
+        break;                                                          \
+    }
+                CK_REDUCE_OPS(CK_RED_REF)
+#undef CK_RED_REF
+            case CK_RED_COUNT: break;
             }
-            out[o * inner + j] = (float)(op == CK_RED_MEAN ? acc / (double)n : acc);
+            out[o * inner + j] = (float)r;
         }
 }
 

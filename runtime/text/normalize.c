@@ -7,11 +7,7 @@
 #include <string.h>
 
 #include "tokenizer_impl.h"
-
-/* unicode_data.h is included once, by pretokenize.c; these are its lookups */
-int ck_unicode_ccc(uint32_t cp);
-int ck_unicode_decompose1(uint32_t cp, uint32_t *a, uint32_t *b);
-uint32_t ck_unicode_compose(uint32_t a, uint32_t b);
+#include "unicode.h"
 
 enum { SBASE = 0xAC00, LBASE = 0x1100, VBASE = 0x1161, TBASE = 0x11A7, LCOUNT = 19, VCOUNT = 21, TCOUNT = 28,
        NCOUNT = VCOUNT * TCOUNT, SCOUNT = LCOUNT * NCOUNT };
@@ -67,7 +63,7 @@ char *ck_utf8_nfc(const char *s, size_t n, size_t *out_len)
     /* below U+0300 every character is already NFC and nothing composes with it: lead bytes < 0xCC */
     for (k = 0; k < n && simple; k++) simple = (unsigned char)s[k] < 0xCC;
     if (simple) {
-        out = ck_tok_strdup(s, n);
+        out = ck_str_ndup(s, n);
         *out_len = n;
         return out;
     }

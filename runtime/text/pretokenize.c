@@ -1,5 +1,5 @@
 /*
- * pretokenize.c — UTF-8, character classes, and the pre-tokenizers' split rules.
+ * pretokenize.c — the pre-tokenizers' split rules (over the code points and classes of unicode.c).
  *
  * The byte-level BPE families split text with a regular expression before BPE (GPT-2's, Llama-3's,
  * Qwen2's). Those expressions are fixed strings in the tokenizer files, so each is coded here as the
@@ -12,75 +12,7 @@
 
 #include "ck_errors.h"
 #include "tokenizer_impl.h"
-#include "unicode_data.h"
-
-uint32_t ck_utf8_decode(const unsigned char *s, size_t n, int *len)
-{
-    uint32_t cp;
-    int need, i;
-    unsigned char c = s[0];
-    *len = 1;
-    if (c < 0x80) return c;
-    if (c >= 0xC2 && c <= 0xDF) need = 1, cp = c & 0x1F;
-    else if (c >= 0xE0 && c <= 0xEF) need = 2, cp = c & 0x0F;
-    else if (c >= 0xF0 && c <= 0xF4) need = 3, cp = c & 0x07;
-    else return CK_CP_INVALID;
-    if ((size_t)need >= n) return CK_CP_INVALID;
-    for (i = 1; i <= need; i++) {
-        if ((s[i] & 0xC0) != 0x80) return CK_CP_INVALID;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    /* overlong, surrogates, beyond U+10FFFF */
-    if ((need == 2 && cp < 0x800) || (need == 3 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
-        return CK_CP_INVALID;
-    *len = need + 1;
-    return cp;
-}
-
-int ck_utf8_encode(uint32_t cp, char *out)
-{
-    if (cp < 0x80) { out[0] = (char)cp; return 1; }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
-int ck_unicode_class(uint32_t cp)
-{
-    size_t lo = 0, hi = sizeof ck_unicode_ranges / sizeof ck_unicode_ranges[0];
-    if (cp < 0x80) {
-        if ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z') return 1;
-        return cp >= '0' && cp <= '9' ? 2 : 0;
-    }
-    if (cp == CK_CP_INVALID) return 0;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (cp < ck_unicode_ranges[mid].first) hi = mid;
-        else if (cp > ck_unicode_ranges[mid].last) lo = mid + 1;
-        else return ck_unicode_ranges[mid].cls;
-    }
-    return 0;
-}
-
-int ck_unicode_is_space(uint32_t cp)
-{
-    return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
-           (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
-           cp == 0x3000;
-}
+#include "unicode.h"
 
 /* ---- the rules over decoded code points ---- */
 
@@ -211,9 +143,10 @@ int ck_split(ck_split_rule rule, const unsigned char *s, size_t n, ck_piece_fn f
             for (len = 1; i + len < c.n && (c.cls[i + len] == 2) == digit; len++) {}
             break;
         }
-        default: /* CK_SPLIT_METASPACE: each piece starts at a U+2581 */
+        case CK_SPLIT_METASPACE: /* each piece starts at a U+2581 */
             for (len = 1; i + len < c.n && c.cp[i + len] != 0x2581; len++) {}
             break;
+        default: len = c.n - i; break; /* not a ck_split_rule: the rest as one piece */
         }
         if (len == 0) len = 1;
         rc = fn(user, c.off[i], c.off[i + len] - c.off[i]);
@@ -239,48 +172,4 @@ int ck_split_rule_for_regex(const char *p)
     for (i = 0; i < sizeof known / sizeof known[0]; i++)
         if (strcmp(p, known[i].pattern) == 0) return known[i].rule;
     return -1;
-}
-
-/* ---- the NFC tables' lookups (normalize.c) ---- */
-
-int ck_unicode_ccc(uint32_t cp)
-{
-    size_t lo = 0, hi = sizeof ck_unicode_ccc_ranges / sizeof ck_unicode_ccc_ranges[0];
-    if (cp < 0x300 || cp == CK_CP_INVALID) return 0;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (cp < ck_unicode_ccc_ranges[mid].first) hi = mid;
-        else if (cp > ck_unicode_ccc_ranges[mid].last) lo = mid + 1;
-        else return ck_unicode_ccc_ranges[mid].ccc;
-    }
-    return 0;
-}
-
-int ck_unicode_decompose1(uint32_t cp, uint32_t *a, uint32_t *b)
-{
-    size_t lo = 0, hi = sizeof ck_unicode_decomp / sizeof ck_unicode_decomp[0];
-    if (cp < 0xC0) return 0;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (cp < ck_unicode_decomp[mid].cp) hi = mid;
-        else if (cp > ck_unicode_decomp[mid].cp) lo = mid + 1;
-        else {
-            *a = ck_unicode_decomp[mid].a;
-            *b = ck_unicode_decomp[mid].b;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-uint32_t ck_unicode_compose(uint32_t a, uint32_t b)
-{
-    size_t lo = 0, hi = sizeof ck_unicode_comp / sizeof ck_unicode_comp[0];
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (a < ck_unicode_comp[mid].a || (a == ck_unicode_comp[mid].a && b < ck_unicode_comp[mid].b)) hi = mid;
-        else if (a > ck_unicode_comp[mid].a || b > ck_unicode_comp[mid].b) lo = mid + 1;
-        else return ck_unicode_comp[mid].cp;
-    }
-    return 0;
 }

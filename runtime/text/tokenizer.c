@@ -18,17 +18,9 @@
 
 #include "ck_errors.h"
 #include "tokenizer_impl.h"
+#include "unicode.h"
 
 /* ---- building ---------------------------------------------------------------------------------- */
-
-char *ck_tok_strdup(const char *s, size_t n)
-{
-    char *p = (char *)malloc(n + 1);
-    if (!p) return NULL;
-    if (n) memcpy(p, s, n);
-    p[n] = 0;
-    return p;
-}
 
 static uint32_t hash_bytes(const char *s, size_t n)
 {
@@ -65,7 +57,7 @@ int ck_tok_set_piece(ck_tokenizer *t, int32_t id, const char *bytes, size_t len)
 {
     if (id < 0 || id >= t->n_vocab) return CK_EINVAL;
     free(t->piece[id]);
-    t->piece[id] = ck_tok_strdup(bytes, len);
+    t->piece[id] = ck_str_ndup(bytes, len);
     t->piece_len[id] = (uint32_t)len;
     return t->piece[id] ? 0 : CK_ENOMEM;
 }
@@ -169,8 +161,8 @@ int ck_tok_add_norm(ck_tokenizer *t, int kind, const char *from, const char *to)
     if (t->n_norm == CK_TOK_MAX_STEPS) return CK_ERANGE;
     st = &t->norm[t->n_norm];
     st->kind = kind;
-    st->from = from ? ck_tok_strdup(from, strlen(from)) : NULL;
-    st->to = ck_tok_strdup(to, strlen(to));
+    st->from = from ? ck_str_ndup(from, strlen(from)) : NULL;
+    st->to = ck_str_ndup(to, strlen(to));
     t->n_norm++; /* counted even when a copy failed: ck_tokenizer_free frees what was made */
     return (from && !st->from) || !st->to ? CK_ENOMEM : 0;
 }
@@ -184,7 +176,7 @@ int ck_tok_add_added(ck_tokenizer *t, int32_t id, const char *text, size_t len, 
     t->added = a;
     a += t->n_added;
     a->id = id;
-    a->text = ck_tok_strdup(text, len);
+    a->text = ck_str_ndup(text, len);
     a->len = len;
     a->special = special;
     a->lstrip = lstrip;

@@ -14,15 +14,7 @@
 extern "C" { /* ckc quantize reads the tables (compiler/weights/gguf_tokenizer.cpp) */
 #endif
 
-/* ---- UTF-8 and character classes (pretokenize.c) ---- */
-#define CK_CP_INVALID 0xFFFFFFFFu
-/* The code point at s[0..n) and its byte length (>= 1); an invalid or truncated sequence is one byte
- * with CK_CP_INVALID. */
-uint32_t ck_utf8_decode(const unsigned char *s, size_t n, int *len);
-int ck_utf8_encode(uint32_t cp, char *out); /* returns 1..4 */
-/* 1: \p{L}, 2: \p{N}, 0: neither */
-int ck_unicode_class(uint32_t cp);
-int ck_unicode_is_space(uint32_t cp); /* Unicode White_Space, what \s matches */
+/* ---- normalize.c ---- */
 /* NFC of s[0..n) (normalize.c), malloc'd and NUL-terminated; NULL when out of memory */
 char *ck_utf8_nfc(const char *s, size_t n, size_t *out_len);
 
@@ -121,7 +113,6 @@ int ck_tok_add_added(ck_tokenizer *t, int32_t id, const char *text, size_t len, 
 int ck_tok_finish(ck_tokenizer *t); /* sorts added tokens, picks end-of-turn ids */
 void ck_tok_add_eog(ck_tokenizer *t, int32_t id); /* another id that ends generation */
 int32_t ck_tok_lookup(const ck_tokenizer *t, const char *bytes, size_t len);
-char *ck_tok_strdup(const char *s, size_t n);
 /* GPT-2's byte <-> printable character map: the byte a code point stands for, or -1 */
 int ck_byte_level_decode_cp(uint32_t cp);
 uint32_t ck_byte_level_cp(unsigned char b);

@@ -12,8 +12,9 @@
 
 #include "ck_errors.h"
 #include "ck_json.h"
-#include "ck_safetensors.h"
+#include "ck_checkpoint.h"
 #include "tokenizer_impl.h"
+#include "unicode.h"
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -401,12 +402,12 @@ static void load_config_files(ck_tokenizer *t, const char *dir)
         if ((doc = ck_json_parse(text, len, err, sizeof err)) != NULL) {
             const ck_json *root = ck_json_root(doc), *ct = ck_json_get(root, "chat_template"), *eos, *bos;
             if (ct && ct->type == CK_JSON_STRING) {
-                t->chat_template = ck_tok_strdup(ct->string, strlen(ct->string));
+                t->chat_template = ck_str_ndup(ct->string, strlen(ct->string));
             } else if (ct && ct->type == CK_JSON_ARRAY) {
                 const ck_json *c;
                 for (c = ct->child; c; c = c->next)
                     if (jstr(c, "name") && strcmp(jstr(c, "name"), "default") == 0 && jstr(c, "template"))
-                        t->chat_template = ck_tok_strdup(jstr(c, "template"), strlen(jstr(c, "template")));
+                        t->chat_template = ck_str_ndup(jstr(c, "template"), strlen(jstr(c, "template")));
             }
             eos = ck_json_get(root, "eos_token");
             if (eos && eos->type == CK_JSON_OBJECT) eos = ck_json_get(eos, "content");
@@ -826,7 +827,7 @@ static ck_tokenizer *load_gguf(const char *file, char *err, size_t errlen)
     kv = ck_checkpoint_kv_find(ck, "tokenizer.ggml.add_eos_token");
     t->add_eos = kv && ck_gguf_kv_int(kv, 0, &iv) == 0 && iv;
     kv = ck_checkpoint_kv_find(ck, "tokenizer.chat_template");
-    if (kv && (name = ck_gguf_kv_str(kv, 0, &len)) != NULL && !(t->chat_template = ck_tok_strdup(name, len))) goto oom;
+    if (kv && (name = ck_gguf_kv_str(kv, 0, &len)) != NULL && !(t->chat_template = ck_str_ndup(name, len))) goto oom;
     snprintf(t->describe, sizeof t->describe, "%s from GGUF metadata",
              is_bpe ? "byte-level BPE" : "SentencePiece BPE");
     if (ck_tok_finish(t)) goto oom;

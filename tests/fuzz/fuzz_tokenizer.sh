@@ -13,8 +13,7 @@ mkdir -p "$WORK/corpus-load" "$WORK/corpus-encode"
 WORK=$(cd "$WORK" && pwd)
 
 SRC="$ROOT/runtime/text/tokenizer.c $ROOT/runtime/text/tokenizer_load.c $ROOT/runtime/text/pretokenize.c
-     $ROOT/runtime/text/normalize.c $ROOT/runtime/io/json.c $ROOT/runtime/io/gguf.c $ROOT/runtime/io/safetensors.c
-     $ROOT/runtime/io/quant.c"
+     $ROOT/runtime/text/normalize.c $ROOT/runtime/text/unicode.c $ROOT/runtime/io/*.c"
 FLAGS="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I $ROOT/runtime/include"
 for t in load encode; do
     # shellcheck disable=SC2086

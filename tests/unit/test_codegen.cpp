@@ -73,14 +73,15 @@ TEST_CASE("codegen: one call per node, each under a comment naming its HF module
     CHECK(count(block, "ck_attention(") == 1);
     // sizes by name (#define CK_QKV_DIM 128 ...), and the folded residual said in words
     CHECK_THAT(block, Contains("/* model.layers.{L}.self_attn.{q,k,v}_proj: parallel GEMMs of one input, fused */\n    ck_linear(qkv, CK_QKV_DIM, attn_in, "
-                               "CK_DIM, w->self_attn_qkv_proj_weight, NULL, NULL, 0, T, CK_DIM, CK_QKV_DIM);"));
+                               "CK_DIM, w->self_attn_qkv_proj_weight, /*bias=*/NULL, /*add=*/NULL, /*ld_add=*/0, T, CK_DIM, "
+                               "CK_QKV_DIM);"));
     CHECK_THAT(block, Contains("/* model.layers.{L}.mlp.down_proj */\n"
                                "    /* x_out = h + ffn_act W^T: the residual add folded into the GEMM (beta = 1) */\n"
-                               "    ck_linear(x_out, CK_DIM, ffn_act, CK_GATE_UP_DIM, w->mlp_down_proj_weight, NULL, h, "
-                               "CK_DIM, T, CK_FFN, CK_DIM);"));
+                               "    ck_linear(x_out, CK_DIM, ffn_act, CK_GATE_UP_DIM, w->mlp_down_proj_weight, /*bias=*/NULL, "
+                               "h, CK_DIM, T, CK_FFN, CK_DIM);"));
     std::string src = generate(tiny_llama());
-    for (const char *d : {"#define CK_FFN             172", "#define CK_QKV_DIM         128",
-                          "#define CK_GATE_UP_DIM     344", "#define CK_KV_DIM          32"})
+    for (const char *d : {"#define CK_FFN 172 ", "#define CK_QKV_DIM 128 ", "#define CK_GATE_UP_DIM 344 ",
+                          "#define CK_KV_DIM 32 "})
         CHECK_THAT(src, Contains(d));
     // q and k are column views of the fused output; k_rope is rotated in place
     CHECK(std::regex_search(block, std::regex(R"(float \*k = qkv \+ 64; +/\* \[T, 32\] columns 64\.\.95 of qkv \(row stride 128\))")));
@@ -88,6 +89,62 @@ TEST_CASE("codegen: one call per node, each under a comment naming its HF module
     std::string unfused = function_body(generate(tiny_llama(), {"fuse_parallel_linears", "fuse_matmul_add"}), "block");
     CHECK(count(unfused, "ck_linear(") == 7);
     CHECK(count(unfused, "ck_add(") == 2);
+}
+
+// Every argument of a kernel call in `body`: a name (a local, a named size, T), or a literal under a /*label=*/.
+std::vector<std::string> bare_numbers(const std::string &body)
+{
+    std::vector<std::string> bare;
+    std::regex call(R"(\n\s+(?:if \()?(ck_\w+)\((.*)\)(?: != CK_OK\))?;?)"), number(R"(^-?[0-9][0-9.e+-]*f?$)");
+    for (std::sregex_iterator it(body.begin(), body.end(), call), end; it != end; ++it) {
+        std::string args = (*it)[2].str(), arg;
+        int depth = 0;
+        for (char ch : args + ",") {
+            if (ch == '(') depth++;
+            if (ch == ')') depth--;
+            if (ch == ',' && depth == 0) {
+                size_t b = arg.find_first_not_of(' ');
+                arg = b == std::string::npos ? "" : arg.substr(b);
+                if (std::regex_match(arg, number)) bare.push_back((*it)[1].str() + ": " + arg);
+                arg.clear();
+            } else {
+                arg += ch;
+            }
+        }
+    }
+    return bare;
+}
+
+TEST_CASE("codegen: every size at a call site is named by what it is, every literal labelled", "[codegen]")
+{
+    // head_dim 32 x 4 heads = 128 = hidden, 2 KV heads: the attention's output is CK_Q_DIM wide, whatever it equals
+    std::string src = generate(tiny_llama({{"hidden_size", 128}, {"head_dim", 32}}));
+    std::string block = function_body(src, "block");
+    CHECK_THAT(block, Contains("ck_attention(attn, CK_Q_DIM, q_rope, CK_QKV_DIM, kv_k, kv_v, kv_cap, T, kv_start, CK_HEADS, "
+                               "CK_KV_HEADS, CK_HEAD_DIM, /*scale=*/0.17677669f, /*window=*/0, /*softcap=*/0.0f);"));
+    CHECK_THAT(block, Contains("ck_rope(k_rope, CK_KV_DIM, k, CK_QKV_DIM, T, CK_KV_HEADS, CK_HEAD_DIM, CK_ROT_DIM, pos0,"));
+    CHECK_THAT(block, Contains("ck_linear(h, CK_DIM, attn, CK_Q_DIM, w->self_attn_o_proj_weight, /*bias=*/NULL, x, CK_DIM, "
+                               "T, CK_Q_DIM, CK_DIM);"));
+    for (const std::string &fn : {"header", "block", "footer"}) {
+        INFO(fn);
+        CHECK(bare_numbers(function_body(src, fn)).empty());
+    }
+    CHECK(bare_numbers("\n    ck_x(a, 64, /*n=*/3);").size() == 1);  // the check itself sees a bare size
+    // the training build's backward functions, the same way
+    Program p = program_of(tiny_llama({{"hidden_size", 128}, {"head_dim", 32}}));
+    CodegenOptions o;
+    o.passes = run_pipeline(p, PipelineOptions{});
+    o.runtime_dir = CKC_SOURCE_DIR "/runtime";
+    o.templates_dir = CKC_SOURCE_DIR "/templates";
+    o.train = true;
+    PlanOptions po;
+    po.keep_all = true;
+    po.inplace = false;
+    std::string train = generate_llm_c(p, plan_program(p, po), o).source;
+    for (const std::string &fn : {"header_backward", "block_backward", "footer_backward"}) {
+        INFO(fn);
+        CHECK(bare_numbers(function_body(train, fn)).empty());
+    }
 }
 
 TEST_CASE("codegen: weight structs and load tables carry HF names and shapes", "[codegen]")

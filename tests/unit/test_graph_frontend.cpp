@@ -8,7 +8,7 @@
 #include "frontend/graph/graph_json.h"
 #include "passes/pass.h"
 #include "support/util.h"
-#include "weights/safetensors_writer.h"
+#include "support/safetensors_writer.h"
 
 using namespace ckc;
 using namespace ckc_test;
@@ -21,7 +21,7 @@ StTensor f32(const std::string &name, Shape shape, float value = 0.5f)
     StTensor t;
     t.name = name;
     t.shape = shape;
-    t.dtype = DType::F32;
+    t.dtype = CK_DT_F32;
     t.data.resize(static_cast<size_t>(shape_numel_fixed(shape)) * 4);
     for (size_t i = 0; i < t.data.size() / 4; i++) std::memcpy(t.data.data() + 4 * i, &value, 4);
     return t;

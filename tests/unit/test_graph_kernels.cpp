@@ -120,7 +120,7 @@ TEST_CASE("ck_binary broadcasts like numpy (fast paths and odometer)", "[kernels
                                 std::tuple{S{4, 5}, S{1, 1}, S{4, 5}}, std::tuple{S{3, 4, 5}, S{3, 4, 5}, S{1, 1, 5}},
                                 std::tuple{S{3, 4, 5}, S{3, 1, 5}, S{1, 4, 1}}, std::tuple{S{2, 3, 4, 5}, S{2, 1, 4, 1}, S{1, 3, 1, 5}},
                                 std::tuple{S{300, 300}, S{300, 300}, S{300, 1}});
-    int op = GENERATE(0, 1, 2, 3);
+    int op = GENERATE(range(0, static_cast<int>(CK_BIN_COUNT)));
     Threads th(2);
     auto n = [](const S &s) { return static_cast<size_t>(std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>())); };
     auto a = rnd(n(sa), 1), b = rnd(n(sb), 2);
@@ -130,11 +130,69 @@ TEST_CASE("ck_binary broadcasts like numpy (fast paths and odometer)", "[kernels
     ck_binary(got.data(), o.data(), r, a.data(), sa.data(), b.data(), sb.data(), static_cast<ck_binop>(op));
     ck_binary_ref(want.data(), o.data(), r, a.data(), sa.data(), b.data(), sb.data(), static_cast<ck_binop>(op));
     CHECK(max_rel_diff(got, want) < 1e-6);
-    // element (last) by hand
-    size_t li = n(o) - 1;
-    float x = a[n(sa) - 1], y = b[n(sb) - 1];
-    float e = op == 0 ? x + y : op == 1 ? x - y : op == 2 ? x * y : x / y;
-    CHECK(got[li] == Approx(e));
+}
+
+// One known value per row of CK_BINARY_OPS (a test fails for a row without one), through every entry point:
+// ck_binary (equal shapes and broadcast), ck_binary_scalar both ways, ck_binary_ref, and a one-instruction ck_ew.
+struct BinaryPoint {
+    ck_binop op;
+    float a, b, want;
+};
+const BinaryPoint kBinaryPoints[] = {
+    {CK_BIN_ADD, 1.5f, 2.25f, 3.75f}, {CK_BIN_SUB, 1.5f, 2.25f, -0.75f},
+    {CK_BIN_MUL, 1.5f, -2.0f, -3.0f}, {CK_BIN_DIV, 3.0f, -1.5f, -2.0f},
+};
+
+TEST_CASE("every binary op has a test row, and gives its value there", "[kernels]")
+{
+    for (int op = 0; op < CK_BIN_COUNT; op++) {
+        int rows = 0;
+        for (const auto &r : kBinaryPoints) {
+            if (r.op != op) continue;
+            rows++;
+            const int64_t one[] = {1}, three[] = {3};
+            const float as[] = {r.a, r.a, r.a};
+            float got[3] = {0, 0, 0}, ref = 0, s1 = 0, s2 = 0, ew = 0;
+            ck_binary(got, three, 1, as, three, &r.b, one, r.op);
+            ck_binary_ref(&ref, one, 1, &r.a, one, &r.b, one, r.op);
+            ck_binary_scalar(&s1, &r.a, 1, r.b, r.op, 0);
+            ck_binary_scalar(&s2, &r.b, 1, r.a, r.op, 1);
+            const float *in[] = {&r.a, &r.b};
+            const int64_t dv[] = {1, 1}, md[] = {1, 1};
+            const ck_ew_insn prog[] = {{static_cast<int>(r.op), 0, 1, 0.0f}};
+            ck_ew(&ew, 1, 2, in, dv, md, 1, prog);
+            for (float v : {got[0], got[2], ref, s1, s2, ew}) CHECK(v == Approx(r.want).epsilon(1e-6));
+        }
+        INFO("ck_binop " << op << " has no row in kBinaryPoints");
+        CHECK(rows > 0);
+    }
+}
+
+// One known value per row of CK_REDUCE_OPS over {3, -1, 4, 1.5}.
+struct ReducePoint {
+    ck_redop op;
+    float want;
+};
+const ReducePoint kReducePoints[] = {{CK_RED_SUM, 7.5f}, {CK_RED_MEAN, 1.875f}, {CK_RED_MAX, 4.0f}};
+
+TEST_CASE("every reduction has a test row, and gives its value there (a row and a column)", "[kernels]")
+{
+    const float x[] = {3.0f, -1.0f, 4.0f, 1.5f};
+    for (int op = 0; op < CK_RED_COUNT; op++) {
+        int rows = 0;
+        for (const auto &r : kReducePoints) {
+            if (r.op != op) continue;
+            rows++;
+            float row = 0, ref = 0, cols[2] = {0, 0};
+            const float x2[] = {3.0f, 0.0f, -1.0f, 0.0f, 4.0f, 0.0f, 1.5f, 0.0f};  // x as column 0 of [4, 2]
+            ck_reduce(&row, x, 1, 4, 1, r.op);   // a contiguous row
+            ck_reduce(cols, x2, 1, 4, 2, r.op);  // a column
+            ck_reduce_ref(&ref, x, 1, 4, 1, r.op);
+            for (float v : {row, cols[0], ref}) CHECK(v == Approx(r.want).epsilon(1e-6));
+        }
+        INFO("ck_redop " << op << " has no row in kReducePoints");
+        CHECK(rows > 0);
+    }
 }
 
 TEST_CASE("ck_binary_scalar and ck_masked_fill", "[kernels]")
@@ -275,7 +333,7 @@ TEST_CASE("ck_softmax and ck_reduce match the reference over any axis", "[kernel
     ck_softmax(got.data(), x.data(), outer, n, inner);
     ck_softmax_ref(want.data(), x.data(), outer, n, inner);
     CHECK(max_abs_diff(got, want) < 1e-6);
-    for (int op = 0; op < 3; op++) {
+    for (int op = 0; op < CK_RED_COUNT; op++) {
         std::vector<float> r1(static_cast<size_t>(outer) * inner), r2(r1.size());
         ck_reduce(r1.data(), x.data(), outer, n, inner, static_cast<ck_redop>(op));
         ck_reduce_ref(r2.data(), x.data(), outer, n, inner, static_cast<ck_redop>(op));

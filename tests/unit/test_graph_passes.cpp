@@ -8,7 +8,7 @@
 
 #include "passes/pass.h"
 #include "support/util.h"
-#include "weights/constants.h"
+#include "ir/constants.h"
 
 using namespace ckc;
 using namespace ckc_test;

@@ -1,7 +1,7 @@
 // Passes: graph in -> expected graph out, including the cases each pass must leave alone.
 #include "helpers.h"
 
-#include "ck_safetensors.h"
+#include "ck_weights.h"
 #include "passes/pass.h"
 #include "support/util.h"
 
@@ -79,7 +79,7 @@ TEST_CASE("fuse_matmul_add: the residual may be produced after the GEMM", "[pass
 TEST_CASE("fuse_parallel_linears: QKV and gate|up of the tiny Llama", "[passes]")
 {
     Program p = program_of(tiny_llama());
-    CHECK(fuse_parallel_linears(p.block));
+    CHECK(fuse_parallel_linears(p.block, p));
     p.block.verify("test");
     const Graph &g = p.block;
     const Node *qkv = g.producer("q")->op == Op::SLICE ? g.producer(g.producer("q")->inputs[0]) : nullptr;
@@ -107,7 +107,7 @@ TEST_CASE("fuse_parallel_linears: biased projections concatenate their biases", 
 {
     Program p = program_of(tiny_llama({{"attention_bias", true}}));
     fuse_matmul_add(p.block);
-    CHECK(fuse_parallel_linears(p.block));
+    CHECK(fuse_parallel_linears(p.block, p));
     p.block.verify("test");
     const Node *qkv = p.block.producer(p.block.producer("q")->inputs[0]);
     CHECK(qkv->op == Op::MATMUL_ADD);
@@ -120,7 +120,7 @@ TEST_CASE("fuse_parallel_linears: leaves alone readers that need contiguous rows
     // With fuse_matmul_add off, every projection feeds a bias ADD, which takes no row stride.
     Program p = program_of(tiny_llama({{"attention_bias", true}, {"mlp_bias", true}}));
     auto before = sig(p.block);
-    fuse_parallel_linears(p.block);
+    fuse_parallel_linears(p.block, p);
     int matmuls = 0;
     for (const Node &n : p.block.nodes()) matmuls += n.op == Op::MATMUL;
     CHECK(matmuls == 7);  // nothing fused: every projection still has its own GEMM
@@ -146,7 +146,7 @@ TEST_CASE("fuse_parallel_linears: more GEMMs than the loader's parts fuse in run
             t.node(Op::MATMUL, {outs[i], v}, z, {{"transpose_b", int64_t(1)}});
             t.g.mark_output(z);
         }
-        CHECK(fuse_parallel_linears(t.g));
+        CHECK(fuse_parallel_linears(t.g, Program{}));
         t.g.verify("test");
         std::vector<size_t> parts;
         for (const Node &n : t.g.nodes())

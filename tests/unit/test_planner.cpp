@@ -8,7 +8,8 @@
 
 #include "passes/pass.h"
 #include "planner/planner.h"
-#include "weights/random_weights.h"
+#include "support/util.h"
+#include "tools/random_weights.h"
 
 using namespace ckc;
 using namespace ckc_test;

@@ -6,9 +6,9 @@
 
 #include "ck_json.h"
 #include "ck_quant.h"
-#include "ck_safetensors.h"
-#include "weights/gguf_writer.h"
-#include "weights/safetensors_writer.h"
+#include "ck_weights.h"
+#include "tools/gguf_writer.h"
+#include "support/safetensors_writer.h"
 
 using namespace ckc;
 using namespace ckc_test;
@@ -181,25 +181,25 @@ TEST_CASE("weights: load, convert, concatenate, and name what is wrong", "[io]")
     StTensor h;  // f16 [1, 2, -0.5, 65504]
     h.name = "h";
     h.shape = {4};
-    h.dtype = DType::F16;
+    h.dtype = CK_DT_F16;
     for (float f : {1.0f, 2.0f, -0.5f, 65504.0f}) {
-        uint16_t v = f32_to_f16(f);
+        uint16_t v = ck_fp32_to_fp16(f);
         h.data.push_back(static_cast<uint8_t>(v & 0xff));
         h.data.push_back(static_cast<uint8_t>(v >> 8));
     }
     StTensor b = h;  // bf16
     b.name = "b";
-    b.dtype = DType::BF16;
+    b.dtype = CK_DT_BF16;
     b.data.clear();
     for (float f : {1.0f, 2.0f, -0.5f, 3.0f}) {
-        uint16_t v = f32_to_bf16(f);
+        uint16_t v = ck_fp32_to_bf16(f);
         b.data.push_back(static_cast<uint8_t>(v & 0xff));
         b.data.push_back(static_cast<uint8_t>(v >> 8));
     }
     StTensor i64;
     i64.name = "ids";
     i64.shape = {2};
-    i64.dtype = DType::I64;
+    i64.dtype = CK_DT_I64;
     i64.data.resize(16);
     // layers.0.{p,q} sort adjacently in the file: concatenation can use them in place
     TempFile f(safetensors_bytes({f32_tensor("layers.0.p", {2, 3}), f32_tensor("layers.0.q", {1, 3}, 6), h, b, i64}),
@@ -256,14 +256,14 @@ TEST_CASE("weights: load, convert, concatenate, and name what is wrong", "[io]")
 
 TEST_CASE("f16 / bf16 conversions round to nearest even", "[io]")
 {
-    CHECK(f32_to_bf16(1.0f) == 0x3f80);
-    CHECK(ck_bf16_to_fp32(f32_to_bf16(3.14159f)) == Approx(3.14159f).epsilon(1e-2));
-    CHECK(f32_to_f16(1.0f) == 0x3c00);
-    CHECK(f32_to_f16(65504.0f) == 0x7bff);
-    CHECK(f32_to_f16(1e6f) == 0x7c00);           // overflow to inf
-    CHECK(ck_fp16_to_fp32(f32_to_f16(5.96e-8f)) == Approx(5.96e-8f).epsilon(1e-2));  // smallest subnormal
+    CHECK(ck_fp32_to_bf16(1.0f) == 0x3f80);
+    CHECK(ck_bf16_to_fp32(ck_fp32_to_bf16(3.14159f)) == Approx(3.14159f).epsilon(1e-2));
+    CHECK(ck_fp32_to_fp16(1.0f) == 0x3c00);
+    CHECK(ck_fp32_to_fp16(65504.0f) == 0x7bff);
+    CHECK(ck_fp32_to_fp16(1e6f) == 0x7c00);           // overflow to inf
+    CHECK(ck_fp16_to_fp32(ck_fp32_to_fp16(5.96e-8f)) == Approx(5.96e-8f).epsilon(1e-2));  // smallest subnormal
     for (float f : {0.1f, -2.5f, 1000.25f, 6.1e-5f})
-        CHECK(ck_fp16_to_fp32(f32_to_f16(f)) == Approx(f).epsilon(1e-3));
+        CHECK(ck_fp16_to_fp32(ck_fp32_to_fp16(f)) == Approx(f).epsilon(1e-3));
 }
 
 // ---- GGUF -----------------------------------------------------------------------

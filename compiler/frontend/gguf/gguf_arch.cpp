@@ -6,7 +6,6 @@
 #include <cmath>
 
 #include "support/error.h"
-#include "weights/gguf_writer.h"
 
 namespace ckc {
 
@@ -98,15 +97,15 @@ const std::vector<GgufArch> &gguf_archs()
             int64_t hd = cfg.contains("head_dim") ? cfg["head_dim"].get<int64_t>() : hidden / heads;
             cfg["query_pre_attn_scalar"] = hidden == 4608 && layers == 46 ? hidden / heads : hd;
         };
-        gemma2.write_extra = [](const ConfigReader &r, const LlmConfig &c, GgufWriter &w) {
+        gemma2.write_extra = [](const ConfigReader &r, const LlmConfig &c, GgufMeta &meta) {
             double q = r.positive_number("query_pre_attn_scalar", 256);
             bool is27b = c.hidden_size == 4608 && c.n_layers == 46;
             if (q != static_cast<double>(is27b ? c.hidden_size / c.n_heads : c.head_dim))
                 r.fail("query_pre_attn_scalar", "differs from head_dim; llama.cpp's gemma2 derives the attention scale "
                                                 "from head_dim, so this model cannot be written to GGUF");
-            w.set_f32("gemma2.attn_logit_softcapping", static_cast<float>(r.number("attn_logit_softcapping", 50.0)));
-            w.set_f32("gemma2.final_logit_softcapping", static_cast<float>(r.number("final_logit_softcapping", 30.0)));
-            w.set_u32("gemma2.attention.sliding_window", static_cast<uint32_t>(r.positive_int("sliding_window", 4096)));
+            meta.push_back({"gemma2.attn_logit_softcapping", r.number("attn_logit_softcapping", 50.0), false});
+            meta.push_back({"gemma2.final_logit_softcapping", r.number("final_logit_softcapping", 30.0), false});
+            meta.push_back({"gemma2.attention.sliding_window", static_cast<double>(r.positive_int("sliding_window", 4096)), true});
         };
         t.push_back(gemma2);
 
@@ -119,9 +118,9 @@ const std::vector<GgufArch> &gguf_archs()
         phi3.read_extra = [](const GgufNumber &get, nlohmann::json &cfg) {
             copy_number(get, cfg, "attention.sliding_window", "sliding_window");
         };
-        phi3.write_extra = [](const ConfigReader &r, const LlmConfig &, GgufWriter &w) {
+        phi3.write_extra = [](const ConfigReader &r, const LlmConfig &, GgufMeta &meta) {
             if (r.has("sliding_window"))
-                w.set_u32("phi3.attention.sliding_window", static_cast<uint32_t>(r.positive_int("sliding_window")));
+                meta.push_back({"phi3.attention.sliding_window", static_cast<double>(r.positive_int("sliding_window")), true});
         };
         t.push_back(phi3);
 

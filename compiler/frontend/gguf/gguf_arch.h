@@ -20,10 +20,16 @@
 
 namespace ckc {
 
-class GgufWriter;
-
 // A GGUF file's "<arch>.<key>" numbers, for the read hooks.
 using GgufNumber = std::function<std::optional<double>(const std::string &key)>;
+// The numbers a write hook adds to a GGUF file's metadata (`ckc quantize` writes them): full key, value, and
+// whether GGUF stores it as u32 (else f32).
+struct GgufMetaNumber {
+    std::string key;
+    double value = 0;
+    bool u32 = false;
+};
+using GgufMeta = std::vector<GgufMetaNumber>;
 
 struct GgufArch {
     const char *arch = "";        // general.architecture
@@ -44,7 +50,7 @@ struct GgufArch {
     std::vector<std::string> transposed;
     // family keys beyond the common ones: GGUF -> HF config, and HF config -> GGUF
     std::function<void(const GgufNumber &, nlohmann::json &)> read_extra;
-    std::function<void(const ConfigReader &, const LlmConfig &, GgufWriter &)> write_extra;
+    std::function<void(const ConfigReader &, const LlmConfig &, GgufMeta &)> write_extra;
 };
 
 const std::vector<GgufArch> &gguf_archs();

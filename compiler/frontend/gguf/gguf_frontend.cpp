@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "ck_safetensors.h"
+#include "ck_checkpoint.h"
 #include "frontend/gguf/gguf_arch.h"
-#include "weights/checkpoint.h"
+#include "support/checkpoint.h"
 #include "support/error.h"
 #include "support/util.h"
 

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "ck_safetensors.h"
+#include "ck_checkpoint.h"
 #include "support/error.h"
 #include "support/source_location.h"
 #include "support/util.h"
@@ -85,9 +85,15 @@ private:
         case json::value_t::string: return "a string";
         case json::value_t::array: return "an array";
         case json::value_t::object: return "an object";
-        case json::value_t::number_integer: return "an integer";
-        default: return "a value";
+        case json::value_t::number_integer:
+        case json::value_t::number_unsigned: return "an integer";
+        case json::value_t::number_float: return "a number";
+        case json::value_t::boolean: return "a boolean";
+        case json::value_t::null: return "null";
+        case json::value_t::binary:
+        case json::value_t::discarded: break;
         }
+        return "a value";
     }
     std::string path_;
     std::string text_;  // the file, for error positions

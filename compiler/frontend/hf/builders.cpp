@@ -11,26 +11,37 @@ namespace ckc {
 
 // ---- SectionBuilder ----------------------------------------------------------
 
-std::string SectionBuilder::weight(const std::string &name, const Shape &shape)
+LlmDims llm_dims(const LlmConfig &c)
 {
-    return add_weight(name, prefix + name, shape, false);
+    int64_t q = c.n_heads * c.head_dim, kv = c.n_kv_heads * c.head_dim;
+    return {{c.hidden_size, "CK_DIM"},     {q, "CK_Q_DIM"},           {kv, "CK_KV_DIM"},
+            {c.intermediate_size, "CK_FFN"}, {c.vocab_size, "CK_VOCAB_SIZE"}, {q + 2 * kv, "CK_QKV_DIM"},
+            {2 * c.intermediate_size, "CK_GATE_UP_DIM"}};
 }
 
-std::string SectionBuilder::weight_full(const std::string &full_name, const Shape &shape)
+std::string SectionBuilder::weight(const std::string &name, const std::vector<NamedDim> &dims)
 {
-    return add_weight(full_name, full_name, shape, false);
+    return add_weight(name, prefix + name, dims, false);
 }
 
-std::string SectionBuilder::add_weight(const std::string &tensor, const std::string &source, const Shape &shape,
-                                       bool transposed)
+std::string SectionBuilder::weight_full(const std::string &full_name, const std::vector<NamedDim> &dims)
+{
+    return add_weight(full_name, full_name, dims, false);
+}
+
+std::string SectionBuilder::add_weight(const std::string &tensor, const std::string &source,
+                                       const std::vector<NamedDim> &dims, bool transposed)
 {
     if (g.has_tensor(tensor)) return tensor;
     Tensor t;
     t.name = tensor;
-    t.shape = shape;
+    for (const NamedDim &d : dims) {
+        t.shape.push_back(d.value);
+        t.dims.push_back(d.name);
+    }
     t.storage = Storage::Weight;
     t.source.parts = {source};
-    t.source.part_shapes = {transposed ? Shape{shape[1], shape[0]} : shape};
+    t.source.part_shapes = {transposed ? Shape{t.shape[1], t.shape[0]} : t.shape};
     t.source.transposed = transposed;
     g.add_tensor(t);
     return tensor;
@@ -49,14 +60,15 @@ std::string SectionBuilder::tokens()
     return "tokens";
 }
 
-std::string SectionBuilder::carry(const std::string &name, const Shape &shape)
+std::string SectionBuilder::carry(const Program &p)
 {
     Tensor t;
-    t.name = name;
-    t.shape = shape;
+    t.name = p.carry;
+    t.shape = p.carry_shape;
+    t.dims = p.carry_dims;
     t.storage = Storage::Carry;
     g.add_tensor(t);
-    return name;
+    return t.name;
 }
 
 std::string SectionBuilder::op(Op op, const std::vector<std::string> &inputs, const std::string &out,
@@ -96,7 +108,8 @@ std::string SectionBuilder::layer_output(const std::string &a, const std::string
 std::string SectionBuilder::norm(const std::string &x, const std::string &module, const NormSpec &spec,
                                  const std::string &out, Storage out_storage)
 {
-    int64_t dim = g.tensor(x).shape.back();
+    const Tensor &xt = g.tensor(x);
+    NamedDim dim{xt.shape.back(), xt.dim(xt.shape.size() - 1)};
     std::string w = weight(module + ".weight", {dim});
     if (spec.kind == NormKind::Layer) {
         std::string b = weight(module + ".bias", {dim});
@@ -110,8 +123,8 @@ std::string SectionBuilder::norm(const std::string &x, const std::string &module
     return y;
 }
 
-std::string SectionBuilder::linear(const std::string &x, const std::string &module, int64_t in, int64_t out_features,
-                                   bool bias, const std::string &out, bool conv1d)
+std::string SectionBuilder::linear(const std::string &x, const std::string &module, const NamedDim &in,
+                                   const NamedDim &out_features, bool bias, const std::string &out, bool conv1d)
 {
     std::string w = add_weight(module + ".weight", prefix + module + ".weight", {out_features, in}, conv1d);
     std::string y = op(Op::MATMUL, {x, w}, bias ? out + "_mm" : out, {{"transpose_b", int64_t(1)}}, module);
@@ -126,14 +139,15 @@ std::string SectionBuilder::add(const std::string &a, const std::string &b, cons
     return op(Op::ADD, {a, b}, out, {}, module, out_storage);
 }
 
-std::vector<std::string> SectionBuilder::split(const std::string &x, const std::vector<int64_t> &widths,
+std::vector<std::string> SectionBuilder::split(const std::string &x, const std::vector<NamedDim> &widths,
                                                const std::vector<std::string> &names, const std::string &module)
 {
     std::vector<std::string> out;
     int64_t start = 0;
     for (size_t i = 0; i < widths.size(); i++) {
-        out.push_back(op(Op::SLICE, {x}, names[i], {{"start", start}, {"length", widths[i]}}, module));
-        start += widths[i];
+        out.push_back(op(Op::SLICE, {x}, names[i], {{"start", start}, {"length", widths[i].value}}, module));
+        g.tensor(out.back()).dims = {"", widths[i].name};  // [T, this part's width]
+        start += widths[i].value;
     }
     return out;
 }
@@ -143,18 +157,19 @@ std::vector<std::string> SectionBuilder::split(const std::string &x, const std::
 std::string build_attention(SectionBuilder &b, const std::string &x, const LlmConfig &c, const AttentionSpec &s)
 {
     const std::string &m = s.module;
-    int64_t C = c.hidden_size, H = c.n_heads, KVH = c.n_kv_heads, D = c.head_dim;
+    int64_t H = c.n_heads, KVH = c.n_kv_heads, D = c.head_dim;
+    const LlmDims dims = llm_dims(c);
     std::string q, k, v;
     if (s.qkv == AttentionSpec::Qkv::Fused) {
-        std::string qkv = b.linear(x, m + "." + s.fused, C, (H + 2 * KVH) * D, s.qkv_bias, "qkv", s.conv1d);
-        auto parts = b.split(qkv, {H * D, KVH * D, KVH * D}, {"q", "k", "v"}, m + "." + s.fused);
+        std::string qkv = b.linear(x, m + "." + s.fused, dims.hidden, dims.qkv, s.qkv_bias, "qkv", s.conv1d);
+        auto parts = b.split(qkv, {dims.q, dims.kv, dims.kv}, {"q", "k", "v"}, m + "." + s.fused);
         q = parts[0];
         k = parts[1];
         v = parts[2];
     } else {
-        q = b.linear(x, m + "." + s.q, C, H * D, s.qkv_bias, "q", s.conv1d);
-        k = b.linear(x, m + "." + s.k, C, KVH * D, s.qkv_bias, "k", s.conv1d);
-        v = b.linear(x, m + "." + s.v, C, KVH * D, s.qkv_bias, "v", s.conv1d);
+        q = b.linear(x, m + "." + s.q, dims.hidden, dims.q, s.qkv_bias, "q", s.conv1d);
+        k = b.linear(x, m + "." + s.k, dims.hidden, dims.kv, s.qkv_bias, "k", s.conv1d);
+        v = b.linear(x, m + "." + s.v, dims.hidden, dims.kv, s.qkv_bias, "v", s.conv1d);
     }
     if (s.rope) {
         std::map<std::string, Attr> rope{{"head_dim", D},
@@ -178,36 +193,36 @@ std::string build_attention(SectionBuilder &b, const std::string &x, const LlmCo
                            {{"heads", H}, {"kv_heads", KVH}, {"head_dim", D}, {"scale", scale},
                             {"window", s.window}, {"softcap", s.softcap}},
                            m);
-    return b.linear(att, m + "." + s.o, H * D, C, s.o_bias, "attn_out", s.conv1d);
+    return b.linear(att, m + "." + s.o, dims.q, dims.hidden, s.o_bias, "attn_out", s.conv1d);
 }
 
 std::string build_mlp(SectionBuilder &b, const std::string &x, const LlmConfig &c, const MlpSpec &s)
 {
     const std::string &m = s.module;
-    int64_t C = c.hidden_size, F = c.intermediate_size;
+    const LlmDims d = llm_dims(c);
     if (!s.gated) {
-        std::string h = b.linear(x, m + "." + s.fc1, C, F, s.bias, "fc1", s.conv1d);
+        std::string h = b.linear(x, m + "." + s.fc1, d.hidden, d.ffn, s.bias, "fc1", s.conv1d);
         std::string a = b.op(Op::GELU, {h}, "ffn_act", {{"act", s.act}}, m + ".act");
-        return b.linear(a, m + "." + s.fc2, F, C, s.bias, "ffn_out", s.conv1d);
+        return b.linear(a, m + "." + s.fc2, d.ffn, d.hidden, s.bias, "ffn_out", s.conv1d);
     }
     std::string gate, up;
     if (s.fused_gate_up) {
-        std::string gu = b.linear(x, m + "." + s.gate_up, C, 2 * F, s.bias, "gate_up", s.conv1d);
-        auto parts = b.split(gu, {F, F}, {"gate", "up"}, m + "." + s.gate_up);
+        std::string gu = b.linear(x, m + "." + s.gate_up, d.hidden, d.gate_up, s.bias, "gate_up", s.conv1d);
+        auto parts = b.split(gu, {d.ffn, d.ffn}, {"gate", "up"}, m + "." + s.gate_up);
         gate = parts[0];
         up = parts[1];
     } else {
-        gate = b.linear(x, m + "." + s.gate, C, F, s.bias, "gate", s.conv1d);
-        up = b.linear(x, m + "." + s.up, C, F, s.bias, "up", s.conv1d);
+        gate = b.linear(x, m + "." + s.gate, d.hidden, d.ffn, s.bias, "gate", s.conv1d);
+        up = b.linear(x, m + "." + s.up, d.hidden, d.ffn, s.bias, "up", s.conv1d);
     }
     std::string act = b.op(Op::GLU, {gate, up}, "ffn_act", {{"act", s.act}}, m + ".act_fn");
-    return b.linear(act, m + "." + s.down, F, C, s.bias, "ffn_out", s.conv1d);
+    return b.linear(act, m + "." + s.down, d.ffn, d.hidden, s.bias, "ffn_out", s.conv1d);
 }
 
 void build_pre_norm_block(Program &p, const LlmConfig &c, const std::string &layer_prefix, const PreNormBlock &spec)
 {
     SectionBuilder b(p.block, layer_prefix);
-    std::string x = b.carry(p.carry, p.carry_shape);
+    std::string x = b.carry(p);
     std::string n1 = b.norm(x, spec.attn_norm, spec.norm, "attn_in");
     std::string a = build_attention(b, n1, c, spec.attn);
     std::string h = b.add(x, a, "h", "");
@@ -229,6 +244,20 @@ Program start_program(const LlmConfig &c)
     p.info.summary = c.summary();
     p.carry = "x";
     p.carry_shape = {kTokens, c.hidden_size};
+    p.carry_dims = {"", "CK_DIM"};
+    const LlmDims d = llm_dims(c);
+    // the widths (Tensor::dims name them), then the sizes node attributes name (heads = 8: CK_HEADS)
+    p.info.sizes = {{d.vocab.name, d.vocab.value, "V", "", {}},
+                    {d.hidden.name, d.hidden.value, "C: model width, the residual stream", "", {}},
+                    {d.ffn.name, d.ffn.value, "MLP width", "", {}},
+                    {d.q.name, d.q.value, "query heads x head_dim", "", {}},
+                    {d.kv.name, d.kv.value, "key/value heads x head_dim", "", {}},
+                    {d.qkv.name, d.qkv.value, "a fused q|k|v projection", "", {d.q.name, d.kv.name, d.kv.name}},
+                    {d.gate_up.name, d.gate_up.value, "a fused gate|up projection", "", {d.ffn.name, d.ffn.name}},
+                    {"CK_HEADS", c.n_heads, "query heads", "heads", {}},
+                    {"CK_KV_HEADS", c.n_kv_heads, "key/value heads (KV cache)", "kv_heads", {}},
+                    {"CK_HEAD_DIM", c.head_dim, "per head (KV cache)", "head_dim", {}},
+                    {"CK_ROT_DIM", c.rope.rot_dim, "rotated dims of each head (RoPE)", "rot_dim", {}}};
     return p;
 }
 
@@ -236,7 +265,8 @@ void build_header(Program &p, const LlmConfig &c, const HeaderSpec &spec)
 {
     SectionBuilder h(p.header, spec.prefix);
     std::string tok = h.tokens();
-    std::string w = h.weight(spec.table, {c.vocab_size, c.hidden_size});
+    const LlmDims d = llm_dims(c);
+    std::string w = h.weight(spec.table, {d.vocab, d.hidden});
     std::string module = spec.table.substr(0, spec.table.rfind('.'));
     bool more = spec.scale > 0 || !spec.positions.empty();
     std::string x = h.op(Op::EMBEDDING, {tok, w}, more ? "tok_embed" : p.carry, {}, module,
@@ -248,7 +278,7 @@ void build_header(Program &p, const LlmConfig &c, const HeaderSpec &spec)
     }
     h.module_output(x, module);  // transformers' Gemma embedding module applies the scale itself
     if (!spec.positions.empty()) {
-        std::string pw = h.weight(spec.positions, {spec.n_positions, c.hidden_size});
+        std::string pw = h.weight(spec.positions, {{spec.n_positions, ""}, d.hidden});
         h.op(Op::POS_EMBED, {x, pw}, p.carry, {}, spec.positions.substr(0, spec.positions.rfind('.')), Storage::Carry);
     }
     p.header.mark_output(p.carry);
@@ -257,17 +287,18 @@ void build_header(Program &p, const LlmConfig &c, const HeaderSpec &spec)
 void build_footer(Program &p, const LlmConfig &c, const FooterSpec &spec)
 {
     SectionBuilder f(p.footer, spec.prefix);
-    std::string x = f.carry(p.carry, p.carry_shape);
+    std::string x = f.carry(p);
+    const LlmDims d = llm_dims(c);
     std::string xn = f.norm(x, spec.norm_module, spec.norm, "x_final");
     // A tied head reads the embedding table itself; otherwise the head module (no prefix).
     SectionBuilder head(p.footer, "");
-    std::string w = c.tie_word_embeddings ? head.weight_full(spec.embed_full_name, {c.vocab_size, c.hidden_size})
-                                          : head.weight(spec.head + ".weight", {c.vocab_size, c.hidden_size});
+    std::string w = c.tie_word_embeddings ? head.weight_full(spec.embed_full_name, {d.vocab, d.hidden})
+                                          : head.weight(spec.head + ".weight", {d.vocab, d.hidden});
     bool more = spec.head_bias || spec.final_softcap > 0;
     std::string y = head.op(Op::MATMUL, {xn, w}, more ? "logits_mm" : "logits", {{"transpose_b", int64_t(1)}}, spec.head,
                             more ? Storage::Activation : Storage::Output);
     if (spec.head_bias) {
-        std::string b = head.weight(spec.head + ".bias", {c.vocab_size});
+        std::string b = head.weight(spec.head + ".bias", {d.vocab});
         bool last = spec.final_softcap <= 0;
         y = head.op(Op::ADD, {y, b}, last ? "logits" : "logits_biased", {}, spec.head,
                     last ? Storage::Output : Storage::Activation);

@@ -30,18 +30,34 @@ struct NormSpec {
     double eps = 1e-6;
 };
 
+// A size of the model and the C name the generated code gives it (one of ModelInfo::sizes): what a call site
+// prints for it (Tensor::dims).
+struct NamedDim {
+    int64_t value = 0;
+    std::string name;
+};
+
+// The sizes a decoder's tensors are made of, named once: hidden (CK_DIM), q (CK_Q_DIM: heads x head_dim),
+// kv (CK_KV_DIM), ffn (CK_FFN), vocab (CK_VOCAB_SIZE), and the widths of the projections a checkpoint may
+// hold fused, qkv (CK_QKV_DIM) and gate_up (CK_GATE_UP_DIM). start_program defines them all
+// (ModelInfo::sizes, with the head counts and head_dim that attributes name).
+struct LlmDims {
+    NamedDim hidden, q, kv, ffn, vocab, qkv, gate_up;
+};
+LlmDims llm_dims(const LlmConfig &c);
+
 class SectionBuilder {
 public:
     // weight_prefix is prepended to weight and module names: "model." for the
     // header/footer of a Llama, "model.layers.{L}." for its block.
     SectionBuilder(Graph &g, std::string weight_prefix) : g(g), prefix(std::move(weight_prefix)) {}
 
-    // A checkpoint tensor `prefix + name`; the tensor is named `name`.
-    std::string weight(const std::string &name, const Shape &shape);
+    // A checkpoint tensor `prefix + name`, of dims named `dims` (Tensor::dims); the tensor is named `name`.
+    std::string weight(const std::string &name, const std::vector<NamedDim> &dims);
     // A checkpoint tensor by its full name (e.g. a tied head reading the embedding).
-    std::string weight_full(const std::string &full_name, const Shape &shape);
-    std::string tokens();                                            // i32 [T] caller input
-    std::string carry(const std::string &name, const Shape &shape);  // the residual stream as an input
+    std::string weight_full(const std::string &full_name, const std::vector<NamedDim> &dims);
+    std::string tokens();                  // i32 [T] caller input
+    std::string carry(const Program &p);   // the residual stream as an input
     std::string op(Op op, const std::vector<std::string> &inputs, const std::string &out,
                    const std::map<std::string, Attr> &attrs, const std::string &module,
                    Storage out_storage = Storage::Activation);
@@ -50,8 +66,8 @@ public:
                      Storage out_storage = Storage::Activation);
     // y = x @ W^T (+ b) for `module` (weights module.weight / module.bias).
     // conv1d: the checkpoint stores W as [in, out] (GPT-2); it is loaded transposed.
-    std::string linear(const std::string &x, const std::string &module, int64_t in, int64_t out_features, bool bias,
-                       const std::string &out, bool conv1d = false);
+    std::string linear(const std::string &x, const std::string &module, const NamedDim &in, const NamedDim &out_features,
+                       bool bias, const std::string &out, bool conv1d = false);
     std::string add(const std::string &a, const std::string &b, const std::string &out, const std::string &module,
                     Storage out_storage = Storage::Activation);
     // The block's last node: out = a + b, the layer's output, written to the residual stream.
@@ -59,8 +75,8 @@ public:
     // Tensor t is exactly what the HF module `module` (prefixed; "" for the prefix's own module) returns:
     // its Tensor::reference, what traces compare.
     void module_output(const std::string &t, const std::string &module);
-    // Column views of a fused projection: sizes in order, names in order.
-    std::vector<std::string> split(const std::string &x, const std::vector<int64_t> &widths,
+    // Column views of a fused projection: widths in order, names in order.
+    std::vector<std::string> split(const std::string &x, const std::vector<NamedDim> &widths,
                                    const std::vector<std::string> &names, const std::string &module);
 
     Graph &g;
@@ -68,7 +84,8 @@ public:
 
 private:
     std::string full_module(const std::string &module) const;  // prefix + module, "" for the prefix's own
-    std::string add_weight(const std::string &tensor, const std::string &source, const Shape &shape, bool transposed);
+    std::string add_weight(const std::string &tensor, const std::string &source, const std::vector<NamedDim> &dims,
+                           bool transposed);
 };
 
 struct AttentionSpec {

@@ -69,11 +69,6 @@ Program build_from_config(const ConfigReader &r, const HfOptions &opts)
     if (opts.max_context > 0) c.context_length = opts.max_context;
     if (c.context_length > (int64_t(1) << 30)) r.fail("max_position_embeddings", "is unreasonably large");
     Program p = fam.build(r, c);
-    int64_t q = c.n_heads * c.head_dim, kv = c.n_kv_heads * c.head_dim;
-    p.info.sizes = {{"CK_DIM", c.hidden_size},         {"CK_FFN", c.intermediate_size},
-                    {"CK_QKV_DIM", q + 2 * kv},         {"CK_GATE_UP_DIM", 2 * c.intermediate_size},
-                    {"CK_Q_DIM", q},                    {"CK_KV_DIM", kv},
-                    {"CK_HEAD_DIM", c.head_dim},        {"CK_VOCAB_SIZE", c.vocab_size}};
     if (!r.has("vocab_size"))  // the class default rarely matches a checkpoint: say it
         p.info.notes.push_back(fmt::format("{} has no vocab_size: using the {} default, {}", config_path, c.model_type,
                                            c.vocab_size));

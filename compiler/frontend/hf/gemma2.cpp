@@ -58,7 +58,7 @@ Program build_gemma2(const ConfigReader &r, const LlmConfig &c)
 
     NormSpec norm{NormKind::RmsPlusOne, c.norm_eps};
     SectionBuilder b(p.block, "model.layers.{L}.");
-    std::string x = b.carry(p.carry, p.carry_shape);
+    std::string x = b.carry(p);
     AttentionSpec attn;
     attn.qkv_bias = attn.o_bias = c.attention_bias;
     attn.scale = 1.0 / std::sqrt(query_scalar);

@@ -34,7 +34,7 @@ Program build_phi(const ConfigReader &, const LlmConfig &c)
 
     NormSpec norm{NormKind::Layer, c.norm_eps};
     SectionBuilder b(p.block, "model.layers.{L}.");
-    std::string x = b.carry(p.carry, p.carry_shape);
+    std::string x = b.carry(p);
     std::string n = b.norm(x, "input_layernorm", norm, "attn_in");
     AttentionSpec attn;
     attn.o = "dense";
