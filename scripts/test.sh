@@ -13,12 +13,12 @@ scripts/install_deps.sh
 if [ -z "${CKC_SKIP_SLOW:-}" ]; then scripts/llama_cpp.sh; fi
 
 echo "== build (Release) and run all tests"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCKC_WERROR=ON >/dev/null
 cmake --build build -j"$JOBS"
 (cd build && ctest --output-on-failure -j"$JOBS")
 
 echo "== build with -DCKC_SANITIZE=ON and run the compiler and runtime tests"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCKC_SANITIZE=ON -DCKC_PYTHON_TESTS=OFF >/dev/null
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCKC_SANITIZE=ON -DCKC_PYTHON_TESTS=OFF -DCKC_WERROR=ON >/dev/null
 cmake --build build-asan -j"$JOBS"
 (cd build-asan && ctest --output-on-failure -j"$JOBS")
 echo "== all tests passed"

@@ -5,7 +5,7 @@
  *   ck_model *m = ck_model_init("path/to/hf-folder");   // NULL: see ck_last_error()
  *   ck_model_kv_cache_enable(m, 256);
  *   ck_model_embed_tokens(m, prompt, n);                 // then
- *   ck_model_forward(m);                                 // logits for all n positions
+ *   ck_model_forward(m);                                 // logits of the last position (all: set_logits_all)
  *   ck_model_decode(m, next_token);                      // one step through the cache
  *   ck_model_free(m);
  *

@@ -6,6 +6,7 @@ Run with the project's Python (scripts/install_deps.sh makes it):
     scripts/py -m pytest tests/python
 """
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -22,6 +23,31 @@ os.environ.setdefault("CKC_OBJECT_CACHE_DIR", ckc.build.object_cache_dir())
 TINY = {"model_type": "llama", "vocab_size": 256, "hidden_size": 64, "intermediate_size": 172,
         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
         "max_position_embeddings": 128, "rms_norm_eps": 1e-5, "tie_word_embeddings": False}
+
+
+@functools.lru_cache(maxsize=None)
+def registry():
+    """What this ckc supports, read from its own tables (`ckc list --json`): families (with their GGUF
+    architecture), weight formats, IR ops, passes. Tests that cover "every family / format / op" iterate these, so
+    a new row is tested by being added."""
+    return json.loads(ckc.build.run([ckc.ckc_binary(), "list", "--json"]).stdout)
+
+
+def formats(*, floats=True):
+    """The names of the stored weight formats (registry), f32 included unless floats=False drops f32."""
+    return [f["name"] for f in registry()["formats"] if floats or f["name"] != "f32"]
+
+
+def gguf_writes(qtype):
+    """Whether the gguf package quantizes this GGML type itself (ckc's bytes can then be compared with its)."""
+    import numpy
+    from gguf import quants
+    from gguf.constants import GGML_QUANT_SIZES
+    try:
+        quants.quantize(numpy.zeros((1, GGML_QUANT_SIZES[qtype][0]), numpy.float32), qtype)
+        return True
+    except NotImplementedError:
+        return False
 
 
 def tiny(**overrides):

@@ -23,11 +23,11 @@ import pytest
 import torch
 
 import ckc
-from conftest import ROOT, float_prefill, prompt, tiny
+from conftest import ROOT, float_prefill, formats, prompt, registry, tiny
 from references import hf_reference, smollm2_gguf
 
 LLAMA = tiny(vocab_size=512, hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=2)
-TYPES = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K"]
+TYPES = formats()
 
 
 def quantize(src, out, qtype):
@@ -111,7 +111,9 @@ def family_config(name):
     return cfg
 
 
-FAMILIES = ["qwen2", "gemma", "gemma2", "phi3", "phi", "gpt2"]
+# every family with a GGUF architecture, but llama (the tests above) and mistral (written as a llama file:
+# test_mistral_window_is_noted)
+FAMILIES = [f["model_type"] for f in registry()["families"] if f["gguf"] and f["model_type"] not in ("llama", "mistral")]
 
 
 @pytest.mark.parametrize("family", FAMILIES)

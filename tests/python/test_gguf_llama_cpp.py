@@ -20,16 +20,15 @@ import numpy as np
 import pytest
 
 import ckc
-from conftest import prompt, tiny
+from conftest import prompt, registry, tiny
 from references import STORY, llama_cpp, llama_cpp_greedy, llama_cpp_logits, smollm2_gguf
 
 pytestmark = pytest.mark.slow  # builds llama.cpp once (cached), downloads SmolLM2 once (cached)
 
 LLAMA = tiny(vocab_size=512, hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=2,
              max_position_embeddings=256)
-# ckc type -> llama_ftype of llama-quantize
-FTYPES = {"f16": 1, "bf16": 32, "q8_0": 7, "q4_0": 2, "q4_1": 3, "q5_0": 8, "q5_1": 9, "q4_K": 14, "q5_K": 16,
-          "q6_K": 18}
+# ckc type -> the llama_ftype llama-quantize writes it for (pure: every matrix in that type), from the traits table
+FTYPES = {f["name"]: f["gguf_file_type"] for f in registry()["formats"] if f["name"] != "f32"}
 
 
 def quantize(src, out, qtype):

@@ -24,7 +24,7 @@ from gguf import GGMLQuantizationType as Q
 from gguf import quants
 
 import ckc
-from conftest import float_prefill, prompt
+from conftest import float_prefill, formats, gguf_writes, prompt, registry
 
 CFG = {"model_type": "llama", "vocab_size": 512, "hidden_size": 256, "intermediate_size": 512,
        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -42,7 +42,13 @@ NMSE = {"f16": 2e-6, "bf16": 1e-4, "q8_0": 1e-3, "q6_K": 1e-2, "q5_0": 6e-2, "q5
 # difference of the float sums moves one activation's 8-bit rounding a layer later).
 DECODE_VS_PREFILL = {"f16": 1e-10, "bf16": 1e-10, "q8_0": 1e-5, "q6_K": 1e-5, "q5_K": 1e-5, "q4_K": 1e-5,
                      "q5_0": 1e-5, "q4_0": 1e-5, "q4_1": 1e-5, "q5_1": 1e-4}
-GGUF_QUANTIZES = {"q8_0": Q.Q8_0, "q4_0": Q.Q4_0, "q4_1": Q.Q4_1, "q5_0": Q.Q5_0, "q5_1": Q.Q5_1, "bf16": Q.BF16}
+# the formats the gguf package quantizes itself (its bytes are llama.cpp's): the float-tile prefill's reference
+GGUF_QUANTIZES = {f["name"]: Q(f["type"]) for f in registry()["formats"] if f["name"] != "f32" and gguf_writes(Q(f["type"]))}
+
+
+def test_every_format_has_its_bounds():
+    """A new format (a row of the traits table) is measured here: it needs its bounds above."""
+    assert set(formats(floats=False)) == set(NMSE) == set(DECODE_VS_PREFILL)
 
 
 @pytest.fixture(scope="module")

@@ -99,10 +99,15 @@ inline std::string ir_lines(const std::string &text)
 // A pass test in the IR text form (ir/printer.h): `before` is parsed, the pass named `pass` runs on it as
 // the pipeline runs it (on a Program holding it as its header), and the result must print as `after`.
 // Returns whether the pass reported a change.
-inline bool check_pass(const std::string &pass, const std::string &before, const std::string &after)
+// The values of constant weights a pass reads (constant folding, mask detection), by weight name.
+using Constants = std::map<std::string, ckc::ConstData>;
+
+inline bool check_pass(const std::string &pass, const std::string &before, const std::string &after,
+                       const Constants &constants = {})
 {
     ckc::Program p;
     p.info.kind = ckc::ModelKind::Graph;
+    p.constants = constants;
     p.header = ckc::parse_graph(before, pass + " input");
     ckc::parse_graph(after, pass + " expected");  // the expectation is a graph too
     const ckc::Pass *ps = ckc::find_pass(pass);

@@ -3,7 +3,9 @@
 
 #include <regex>
 
+#include "codegen/graph_codegen.h"
 #include "codegen/llm_codegen.h"
+#include "ir/parser.h"
 #include "codegen/template.h"
 #include "passes/pass.h"
 #include "support/util.h"
@@ -208,4 +210,58 @@ TEST_CASE("codegen: --target gcu launches every node's kernel and keeps the hand
     bool listed = false;
     for (const auto &k : r.kernels) listed |= ends_with(k, "gcu/gcu_host.c");
     CHECK(listed);
+}
+
+// An exported graph's model.c: what the graph codegen writes around the same calls (IO tables, the handle `g`,
+// literal sizes under labels: a graph has no named sizes).
+TEST_CASE("codegen: a graph's model.c (golden lines)", "[codegen]")
+{
+    Program p;
+    p.info.kind = ModelKind::Graph;
+    p.info.family = "TinyNet";
+    p.header = parse_graph(R"(
+        MATMUL x[2, 8]:input, w[16, 8]:weight -> h[2, 16]  transpose_b=1
+        ADD h[2, 16], b[16]:weight -> hb[2, 16]
+        RELU hb[2, 16] -> r[2, 16]
+        MUL r[2, 16], s[2, 1]:input -> y[2, 16]:output
+    )");
+    p.inputs = {"x", "s"};
+    p.outputs = p.output_names = {"y"};
+    for (const char *w : {"w", "b"}) {  // the constants' values (what an export's weights file holds)
+        ConstData d;
+        d.shape = p.header.tensor(w).shape;
+        d.v.assign(static_cast<size_t>(d.numel()), 0.25);
+        p.constants[w] = d;
+    }
+    CodegenOptions o;
+    o.command_line = "ckc compile graph.json -o model.c";
+    o.passes = run_pipeline(p, PipelineOptions{});
+    o.runtime_dir = CKC_SOURCE_DIR "/runtime";
+    o.templates_dir = CKC_SOURCE_DIR "/templates";
+    GraphCodegenResult r = generate_graph_c(p, plan_program(p, PlanOptions{}), o);
+    const std::string &src = r.source;
+    CHECK_THAT(src, Contains("model.c — exported graph 'TinyNet' compiled by ckc " CKC_VERSION));
+    CHECK_THAT(src, Contains("static const int64_t CK_INPUT_SHAPE_0[] = {2, 8}; /* input x f32 */"));
+    CHECK_THAT(src, Contains("static const int64_t CK_INPUT_SHAPE_1[] = {2, 1}; /* input s f32 */"));
+    CHECK_THAT(src, Contains("static const char *const CK_OUTPUT_NAMES[] = {\"y\"};"));
+    std::string header = function_body(src.substr(src.find("static int ckg_header")).insert(0, "static int ck_header("),
+                                       "header");
+    CHECK_THAT(src, Contains("static int ckg_header(ck_graph *g, int layer)"));
+    CHECK_THAT(src, Contains("    (void)layer;\n"));
+    CHECK_THAT(src, Contains("const float *x = ((const float *)g->in[0]);"));
+    CHECK_THAT(src, Contains("float *y = ((float *)g->out[0]);"));
+    // sizes labelled; the bias and the ReLU fused (fuse_patterns); both written in the output's buffer (the plan)
+    CHECK_THAT(src, Contains("float *h = ((float *)g->out[0]);"));
+    CHECK_THAT(src, Contains("ck_linear(h, /*ldo=*/16, x, /*ld=*/8, g->w.w, /*bias=*/NULL, /*add=*/NULL, /*ld_add=*/0, "
+                             "/*T=*/2, /*K=*/8, /*N=*/16);"));
+    CHECK_THAT(src, Contains("ck_bias_relu(r, h, g->w.b, /*rows=*/2, /*n=*/16);"));
+    // a broadcasting multiply: its shapes as arrays in a block of their own
+    CHECK_THAT(src, Contains("static const int64_t so[] = {2, 16};\n"));
+    CHECK_THAT(src, Contains("static const int64_t sb[] = {2, 1};\n"));
+    CHECK(std::regex_search(src, std::regex(R"(ck_binary\(y, so, /\*rank=\*/2, \w+, sa, s, sb, CK_BIN_MUL\);)")));
+    CHECK(bare_numbers(header).empty());
+    CHECK(!r.weights.empty());  // the constants' file
+    bool binary_c = false;
+    for (const auto &k : r.kernels) binary_c |= ends_with(k, "kernels/binary.c");
+    CHECK(binary_c);
 }

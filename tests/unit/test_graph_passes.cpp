@@ -144,6 +144,27 @@ TEST_CASE("eliminate_reshapes: an identity reshape into an output hands the buff
 
 // ---- absorb_blas ----------------------------------------------------------------------
 
+TEST_CASE("absorb_blas: transposes and scalar factors go into the GEMM's flags (IR text)", "[graph-passes]")
+{
+    CHECK(check_pass("absorb_blas", R"(
+        TRANSPOSE b[2, 5, 4]:input -> bt[2, 4, 5]  dim0=-1 dim1=-2
+        MATMUL a[2, 3, 4]:input, bt[2, 4, 5] -> y[2, 3, 5]
+        MUL y[2, 3, 5] -> z[2, 3, 5]  scalar=0.5
+        RELU z[2, 3, 5] -> r[2, 3, 5]:output
+    )", R"(
+        MATMUL a[2, 3, 4]:input, b[2, 5, 4]:input -> y[2, 3, 5]  alpha=0.5 transpose_b=1
+        RELU y[2, 3, 5] -> r[2, 3, 5]:output
+    )"));
+    // a transpose of the batch dims stays
+    CHECK_FALSE(check_pass("absorb_blas", R"(
+        TRANSPOSE b[5, 4, 6]:input -> bt[4, 5, 6]  dim0=0 dim1=1
+        MATMUL a[4, 3, 5]:input, bt[4, 5, 6] -> y[4, 3, 6]:output
+    )", R"(
+        TRANSPOSE b[5, 4, 6]:input -> bt[4, 5, 6]  dim0=0 dim1=1
+        MATMUL a[4, 3, 5]:input, bt[4, 5, 6] -> y[4, 3, 6]:output
+    )"));
+}
+
 TEST_CASE("absorb_blas: last-two-dims transpose -> transpose_b; others stay", "[graph-passes]")
 {
     P t;
@@ -294,6 +315,35 @@ std::vector<double> tri(int S, bool above, double in, double out)
 }
 }  // namespace
 
+TEST_CASE("absorb_causal_mask: a constant upper-triangular mask becomes CAUSAL_MASK (IR text)", "[graph-passes]")
+{
+    auto mask = [](bool above, double in, double out, DType dt) {
+        ConstData d;
+        d.dtype = dt;
+        d.shape = {4, 4};
+        d.v = tri(4, above, in, out);
+        return d;
+    };
+    CHECK(check_pass("absorb_causal_mask", R"(
+        MASKED_FILL x[2, 4, 4]:input, mask[4, 4]:bool:weight -> y[2, 4, 4]:output  value=-inf
+    )", R"(
+        CAUSAL_MASK x[2, 4, 4]:input -> y[2, 4, 4]:output
+    )", {{"mask", mask(true, 1, 0, DType::Bool)}}));
+    CHECK(check_pass("absorb_causal_mask", R"(
+        ADD x[4, 4]:input, mask[4, 4]:weight -> y[4, 4]
+        SOFTMAX y[4, 4] -> p[4, 4]:output  axis=-1
+    )", R"(
+        CAUSAL_MASK x[4, 4]:input -> y[4, 4]
+        SOFTMAX y[4, 4] -> p[4, 4]:output  axis=-1
+    )", {{"mask", mask(true, -kInf, 0, DType::F32)}}));
+    // a mask that is not causal (the diagonal masked too) stays
+    CHECK_FALSE(check_pass("absorb_causal_mask", R"(
+        MASKED_FILL x[2, 4, 4]:input, mask[4, 4]:bool:weight -> y[2, 4, 4]:output  value=-inf
+    )", R"(
+        MASKED_FILL x[2, 4, 4]:input, mask[4, 4]:bool:weight -> y[2, 4, 4]:output  value=-inf
+    )", {{"mask", mask(false, 1, 0, DType::Bool)}}));
+}
+
 TEST_CASE("absorb_causal_mask: bool and float -inf forms", "[graph-passes]")
 {
     SECTION("MASKED_FILL(x, upper-triangular bool, -inf)")
@@ -362,6 +412,31 @@ void gelu_tanh_dag(P &t, double c3 = 0.044715)
     t.node(Op::MUL, {"half", "one"}, "y");
 }
 }  // namespace
+
+TEST_CASE("fuse_dags: the tanh GELU and a softmax written out become one node each (IR text)", "[graph-passes]")
+{
+    CHECK(check_pass("fuse_dags", R"(
+        MUL x[2, 16]:input -> half[2, 16]  scalar=0.5
+        POW x[2, 16]:input -> cube[2, 16]  exponent=3
+        MUL cube[2, 16] -> c[2, 16]  scalar=0.044715
+        ADD x[2, 16]:input, c[2, 16] -> inner[2, 16]
+        MUL inner[2, 16] -> u[2, 16]  scalar=0.7978845608028654
+        TANH u[2, 16] -> th[2, 16]
+        ADD th[2, 16] -> one[2, 16]  scalar=1
+        MUL half[2, 16], one[2, 16] -> y[2, 16]:output
+    )", R"(
+        GELU x[2, 16]:input -> y[2, 16]:output  act="gelu_tanh"
+    )"));
+    CHECK(check_pass("fuse_dags", R"(
+        REDUCE_MAX x[3, 8]:input -> mx[3, 1]  axis=-1 keepdim=1
+        SUB x[3, 8]:input, mx[3, 1] -> d[3, 8]
+        EXP d[3, 8] -> e[3, 8]
+        REDUCE_SUM e[3, 8] -> s[3, 1]  axis=-1 keepdim=1
+        DIV e[3, 8], s[3, 1] -> p[3, 8]:output
+    )", R"(
+        SOFTMAX x[3, 8]:input -> p[3, 8]:output  axis=1
+    )"));
+}
 
 TEST_CASE("fuse_dags: the 8-node tanh GELU becomes GELU", "[graph-passes]")
 {

@@ -6,8 +6,10 @@
 // dequantized matrix.
 // Bit-exactness with GGUF / llama.cpp is tests/python/test_quant.py's job.
 #include <cstring>
+#include <map>
 #include <string>
 
+#include "ck_errors.h"
 #include "ck_quant.h"
 #include "kernel_helpers.h"
 #include "../../runtime/kernels/fgemm.h"
@@ -17,8 +19,15 @@ using namespace ckc_kernel_test;
 
 namespace {
 
-const int kStored[] = {CK_Q_F32, CK_Q_F16, CK_Q_BF16, CK_Q_Q8_0, CK_Q_Q4_0, CK_Q_Q4_1,
-                       CK_Q_Q5_0, CK_Q_Q5_1, CK_Q_Q4_K, CK_Q_Q5_K, CK_Q_Q6_K};
+// every type a model may be stored in: the rows of the traits table (a new format is tested by being added)
+std::vector<int> stored_types()
+{
+    std::vector<int> out;
+    for (int i = 0; const ck_qtype_traits *t = ck_qtype_traits_at(i); i++)
+        if (t->stored) out.push_back(t->type);
+    return out;
+}
+const std::vector<int> kStored = stored_types();
 
 std::vector<uint8_t> quantize(int type, const std::vector<float> &x)
 {
@@ -35,21 +44,65 @@ std::vector<float> dequantize(int type, const std::vector<uint8_t> &q, size_t n)
     return y;
 }
 
-// worst relative RMS error a type may have on Gaussian data (measured, with margin)
+// worst relative RMS error a type may have on Gaussian data (measured, with margin); a type without a row fails
+const std::map<std::string, double> kRmsBound = {
+    {"f32", 0},        {"f16", 1e-3},     {"bf16", 4e-3},  {"q8_0", 8e-3},  {"q6_K", 2e-2}, {"q5_0", 4.5e-2},
+    {"q5_1", 4.5e-2},  {"q5_K", 4.5e-2},  {"q4_0", 9e-2},  {"q4_1", 9e-2},  {"q4_K", 9e-2},
+};
 double rms_bound(int type)
 {
-    switch (type) {
-    case CK_Q_F32: return 0;
-    case CK_Q_F16: return 1e-3;
-    case CK_Q_BF16: return 4e-3;
-    case CK_Q_Q8_0: return 8e-3;
-    case CK_Q_Q6_K: return 2e-2;
-    case CK_Q_Q5_0: case CK_Q_Q5_1: case CK_Q_Q5_K: return 4.5e-2;
-    default: return 9e-2;  // 4-bit
-    }
+    auto it = kRmsBound.find(ck_qtype_name(type));
+    INFO("format " << ck_qtype_name(type) << " has no error bound in kRmsBound");
+    REQUIRE(it != kRmsBound.end());
+    return it->second;
 }
 
 }  // namespace
+
+TEST_CASE("quant: every stored format has every function, and kernels that multiply it", "[quant]")
+{
+    REQUIRE(kStored.size() >= 11);
+    for (int i = 0; const ck_qtype_traits *t = ck_qtype_traits_at(i); i++) {
+        INFO("row " << i << ": " << t->name);
+        CHECK(ck_qtype_traits_of(t->type) == t);      // one row per type number
+        CHECK(ck_qtype_from_name(t->name) == (t->stored ? t->type : -1));
+        if (!t->block) {  // a GGML type ckc does not read: named only, every function missing
+            CHECK((!t->quantize && !t->dequantize && !t->stored));
+            CHECK(ck_quantize_row(t->type, nullptr, nullptr, 0) == CK_ENOTSUP);
+            CHECK(ck_dequantize_row(t->type, nullptr, nullptr, 0) == CK_ENOTSUP);
+            CHECK(std::isnan(ck_vec_dot(t->type, 0, nullptr, nullptr)));  // never a silent 0
+            continue;
+        }
+        CHECK(t->quantize);
+        CHECK(t->dequantize);
+        if (!t->stored) continue;  // q8_1, q8_K: activations only
+        const ck_qtype_traits *dot = ck_qtype_traits_of(t->dot_type);
+        REQUIRE(dot);
+        CHECK(dot->quantize);
+        CHECK(t->gguf_file_type >= 0);
+        CHECK(ck_qtype_for_rows(t->type, t->block) == t->type);
+        if (t->block > 1) CHECK(ck_qtype_row_bytes(ck_qtype_for_rows(t->type, t->block + 16), t->block + 16) > 0);
+        const ck_qtype_cpu *cpu = ck_qtype_cpu_of(t->type);
+        REQUIRE(cpu);
+        CHECK(cpu->dot_ref);
+        CHECK(ck_vec_dot_for(t->type));
+        // the int8 GEMM's own table agrees with the kernels' row
+        CHECK((cpu->gemm == CK_GEMM_INT8) == (ck_qgemm_type(t->type) != 0));
+        CHECK((cpu->gemm == CK_GEMM_FLOAT) == (ck_fgemm_type(t->type) != 0));
+    }
+    CHECK(ck_quantize_row(CK_Q_Q8_0, nullptr, nullptr, 31) == CK_EINVAL);  // not a whole block
+}
+
+TEST_CASE("quant: llama.cpp's fallback for rows that are not whole blocks", "[quant]")
+{
+    CHECK(ck_qtype_for_rows(CK_Q_Q4_K, 512) == CK_Q_Q4_K);
+    CHECK(ck_qtype_for_rows(CK_Q_Q4_K, 96) == CK_Q_Q5_0);
+    CHECK(ck_qtype_for_rows(CK_Q_Q5_K, 96) == CK_Q_Q5_1);
+    CHECK(ck_qtype_for_rows(CK_Q_Q6_K, 96) == CK_Q_Q8_0);
+    CHECK(ck_qtype_for_rows(CK_Q_Q4_K, 40) == CK_Q_F16);  // nor whole blocks of the fallback
+    CHECK(ck_qtype_for_rows(CK_Q_Q8_0, 40) == CK_Q_F16);
+    CHECK(ck_qtype_for_rows(99, 64) == -1);
+}
 
 TEST_CASE("quant: the type table and row sizes", "[quant]")
 {
