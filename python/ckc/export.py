@@ -892,7 +892,7 @@ _HANDLERS = {
     "aten.max": _max_dim, "aten.amax": _amax, "aten.sum": _sum, "aten.mean": _mean,
     # lookups, attention
     "aten.embedding": _embedding, "aten.scaled_dot_product_attention": _sdpa,
-    "ckc.sdpa": _sdpa,  # the torch backend's stand-in, which AOTAutograd does not decompose (conductor/jit.py)
+    "ckc.sdpa": _sdpa,  # the torch backend's stand-in, which AOTAutograd does not decompose (conductor/rewrites.py)
     # masks and constants (folded by the compiler)
     "aten.arange": _arange, "aten.full": _full, "aten.ones": _ones, "aten.zeros": _zeros,
     "aten.full_like": _full_like, "aten.new_full": _new_full, "aten.ones_like": _ones, "aten.zeros_like": _zeros,

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import ckc
-from ckc.conductor import jit
+from ckc.conductor import support, whole_graph
 from ckc.examples import GPT, MLP, Block, randomize
 from conftest import ROOT, max_diff
 
@@ -226,11 +226,11 @@ def test_an_input_updated_in_place_is_updated_once(cache):
             assert max_diff(f(x, acc), ref) < TOL
             assert max_diff(acc, step * ref_acc) < TOL, step
         torch._dynamo.reset()
-        hits = jit.WHOLE_GRAPH_HITS[0]
+        hits = whole_graph.HITS[0]
         f = torch.compile(m, backend="gcu")
         assert max_diff(f(x, acc), ref) < TOL
         assert max_diff(acc, 3 * ref_acc) < TOL
-        assert jit.WHOLE_GRAPH_HITS[0] == hits + 1  # one library, served without AOTAutograd
+        assert whole_graph.HITS[0] == hits + 1  # one library, served without AOTAutograd
 
 
 def test_mixed_module_falls_back_per_node_and_explains_why():
@@ -273,7 +273,7 @@ def test_a_node_ckc_rejects_while_converting_runs_eagerly_alone():
     x = torch.randn(2, 4, 8)
     with torch.no_grad():  # (with grad on, training graphs decompose LayerNorm into ops ckc runs)
         reports = ckc.explain(m, (x,))
-    eager = [n for n in reports[0].nodes if not n.compiled and n.op not in jit._LAYOUT_ONLY]
+    eager = [n for n in reports[0].nodes if not n.compiled and n.op not in support.LAYOUT_ONLY]
     assert [n.op for n in eager] == ["aten.native_layer_norm"], str(reports)
     assert "only the last dimension" in eager[0].reason
     assert reports[0].partitions == 2
@@ -343,8 +343,8 @@ m = randomize(MLP(32, 64), seed=1)
 with torch.no_grad():
     y = torch.compile(m, backend="gcu")(torch.ones(4, 32))
     assert (y - m(torch.ones(4, 32))).abs().max().item() < 1e-4
-from ckc.conductor import jit
-print(ckc.build.INVOCATIONS["cc"], ckc.build.INVOCATIONS["ckc"], jit.WHOLE_GRAPH_HITS[0])
+from ckc.conductor import whole_graph
+print(ckc.build.INVOCATIONS["cc"], ckc.build.INVOCATIONS["ckc"], whole_graph.HITS[0])
 """
 
 

@@ -79,7 +79,7 @@ def test_the_gpt_trains_with_one_forward_library_and_gradients_in_place():
     """The GPT's causal mask is a module buffer: compiled in as a constant (guarded), the training forward is
     one library with no eager op; the backward reads the weight transposes the forward saved in place and
     hands the weight gradients back in the parameters' layout, so AccumulateGrad takes them without a copy."""
-    from ckc.conductor.jit import _LAYOUT_ONLY
+    from ckc.conductor.support import LAYOUT_ONLY as _LAYOUT_ONLY
     torch._dynamo.reset()
     model, x = workload("gpt")
     contiguous = {}
@@ -215,13 +215,13 @@ def test_the_backward_frees_each_saved_activation_after_its_last_use(monkeypatch
     saved tensors, so the later partitions of the backward run with fewer of the forward's outputs alive.
     Held to the end (a plain call), every saved activation would live alongside all the weight gradients."""
     import weakref
-    from ckc.conductor import jit
+    from ckc.conductor import support
     from ckc.export import _target_name
     from ckc.graph import GraphModel
     torch._dynamo.reset()
     # the bias gradients' sums run eagerly here, so the backward is several libraries in turn
-    unsupported = jit._unsupported_reason
-    monkeypatch.setattr(jit, "_unsupported_reason", lambda node, *a: "(test) eager" if
+    unsupported = support.unsupported_reason
+    monkeypatch.setattr(support, "unsupported_reason", lambda node, *a: "(test) eager" if
                         _target_name(node) == "aten.sum" else unsupported(node, *a))
     phase, forward_outputs, alive_at_backward_calls = ["forward"], [], []
     runner = GraphModel.torch_runner
@@ -253,10 +253,10 @@ def test_compiling_the_backward_records_only_what_partitions_read(monkeypatch):
     """Compiling runs the graph once to record example values for the partitions: their inputs and what one
     partition hands to another, not the weight gradients the backward returns (at GPT-2 small those are the
     size of the model, recorded on top of the step's own)."""
-    from ckc.conductor import jit
+    from ckc.conductor import partition
     torch._dynamo.reset()
     recorded = []
-    compile_partitions = jit._compile_partitions
+    compile_partitions = partition.compile_partitions
 
     def spying(gm, record, *a, **k):
         returned_only = {n.name for n in gm.graph.nodes if n.op != "output" and n.users and
@@ -266,7 +266,7 @@ def test_compiling_the_backward_records_only_what_partitions_read(monkeypatch):
             recorded.append((set(names), returned_only))
             return record(names)
         return compile_partitions(gm, spy, *a, **k)
-    monkeypatch.setattr(jit, "_compile_partitions", spying)
+    monkeypatch.setattr(partition, "compile_partitions", spying)
     model, x = workload("gpt")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -281,16 +281,16 @@ def test_the_tied_embedding_gradient_is_scattered_into_the_head_gradient(monkeyp
     embedding's scatter-add into zeros (index_put(full(0), ids, dY, accumulate=True)); the backward adds the
     rows into dW in place instead (index_put_): no zero fill nor add of a vocabulary-sized matrix per step.
     The gradient still matches eager's (test_backward_and_steps_match_eager)."""
-    from ckc.conductor import jit
+    from ckc.conductor import partition
     torch._dynamo.reset()
     graphs = []
-    compile_partitions = jit._compile_partitions
+    compile_partitions = partition.compile_partitions
 
     def spying(gm, record, name, *a, **k):
         if name.endswith("_backward"):
             graphs.append([(str(n.target), [str(u.target) for u in n.users]) for n in gm.graph.nodes])
         return compile_partitions(gm, record, name, *a, **k)
-    monkeypatch.setattr(jit, "_compile_partitions", spying)
+    monkeypatch.setattr(partition, "compile_partitions", spying)
     model, x = workload("gpt")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -371,7 +371,7 @@ def test_compiling_the_adamw_step_records_shapes_not_values(monkeypatch):
 
 
 def test_the_forward_saves_the_gelus_input_and_the_backward_recomputes_the_rest(tmp_path, monkeypatch):
-    """jit._partition: the GPT's written-out tanh GELU hangs off one tensor (the MLP's hidden layer, fc's
+    """rewrites.partition_joint: the GPT's written-out tanh GELU hangs off one tensor (the MLP's hidden layer, fc's
     output); the forward saves that one and the backward computes the chain again in its elementwise programs.
     With AOTAutograd's default partition the forward returned five tensors of the hidden size per layer (the
     hidden layer, tanh's result, 1 + tanh, x * 0.5 and the GELU's output): 12 KiB per token per layer of

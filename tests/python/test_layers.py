@@ -3,10 +3,13 @@
     compiler:  support <- ir <- {frontend, passes, planner} <- codegen <- tools <- main.cpp
     runtime:   the units of each library (runtime/io, runtime/text, runtime/kernels) call each other without a
                circle (read from the symbols of the built objects: what a unit defines and what it needs)
+    python:    the modules of the ckc package import each other at load time without a circle (conductor/jit.py
+               -> its stages -> cache, report)
 
 CMake builds one library per compiler layer and links each only to the layers below it; this test is what
 fails when a wrong-way include comes back (an include path reaches every header, so the compiler would not).
 """
+import ast
 import collections
 import os
 import re
@@ -142,3 +145,39 @@ def test_cycle_finder_finds_a_circle():
     assert cycles({"gguf.c": {"safetensors.c"}, "safetensors.c": {"gguf.c"}, "json.c": set()}) == \
         [["gguf.c", "safetensors.c"]]
     assert cycles({"a": {"b"}, "b": {"c"}}) == []
+
+
+def python_imports(package_dir, package="ckc"):
+    """{module: set of package modules it imports at load time} (top-level `import` / `from` statements; an
+    import inside a function runs later and may go the other way). `from . import cache` imports ckc.conductor.cache,
+    not the package ckc.conductor."""
+    found = {}
+    for dirpath, _, files in os.walk(package_dir):
+        for f in files:
+            if f.endswith(".py"):
+                parts = [package] + os.path.relpath(os.path.join(dirpath, f), package_dir)[:-3].split(os.sep)
+                found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = os.path.join(dirpath, f)
+    graph = {}
+    for name, path in found.items():
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+        here = name if path.endswith("__init__.py") else name.rsplit(".", 1)[0]
+        deps = set()
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = here
+                for _ in range(max(node.level - 1, 0)):
+                    base = base.rsplit(".", 1)[0]
+                mod = ((f"{base}.{node.module}" if node.module else base) if node.level else node.module)
+                submodules = {f"{mod}.{a.name}" for a in node.names} & set(found)
+                deps |= submodules or {mod}
+        graph[name] = {d for d in deps if d in found and d != name}
+    return graph
+
+
+def test_python_modules_import_without_circles():
+    graph = python_imports(os.path.join(ROOT, "python", "ckc"))
+    assert {"ckc.conductor.partition", "ckc.conductor.support"} <= graph["ckc.conductor.jit"]
+    assert not cycles(graph), f"modules that import each other at load time: {cycles(graph)}"

@@ -127,7 +127,7 @@ def _build(tmp, doc, const_data, options):
 
 
 def remember_whole_graph(key, plan):
-    """Records that the dynamo graph with this key (jit._whole_graph_key) compiles to one library, run as
+    """Records that the dynamo graph with this key (whole_graph.key_of) compiles to one library, run as
     `plan` says; None records nothing."""
     if plan is None:
         return

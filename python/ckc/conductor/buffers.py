@@ -1,0 +1,99 @@
+"""Module buffers compiled in as constants: a causal mask or RoPE tables the graph only reads fold at compile
+time like values the module builds, instead of splitting the graph around eager ops; guarded, recompiled when
+one changes."""
+import copy
+import warnings
+
+
+# Module buffers up to this many bytes that the graph only reads become constants of the graph (_bake_buffers)
+BAKE_BYTES = 64 << 20
+
+
+# what may read a baked buffer (or a view of it): ops that neither write their inputs nor return them aliased
+# for a later write; anything else (F.batch_norm updating running stats, an in-place method) keeps it an input
+PURE_METHODS = {"__getitem__", "eq", "ne", "lt", "le", "gt", "ge", "bool", "float", "to", "type_as", "view",
+                 "reshape", "expand", "unsqueeze", "squeeze", "contiguous", "logical_not", "masked_fill", "size",
+                 "dim", "transpose", "permute", "t", "narrow", "flatten", "tril", "triu", "numel", "__invert__"}
+
+
+VIEW_METHODS = {"__getitem__", "view", "reshape", "expand", "unsqueeze", "squeeze", "contiguous", "transpose",
+                 "permute", "t", "narrow", "flatten"}
+
+
+def reads_only(node, depth=0):
+    """Whether every use of node (a buffer's placeholder, or a view of it) only reads it."""
+    import torch
+    pure_fns = {torch.where, torch.tril, torch.triu, torch.eq, torch.ne, torch.lt, torch.le, torch.gt, torch.ge,
+                torch.logical_not, torch.masked_fill, torch.cos, torch.sin, torch.matmul, torch.cat, torch.stack}
+    for u in node.users:
+        if u.op == "output":
+            return False  # returned: the caller may write it
+        if u.op == "call_method":
+            if u.target not in PURE_METHODS:
+                return False
+            if u.target in VIEW_METHODS and (depth > 8 or not reads_only(u, depth + 1)):
+                return False
+        elif u.op == "call_function":
+            mod = getattr(u.target, "__module__", "") or ""
+            if u.target in pure_fns:
+                continue
+            if mod in ("_operator", "operator") and not u.target.__name__.startswith("i"):
+                if u.target.__name__ == "getitem" and (depth > 8 or not reads_only(u, depth + 1)):
+                    return False
+                continue
+            return False
+        else:
+            return False
+    return True
+
+
+def buffer_inputs(gm, example_inputs):
+    """Indices of dynamo's inputs that are module buffers (its source is a module's _buffers entry: a causal
+    mask, RoPE tables) which the graph only reads, real tensors of at most BAKE_BYTES."""
+    import torch
+    from torch._subclasses.fake_tensor import is_fake
+    out = []
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i, (n, t) in enumerate(zip(placeholders, example_inputs)):
+        source = getattr(n.meta.get("grapharg"), "source", None)
+        name = getattr(source, "name", "")
+        name = name() if callable(name) else name
+        if (isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter) and not is_fake(t)
+                and not t.requires_grad and t.device.type == "cpu" and "._buffers[" in str(name)
+                and t.numel() * t.element_size() <= BAKE_BYTES and reads_only(n)):
+            out.append(i)
+    return out
+
+
+class BakedBuffers:
+    """A compiled graph whose read-only module buffers are compiled in as constants: a mask computed from a
+    buffer folds at compile time like one the module builds, instead of splitting the graph into partitions
+    around eager ops. Guarded: each call checks that every baked buffer is the same tensor, at the same address, unchanged (torch's version counter); when one
+    changed (`model.mask.fill_(...)`, a new tensor assigned), the graph is compiled again with the new values
+    (one warning), as dynamo recompiles on a failed guard. compile_graph(gm, args, options, constants) is the
+    backend's compiler (jit._compile_graph)."""
+
+    def __init__(self, gm, example_inputs, options, indices, compile_graph):
+        import torch.fx
+        self.original, self.options, self.indices = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph)), options, indices
+        self.compile_graph = compile_graph
+        self.warned = False
+        self._build(example_inputs)
+
+    def _build(self, args):
+        import torch.fx
+        self.seen = [(args[i], args[i]._version, args[i].data_ptr()) for i in self.indices]
+        gm = torch.fx.GraphModule(self.original, copy.deepcopy(self.original.graph))
+        self.fn = self.compile_graph(gm, args, self.options, {i: args[i].detach().clone() for i in self.indices})
+
+    def __call__(self, *args):
+        for (t, version, ptr), i in zip(self.seen, self.indices):
+            a = args[i]
+            if a is not t or a._version != version or a.data_ptr() != ptr:
+                if not self.warned:
+                    self.warned = True
+                    warnings.warn("ckc (gcu): a module buffer compiled in as a constant changed; compiling the "
+                                  "graph again with its new value", stacklevel=2)
+                self._build(args)
+                break
+        return self.fn(*args)

@@ -1,0 +1,166 @@
+"""Which ATen nodes ckc can run inside a compiled partition, and why not when it cannot.
+
+A node runs in C when export.py has a handler for its ATen op and its values are float32 / int64 / int32 / bool.
+Some ops ckc evaluates only at compile time (comparisons, where, tril on constants: masks it folds), so they
+need inputs computed from constants only (static_nodes); big fills stay eager (they would be constants the size
+of a vocabulary matrix in the library); copy_ is compiled only as a final in-place update of a graph input."""
+import importlib
+
+ex = importlib.import_module("ckc.export")  # the module (the package's `export` attribute is the function)
+
+
+_DTYPES = None  # the torch dtypes a compiled partition reads and writes (set on first use)
+
+
+# ATen ops that only move or view data: a partition of nothing else is left to eager (no work to compile)
+LAYOUT_ONLY = {"aten.view", "aten._unsafe_view", "aten.reshape", "aten.permute", "aten.t", "aten.transpose",
+                "aten.unsqueeze", "aten.squeeze", "aten.expand", "aten.clone", "aten.alias", "aten.detach",
+                "aten.slice", "aten.select", "aten.split", "aten.split_with_sizes", "getitem", "aten._to_copy",
+                "aten.lift_fresh_copy", "aten.contiguous", "aten.flatten", "aten.unflatten", "aten.view_as"}
+
+
+def torch_dtypes():
+    global _DTYPES
+    if _DTYPES is None:
+        import torch
+        _DTYPES = {torch.float32, torch.int64, torch.int32, torch.bool}
+    return _DTYPES
+
+
+# ATen ops ckc maps to compile-time-only ops (CMP, WHERE, TRIL, CAST: evaluated on constants, folded away):
+# in a partition they need inputs computed from constants only
+FOLD_ONLY = {"aten.where", "aten.tril", "aten.eq", "aten.ne", "aten.lt", "aten.le", "aten.gt", "aten.ge",
+              "aten.logical_not", "aten.bitwise_not"}
+
+
+# Fills larger than this many elements run eagerly: compiled in, a zeros [vocab, dim] (the embedding
+# gradient's base in a backward graph) would be a constant of that many floats in the library and its file
+BIG_FILL = 1 << 20
+
+
+FILLS = {"aten.full", "aten.zeros", "aten.ones", "aten.empty", "aten.full_like", "aten.zeros_like",
+          "aten.ones_like", "aten.empty_like", "aten.new_zeros", "aten.new_ones", "aten.new_full", "aten.new_empty"}
+
+
+def big_fill(node):
+    """The element count of a fill node larger than BIG_FILL, else 0."""
+    import torch
+    if node.op != "call_function" or ex._target_name(node) not in FILLS:
+        return 0
+    v = node.meta.get("val")
+    n = v.numel() if isinstance(v, torch.Tensor) else 0
+    return n if isinstance(n, int) and n > BIG_FILL else 0
+
+
+def static_nodes(gm):
+    """Constants (get_attr) and nodes computed from them only (iota, constant fills, masks), which ckc folds at
+    compile time; not a big fill (BIG_FILL)."""
+    static = set()
+    for n in gm.graph.nodes:
+        if n.op == "get_attr" or (n.op == "call_function" and all(a in static for a in n.all_input_nodes)
+                                  and not big_fill(n)):
+            static.add(n)
+    return static
+
+
+def is_masked_fill(node, static_names):
+    """where(mask, fill, x) or where(mask, x, fill) with a one-value fill and x of the result's shape: ckc's
+    MASKED_FILL (export._where), which reads a run-time mask (a causal mask's backward: the gradient zeroed
+    where the forward filled)."""
+    import torch
+    if len(node.args) != 3 or node.kwargs:
+        return False
+    cond, a, b = node.args
+
+    def one_value(v):
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return True
+        val = v.meta.get("val") if isinstance(v, torch.fx.Node) else None
+        return v.name in static_names and isinstance(val, torch.Tensor) and val.numel() == 1
+    if one_value(a) == one_value(b):
+        return False
+    x = b if one_value(a) else a
+    vals = [getattr(v, "meta", {}).get("val") for v in (cond, x, node)]
+    if not all(isinstance(v, torch.Tensor) for v in vals):
+        return False
+    c, xv, out = vals
+    return c.dtype == torch.bool and tuple(torch.broadcast_shapes(xv.shape, c.shape)) == tuple(out.shape)
+
+
+def is_static_select(node, static_names):
+    """where(cond, a, b) with a compile-time condition of one value and both branches of the result's shape: one
+    branch (export._where; AdamW's decomposed lerp selects between its operands by its constant weight)."""
+    import torch
+    if len(node.args) != 3 or node.kwargs or not all(isinstance(v, torch.fx.Node) for v in node.args):
+        return False
+    vals = [v.meta.get("val") for v in (*node.args, node)]
+    if not all(isinstance(v, torch.Tensor) for v in vals):
+        return False
+    cond, a, b, out = vals
+    return node.args[0].name in static_names and cond.numel() == 1 and a.shape == b.shape == out.shape
+
+
+def needs_constants(node, static_names=frozenset()):
+    """Whether ckc can run this node only when its tensor inputs are compile-time constants."""
+    import torch
+    name = ex._target_name(node)
+    if name == "aten.where" and (is_masked_fill(node, static_names) or is_static_select(node, static_names)):
+        return False
+    if name in FOLD_ONLY:
+        return True
+    if name in ("aten._to_copy", "aten.to"):
+        val, src = node.meta.get("val"), node.args[0].meta.get("val") if node.args else None
+        return isinstance(val, torch.Tensor) and isinstance(src, torch.Tensor) and val.dtype != src.dtype
+    if name in ("aten.scaled_dot_product_attention", "ckc.sdpa"):
+        mask = node.args[3] if len(node.args) > 3 else node.kwargs.get("attn_mask")
+        return mask is not None and not mask.meta["val"].dtype.is_floating_point
+    return False
+
+
+def values_ok(node):
+    """None when every tensor value of the node has a dtype ckc computes with, else the reason."""
+    import torch
+    vals = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
+    for v in vals:
+        for t in (v if isinstance(v, (tuple, list)) else [v]):
+            if isinstance(t, torch.Tensor) and t.dtype not in torch_dtypes():
+                return f"{t.dtype} values (ckc computes in float32, with int64 / int32 / bool ids and masks)"
+    return None
+
+
+def update_reason(node):
+    """None when copy_(dst, src) is a final in-place update of a graph input ckc can write directly (graph.json
+    "into"), else why not."""
+    import torch
+    dst, src = node.args[0], node.args[1]
+    if not (isinstance(dst, torch.fx.Node) and dst.op == "placeholder"):
+        return "copy_ into something else than an input of the graph"
+    if not (isinstance(src, torch.fx.Node) and src.op == "call_function") or node.users or node.kwargs:
+        return "copy_ of an input, or whose result is read"
+    d, s = dst.meta.get("val"), src.meta.get("val")
+    if not (isinstance(d, torch.Tensor) and isinstance(s, torch.Tensor)) or d.shape != s.shape or \
+            d.dtype != s.dtype or not d.is_contiguous():
+        return "copy_ that converts, broadcasts or writes a strided input"
+    # (FX nodes compare by their place in the graph: no index of the whole graph per copy_, an optimizer has
+    # four per parameter)
+    if any(u > node for u in dst.users) or sum(1 for u in dst.users if u.target is torch.ops.aten.copy_.default) > 1:
+        return "the input is read after copy_, or updated twice"
+    return None
+
+
+def unsupported_reason(node, rejected, is_static, static_names=frozenset()):
+    if node.op != "call_function":
+        return "not an op"
+    if node.name in rejected:
+        return rejected[node.name]
+    if ex._target_name(node) == "aten.copy_":
+        return update_reason(node)
+    if big_fill(node):
+        return (f"a fill of {big_fill(node)} elements runs eagerly (compiled in, it would be a constant of that "
+                "size in the library)")
+    name = ex._target_name(node)
+    if name not in ex._HANDLERS:
+        return f"no ckc handler for {name}"
+    if not is_static and needs_constants(node, static_names):
+        return f"ckc evaluates {name} on constants only (masks it folds at compile time); here it reads run-time values"
+    return values_ok(node)
