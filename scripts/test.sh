@@ -7,6 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=$(nproc)
+# as many test jobs as cores, each running multi-threaded kernels: OpenMP threads that spin at their barriers
+# would take the CPU another job needs (the Python tests: 6 min -> 4 on 2 cores)
+export OMP_WAIT_POLICY=PASSIVE
 
 scripts/install_deps.sh
 # llama.cpp, the reference of the GGUF tests (built from source once, cached outside the repository)

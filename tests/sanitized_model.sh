@@ -13,31 +13,43 @@ export ASAN_OPTIONS=exitcode=99:detect_leaks=1
 export UBSAN_OPTIONS=print_stacktrace=1
 rm -rf "$OUT"
 mkdir -p "$OUT/bad"
+
+# objs KERNELS_FILE [FLAGS...]: the object files of the runtime sources a model.c.kernels lists, each compiled once
+# with $SAN (and FLAGS) and reused by every model below (the runtime is the same for all of them)
+objs() {
+    list=$1
+    shift
+    dir="$OUT/objs/$(echo "x $*" | cksum | cut -d' ' -f1)"
+    mkdir -p "$dir"
+    for src in $(cat "$list"); do
+        o="$dir/$(echo "$src" | sed 's|.*/runtime/||; s|/|__|g; s|\.c$|.o|')"
+        [ -f "$o" ] || cc $SAN "$@" -fopenmp -I runtime/include -c "$src" -o "$o"
+        echo "$o"
+    done
+}
 "$CKC" compile "$CFG" -o "$OUT/model.c"
 "$CKC" random-weights "$CFG" -o "$OUT/weights" --std 0.15 2>/dev/null
-KERNELS=$(cat "$OUT/model.c.kernels")
 
-cc $SAN -DCK_MODEL_MAIN -I runtime/include "$OUT/model.c" $KERNELS -lopenblas -lm -fopenmp -o "$OUT/model"
+cc $SAN -DCK_MODEL_MAIN -I runtime/include "$OUT/model.c" $(objs "$OUT/model.c.kernels") -lopenblas -lm -fopenmp -o "$OUT/model"
 "$OUT/model" "$OUT/weights" -n 40 -t 2 1 2 3 > "$OUT/generated.txt"
 echo "generated: $(cat "$OUT/generated.txt")"
 
-cc $SAN -I runtime/include tests/c/api_check.c "$OUT/model.c" $KERNELS -lopenblas -lm -fopenmp -o "$OUT/api_check"
+cc $SAN -I runtime/include tests/c/api_check.c "$OUT/model.c" $(objs "$OUT/model.c.kernels") -lopenblas -lm -fopenmp -o "$OUT/api_check"
 "$OUT/api_check" "$OUT/weights"
-cc $SAN -DCK_TRACE -I runtime/include tests/c/api_check.c "$OUT/model.c" $KERNELS -lopenblas -lm -fopenmp \
-   -o "$OUT/api_check_trace"
+cc $SAN -DCK_TRACE -I runtime/include tests/c/api_check.c "$OUT/model.c" $(objs "$OUT/model.c.kernels" -DCK_TRACE) -lopenblas -lm \
+   -fopenmp -o "$OUT/api_check_trace"
 "$OUT/api_check_trace" "$OUT/weights"
 
 # the same model on the gcu device (--target gcu): device buffers that grow, the KV cache, RoPE tables and weights
 # uploaded at init, the stream's worker thread; it generates the same ids as on the cpu
 "$CKC" compile "$CFG" -o "$OUT/gcu/model.c" --target gcu
-GCU_KERNELS=$(cat "$OUT/gcu/model.c.kernels")
-cc $SAN -DCK_MODEL_MAIN -I runtime/include "$OUT/gcu/model.c" $GCU_KERNELS -lopenblas -lm -fopenmp -lpthread \
+cc $SAN -DCK_MODEL_MAIN -I runtime/include "$OUT/gcu/model.c" $(objs "$OUT/gcu/model.c.kernels") -lopenblas -lm -fopenmp -lpthread \
    -o "$OUT/gcu/model"
 "$OUT/gcu/model" "$OUT/weights" -n 40 -t 2 1 2 3 > "$OUT/gcu/generated.txt"
 if ! cmp -s "$OUT/generated.txt" "$OUT/gcu/generated.txt"; then
     echo "gcu generated: $(cat "$OUT/gcu/generated.txt") (differs from the cpu's)"; exit 1
 fi
-cc $SAN -I runtime/include tests/c/api_check.c "$OUT/gcu/model.c" $GCU_KERNELS -lopenblas -lm -fopenmp -lpthread \
+cc $SAN -I runtime/include tests/c/api_check.c "$OUT/gcu/model.c" $(objs "$OUT/gcu/model.c.kernels") -lopenblas -lm -fopenmp -lpthread \
    -o "$OUT/gcu/api_check"
 "$OUT/gcu/api_check" "$OUT/weights"
 
@@ -46,7 +58,7 @@ cc $SAN -I runtime/include tests/c/api_check.c "$OUT/gcu/model.c" $GCU_KERNELS -
 for fam in gpt2 gemma2 phi qwen2; do
     "$CKC" compile models/tiny-$fam/config.json -o "$OUT/$fam/model.c"
     "$CKC" random-weights models/tiny-$fam/config.json -o "$OUT/$fam/weights" --std 0.15 2>/dev/null
-    cc $SAN -DCK_MODEL_MAIN -I runtime/include "$OUT/$fam/model.c" $(cat "$OUT/$fam/model.c.kernels") -lopenblas -lm \
+    cc $SAN -DCK_MODEL_MAIN -I runtime/include "$OUT/$fam/model.c" $(objs "$OUT/$fam/model.c.kernels") -lopenblas -lm \
        -fopenmp -o "$OUT/$fam/model"
     "$OUT/$fam/model" "$OUT/$fam/weights" -n 20 -t 2 1 2 3 > "$OUT/$fam/generated.txt" 2> "$OUT/$fam/stderr.txt"
     echo "$fam: $(cat "$OUT/$fam/generated.txt")"
@@ -58,12 +70,13 @@ done
 for q in q4_K q6_K q4_1; do
     "$CKC" quantize "$OUT/weights" -o "$OUT/gguf-$q/model.gguf" --type $q 2>/dev/null
     "$CKC" compile "$OUT/gguf-$q/model.gguf" -o "$OUT/gguf-$q/model.c"
-    cc $SAN -DCK_MODEL_MAIN -I runtime/include "$OUT/gguf-$q/model.c" $(cat "$OUT/gguf-$q/model.c.kernels") -lopenblas        -lm -fopenmp -o "$OUT/gguf-$q/model"
+    cc $SAN -DCK_MODEL_MAIN -I runtime/include "$OUT/gguf-$q/model.c" $(objs "$OUT/gguf-$q/model.c.kernels") -lopenblas \
+       -lm -fopenmp -o "$OUT/gguf-$q/model"
     "$OUT/gguf-$q/model" "$OUT/gguf-$q/model.gguf" -n 20 -t 2 1 2 3 4 5 > "$OUT/gguf-$q/generated.txt"
     echo "gguf $q: $(cat "$OUT/gguf-$q/generated.txt")"
 done
 "$CKC" compile "$CFG" --weights q8_0 -o "$OUT/q8/model.c"
-cc $SAN -DCK_MODEL_MAIN -I runtime/include "$OUT/q8/model.c" $(cat "$OUT/q8/model.c.kernels") -lopenblas -lm -fopenmp \
+cc $SAN -DCK_MODEL_MAIN -I runtime/include "$OUT/q8/model.c" $(objs "$OUT/q8/model.c.kernels") -lopenblas -lm -fopenmp \
    -o "$OUT/q8/model"
 "$OUT/q8/model" "$OUT/weights" -n 20 -t 2 1 2 3 4 5 > "$OUT/q8/generated.txt"
 echo "--weights q8_0: $(cat "$OUT/q8/generated.txt")"
@@ -82,7 +95,7 @@ for fam in llama gpt2 gemma2 phi; do
     W="$OUT/weights"
     [ "$fam" = llama ] || W="$OUT/$fam/weights"
     "$CKC" compile models/tiny-$fam/config.json --train -o "$OUT/train-$fam/model.c"
-    cc $SAN -I runtime/include tests/c/train_check.c "$OUT/train-$fam/model.c" $(cat "$OUT/train-$fam/model.c.kernels") \
+    cc $SAN -I runtime/include tests/c/train_check.c "$OUT/train-$fam/model.c" $(objs "$OUT/train-$fam/model.c.kernels") \
        -lopenblas -lm -fopenmp -o "$OUT/train-$fam/train_check"
     "$OUT/train-$fam/train_check" "$W" "$OUT/train-$fam" > "$OUT/train-$fam/out.txt"
     echo "$fam: $(head -1 "$OUT/train-$fam/out.txt")"
@@ -107,7 +120,7 @@ m = randomize(GPT(vocab=96, dim=64, heads=4, layers=3, max_len=32))
 ckc.export(m, (torch.randint(0, 96, (2, 16), generator=torch.Generator().manual_seed(0)),), sys.argv[1] + "/export")
 PYEOF
 "$CKC" compile "$OUT/graph/export/graph.json" -o "$OUT/graph/model.c"
-cc $SAN -I runtime/include tests/c/graph_check.c "$OUT/graph/model.c" $(cat "$OUT/graph/model.c.kernels") \
+cc $SAN -I runtime/include tests/c/graph_check.c "$OUT/graph/model.c" $(objs "$OUT/graph/model.c.kernels") \
    -lopenblas -lm -fopenmp -o "$OUT/graph/graph_check"
 "$OUT/graph/graph_check" "$OUT/graph/model.weights.safetensors" 96
 
@@ -122,13 +135,13 @@ class MaskOut(torch.nn.Module):
 ckc.export(MaskOut(), (torch.randn(4, 16), torch.rand(16) > 0.5), sys.argv[1] + "/export")
 PYEOF
 "$CKC" compile "$OUT/mask/export/graph.json" -o "$OUT/mask/model.c"
-cc $SAN -I runtime/include tests/c/graph_run.c "$OUT/mask/model.c" $(cat "$OUT/mask/model.c.kernels") \
+cc $SAN -I runtime/include tests/c/graph_run.c "$OUT/mask/model.c" $(objs "$OUT/mask/model.c.kernels") \
    -lopenblas -lm -fopenmp -o "$OUT/mask/graph_run"
 "$OUT/mask/graph_run"
 
 # the same graph on the gcu device (--target gcu): uploads, the stream's worker thread, copies in and out
 "$CKC" compile "$OUT/graph/export/graph.json" -o "$OUT/graph-gcu/model.c" --target gcu
-cc $SAN -I runtime/include tests/c/graph_check.c "$OUT/graph-gcu/model.c" $(cat "$OUT/graph-gcu/model.c.kernels") \
+cc $SAN -I runtime/include tests/c/graph_check.c "$OUT/graph-gcu/model.c" $(objs "$OUT/graph-gcu/model.c.kernels") \
    -lopenblas -lm -fopenmp -lpthread -o "$OUT/graph-gcu/graph_check"
 "$OUT/graph-gcu/graph_check" "$OUT/graph-gcu/model.weights.safetensors" 96
 
@@ -138,7 +151,7 @@ cc $SAN -I runtime/include tests/c/graph_check.c "$OUT/graph-gcu/model.c" $(cat 
 case "$PY" in /*) PYABS=$PY ;; *) PYABS=$(pwd)/$PY ;; esac
 SMOL=$(cd tests/python && "$PYABS" -c 'from references import smollm2_gguf; print(smollm2_gguf())')
 "$CKC" compile "$SMOL" -o "$OUT/smol/model.c"
-cc $SAN -DCK_MODEL_MAIN -I runtime/include "$OUT/smol/model.c" $(cat "$OUT/smol/model.c.kernels") -lopenblas -lm \
+cc $SAN -DCK_MODEL_MAIN -I runtime/include "$OUT/smol/model.c" $(objs "$OUT/smol/model.c.kernels") -lopenblas -lm \
    -fopenmp -o "$OUT/smol/model"
 "$OUT/smol/model" "$SMOL" --prompt "What is 2 + 2?" -n 24 -t 2 > "$OUT/smol/answer.txt"
 echo "smollm2 --prompt: $(cat "$OUT/smol/answer.txt")"

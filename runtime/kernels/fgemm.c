@@ -37,12 +37,7 @@
 #define NV 3        /* zmm of weight rows per panel (the last panel of a range: as few as its rows need) */
 #define NR (16 * NV) /* weight rows per panel */
 #define MR 8        /* tokens per microkernel block: MR x NV accumulators */
-/* Activations past this many bytes run in blocks of CK_FGEMM_TB tokens x KC columns (ck_fgemm_general):
- * rows of them past the last-level cache, a transposed A (read a token's column at a time) past 8 MiB */
-#define CK_FGEMM_BLOCKED_BYTES (24u << 20)
-#define CK_FGEMM_BLOCKED_BYTES_T (8u << 20)
-#define CK_FGEMM_TB 512 /* 256: 10% slower, 1024: 10% slower on the LM head's dW (50257 x 768 x 256) */
-#define KC 512 /* columns per panel: 96 KiB of floats, L2-resident while all tokens pass (256 measured 1-2% slower) */
+#define KC CK_FGEMM_KC
 
 int ck_fgemm_type(int type) { return type == CK_Q_F32 || type == CK_Q_F16 || type == CK_Q_BF16; }
 

@@ -13,6 +13,19 @@ extern "C" {
 
 /* From this many tokens on, with AVX-512, fgemm.c's FMA panel GEMM instead of OpenBLAS */
 #define CK_FGEMM_MIN_T 8
+/* columns per panel: 96 KiB of floats, L2-resident while all tokens pass (256 measured 1-2% slower) */
+#define CK_FGEMM_KC 512
+#define CK_FGEMM_TB 512 /* 256: 10% slower, 1024: 10% slower on the LM head's dW (50257 x 768 x 256) */
+/* Activations past this many bytes run in blocks of CK_FGEMM_TB tokens x CK_FGEMM_KC columns
+ * (ck_fgemm_general): rows of them past the last-level cache, a transposed A (read a token's column at a
+ * time) past 8 MiB. A build may set smaller ones (the sanitizer build does, so that its tests reach the
+ * blocked loops with small matrices): the results are the same either way. */
+#ifndef CK_FGEMM_BLOCKED_BYTES
+#define CK_FGEMM_BLOCKED_BYTES (24u << 20)
+#endif
+#ifndef CK_FGEMM_BLOCKED_BYTES_T
+#define CK_FGEMM_BLOCKED_BYTES_T (8u << 20)
+#endif
 
 int ck_fgemm_type(int type); /* 1 for f32, f16 and bf16 */
 int ck_fgemm_fast(void);     /* 1 when the AVX-512 body runs (else qlinear.c keeps its tiles into sgemm) */

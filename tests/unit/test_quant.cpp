@@ -352,8 +352,13 @@ TEST_CASE("quant: the int8 prefill GEMM equals its scalar twin bit for bit", "[q
 TEST_CASE("fgemm: W stored [K][N] and a transposed A equal the scalar twin bit for bit", "[quant]")
 {
     // a partial tile of tokens, 2 panels of columns, a partial panel of rows; then activations run in blocks
-    // of tokens x columns (past 8 MiB transposed: 2 token blocks and a partial one; past 24 MiB as rows)
-    auto [T, K, N] = GENERATE(std::tuple{21, 530, 70}, std::tuple{1100, 1930, 20}, std::tuple{600, 10600, 20});
+    // of tokens x columns (past CK_FGEMM_BLOCKED_BYTES_T transposed: 2 token blocks and a partial one, more
+    // than one column block; past CK_FGEMM_BLOCKED_BYTES as rows), sized from the build's thresholds
+    const int t_tb = 2 * CK_FGEMM_TB + 76;
+    const int k_t = std::max(CK_FGEMM_KC + 18, static_cast<int>(CK_FGEMM_BLOCKED_BYTES_T / (4 * t_tb)) + 18);
+    const int k_rows = static_cast<int>(CK_FGEMM_BLOCKED_BYTES / (4 * 600)) + 80;
+    REQUIRE(4.0 * t_tb * k_t <= CK_FGEMM_BLOCKED_BYTES);  // the rows of the transposed case are not blocked
+    auto [T, K, N] = GENERATE_COPY(std::tuple{21, 530, 70}, std::tuple{t_tb, k_t, 20}, std::tuple{600, k_rows, 20});
     auto x = rnd(static_cast<size_t>(T) * K, 31u, 1.0f), w = rnd(static_cast<size_t>(K) * N, 32u, 0.3f);
     auto bias = rnd(N, 33u), add = rnd(static_cast<size_t>(T) * N, 34u);
     std::vector<float> xt(x.size()), want(add.size());
