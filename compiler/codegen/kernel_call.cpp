@@ -54,25 +54,19 @@ CArg arg_expr(const std::string &label, const std::string &text, std::vector<std
     return a;
 }
 
-CArg arg_float(const std::string &label, double v)
+static CArg scalar(const std::string &label, std::string text)
 {
     CArg a;
     a.kind = CArg::Kind::Scalar;
     a.label = label;
-    a.text = c_float(v);
+    a.text = std::move(text);
     a.named = false;
     return a;
 }
 
-CArg arg_int(const std::string &label, int64_t v)
-{
-    CArg a;
-    a.kind = CArg::Kind::Scalar;
-    a.label = label;
-    a.text = std::to_string(v);
-    a.named = false;
-    return a;
-}
+CArg arg_float(const std::string &label, double v) { return scalar(label, c_float(v)); }
+
+CArg arg_int(const std::string &label, int64_t v) { return scalar(label, std::to_string(v)); }
 
 CArg arg_enum(const std::string &label, const std::string &constant)
 {
