@@ -152,12 +152,88 @@ const std::string &Node::s(const std::string &key) const
 }
 
 // ---- Graph -----------------------------------------------------------------
+//
+// Nodes live in a list (NodeList): an edit anywhere costs O(log n), a node's address stays put, and the
+// indices below are updated by each edit instead of rebuilt, so a pass over a graph of n nodes costs
+// O(n log n) however many edits it makes. Each node carries an order key increasing along the list
+// (runs_before); an insertion takes the middle of its neighbours' keys, and the keys are spread out again
+// when a gap runs out (after ~32 insertions at one place).
+
+namespace {
+constexpr int64_t kKeyGap = int64_t{1} << 32;
+}
+
+Graph::Graph(const Graph &o)
+    : nodes_(o.nodes_), tensors_(o.tensors_), outputs_(o.outputs_), output_set_(o.output_set_)
+{
+    rebuild_index();
+}
+
+Graph &Graph::operator=(const Graph &o)
+{
+    if (this != &o) {
+        nodes_ = o.nodes_;
+        tensors_ = o.tensors_;
+        outputs_ = o.outputs_;
+        output_set_ = o.output_set_;
+        next_suffix_.clear();
+        rebuild_index();
+    }
+    return *this;
+}
+
+void Graph::rebuild_index()
+{
+    by_name_.clear();
+    producer_.clear();
+    consumers_.clear();
+    for (auto it = nodes_.slots_.begin(); it != nodes_.slots_.end(); ++it) {
+        by_name_[it->node.name] = it;
+        index_node(*it);
+    }
+    positions_dirty_ = true;
+}
+
+void Graph::index_node(NodeList::Slot &s)
+{
+    producer_[s.node.output] = &s;
+    for (size_t k = 0; k < s.node.inputs.size(); k++) {
+        const std::string &in = s.node.inputs[k];
+        if (std::find(s.node.inputs.begin(), s.node.inputs.begin() + k, in) == s.node.inputs.begin() + k)
+            consumers_[in].push_back(&s);  // a node reading a tensor twice is one consumer
+    }
+}
+
+void Graph::unindex_node(NodeList::Slot &s)
+{
+    auto p = producer_.find(s.node.output);
+    if (p != producer_.end() && p->second == &s) producer_.erase(p);
+    for (const auto &in : s.node.inputs) {
+        auto c = consumers_.find(in);
+        if (c == consumers_.end()) continue;
+        auto &v = c->second;
+        v.erase(std::remove(v.begin(), v.end(), &s), v.end());
+        if (v.empty()) consumers_.erase(c);
+    }
+}
+
+void Graph::relabel()
+{
+    int64_t k = 0;
+    for (auto &s : nodes_.slots_) s.key = k += kKeyGap;
+}
+
+Graph::SlotIt Graph::slot(const std::string &node, const char *what) const
+{
+    auto it = by_name_.find(node);
+    if (it == by_name_.end()) internal_error(fmt::format("{}: no node '{}'", what, node));
+    return it->second;
+}
 
 Tensor &Graph::add_tensor(Tensor t)
 {
     if (tensors_.count(t.name)) internal_error(fmt::format("tensor '{}' defined twice", t.name));
     std::string name = t.name;
-    dirty_ = true;
     return tensors_.emplace(name, std::move(t)).first->second;
 }
 
@@ -192,9 +268,20 @@ static std::vector<std::string> infer_dims(const Graph &g, const Node &n, size_t
     return names.size() == rank && any ? names : std::vector<std::string>{};
 }
 
-Node &Graph::add_node(Node n, Storage out_storage) { return insert_node(std::move(n), "", out_storage); }
+Node &Graph::add_node(Node n, Storage out_storage) { return place(std::move(n), nodes_.slots_.end(), out_storage); }
 
 Node &Graph::insert_node(Node n, const std::string &before, Storage out_storage)
+{
+    SlotIt at = before.empty() ? nodes_.slots_.end() : slot(before, "insert before");
+    return place(std::move(n), at, out_storage);
+}
+
+Node &Graph::insert_after(Node n, const std::string &after, Storage out_storage)
+{
+    return place(std::move(n), std::next(slot(after, "insert after")), out_storage);
+}
+
+Node &Graph::place(Node n, SlotIt at, Storage out_storage)
 {
     if (n.name.empty()) n.name = unique_name(std::string("n_") + op_name(n.op));
     if (node(n.name)) internal_error(fmt::format("node '{}' defined twice", n.name));
@@ -215,17 +302,27 @@ Node &Graph::insert_node(Node n, const std::string &before, Storage out_storage)
                                        dtype_name(dt), t.name, shape_str(t.shape), dtype_name(t.dtype)));
         if (producer(n.output)) internal_error(fmt::format("tensor '{}' already has a producer", n.output));
     }
-    int at = before.empty() ? static_cast<int>(nodes_.size()) : node_index(before);
-    if (at < 0) internal_error(fmt::format("insert before unknown node '{}'", before));
-    auto it = nodes_.insert(nodes_.begin() + at, std::move(n));
-    dirty_ = true;  // after the insertion: node_index() above refreshed the index
-    return *it;
+    auto &slots = nodes_.slots_;
+    // the order key: between the neighbours' (spread out again when they are adjacent)
+    for (int attempt = 0;; attempt++) {
+        int64_t lo = at == slots.begin() ? 0 : std::prev(at)->key;
+        int64_t hi = at == slots.end() ? lo + 2 * kKeyGap : at->key;
+        if (hi - lo >= 2 || attempt) {
+            std::string name = n.name;
+            SlotIt it = slots.insert(at, NodeList::Slot{std::move(n), lo + (hi - lo) / 2});
+            by_name_[name] = it;
+            index_node(*it);
+            positions_dirty_ = true;
+            return it->node;
+        }
+        relabel();
+    }
 }
 
 void Graph::mark_output(const std::string &t)
 {
     if (!has_tensor(t)) internal_error(fmt::format("output '{}' is not a tensor", t));
-    if (!is_output(t)) outputs_.push_back(t);
+    if (output_set_.insert(t).second) outputs_.push_back(t);
 }
 
 const Tensor &Graph::tensor(const std::string &name) const
@@ -242,8 +339,6 @@ Tensor &Graph::tensor(const std::string &name)
     return it->second;
 }
 
-bool Graph::is_output(const std::string &t) const { return std::find(outputs_.begin(), outputs_.end(), t) != outputs_.end(); }
-
 bool Graph::updated_input(const std::string &input) const
 {
     for (const auto &o : outputs_)
@@ -251,98 +346,113 @@ bool Graph::updated_input(const std::string &input) const
     return false;
 }
 
-void Graph::reindex() const
-{
-    if (!dirty_) return;
-    producer_.clear();
-    consumers_.clear();
-    by_name_.clear();
-    for (int i = 0; i < static_cast<int>(nodes_.size()); i++) {
-        const Node &n = nodes_[i];
-        by_name_[n.name] = i;
-        producer_[n.output] = i;
-        std::set<std::string> seen;  // a node reading a tensor twice is one consumer
-        for (const auto &in : n.inputs)
-            if (seen.insert(in).second) consumers_[in].push_back(i);
-    }
-    dirty_ = false;
-}
-
 const Node *Graph::producer(const std::string &t) const
 {
-    reindex();
     auto it = producer_.find(t);
-    return it == producer_.end() ? nullptr : &nodes_[it->second];
+    return it == producer_.end() ? nullptr : &it->second->node;
 }
 
 std::vector<const Node *> Graph::consumers(const std::string &t) const
 {
-    reindex();
     std::vector<const Node *> out;
     auto it = consumers_.find(t);
-    if (it != consumers_.end())
-        for (int i : it->second) out.push_back(&nodes_[i]);
+    if (it == consumers_.end()) return out;
+    std::vector<const NodeList::Slot *> slots(it->second.begin(), it->second.end());
+    std::sort(slots.begin(), slots.end(), [](const auto *a, const auto *b) { return a->key < b->key; });
+    for (const auto *s : slots) out.push_back(&s->node);
+    return out;
+}
+
+std::vector<const Node *> Graph::node_list() const
+{
+    std::vector<const Node *> out;
+    out.reserve(nodes_.size());
+    for (const auto &s : nodes_.slots_) out.push_back(&s.node);
     return out;
 }
 
 const Node *Graph::node(const std::string &name) const
 {
-    int i = node_index(name);
-    return i < 0 ? nullptr : &nodes_[i];
+    auto it = by_name_.find(name);
+    return it == by_name_.end() ? nullptr : &it->second->node;
 }
 
 int Graph::node_index(const std::string &name) const
 {
-    reindex();
     auto it = by_name_.find(name);
-    return it == by_name_.end() ? -1 : it->second;
+    if (it == by_name_.end()) return -1;
+    if (positions_dirty_) {
+        positions_.clear();
+        int i = 0;
+        for (const auto &s : nodes_.slots_) positions_[&s] = i++;
+        positions_dirty_ = false;
+    }
+    return positions_.at(&*it->second);
+}
+
+bool Graph::runs_before(const std::string &a, const std::string &b) const
+{
+    return slot(a, "runs_before")->key < slot(b, "runs_before")->key;
+}
+
+std::string Graph::next_node(const std::string &name) const
+{
+    SlotIt it = std::next(slot(name, "next_node"));
+    return it == nodes_.slots_.end() ? std::string() : it->node.name;
 }
 
 void Graph::replace_uses(const std::string &old_t, const std::string &new_t)
 {
-    for (auto &n : nodes_)
-        for (auto &in : n.inputs)
-            if (in == old_t) in = new_t;
-    for (auto &o : outputs_)
-        if (o == old_t) o = new_t;
-    dirty_ = true;
+    if (old_t == new_t) return;
+    auto c = consumers_.find(old_t);
+    if (c != consumers_.end()) {
+        std::vector<NodeList::Slot *> readers = std::move(c->second);
+        consumers_.erase(c);
+        auto &to = consumers_[new_t];
+        for (NodeList::Slot *s : readers) {
+            bool already = std::find(s->node.inputs.begin(), s->node.inputs.end(), new_t) != s->node.inputs.end();
+            for (auto &in : s->node.inputs)
+                if (in == old_t) in = new_t;
+            if (!already) to.push_back(s);
+        }
+    }
+    if (output_set_.erase(old_t)) {
+        for (auto &o : outputs_)
+            if (o == old_t) o = new_t;
+        output_set_.insert(new_t);
+    }
 }
 
-Node &Graph::edit(const std::string &name)
-{
-    int i = node_index(name);
-    if (i < 0) internal_error(fmt::format("edit: no node '{}'", name));
-    return nodes_[i];
-}
+Node &Graph::edit(const std::string &name) { return slot(name, "edit")->node; }
 
 void Graph::set_input(const std::string &node_name, size_t index, const std::string &t)
 {
-    int i = node_index(node_name);
-    if (i < 0 || index >= nodes_[i].inputs.size())
+    NodeList::Slot &s = *slot(node_name, "set_input");
+    if (index >= s.node.inputs.size())
         internal_error(fmt::format("set_input: node '{}' has no input {}", node_name, index));
-    nodes_[i].inputs[index] = t;
-    dirty_ = true;
+    unindex_node(s);
+    s.node.inputs[index] = t;
+    index_node(s);
 }
 
 void Graph::remove_node(const std::string &name)
 {
-    int i = node_index(name);
-    if (i < 0) internal_error(fmt::format("remove of unknown node '{}'", name));
-    nodes_.erase(nodes_.begin() + i);
-    dirty_ = true;
+    SlotIt it = slot(name, "remove");
+    unindex_node(*it);
+    by_name_.erase(it->node.name);
+    nodes_.slots_.erase(it);
+    positions_dirty_ = true;
 }
 
 void Graph::remove_tensor(const std::string &name)
 {
-    if (producer(name) || !consumers(name).empty() || is_output(name))
+    if (producer(name) || consumers_.count(name) || is_output(name))
         internal_error(fmt::format("remove of tensor '{}' that is still in use", name));
     tensors_.erase(name);
-    dirty_ = true;
 }
 
 std::vector<std::string> Graph::unused_tensors() const
 {
-    reindex();
     std::vector<std::string> out;
     for (const auto &[name, t] : tensors_)
         if (!producer_.count(name) && !consumers_.count(name) && !is_output(name)) out.push_back(name);
@@ -351,9 +461,9 @@ std::vector<std::string> Graph::unused_tensors() const
 
 std::string Graph::unique_name(const std::string &base) const
 {
-    reindex();
     if (!tensors_.count(base) && !by_name_.count(base)) return base;
-    for (int k = 1;; k++) {
+    int &k = next_suffix_[base];  // names taken so far stay taken: start after the last one given
+    for (k = std::max(k, 1);; k++) {
         std::string c = base + "_" + std::to_string(k);
         if (!tensors_.count(c) && !by_name_.count(c)) return c;
     }
@@ -361,23 +471,26 @@ std::string Graph::unique_name(const std::string &base) const
 
 void Graph::verify(const std::string &where) const
 {
-    reindex();
     std::set<std::string> available;
     for (const auto &[name, t] : tensors_)
         if (!producer_.count(name)) available.insert(name);
     std::set<std::string> names;
-    for (const auto &n : nodes_) {
+    int64_t last_key = 0;
+    for (const auto &s : nodes_.slots_) {
+        const Node &n = s.node;
+        if (s.key <= last_key) internal_error(fmt::format("{}: node '{}' is out of order", where, n.name));
+        last_key = s.key;
         if (!names.insert(n.name).second) internal_error(fmt::format("{}: node name '{}' repeats", where, n.name));
         for (const auto &in : n.inputs)
             if (!available.count(in))
                 internal_error(fmt::format("{}: node '{}' reads '{}' before it is produced (or it does not exist)",
                                            where, n.name, in));
         DType dt = DType::F32;
-        Shape s = infer_shape(*this, n, &dt);
+        Shape s2 = infer_shape(*this, n, &dt);
         const Tensor &out = tensor(n.output);
-        if (out.shape != s || out.dtype != dt)
+        if (out.shape != s2 || out.dtype != dt)
             internal_error(fmt::format("{}: node '{}' ({}) produces {}:{} but '{}' is declared {}:{}", where, n.name,
-                                       op_name(n.op), shape_str(s), dtype_name(dt), n.output, shape_str(out.shape),
+                                       op_name(n.op), shape_str(s2), dtype_name(dt), n.output, shape_str(out.shape),
                                        dtype_name(out.dtype)));
         if (out.storage == Storage::Weight || out.storage == Storage::Input)
             internal_error(fmt::format("{}: node '{}' writes read-only tensor '{}'", where, n.name, n.output));

@@ -17,9 +17,13 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
+#include <list>
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <variant>
 #include <utility>
 #include <vector>
@@ -127,8 +131,75 @@ struct Node {
     std::string table(const std::string &key) const;
 };
 
+// The nodes of a Graph in execution order: iterated as `const Node &`, with size(), front() and back().
+// at(i) walks from the front (O(i): for tests and small graphs).
+class NodeList {
+    struct Slot;
+
+public:
+    class iterator {
+    public:
+        using iterator_category = std::bidirectional_iterator_tag;
+        using value_type = Node;
+        using difference_type = std::ptrdiff_t;
+        using pointer = const Node *;
+        using reference = const Node &;
+        iterator() = default;
+        reference operator*() const;
+        pointer operator->() const { return &**this; }
+        iterator &operator++()
+        {
+            ++it_;
+            return *this;
+        }
+        iterator operator++(int)
+        {
+            iterator t = *this;
+            ++it_;
+            return t;
+        }
+        iterator &operator--()
+        {
+            --it_;
+            return *this;
+        }
+        bool operator==(const iterator &o) const { return it_ == o.it_; }
+        bool operator!=(const iterator &o) const { return it_ != o.it_; }
+
+    private:
+        friend class NodeList;
+        explicit iterator(std::list<Slot>::const_iterator it) : it_(it) {}
+        std::list<Slot>::const_iterator it_;
+    };
+    iterator begin() const { return iterator(slots_.begin()); }
+    iterator end() const { return iterator(slots_.end()); }
+    size_t size() const { return slots_.size(); }
+    bool empty() const { return slots_.empty(); }
+    const Node &front() const { return *begin(); }
+    const Node &back() const { return *std::prev(end()); }
+    const Node &at(size_t i) const { return *std::next(begin(), static_cast<std::ptrdiff_t>(i)); }
+    // (no operator[]: a loop over positions would walk the list each time; take a vector of pointers
+    // with Graph::node_list() instead)
+
+private:
+    friend class Graph;
+    struct Slot {
+        Node node;
+        int64_t key = 0;  // increases along the list: which of two nodes runs first, without a position
+    };
+    std::list<Slot> slots_;  // a list: a node stays where it is while others come and go
+};
+
+inline const Node &NodeList::iterator::operator*() const { return it_->node; }
+
 class Graph {
 public:
+    Graph() = default;
+    Graph(const Graph &o);
+    Graph &operator=(const Graph &o);
+    Graph(Graph &&) = default;
+    Graph &operator=(Graph &&) = default;
+
     // ---- construction
     Tensor &add_tensor(Tensor t);  // throws if the name exists
     // Appends a node; its inputs must exist. Infers and registers the output
@@ -136,20 +207,25 @@ public:
     Node &add_node(Node n, Storage out_storage = Storage::Activation);
     void mark_output(const std::string &tensor);  // keeps it alive past the last node
 
-    // ---- queries
+    // ---- queries (every one in O(log n) or better, but node_index: see there)
     bool has_tensor(const std::string &name) const { return tensors_.count(name) != 0; }
     const Tensor &tensor(const std::string &name) const;
     Tensor &tensor(const std::string &name);
     const std::map<std::string, Tensor> &tensors() const { return tensors_; }
-    const std::vector<Node> &nodes() const { return nodes_; }
+    const NodeList &nodes() const { return nodes_; }
+    std::vector<const Node *> node_list() const;  // the nodes in order, indexable
     const std::vector<std::string> &outputs() const { return outputs_; }
-    bool is_output(const std::string &tensor) const;
+    bool is_output(const std::string &tensor) const { return output_set_.count(tensor) != 0; }
     // Whether an output is written into this input's buffer (Tensor::into).
     bool updated_input(const std::string &input) const;
     const Node *producer(const std::string &tensor) const;  // nullptr for inputs/weights
-    std::vector<const Node *> consumers(const std::string &tensor) const;
+    std::vector<const Node *> consumers(const std::string &tensor) const;  // in execution order
     const Node *node(const std::string &name) const;
-    int node_index(const std::string &name) const;  // -1 if absent
+    // The position of a node in execution order (-1 if absent). Positions are recomputed in one pass after an
+    // edit: a pass should order nodes with runs_before() and place them with insert_node / insert_after.
+    int node_index(const std::string &name) const;
+    bool runs_before(const std::string &a, const std::string &b) const;  // both nodes
+    std::string next_node(const std::string &name) const;                 // "" for the last
 
     // ---- mutation (passes)
     void replace_uses(const std::string &old_tensor, const std::string &new_tensor);
@@ -158,8 +234,10 @@ public:
     Node &edit(const std::string &node);
     // Inserts before the node `before` (or appends when empty).
     Node &insert_node(Node n, const std::string &before, Storage out_storage = Storage::Activation);
+    Node &insert_after(Node n, const std::string &after, Storage out_storage = Storage::Activation);
     void remove_node(const std::string &name);
     void remove_tensor(const std::string &name);  // must have no producer/consumers
+
     // Tensors that are neither produced nor consumed nor outputs (dead weights).
     std::vector<std::string> unused_tensors() const;
     std::string unique_name(const std::string &base) const;
@@ -170,15 +248,26 @@ public:
     void verify(const std::string &where) const;
 
 private:
-    void reindex() const;
-    std::vector<Node> nodes_;
+    using SlotIt = std::list<NodeList::Slot>::iterator;
+    SlotIt slot(const std::string &node, const char *what) const;
+    Node &place(Node n, SlotIt at, Storage out_storage);
+    void index_node(NodeList::Slot &s);
+    void unindex_node(NodeList::Slot &s);
+    void rebuild_index();
+    void relabel();
+
+    NodeList nodes_;
     std::map<std::string, Tensor> tensors_;
     std::vector<std::string> outputs_;
-    // cached index, rebuilt lazily after mutation
-    mutable bool dirty_ = true;
-    mutable std::map<std::string, int> producer_;
-    mutable std::map<std::string, std::vector<int>> consumers_;
-    mutable std::map<std::string, int> by_name_;
+    std::unordered_set<std::string> output_set_;
+    // kept current by every edit
+    std::unordered_map<std::string, SlotIt> by_name_;
+    std::unordered_map<std::string, NodeList::Slot *> producer_;
+    std::unordered_map<std::string, std::vector<NodeList::Slot *>> consumers_;  // each reading node once
+    mutable std::unordered_map<std::string, int> next_suffix_;                   // unique_name's next try
+    // node_index's positions, recomputed on demand after an edit
+    mutable bool positions_dirty_ = true;
+    mutable std::unordered_map<const NodeList::Slot *, int> positions_;
 };
 
 // Which front end made a Program: a language model from a Hugging Face config.json (token ids in,

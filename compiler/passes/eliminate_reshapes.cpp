@@ -54,10 +54,9 @@ bool retarget_output(Graph &g, const Node &n)
     std::string reshape = n.name, prod = p->name;
     Storage st = g.tensor(n.output).storage;
     g.remove_node(reshape);
-    int at = g.node_index(prod);
+    std::string before = g.next_node(prod);
     g.remove_node(prod);
     g.remove_tensor(x);
-    std::string before = at < static_cast<int>(g.nodes().size()) ? g.nodes()[at].name : "";
     g.insert_node(moved, before, st);
     return true;
 }
@@ -185,33 +184,27 @@ bool sink(Graph &g, const Node &n)
     return true;
 }
 
-bool step(Graph &g)
+bool rewrite(Graph &g, const Node &n)
 {
-    for (const Node &n0 : g.nodes()) {
-        Node n = n0;
-        if ((n.op == Op::RESHAPE || n.op == Op::EXPAND) && g.tensor(n.inputs[0]).shape == g.tensor(n.output).shape &&
-            replace_by_input(g, n))
+    if ((n.op == Op::RESHAPE || n.op == Op::EXPAND) && g.tensor(n.inputs[0]).shape == g.tensor(n.output).shape &&
+        replace_by_input(g, n))
+        return true;
+    if (n.op == Op::RESHAPE) {
+        if (const Node *inner = made_by(g, n.inputs[0], Op::RESHAPE)) {
+            std::string mid = n.inputs[0];
+            g.set_input(n.name, 0, inner->inputs[0]);
+            remove_if_dead(g, mid);
             return true;
-        if (n.op == Op::RESHAPE) {
-            if (const Node *inner = made_by(g, n.inputs[0], Op::RESHAPE)) {
-                std::string mid = n.inputs[0];
-                g.set_input(n.name, 0, inner->inputs[0]);
-                remove_if_dead(g, mid);
-                return true;
-            }
         }
-        if (unflatten_matmul(g, n) || sink(g, n)) return true;
     }
-    return false;
+    return unflatten_matmul(g, n) || sink(g, n);
 }
 
 }  // namespace
 
 bool eliminate_reshapes(Graph &g)
 {
-    bool changed = false;
-    while (step(g)) changed = true;
-    return changed;
+    return rewrite_all(g, rewrite);
 }
 
 }  // namespace ckc

@@ -93,12 +93,12 @@ public:
 private:
     bool split()
     {
-        const auto &nodes = g_.nodes();
+        const std::vector<const Node *> nodes = g_.node_list();
         size_t i = 0;
-        while (i < nodes.size() && !layer_of(nodes[i].origin)) head_.push_back(&nodes[i++]);
+        while (i < nodes.size() && !layer_of(nodes[i]->origin)) head_.push_back(nodes[i++]);
         int64_t expect = 0;
         while (i < nodes.size()) {
-            auto tag = layer_of(nodes[i].origin);
+            auto tag = layer_of(nodes[i]->origin);
             if (!tag) break;
             if (container_.empty()) container_ = tag->container;
             if (tag->container != container_) return false;
@@ -108,13 +108,13 @@ private:
             } else if (tag->index != expect - 1) {
                 return false;  // out of order or a layer that comes back later
             }
-            layers_.back().nodes.push_back(&nodes[i]);
-            layers_.back().produced.insert(nodes[i].output);
+            layers_.back().nodes.push_back(nodes[i]);
+            layers_.back().produced.insert(nodes[i]->output);
             i++;
         }
         for (; i < nodes.size(); i++) {
-            if (layer_of(nodes[i].origin)) return false;
-            tail_.push_back(&nodes[i]);
+            if (layer_of(nodes[i]->origin)) return false;
+            tail_.push_back(nodes[i]);
         }
         return layers_.size() >= 2;
     }

@@ -69,7 +69,7 @@ EwInsn instruction(const Node &n, const std::map<std::string, int> &slot)
 bool fuse_elementwise(Graph &g, Program &p)
 {
     if (p.info.kind != ModelKind::Graph) return false;
-    const std::vector<Node> nodes = g.nodes();
+    const std::vector<Node> nodes(g.nodes().begin(), g.nodes().end());
     std::map<std::string, int> index;
     for (size_t i = 0; i < nodes.size(); i++) index[nodes[i].name] = static_cast<int>(i);
     std::vector<int> group(nodes.size(), -1);

@@ -57,15 +57,15 @@ bool try_fuse(Graph &g, const Node &add, int which)
     fused.name = add.name;
     std::string mm_name = mm->name, add_name = add.name;
     g.remove_node(add_name);
-    int at = g.node_index(mm_name);
     // The ADD ran after both operands existed; the fused node must too. Put it
     // where the later of (GEMM, other operand's producer) was, i.e. just
-    // after the GEMM unless the addend is produced later.
+    // after the GEMM unless the addend is produced later. ("" = at the end)
+    std::string before = g.next_node(mm_name);
     g.remove_node(mm_name);
-    const Node *other_prod = g.producer(other);
-    int other_at = other_prod ? g.node_index(other_prod->name) + 1 : 0;
-    int pos = std::max(at, other_at);
-    std::string before = pos < static_cast<int>(g.nodes().size()) ? g.nodes()[pos].name : "";
+    if (const Node *other_prod = g.producer(other)) {
+        std::string after_other = g.next_node(other_prod->name);
+        if (!before.empty() && (after_other.empty() || g.runs_before(before, after_other))) before = after_other;
+    }
     g.insert_node(fused, before, g.tensor(add.output).storage);
     g.remove_tensor(prod);
     return true;

@@ -122,7 +122,7 @@ bool fuse_group(const Program &p, Graph &g, const std::vector<std::string> &node
 
     std::string first = group[0].name;
     for (const Node &n : group)
-        if (g.node_index(n.name) < g.node_index(first)) first = n.name;
+        if (g.runs_before(n.name, first)) first = n.name;
     g.insert_node(fused, first);
 
     int64_t col = 0;
@@ -137,8 +137,7 @@ bool fuse_group(const Program &p, Graph &g, const std::vector<std::string> &node
         slice.name = n.name;
         slice.origin = n.origin;
         slice.attrs = {{"start", col}, {"length", width}};
-        int at = g.node_index(after) + 1;
-        g.insert_node(slice, at < static_cast<int>(g.nodes().size()) ? g.nodes()[at].name : "");
+        g.insert_after(slice, after);
         after = slice.name;
         col += width;
     }

@@ -58,19 +58,24 @@ inline void remove_if_dead(Graph &g, const std::string &t)
 
 // Rewrites until nothing matches: `rule(g, node)` is tried on every node in
 // order (on a copy: the graph may change under it) and returns true when it
-// rewrote something, which restarts the scan. True if anything changed.
+// rewrote something. A sweep goes on past a rewrite (the nodes it removed are
+// skipped, those it made are tried in the next sweep), and sweeps repeat until
+// one changes nothing: a pass costs a few sweeps, not one per rewrite. True if
+// anything changed.
 template <typename Rule>
 bool rewrite_all(Graph &g, Rule rule)
 {
     bool changed = false;
     for (bool again = true; again;) {
         again = false;
-        for (const Node &n0 : g.nodes()) {
-            Node n = n0;
-            if (rule(g, n)) {
-                changed = again = true;
-                break;
-            }
+        std::vector<std::string> names;
+        names.reserve(g.nodes().size());
+        for (const Node &n : g.nodes()) names.push_back(n.name);
+        for (const std::string &name : names) {
+            const Node *n0 = g.node(name);
+            if (!n0) continue;  // removed by a rewrite earlier in this sweep
+            Node n = *n0;
+            if (rule(g, n)) changed = again = true;
         }
     }
     return changed;
@@ -86,9 +91,8 @@ inline void replace_node(Graph &g, const Node &old, Node repl)
     if (repl.origin.empty()) repl.origin = old.origin;
     std::vector<std::string> inputs = old.inputs;
     Storage st = g.tensor(old.output).storage;
-    int at = g.node_index(old.name);
+    std::string before = g.next_node(old.name);
     g.remove_node(old.name);
-    std::string before = at < static_cast<int>(g.nodes().size()) ? g.nodes()[at].name : "";
     g.insert_node(repl, before, st);
     for (const auto &in : inputs)
         if (g.has_tensor(in)) remove_if_dead(g, in);

@@ -19,6 +19,8 @@
 // tensor sharing it (section outputs live to the end). Ops that need scratch
 // get a "<node>#scratch" allocation alive for their one step.
 #include <algorithm>
+#include <set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -33,12 +35,13 @@ std::string source_root(const Tensor &t) { return t.storage == Storage::Carry ? 
 
 namespace {
 
-bool writable_root(const Graph &g, const std::string &root)
+// `updated`: the inputs an output is written into (Tensor::into)
+bool writable_root(const Graph &g, const std::string &root, const std::set<std::string> &updated)
 {
     if (root == kCarryRoot) return true;
     if (!g.has_tensor(root)) return false;
     Storage s = g.tensor(root).storage;
-    return s == Storage::Activation || s == Storage::Output || (s == Storage::Input && g.updated_input(root));
+    return s == Storage::Activation || s == Storage::Output || (s == Storage::Input && updated.count(root));
 }
 
 bool readers_take_stride(const Graph &g, const std::string &t)
@@ -78,6 +81,8 @@ public:
         sp_.scratch.clear();
         for (const auto &[name, t] : g.tensors())
             if (t.storage == Storage::Carry) carry_shape_ = t.shape;
+        for (const auto &o : g.outputs())
+            if (!g.tensor(o).into.empty()) updated_.insert(g.tensor(o).into);
         for (int s = 0; s < n_steps_; s++) step_of_[order[s]] = s;
     }
 
@@ -86,6 +91,7 @@ public:
         last_uses();
         if (o_.inplace && !o_.keep_all) prefer_pins();
         for (int s = 0; s < n_steps_; s++) {
+            dead_before_ = s - 1;  // what no step from here on reads (dead_after asks about s - 1 at the earliest)
             const Node &nd = *g_.node(order_[s]);
             check_strided_reads(nd);
             if (!as_view(nd) && !in_place(nd, s)) new_or_pinned(nd, s);
@@ -125,19 +131,36 @@ private:
             for (const Node *c : g_.consumers(name)) last = std::max(last, step_of_.at(c->name));
             if (g_.is_output(name) || o_.keep_all) last = n_steps_;
             sp_.last_use[name] = last;
-            if (!g_.producer(name)) sp_.region[name] = {source_root(t), 0, false};
+            if (!g_.producer(name)) set_region(name, {source_root(t), 0, false});
         }
     }
 
-    // No tensor living in `root` over memory overlapping `span` is read after step s.
-    bool dead_after(const std::string &root, const Span &span_, int s) const
+    void set_region(const std::string &t, const Region &r)
     {
-        for (const auto &[t, r] : sp_.region) {
-            if (r.root != root) continue;
-            if (!overlap(span(t), span_)) continue;
-            if (sp_.last_use.at(t) > s) return false;
+        sp_.region[t] = r;
+        members_[r.root].push_back(t);
+    }
+
+    // No tensor living in `root` over memory overlapping `span` is read after step s. A root's tensors that
+    // no later step reads leave its list as they are met: a query costs what is alive in the root, so a
+    // section of n nodes is planned in O(n log n), not O(n^2).
+    bool dead_after(const std::string &root, const Span &span_, int s)
+    {
+        auto it = members_.find(root);
+        if (it == members_.end()) return true;
+        std::vector<std::string> &m = it->second;
+        bool dead = true;
+        for (size_t i = 0; i < m.size();) {
+            int last = sp_.last_use.at(m[i]);
+            if (last <= dead_before_) {
+                m[i] = std::move(m.back());
+                m.pop_back();
+                continue;
+            }
+            if (last > s && overlap(span(m[i]), span_)) dead = false;
+            i++;
         }
-        return true;
+        return dead;
     }
 
     // Pin preferences flow backwards through in-place producers: when a pinned
@@ -191,7 +214,7 @@ private:
         else
             ok = !ri.strided;
         if (!ok) return false;
-        sp_.region[nd.output] = {ri.root, ri.offset + v->offset, v->strided || ri.strided};
+        set_region(nd.output, {ri.root, ri.offset + v->offset, v->strided || ri.strided});
         sp_.views.insert(nd.name);
         return true;
     }
@@ -207,14 +230,14 @@ private:
             if (idx >= static_cast<int>(nd.inputs.size())) continue;
             const std::string &x = nd.inputs[idx];
             const Region &rx = sp_.region.at(x);
-            if (!writable_root(g_, rx.root) || g_.tensor(x).shape != out.shape || g_.tensor(x).dtype != out.dtype)
+            if (!writable_root(g_, rx.root, updated_) || g_.tensor(x).shape != out.shape || g_.tensor(x).dtype != out.dtype)
                 continue;
             if (!pin.empty() && rx.root != pin) continue;
             // Taking over a column view makes the output a view too: the op
             // must write with a row stride and every reader accept one.
             if (rx.strided && !(d.strided & kStridedOut && readers_take_stride(g_, nd.output))) continue;
             if (!dead_after(rx.root, span(x), s)) continue;
-            sp_.region[nd.output] = rx;
+            set_region(nd.output, rx);
             return true;
         }
         return false;
@@ -228,10 +251,10 @@ private:
         std::string pin = pin_of(g_.tensor(nd.output));
         std::string target = !pin.empty() ? pin : preferred_.count(nd.output) ? preferred_.at(nd.output) : "";
         if (!target.empty() && dead_after(target, whole(target), s - 1)) {
-            sp_.region[nd.output] = {target, 0, false};
+            set_region(nd.output, {target, 0, false});
             return;
         }
-        sp_.region[nd.output] = {nd.output, 0, false};
+        set_region(nd.output, {nd.output, 0, false});
         roots_.push_back(nd.output);
         if (!pin.empty()) sp_.copies.push_back({nd.output, pin});
     }
@@ -256,6 +279,11 @@ private:
     // Every new root lives from its producer to the last read of any tensor sharing it.
     void allocations()
     {
+        std::unordered_map<std::string, int> death;  // root -> the last read of any tensor in it
+        for (const auto &[u, ru] : sp_.region) {
+            auto [it, fresh] = death.emplace(ru.root, sp_.last_use.at(u));
+            if (!fresh) it->second = std::max(it->second, sp_.last_use.at(u));
+        }
         for (const auto &t : roots_) {
             const Tensor &tt = g_.tensor(t);
             Allocation a;
@@ -263,9 +291,7 @@ private:
             a.per_token = shape_has_tokens(tt.shape);
             a.size = align_up(tensor_bytes(tt), o_.align);
             a.birth = step_of_.at(g_.producer(t)->name);
-            a.death = a.birth;
-            for (const auto &[u, ru] : sp_.region)
-                if (ru.root == t) a.death = std::max(a.death, sp_.last_use.at(u));
+            a.death = std::max(a.birth, death.count(t) ? death.at(t) : a.birth);
             sp_.alloc[t] = a;
         }
     }
@@ -278,6 +304,9 @@ private:
     Shape carry_shape_;
     std::map<std::string, int> step_of_;
     std::map<std::string, std::string> preferred_;
+    std::set<std::string> updated_;                                      // inputs written into (Tensor::into)
+    std::unordered_map<std::string, std::vector<std::string>> members_;  // root -> its tensors still read
+    int dead_before_ = -1;
     std::vector<std::string> roots_;  // arena allocations, in birth order
 };
 

@@ -56,15 +56,15 @@ std::string view_root(const Graph &g, std::string t)
 // moves later and stays before its readers.
 std::vector<int> sink_to_first_use(const Graph &g, std::vector<int> order)
 {
-    const auto &nodes = g.nodes();
+    const std::vector<const Node *> nodes = g.node_list();
     int n = static_cast<int>(nodes.size());
     std::vector<std::vector<int>> readers(n);          // node -> nodes reading its output
     std::map<std::string, std::vector<int>> by_root;   // activation memory root -> nodes reading it
     std::vector<std::vector<std::string>> roots_of(n);  // node -> activation roots it reads
     for (int i = 0; i < n; i++) {
-        for (const Node *c : g.consumers(nodes[i].output)) readers[i].push_back(g.node_index(c->name));
+        for (const Node *c : g.consumers(nodes[i]->output)) readers[i].push_back(g.node_index(c->name));
         std::set<std::string> rs;
-        for (const auto &in : nodes[i].inputs) {
+        for (const auto &in : nodes[i]->inputs) {
             std::string r = view_root(g, in);
             if (g.tensor(r).storage == Storage::Activation) rs.insert(r);
         }
@@ -80,7 +80,7 @@ std::vector<int> sink_to_first_use(const Graph &g, std::vector<int> order)
         bool moved = false;
         for (int k = n - 1; k >= 0; k--) {
             int i = order[k];
-            if (readers[i].empty() || g.is_output(nodes[i].output)) continue;
+            if (readers[i].empty() || g.is_output(nodes[i]->output)) continue;
             int first = n;
             for (int c : readers[i]) first = std::min(first, pos[c]);
             if (first <= k + 1) continue;  // already right before its first reader
@@ -91,7 +91,7 @@ std::vector<int> sink_to_first_use(const Graph &g, std::vector<int> order)
                     if (o != i && pos[o] > k) read_later = true;
                 if (!read_later) extended += nominal_bytes(g.tensor(r));
             }
-            double own = potential_view(g, nodes[i]) ? 0 : nominal_bytes(g.tensor(nodes[i].output));
+            double own = potential_view(g, *nodes[i]) ? 0 : nominal_bytes(g.tensor(nodes[i]->output));
             if (extended > own) continue;
             order.erase(order.begin() + k);
             order.insert(order.begin() + (first - 1), i);  // first shifted down by one: lands right before it
@@ -107,13 +107,13 @@ std::vector<int> sink_to_first_use(const Graph &g, std::vector<int> order)
 
 std::vector<std::string> order_nodes(const Graph &g, OrderPolicy policy)
 {
-    const auto &nodes = g.nodes();
+    const std::vector<const Node *> nodes = g.node_list();
     int n = static_cast<int>(nodes.size());
     std::vector<int> indeg(n, 0);
     std::vector<std::vector<int>> succ(n);
     for (int i = 0; i < n; i++) {
         std::set<int> preds;
-        for (const auto &in : nodes[i].inputs)
+        for (const auto &in : nodes[i]->inputs)
             if (const Node *p = g.producer(in)) preds.insert(g.node_index(p->name));
         indeg[i] = static_cast<int>(preds.size());
         for (int p : preds) succ[p].push_back(i);
@@ -127,7 +127,7 @@ std::vector<std::string> order_nodes(const Graph &g, OrderPolicy policy)
         while (!ready.empty()) {
             int i = ready.front();
             ready.pop();
-            order.push_back(nodes[i].name);
+            order.push_back(nodes[i]->name);
             for (int s : succ[i])
                 if (--indeg[s] == 0) ready.push(s);
         }
@@ -138,14 +138,14 @@ std::vector<std::string> order_nodes(const Graph &g, OrderPolicy policy)
     std::map<std::string, int> remaining;
     std::map<int, std::map<std::string, int>> uses;  // node -> root -> edges
     for (int i = 0; i < n; i++)
-        for (const auto &in : nodes[i].inputs) {
+        for (const auto &in : nodes[i]->inputs) {
             std::string r = view_root(g, in);
             if (g.tensor(r).storage != Storage::Activation) continue;
             remaining[r]++;
             uses[i][r]++;
         }
     auto score = [&](int i) {
-        const Node &nd = nodes[i];
+        const Node &nd = *nodes[i];
         const OpDef &d = op_def(nd.op);
         double freed = 0, alloc = 0, bonus = 0;
         bool frees_inplace_input = false;
@@ -183,7 +183,7 @@ std::vector<std::string> order_nodes(const Graph &g, OrderPolicy policy)
         for (int sx : succ[i])
             if (--indeg[sx] == 0) heap.push({score(sx), -sx, sx});
     }
-    for (int i : sink_to_first_use(g, greedy)) order.push_back(nodes[i].name);
+    for (int i : sink_to_first_use(g, greedy)) order.push_back(nodes[i]->name);
     return order;
 }
 

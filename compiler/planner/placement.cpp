@@ -24,6 +24,8 @@ void place(SectionPlan &sp, const PlanOptions &o)
             if (a->size != b->size) return a->size > b->size;
             return a->root < b->root;
         });
+        // the placed allocations still alive: born no later than the next one (birth order), so each of them
+        // overlaps it in time unless it died before it was born, and then it overlaps no later one either
         std::vector<const Allocation *> placed;
         int64_t end = 0;
         for (Allocation *a : todo) {
@@ -31,9 +33,10 @@ void place(SectionPlan &sp, const PlanOptions &o)
             if (o.placement == PlacementPolicy::Naive) {
                 off = end;
             } else {
-                std::vector<const Allocation *> live;
-                for (const Allocation *p : placed)
-                    if (p->birth <= a->death && a->birth <= p->death) live.push_back(p);
+                placed.erase(std::remove_if(placed.begin(), placed.end(),
+                                            [&](const Allocation *p) { return p->death < a->birth; }),
+                             placed.end());
+                std::vector<const Allocation *> live(placed);
                 std::sort(live.begin(), live.end(), [](auto *x, auto *y) { return x->offset < y->offset; });
                 for (const Allocation *p : live) {
                     if (off + a->size <= p->offset) break;  // fits in the gap before p

@@ -45,11 +45,17 @@ static void compute_stats(const Graph &g, SectionPlan &sp, int64_t align)
         }
         for (const auto &[root, a] : sp.alloc)  // per-op scratch: its own slot in a naive plan too
             if (!g.has_tensor(root) && a.per_token == per_token) st.naive += align_up(a.size, align);
+        // the most bytes alive at one step: a sweep over births (+size) and deaths (-size, a step later)
+        std::vector<int64_t> delta(static_cast<size_t>(n_steps) + 2, 0);
+        for (const auto &[name, a] : sp.alloc) {
+            if (a.per_token != per_token) continue;
+            delta[static_cast<size_t>(std::clamp(a.birth, 0, n_steps + 1))] += a.size;
+            delta[static_cast<size_t>(std::clamp(a.death + 1, 0, n_steps + 1))] -= a.size;
+        }
         st.lower_bound = 0;
+        int64_t live = 0;
         for (int s = 0; s <= n_steps; s++) {
-            int64_t live = 0;
-            for (const auto &[name, a] : sp.alloc)
-                if (a.per_token == per_token && a.birth <= s && s <= a.death) live += a.size;
+            live += delta[static_cast<size_t>(s)];
             st.lower_bound = std::max(st.lower_bound, live);
         }
     }

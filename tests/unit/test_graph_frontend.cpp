@@ -258,13 +258,13 @@ TEST_CASE("fold_layers: identical layers become one block run N times", "[graph-
         CHECK(p.info.n_layers == 4);
         CHECK(p.block.nodes().size() == 3);
         CHECK(p.footer.nodes().size() == 1);
-        const Node &mm = p.block.nodes()[0];
+        const Node &mm = p.block.nodes().at(0);
         CHECK(p.block.tensor(mm.inputs[1]).source.parts == std::vector<std::string>{container + ".{L}.fc.weight"});
         CHECK(mm.origin.module.find(container + ".{L}.fc") == 0);
         CHECK(p.block.tensor(p.carry).storage == Storage::Carry);
         // the input enters the carry through a copy in the header
         REQUIRE(p.header.nodes().size() == 1);
-        CHECK(p.header.nodes()[0].op == Op::COPY);
+        CHECK(p.header.nodes().at(0).op == Op::COPY);
     }
 }
 

@@ -117,7 +117,7 @@ TEST_CASE("eliminate_reshapes: bmm over flattened heads becomes a 4-D MATMUL", "
     t.output("e");
     CHECK(eliminate_reshapes(t.g));
     CHECK(ops(t.g) == V{"MATMUL", "EXP"});
-    CHECK(t.g.nodes()[0].inputs == V{"q", "k"});
+    CHECK(t.g.nodes().at(0).inputs == V{"q", "k"});
 
     SECTION("not when the reshape moves data between the contracted dims")
     {

@@ -2,6 +2,9 @@
 #include "helpers.h"
 
 #include <filesystem>
+#include <map>
+#include <random>
+#include <set>
 
 #include "codegen/emitters.h"
 #include "ir/graph.h"
@@ -106,6 +109,95 @@ TEST_CASE("Graph verify catches broken IR", "[ir]")
         h.insert_node(a, "b");  // a reads b before it exists
         CHECK_THROWS_WITH(h.verify("test"), Contains("before it is produced"));
     }
+}
+
+// The Graph's indices (producer, consumers, names, order) checked against a recomputation from the node list
+// after every edit of a long random sequence: inserts before / after, removals, set_input, replace_uses.
+TEST_CASE("Graph: the indices every edit keeps current agree with the nodes, edit after edit", "[ir]")
+{
+    Graph g;
+    g.add_tensor(Tensor{"x", {4}, DType::F32, Storage::Input, {}});
+    std::mt19937 rng(7);
+    auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+    int made = 0;
+    auto check = [&](int step) {
+        INFO("after edit " << step);
+        std::vector<const Node *> order = g.node_list();
+        REQUIRE(order.size() == g.nodes().size());
+        std::map<std::string, std::vector<std::string>> readers;
+        for (size_t i = 0; i < order.size(); i++) {
+            const Node &n = *order[i];
+            CHECK(g.node(n.name) == &n);
+            CHECK(g.producer(n.output) == &n);
+            CHECK(g.node_index(n.name) == static_cast<int>(i));
+            if (i) CHECK(g.runs_before(order[i - 1]->name, n.name));
+            CHECK(g.next_node(n.name) == (i + 1 < order.size() ? order[i + 1]->name : ""));
+            std::set<std::string> seen;
+            for (const auto &in : n.inputs)
+                if (seen.insert(in).second) readers[in].push_back(n.name);
+        }
+        for (const auto &[name, t] : g.tensors()) {
+            std::vector<std::string> got;
+            for (const Node *c : g.consumers(name)) got.push_back(c->name);
+            CHECK(got == readers[name]);  // in execution order, each reading node once
+        }
+        REQUIRE_NOTHROW(g.verify("random edits"));
+    };
+    // a node reading up to two tensors produced before `before` (or anything when appending)
+    auto fresh = [&](const std::string &before) {
+        std::vector<std::string> avail = {"x"};
+        for (const Node &n : g.nodes()) {
+            if (n.name == before) break;
+            avail.push_back(n.output);
+        }
+        Node n;
+        n.name = n.output = "n" + std::to_string(made++);
+        n.op = Op::ADD;
+        n.inputs = {avail[pick(avail.size())], avail[pick(avail.size())]};
+        return n;
+    };
+    for (int step = 0; step < 600; step++) {
+        std::vector<const Node *> order = g.node_list();
+        size_t what = order.size() < 8 ? 0 : pick(6);
+        if (what <= 1) {  // insert: appended, or before / after a node (many in one place: the keys re-spread)
+            std::string at = order.empty() || what == 0 ? "" : order[order.size() / 2]->name;
+            g.insert_node(fresh(at), at);
+        } else if (what == 2) {
+            const Node &last = *order[pick(order.size())];
+            std::string next = g.next_node(last.name);
+            g.insert_after(fresh(next), last.name);
+        } else if (what == 3) {  // remove a node nobody reads
+            for (auto it = order.rbegin(); it != order.rend(); ++it)
+                if (g.consumers((*it)->output).empty() && !g.is_output((*it)->output)) {
+                    std::string name = (*it)->name, out = (*it)->output;
+                    g.remove_node(name);
+                    g.remove_tensor(out);
+                    break;
+                }
+        } else if (what == 4) {  // one input of a node now reads x
+            const Node &n = *order[pick(order.size())];
+            g.set_input(n.name, pick(n.inputs.size()), "x");
+        } else {  // every reader of a node's output reads an earlier value instead
+            const Node &n = *order[1 + pick(order.size() - 1)];
+            std::string older = order[pick(static_cast<size_t>(g.node_index(n.name)))]->output;
+            g.replace_uses(n.output, older);
+        }
+        check(step);
+    }
+    // 100 insertions before the first node: the order keys run out of room there and are spread out again
+    for (int k = 0; k < 100; k++) {
+        Node n;
+        n.name = n.output = "front" + std::to_string(k);
+        n.op = Op::NEG;
+        n.inputs = {"x"};
+        g.insert_node(n, g.nodes().front().name);
+    }
+    check(-1);
+    CHECK(g.nodes().front().name == "front99");
+    // a copy has its own indices (pointing at its own nodes)
+    Graph copy = g;
+    for (const Node &n : copy.nodes()) CHECK(copy.node(n.name) == &n);
+    CHECK(copy.node_list().size() == g.node_list().size());
 }
 
 TEST_CASE("printer: one line per node and a JSON map", "[ir]")

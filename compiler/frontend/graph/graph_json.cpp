@@ -136,32 +136,44 @@ std::vector<size_t> execution_order(const Reader &r, const std::vector<json> &no
     std::map<std::string, size_t> producer;
     for (size_t i = 0; i < nodes.size(); i++) producer[nodes[i]["name"].get<std::string>()] = i;
     std::vector<int> state(nodes.size(), 0);  // 0 new, 1 visiting, 2 done
-    std::vector<size_t> order, stack;
-    std::function<void(size_t)> visit = [&](size_t i) {
-        if (state[i] == 2) return;
-        if (state[i] == 1) {
-            std::vector<std::string> cyc;
-            auto at = std::find(stack.begin(), stack.end(), i);
-            for (; at != stack.end(); ++at) cyc.push_back(nodes[*at]["name"].get<std::string>());
-            cyc.push_back(nodes[i]["name"].get<std::string>());
-            r.fail("the nodes form a cycle: " + join(cyc, " -> "));
-        }
-        state[i] = 1;
-        stack.push_back(i);
-        for (const auto &in : nodes[i]["inputs"]) {
-            std::string name = in.get<std::string>();
+    std::vector<size_t> order;
+    // depth-first, with an explicit stack of (node, its next input): a chain of any length listed last-first
+    std::vector<std::pair<size_t, size_t>> stack;
+    for (size_t root = 0; root < nodes.size(); root++) {
+        if (state[root]) continue;
+        state[root] = 1;
+        stack.push_back({root, 0});
+        while (!stack.empty()) {
+            auto &[i, next] = stack.back();
+            const json &inputs = nodes[i]["inputs"];
+            if (next == inputs.size()) {
+                state[i] = 2;
+                order.push_back(i);
+                stack.pop_back();
+                continue;
+            }
+            std::string name = inputs[next++].get<std::string>();
             auto p = producer.find(name);
-            if (p != producer.end())
-                visit(p->second);
-            else if (!sources.count(name))
-                r.fail(fmt::format("node '{}' reads '{}', which is not an input, a constant or a node output",
-                                   nodes[i]["name"].get<std::string>(), name));
+            if (p == producer.end()) {
+                if (!sources.count(name))
+                    r.fail(fmt::format("node '{}' reads '{}', which is not an input, a constant or a node output",
+                                       nodes[i]["name"].get<std::string>(), name));
+                continue;
+            }
+            size_t j = p->second;
+            if (state[j] == 1) {
+                std::vector<std::string> cyc;
+                auto at = std::find_if(stack.begin(), stack.end(), [&](const auto &f) { return f.first == j; });
+                for (; at != stack.end(); ++at) cyc.push_back(nodes[at->first]["name"].get<std::string>());
+                cyc.push_back(nodes[j]["name"].get<std::string>());
+                r.fail("the nodes form a cycle: " + join(cyc, " -> "));
+            }
+            if (state[j] == 0) {
+                state[j] = 1;
+                stack.push_back({j, 0});  // (invalidates i / next: read again at the loop's top)
+            }
         }
-        stack.pop_back();
-        state[i] = 2;
-        order.push_back(i);
-    };
-    for (size_t i = 0; i < nodes.size(); i++) visit(i);
+    }
     return order;
 }
 
