@@ -116,6 +116,7 @@ struct CommonOptions {
     bool no_fold_layers = false;
     bool train = false;  // compile only: plan for training (every activation kept)
     std::string weights;  // --weights: f32 (default) or a stored format
+    bool allow_outside_paths = false;
 };
 
 void add_common(CLI::App *cmd, CommonOptions &o)
@@ -137,6 +138,11 @@ void add_common(CLI::App *cmd, CommonOptions &o)
     cmd->add_flag("--no-inplace", o.no_inplace, "planner: never let an output reuse a dying input's memory");
     cmd->add_flag("--no-fold-layers", o.no_fold_layers,
                   "graph: keep repeated submodules (layers.N / h.N / blocks.N) unrolled (= --disable-pass fold_layers)");
+    cmd->add_flag("--allow-outside-paths", o.allow_outside_paths,
+                  "let a document name files outside its folder: the shards of a *.safetensors.index.json, the "
+                  "\"weights\" of a graph.json. By default a name that is absolute, has a \"..\" component or "
+                  "goes through a symlinked folder leading elsewhere is refused (the files come from strangers). "
+                  "Same as the environment variable CK_WEIGHTS_ANY_PATH=1, which the generated model's loader reads");
 }
 
 struct Built {
@@ -146,15 +152,31 @@ struct Built {
     std::vector<PassStat> pass_stats;
 };
 
+// A frontend reading `path`: any JSON library exception that escapes its checks is still the document's fault
+// (a value of an unexpected type somewhere) and is reported as an input error naming the file.
+template <class F>
+Program read_input(const std::string &path, F &&frontend)
+{
+    try {
+        return frontend();
+    } catch (const nlohmann::json::exception &e) {
+        std::string what = e.what();
+        size_t tag = what.find("] ");
+        throw Error(ErrorKind::Input,
+                    path + ": malformed document: " + (tag == std::string::npos ? what : what.substr(tag + 2)));
+    }
+}
+
 Built build(const CommonOptions &o)
 {
     Built b;
+    if (o.allow_outside_paths) setenv("CK_WEIGHTS_ANY_PATH", "1", 1);  // (read by every checkpoint open)
     bool graph = is_graph_json(o.input);
     if (graph) {
         if (o.max_context) throw Error(ErrorKind::Usage, "--max-context applies to language models, not to a graph.json");
         if (!o.weights.empty() && o.weights != "f32")
             throw Error(ErrorKind::Usage, "--weights applies to language models, not to a graph.json");
-        b.program = build_from_graph_json(o.input);
+        b.program = read_input(o.input, [&] { return build_from_graph_json(o.input); });
     } else if (is_gguf(o.input)) {
         if (o.no_fold_layers) throw Error(ErrorKind::Usage, "--no-fold-layers applies to a graph.json");
         if (!o.weights.empty())
@@ -162,12 +184,12 @@ Built build(const CommonOptions &o)
                                           "formats it stores (requantize with `ckc quantize`)");
         HfOptions hf;
         hf.max_context = o.max_context;
-        b.program = build_from_gguf(o.input, hf);
+        b.program = read_input(o.input, [&] { return build_from_gguf(o.input, hf); });
     } else {
         if (o.no_fold_layers) throw Error(ErrorKind::Usage, "--no-fold-layers applies to a graph.json");
         HfOptions hf;
         hf.max_context = o.max_context;
-        b.program = build_from_hf_config(o.input, hf);
+        b.program = read_input(o.input, [&] { return build_from_hf_config(o.input, hf); });
         if (!o.weights.empty() && o.weights != "f32") {
             b.program.info.stored_weights = true;
             b.program.info.weight_type = ck_qtype_from_name(o.weights.c_str());

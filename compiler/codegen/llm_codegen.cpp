@@ -226,6 +226,19 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
         internal_error("codegen: the KV store's heads or head_dim differ from the program's");
     cfg.line(fmt::format("#define CK_OPTIONAL_PREFIX \"{}\" /* checkpoint names may lack it (base-model files) */",
                          p.info.optional_prefix));
+    // a GGUF input: the metadata it was compiled from, checked in the file ck_model_init loads
+    cfg.line(fmt::format("/* the GGUF metadata this model was compiled from ({} values; ck_model_init checks them) */",
+                         p.info.gguf_header.size()));
+    cfg.line(fmt::format("#define CK_N_GGUF_HEADER {}", p.info.gguf_header.size()));
+    cfg.open("static const ck_gguf_expect CK_GGUF_HEADER[] =");
+    for (const auto &h : p.info.gguf_header) {
+        using K = ModelInfo::HeaderValue;
+        cfg.line(h.kind == K::Int      ? fmt::format("{{{}, 0, {}, 0.0, NULL}},", c_string(h.key), h.i)
+                 : h.kind == K::Number ? fmt::format("{{{}, 1, 0, {:.17g}, NULL}},", c_string(h.key), h.number)
+                                       : fmt::format("{{{}, 2, 0, 0.0, {}}},", c_string(h.key), c_string(h.str)));
+    }
+    if (p.info.gguf_header.empty()) cfg.line("{NULL, 0, 0, 0.0, NULL} /* (none: C has no empty arrays) */");
+    cfg.close("};");
 
     std::map<std::string, std::string> slots;
     slots["FRONTMATTER"] = fm.str();

@@ -302,6 +302,16 @@ struct ModelInfo {
     // `weight_type` (a ck_qtype) or, with -1, each tensor's own type in the file.
     bool stored_weights = false;
     int weight_type = -1;
+    // A GGUF input: the metadata values the model was compiled from (what the tensors' shapes do not show: heads,
+    // eps, RoPE base...), which ck_model_init checks in the file it loads (ck_checkpoint_check_gguf).
+    struct HeaderValue {
+        std::string key;
+        enum Kind { Int, Number, String } kind = Int;
+        int64_t i = 0;
+        double number = 0;
+        std::string str;
+    };
+    std::vector<HeaderValue> gguf_header;
 };
 
 // Values of one attribute across layers (index = layer).

@@ -112,6 +112,13 @@ Shape layernorm_shape(const Node &n, const Inputs &in)
 
 // ---- elementwise on a whole tensor ------------------------------------------------
 Shape same_shape(const Node &, const Inputs &in) { return in[0]->shape; }
+
+// SOFTMAX: the input's shape, its axis checked against the rank (a graph.json's attribute)
+Shape softmax_shape(const Node &n, const Inputs &in)
+{
+    axis_of(n, in[0]->shape);
+    return in[0]->shape;
+}
 Act act_of(const Node &n)
 {
     const std::string &a = n.s("act");
@@ -521,7 +528,7 @@ std::vector<OpDef> build_table()
         Def(#name, 1, 1, same_shape).inplace({0}).eval(eval_unary).elementwise().dims(same_dims),
         CK_UNARY_OPS(CK_UNARY_DEF)
 #undef CK_UNARY_DEF
-        Def("SOFTMAX", 1, 1, same_shape).inplace({0}),
+        Def("SOFTMAX", 1, 1, softmax_shape).inplace({0}),
         // every row of CK_REDUCE_OPS
 #define CK_REDUCE_DEF(ir_name, name, identity, combine, finish) Def(#ir_name, 1, 1, reduce_shape).eval(eval_reduce),
         CK_REDUCE_OPS(CK_REDUCE_DEF)

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "support/error.h"
+
 namespace ckc {
 
 namespace {
@@ -60,6 +62,28 @@ std::string json_syntax_error(const std::string &path, const std::string &text, 
     size_t pos = what.find("syntax error");  // drop the library's "[json.exception.parse_error.101] ..." prefix
     size_t at = text.empty() ? kNoPosition : std::min<size_t>(byte ? byte - 1 : 0, text.size() - 1);
     return located_message(path, text, at, 1, "not valid JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
+}
+
+nlohmann::json parse_json_text(const std::string &path, const std::string &text)
+{
+    try {
+        return nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error &e) {
+        throw Error(ErrorKind::Input, json_syntax_error(path, text, e.byte, e.what()));
+    } catch (const nlohmann::json::exception &e) {
+        // out_of_range.406 "number overflow parsing '1e606'": the library gives no offset, the token is quoted
+        std::string what = e.what();
+        size_t q = what.find('\''), q2 = q == std::string::npos ? q : what.find('\'', q + 1);
+        size_t at = kNoPosition, len = 1;
+        if (q2 != std::string::npos && q2 > q + 1) {
+            at = text.find(what.substr(q + 1, q2 - q - 1));
+            len = q2 - q - 1;
+        }
+        size_t tag = what.find("] ");
+        std::string msg = tag == std::string::npos ? what : what.substr(tag + 2);
+        if (msg.find("number overflow") != std::string::npos) msg += " (a number beyond the range of a double)";
+        throw Error(ErrorKind::Input, located_message(path, text, at, len, "not valid JSON: " + msg));
+    }
 }
 
 }  // namespace ckc

@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace ckc {
 
 constexpr size_t kNoPosition = std::string::npos;
@@ -27,5 +29,9 @@ std::string located_message(const std::string &path, const std::string &text, si
 
 // A JSON parser's error as a located message: `byte` is its 1-based offset (0 when unknown), `what` its text.
 std::string json_syntax_error(const std::string &path, const std::string &text, size_t byte, const std::string &what);
+
+// `text` (the contents of `path`) parsed; anything the parser refuses (bad syntax, a number out of range such as
+// 1e606, invalid UTF-8) is an input error located in the file, never an escaping library exception.
+nlohmann::json parse_json_text(const std::string &path, const std::string &text);
 
 }  // namespace ckc

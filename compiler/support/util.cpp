@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -219,6 +220,12 @@ std::string human_bytes(double b)
         u++;
     }
     return u == 0 ? fmt::format("{:.0f} {}", b, units[u]) : fmt::format("{:.1f} {}", b, units[u]);
+}
+
+bool weights_any_path()
+{
+    const char *v = std::getenv("CK_WEIGHTS_ANY_PATH");
+    return v && std::string(v) == "1";
 }
 
 }  // namespace ckc

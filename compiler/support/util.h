@@ -50,6 +50,9 @@ private:
 };
 
 std::string absolute_path(const std::string &path);
+// The path rule's opt-out (ck_path_in_folder): the environment says CK_WEIGHTS_ANY_PATH=1, which ckc compile
+// --allow-outside-paths sets; the runtime's checkpoint reader reads the same variable.
+bool weights_any_path();
 bool is_directory(const std::string &path);
 bool is_file(const std::string &path);
 

@@ -60,7 +60,8 @@ size_t quantize_to_gguf(const std::string &folder, const std::string &out_path, 
     GgufWriter w;
     const std::string a = arch->arch;
     w.set_str("general.architecture", a);
-    w.set_str("general.name", r.raw().value("_name_or_path", folder));
+    const auto &name = r.raw().contains("_name_or_path") ? r.raw()["_name_or_path"] : nlohmann::json();
+    w.set_str("general.name", name.is_string() ? name.get<std::string>() : folder);
     w.set_u32("general.file_type", static_cast<uint32_t>(ck_qtype_traits_of(want)->gguf_file_type));
     w.set_u32("general.quantization_version", 2);
     w.set_str("general.quantized_by", std::string("ckc ") + CKC_VERSION);
@@ -76,10 +77,10 @@ size_t quantize_to_gguf(const std::string &folder, const std::string &out_path, 
         w.set_f32(a + ".rope.freq_base", static_cast<float>(c.rope.theta));
         w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(c.rope.rot_dim));
     }
-    if (c.head_dim * c.n_heads != c.hidden_size) {
-        w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
-        w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
-    }
+    // always written (as llama.cpp's converter does for Gemma): a reader's default differs by family (llama.cpp:
+    // n_embd / n_head; transformers' Gemma configs: 256), so a file without it is read two ways
+    w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
+    w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
     if (c.rope.type == "linear") {
         w.set_str(a + ".rope.scaling.type", "linear");
         w.set_f32(a + ".rope.scaling.factor", static_cast<float>(c.rope.factor));
@@ -185,13 +186,13 @@ size_t quantize_to_gguf(const std::string &folder, const std::string &out_path, 
         int type = shape.size() == 2 && gg_name != "position_embd.weight" ? ck_qtype_for_rows(want, K) : CK_Q_F32;
         size_t rb = ck_qtype_row_bytes(type, K);
         std::vector<uint8_t> data(rb * static_cast<size_t>(rows));
-        for (int64_t row = 0; row < rows; row++)
-            if (ck_quantize_row(type, f + row * K, data.data() + row * rb, K) != CK_OK)
-                internal_error(fmt::format("quantize: {} rows of {} could not be written", ck_qtype_name(type), K));
-        for (int64_t i = 0; i < rows * K; i++)
+        for (int64_t i = 0; i < rows * K; i++)  // (before quantizing: a block cannot hold them)
             if (!std::isfinite(f[i]))
                 input_error(fmt::format("{}: tensor '{}' holds a non-finite value at element {}", dir,
                                         replace_all(it->hf, "{L}", std::to_string(layer)), i));
+        for (int64_t row = 0; row < rows; row++)
+            if (ck_quantize_row(type, f + row * K, data.data() + row * rb, K) != CK_OK)
+                internal_error(fmt::format("quantize: {} rows of {} could not be written", ck_qtype_name(type), K));
         w.add_tensor(gg_name, shape, type, std::move(data));
         ck_weight_store_free(&store);
         store = ck_weight_store{};

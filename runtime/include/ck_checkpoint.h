@@ -43,6 +43,16 @@ typedef struct ck_tensor_info {
 typedef struct ck_checkpoint ck_checkpoint;
 
 ck_checkpoint *ck_checkpoint_open(const char *path, char *err, size_t errlen);
+/* ck_checkpoint_open with flags: CK_OPEN_ANY_PATH lets an index name shards outside its folder (the path rule
+ * below); the environment variable CK_WEIGHTS_ANY_PATH=1 does the same for ck_checkpoint_open. */
+#define CK_OPEN_ANY_PATH 1
+ck_checkpoint *ck_checkpoint_open_flags(const char *path, int flags, char *err, size_t errlen);
+
+/* The path rule for a file named inside a document (a shard in an index, the weights of a graph.json): the name
+ * is relative, has no ".." component, and its directories (symlinks resolved) stay inside `dir`; the file itself
+ * may be a symlink, as in the Hugging Face cache. Writes dir/name into out and returns 1, or returns 0 with the
+ * reason in err. */
+int ck_path_in_folder(const char *dir, const char *name, char *out, size_t outlen, char *err, size_t errlen);
 void ck_checkpoint_close(ck_checkpoint *ck);
 int ck_checkpoint_count(const ck_checkpoint *ck);
 const ck_tensor_info *ck_checkpoint_tensor(const ck_checkpoint *ck, int i); /* sorted by name */
@@ -76,6 +86,19 @@ const ck_gguf_kv *ck_checkpoint_kv_find(const ck_checkpoint *ck, const char *key
 int ck_gguf_kv_int(const ck_gguf_kv *kv, uint64_t i, int64_t *out);
 int ck_gguf_kv_num(const ck_gguf_kv *kv, uint64_t i, double *out);
 const char *ck_gguf_kv_str(const ck_gguf_kv *kv, uint64_t i, size_t *len);
+
+/* A metadata value a model was compiled from (the generated model.c's CK_GGUF_HEADER table). */
+typedef struct ck_gguf_expect {
+    const char *key;
+    int kind; /* 0 integer, 1 number (compared as float32, what GGUF stores), 2 string */
+    int64_t i;
+    double number;
+    const char *str;
+} ck_gguf_expect;
+/* 0 when a GGUF checkpoint holds each expected value, else CK_EFORMAT with the key that differs in err ("metadata
+ * 'llama.attention.head_count' is 8 in FILE; the model was compiled for 4"). A checkpoint without metadata
+ * (safetensors) and n == 0 pass. */
+int ck_checkpoint_check_gguf(const ck_checkpoint *ck, const ck_gguf_expect *expect, int n, char *err, size_t errlen);
 
 const char *ck_dtype_name(ck_dtype dt);
 size_t ck_dtype_size(ck_dtype dt);

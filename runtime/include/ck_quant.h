@@ -98,8 +98,8 @@ uint16_t ck_fp32_to_bf16(float f); /* round to nearest even, NaN kept quiet */
 float ck_bf16_to_fp32(uint16_t b);
 
 /* n elements (a multiple of the block): CK_OK, CK_ENOTSUP for a type without
- * the function, CK_EINVAL for n not a whole number of blocks. dequantize is
- * the reference twin of every kernel here. */
+ * the function, CK_EINVAL for n not a whole number of blocks, CK_EFORMAT (quantize to a block type) for a
+ * NaN or infinite value, which no block can hold. dequantize is the reference twin of every kernel here. */
 int ck_quantize_row(int type, const float *x, void *y, int64_t n);
 int ck_dequantize_row(int type, const void *x, float *y, int64_t n);
 

@@ -41,6 +41,12 @@ extern "C" {
 
 typedef struct ck_tokenizer ck_tokenizer;
 
+/* Limits the loaders check before they allocate (a file from a stranger cannot make them allocate more):
+ * a vocabulary has at most CK_TOKENIZER_MAX_VOCAB ids, and a tokenizer.json's largest id is at most twice its
+ * number of pieces plus CK_TOKENIZER_MAX_ID_GAP (ids are dense in real vocabularies). */
+#define CK_TOKENIZER_MAX_VOCAB (1 << 24)
+#define CK_TOKENIZER_MAX_ID_GAP 65536
+
 /* path: a model folder (tokenizer.json, else tokenizer.model), one of those files, or a .gguf file.
  * NULL on failure, with the reason (naming the file and key) in err. */
 ck_tokenizer *ck_tokenizer_load(const char *path, char *err, size_t errlen);

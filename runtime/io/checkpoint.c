@@ -3,7 +3,7 @@
  * tensor table (sorted by name, looked up by binary search), its GGUF metadata, the optional name prefix,
  * and the dtype names. ck_checkpoint_open (checkpoint_open.c) picks the reader; nothing here knows a format.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -197,3 +197,60 @@ void ck_checkpoint_set_optional_prefix(ck_checkpoint *ck, const char *prefix)
     ck->optional_prefix = prefix && *prefix ? ck_io_strdup(prefix) : NULL;
 }
 
+
+/* 1 when `path` (resolved) is `root` or lies below it */
+static int below(const char *root, const char *path)
+{
+    size_t n = strlen(root);
+    if (n == 1 && root[0] == '/') return 1;
+    return strncmp(root, path, n) == 0 && (path[n] == 0 || path[n] == '/');
+}
+
+int ck_path_in_folder(const char *dir, const char *name, char *out, size_t outlen, char *err, size_t errlen)
+{
+    const char *c = name;
+    char *real_dir, *real_parent, *slash;
+    size_t dl;
+    int ok;
+    if (!dir || !name || !*name) {
+        ck_io_seterr(err, errlen, "an empty file name");
+        return 0;
+    }
+    if (name[0] == '/') {
+        ck_io_seterr(err, errlen, "names \"%s\", an absolute path: a file a document names must be in its folder",
+                     name);
+        return 0;
+    }
+    while (*c) { /* each component */
+        size_t n = strcspn(c, "/");
+        if (n == 2 && c[0] == '.' && c[1] == '.') {
+            ck_io_seterr(err, errlen, "names \"%s\", whose \"..\" leaves the folder %s", name, dir);
+            return 0;
+        }
+        c += n;
+        while (*c == '/') c++;
+    }
+    dl = strlen(dir);
+    while (dl > 1 && dir[dl - 1] == '/') dl--;
+    if (dl + 1 + strlen(name) + 1 > outlen) {
+        ck_io_seterr(err, errlen, "names \"%s\": the path is too long", name);
+        return 0;
+    }
+    memcpy(out, dir, dl);
+    out[dl] = '/';
+    strcpy(out + dl + 1, name);
+    /* the directories the name goes through, symlinks resolved, stay inside the folder (the file itself may be a
+     * symlink: the Hugging Face cache links each file to a blob elsewhere) */
+    slash = strrchr(out, '/');
+    *slash = 0;
+    real_parent = realpath(out, NULL);
+    *slash = '/';
+    real_dir = realpath(dir, NULL);
+    ok = !real_parent || !real_dir || below(real_dir, real_parent); /* (missing: opening it says so) */
+    if (!ok)
+        ck_io_seterr(err, errlen, "names \"%s\", which is in %s, outside the folder %s (through a symlink)", name,
+                     real_parent, real_dir);
+    free(real_parent);
+    free(real_dir);
+    return ok;
+}

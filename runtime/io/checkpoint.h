@@ -45,7 +45,7 @@ void ck_io_sort_tensors(ck_checkpoint *ck); /* by name, for ck_checkpoint_find *
 
 /* ---- the readers: the tensors (and metadata) of a mapped file; 1 on success ---- */
 int ck_safetensors_read(ck_checkpoint *ck, const st_file *f, char *err, size_t errlen);          /* safetensors.c */
-int ck_safetensors_read_index(ck_checkpoint *ck, const char *path, char *err, size_t errlen);    /* every shard */
+int ck_safetensors_read_index(ck_checkpoint *ck, const char *path, int flags, char *err, size_t errlen); /* shards */
 int ck_gguf_read(ck_checkpoint *ck, const st_file *f, char *err, size_t errlen);                 /* gguf.c */
 
 #endif

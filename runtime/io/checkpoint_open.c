@@ -24,6 +24,12 @@ static int read_file(ck_checkpoint *ck, const char *path, char *err, size_t errl
 
 ck_checkpoint *ck_checkpoint_open(const char *path, char *err, size_t errlen)
 {
+    const char *any = getenv("CK_WEIGHTS_ANY_PATH");
+    return ck_checkpoint_open_flags(path, any && strcmp(any, "1") == 0 ? CK_OPEN_ANY_PATH : 0, err, errlen);
+}
+
+ck_checkpoint *ck_checkpoint_open_flags(const char *path, int flags, char *err, size_t errlen)
+{
     ck_checkpoint *ck;
     struct stat sb;
     char buf[4096];
@@ -48,7 +54,7 @@ ck_checkpoint *ck_checkpoint_open(const char *path, char *err, size_t errlen)
         } else {
             snprintf(buf, sizeof buf, "%s/model.safetensors.index.json", path);
             if (stat(buf, &sb) == 0) {
-                ok = ck_safetensors_read_index(ck, buf, err, errlen);
+                ok = ck_safetensors_read_index(ck, buf, flags, err, errlen);
             } else {
                 ck_io_seterr(err, errlen, "%s: no model.safetensors or model.safetensors.index.json in this folder",
                        path);
@@ -56,7 +62,7 @@ ck_checkpoint *ck_checkpoint_open(const char *path, char *err, size_t errlen)
             }
         }
     } else if (ck_io_ends_with(path, ".json")) {
-        ok = ck_safetensors_read_index(ck, path, err, errlen);
+        ok = ck_safetensors_read_index(ck, path, flags, err, errlen);
     } else {
         ok = read_file(ck, path, err, errlen);
     }

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "ck_errors.h"
 #include "ck_quant.h"
 
 #define GGUF_MAX_DIMS 4
@@ -401,4 +402,55 @@ const char *ck_gguf_kv_str(const ck_gguf_kv *kv, uint64_t i, size_t *len)
     if (!p || type != CK_GGUF_STRING) return NULL;
     *len = (size_t)le(p, 8);
     return (const char *)p + 8;
+}
+
+int ck_checkpoint_check_gguf(const ck_checkpoint *ck, const ck_gguf_expect *expect, int n, char *err, size_t errlen)
+{
+    int k;
+    const char *file = ck && ck->n_files ? ck->files[0].path : "the weights";
+    if (!ck || ck->n_kvs == 0) return 0; /* safetensors: its tensors are checked one by one */
+    for (k = 0; k < n; k++) {
+        const ck_gguf_expect *e = &expect[k];
+        const ck_gguf_kv *kv = ck_checkpoint_kv_find(ck, e->key);
+        int64_t iv;
+        double dv;
+        size_t len;
+        const char *sv;
+        if (!kv) {
+            ck_io_seterr(err, errlen, "%s: metadata '%s' is missing; the model was compiled from a file that has it",
+                         file, e->key);
+            return CK_EFORMAT;
+        }
+        if (e->kind == 0) {
+            if (ck_gguf_kv_int(kv, 0, &iv)) {
+                ck_io_seterr(err, errlen, "%s: metadata '%s' is not an integer; the model was compiled for %lld", file,
+                             e->key, (long long)e->i);
+                return CK_EFORMAT;
+            }
+            if (iv != e->i) {
+                ck_io_seterr(err, errlen, "%s: metadata '%s' is %lld; the model was compiled for %lld", file, e->key,
+                             (long long)iv, (long long)e->i);
+                return CK_EFORMAT;
+            }
+        } else if (e->kind == 1) {
+            if (ck_gguf_kv_num(kv, 0, &dv)) {
+                ck_io_seterr(err, errlen, "%s: metadata '%s' is not a number; the model was compiled for %.9g", file,
+                             e->key, e->number);
+                return CK_EFORMAT;
+            }
+            if ((float)dv != (float)e->number) {
+                ck_io_seterr(err, errlen, "%s: metadata '%s' is %.9g; the model was compiled for %.9g", file, e->key,
+                             dv, e->number);
+                return CK_EFORMAT;
+            }
+        } else {
+            sv = ck_gguf_kv_str(kv, 0, &len);
+            if (!sv || len != strlen(e->str) || memcmp(sv, e->str, len) != 0) {
+                ck_io_seterr(err, errlen, "%s: metadata '%s' is \"%.*s\"; the model was compiled for \"%s\"", file,
+                             e->key, sv ? (int)(len > 64 ? 64 : len) : 1, sv ? sv : "?", e->str);
+                return CK_EFORMAT;
+            }
+        }
+    }
+    return 0;
 }

@@ -75,6 +75,13 @@ static int nearest_int(float fval)
     return (i & 0x007fffff) - 0x00400000;
 }
 
+/* (int8_t)v, truncating as a C cast does, but defined for every float: saturated to [-128, 127], NaN -> 0. A
+ * finite row can still overflow x * (1 / d) when its scale d is subnormal (1 / d is then infinite). */
+static int8_t f2i8(float v)
+{
+    return v != v ? 0 : v >= 127.0f ? 127 : v <= -128.0f ? -128 : (int8_t)v;
+}
+
 #define MAXI(a, b) ((a) > (b) ? (a) : (b))
 #define MINI(a, b) ((a) < (b) ? (a) : (b))
 
@@ -89,7 +96,7 @@ static void quantize_q8_0(const float *x, void *vy, int64_t nb)
         d = amax / 127;
         id = d ? 1.0f / d : 0.0f;
         y[i].d = TO_FP16(d);
-        for (j = 0; j < CK_QK; j++) y[i].qs[j] = (int8_t)roundf(x[j] * id);
+        for (j = 0; j < CK_QK; j++) y[i].qs[j] = f2i8(roundf(x[j] * id));
     }
 }
 
@@ -106,7 +113,7 @@ static void quantize_q8_1(const float *x, void *vy, int64_t nb)
         id = d ? 1.0f / d : 0.0f;
         y[i].d = TO_FP16(d);
         for (j = 0; j < CK_QK; j++) {
-            y[i].qs[j] = (int8_t)roundf(x[j] * id);
+            y[i].qs[j] = f2i8(roundf(x[j] * id));
             sum += y[i].qs[j];
         }
         y[i].s = TO_FP16(sum * d);
@@ -135,8 +142,8 @@ static void quantize_q4_0(const float *x, void *vy, int64_t nb)
         const float d = signed_absmax(x, CK_QK) / -8, id = d ? 1.0f / d : 0.0f;
         y[i].d = TO_FP16(d);
         for (j = 0; j < CK_QK / 2; j++) {
-            const uint8_t x0 = (uint8_t)MINI(15, (int8_t)(x[j] * id + 8.5f));
-            const uint8_t x1 = (uint8_t)MINI(15, (int8_t)(x[CK_QK / 2 + j] * id + 8.5f));
+            const uint8_t x0 = (uint8_t)MINI(15, f2i8(x[j] * id + 8.5f));
+            const uint8_t x1 = (uint8_t)MINI(15, f2i8(x[CK_QK / 2 + j] * id + 8.5f));
             y[i].qs[j] = (uint8_t)(x0 | (x1 << 4));
         }
     }
@@ -166,8 +173,8 @@ static void quantize_q4_1(const float *x, void *vy, int64_t nb)
         y[i].d = TO_FP16(d);
         y[i].m = TO_FP16(mn);
         for (j = 0; j < CK_QK / 2; j++) {
-            const uint8_t x0 = (uint8_t)MINI(15, (int8_t)((x[j] - mn) * id + 0.5f));
-            const uint8_t x1 = (uint8_t)MINI(15, (int8_t)((x[CK_QK / 2 + j] - mn) * id + 0.5f));
+            const uint8_t x0 = (uint8_t)MINI(15, f2i8((x[j] - mn) * id + 0.5f));
+            const uint8_t x1 = (uint8_t)MINI(15, f2i8((x[CK_QK / 2 + j] - mn) * id + 0.5f));
             y[i].qs[j] = (uint8_t)(x0 | (x1 << 4));
         }
     }
@@ -183,8 +190,8 @@ static void quantize_q5_0(const float *x, void *vy, int64_t nb)
         uint32_t qh = 0;
         y[i].d = TO_FP16(d);
         for (j = 0; j < CK_QK / 2; j++) {
-            const uint8_t x0 = (uint8_t)MINI(31, (int8_t)(x[j] * id + 16.5f));
-            const uint8_t x1 = (uint8_t)MINI(31, (int8_t)(x[CK_QK / 2 + j] * id + 16.5f));
+            const uint8_t x0 = (uint8_t)MINI(31, f2i8(x[j] * id + 16.5f));
+            const uint8_t x1 = (uint8_t)MINI(31, f2i8(x[CK_QK / 2 + j] * id + 16.5f));
             y[i].qs[j] = (uint8_t)((x0 & 0x0F) | ((x1 & 0x0F) << 4));
             qh |= ((uint32_t)(x0 & 0x10u) >> 4) << j;
             qh |= ((uint32_t)(x1 & 0x10u) >> 4) << (j + CK_QK / 2);
@@ -207,8 +214,8 @@ static void quantize_q5_1(const float *x, void *vy, int64_t nb)
         y[i].d = TO_FP16(d);
         y[i].m = TO_FP16(mn);
         for (j = 0; j < CK_QK / 2; j++) {
-            const uint8_t x0 = (uint8_t)((x[j] - mn) * id + 0.5f);
-            const uint8_t x1 = (uint8_t)((x[CK_QK / 2 + j] - mn) * id + 0.5f);
+            const uint8_t x0 = (uint8_t)MINI(31, f2i8((x[j] - mn) * id + 0.5f));
+            const uint8_t x1 = (uint8_t)MINI(31, f2i8((x[CK_QK / 2 + j] - mn) * id + 0.5f));
             y[i].qs[j] = (uint8_t)((x0 & 0x0F) | ((x1 & 0x0F) << 4));
             qh |= ((uint32_t)(x0 & 0x10u) >> 4) << j;
             qh |= ((uint32_t)(x1 & 0x10u) >> 4) << (j + CK_QK / 2);
@@ -768,6 +775,11 @@ int ck_quantize_row(int type, const float *x, void *y, int64_t n)
     const ck_qtype_traits *t = ck_qtype_traits_of(type);
     if (!t || !t->quantize) return CK_ENOTSUP;
     if (n < 0 || n % t->block) return CK_EINVAL;
+    if (t->block > 1) { /* a block's scale from a NaN or an infinity would cast them to integers (undefined) */
+        int64_t i;
+        for (i = 0; i < n; i++)
+            if (!isfinite(x[i])) return CK_EFORMAT;
+    }
     t->quantize(x, y, n / t->block);
     return CK_OK;
 }

@@ -31,9 +31,23 @@ static int is_uint(const ck_json *v, uint64_t *out)
     return 1;
 }
 
+/* a tensor's bytes in the data section, for the overlap check */
+typedef struct st_range {
+    uint64_t begin, end;
+    const char *name;
+} st_range;
+
+static int by_begin(const void *a, const void *b)
+{
+    uint64_t x = ((const st_range *)a)->begin, y = ((const st_range *)b)->begin;
+    return x < y ? -1 : x > y;
+}
+
 /* The tensors of a mapped safetensors file, appended to the checkpoint. */
 int ck_safetensors_read(ck_checkpoint *ck, const st_file *f, char *err, size_t errlen)
 {
+    st_range *ranges = NULL;
+    size_t n_ranges = 0, cap_ranges = 0, k;
     int ok = 0;
     uint64_t hlen = 0;
     const unsigned char *base, *data;
@@ -131,6 +145,19 @@ int ck_safetensors_read(ck_checkpoint *ck, const st_file *f, char *err, size_t e
                    (unsigned long long)(en - b));
             goto done;
         }
+        if (nbytes) { /* (zero-size tensors take no bytes and overlap nothing) */
+            if (n_ranges == cap_ranges) {
+                size_t cap = cap_ranges ? 2 * cap_ranges : 64;
+                st_range *nr = (st_range *)realloc(ranges, cap * sizeof *ranges);
+                if (!nr) {
+                    ck_io_seterr(err, errlen, "out of memory");
+                    goto done;
+                }
+                ranges = nr, cap_ranges = cap;
+            }
+            ranges[n_ranges].begin = b, ranges[n_ranges].end = en, ranges[n_ranges].name = e->key;
+            n_ranges++;
+        }
         t.data = data + b;
         t.nbytes = (size_t)nbytes;
         t.qtype = t.dtype == CK_DT_F32 ? CK_Q_F32 : t.dtype == CK_DT_F16 ? CK_Q_F16 : t.dtype == CK_DT_BF16 ? CK_Q_BF16 : -1;
@@ -139,8 +166,21 @@ int ck_safetensors_read(ck_checkpoint *ck, const st_file *f, char *err, size_t e
             goto done;
         }
     }
+    /* two tensors sharing bytes: writing one through a mutable copy, or a crafted file, would change the other */
+    if (n_ranges > 1) qsort(ranges, n_ranges, sizeof *ranges, by_begin);
+    for (k = 1; k < n_ranges; k++)
+        if (ranges[k].begin < ranges[k - 1].end) {
+            ck_io_seterr(err, errlen,
+                         "%s: tensors '%s' [%llu, %llu) and '%s' [%llu, %llu) overlap in the data (a corrupt or "
+                         "crafted file)",
+                         path, ranges[k - 1].name, (unsigned long long)ranges[k - 1].begin,
+                         (unsigned long long)ranges[k - 1].end, ranges[k].name, (unsigned long long)ranges[k].begin,
+                         (unsigned long long)ranges[k].end);
+            goto done;
+        }
     ok = 1;
 done:
+    free(ranges);
     ck_json_free(doc);
     return ok;
 }
@@ -173,10 +213,10 @@ static char *read_text(const char *path, size_t *len, char *err, size_t errlen)
 
 /* Opens every shard listed in an index's weight_map and checks that each
  * listed tensor really is in its shard. */
-int ck_safetensors_read_index(ck_checkpoint *ck, const char *path, char *err, size_t errlen)
+int ck_safetensors_read_index(ck_checkpoint *ck, const char *path, int flags, char *err, size_t errlen)
 {
     size_t len = 0, dirlen;
-    char *text = read_text(path, &len, err, errlen), jerr[200], shard[4096];
+    char *text = read_text(path, &len, err, errlen), jerr[200], shard[4096], dir[4096], why[4400];
     ck_json_doc *doc;
     const ck_json *map, *e, *e2;
     const char *slash = strrchr(path, '/');
@@ -193,7 +233,17 @@ int ck_safetensors_read_index(ck_checkpoint *ck, const char *path, char *err, si
         ck_io_seterr(err, errlen, "%s: no \"weight_map\" object (is this a *.safetensors.index.json?)", path);
         goto done;
     }
+    if (!map->child) {
+        ck_io_seterr(err, errlen, "%s: \"weight_map\" is empty: the index names no tensor", path);
+        goto done;
+    }
     dirlen = slash ? (size_t)(slash - path + 1) : 0;
+    if (dirlen + 1 > sizeof dir) {
+        ck_io_seterr(err, errlen, "%s: path too long", path);
+        goto done;
+    }
+    memcpy(dir, slash ? path : ".", slash ? dirlen : 1);
+    dir[slash ? dirlen : 1] = 0;
     for (e = map->child; e; e = e->next) {
         int seen = 0;
         if (e->type != CK_JSON_STRING) {
@@ -206,12 +256,17 @@ int ck_safetensors_read_index(ck_checkpoint *ck, const char *path, char *err, si
                 break;
             }
         if (seen) continue;
-        if (dirlen + strlen(e->string) + 1 > sizeof shard) {
-            ck_io_seterr(err, errlen, "%s: shard path too long", path);
+        if (flags & CK_OPEN_ANY_PATH) {
+            if (dirlen + strlen(e->string) + 1 > sizeof shard) {
+                ck_io_seterr(err, errlen, "%s: shard path too long", path);
+                goto done;
+            }
+            memcpy(shard, path, dirlen);
+            strcpy(shard + dirlen, e->string);
+        } else if (!ck_path_in_folder(dir, e->string, shard, sizeof shard, why, sizeof why)) {
+            ck_io_seterr(err, errlen, "%s: weight_map[\"%s\"]: %s", path, e->key, why);
             goto done;
         }
-        memcpy(shard, path, dirlen);
-        strcpy(shard + dirlen, e->string);
         {
             const st_file *f = ck_io_map_file(ck, shard, err, errlen);
             if (!f || !ck_safetensors_read(ck, f, err, errlen)) goto done;

@@ -208,13 +208,21 @@ int ck_weight_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int laye
                     ck_io_seterr(err, errlen, "out of memory converting '%s' to %s", name, ck_qtype_name(want));
                     return CK_ENOMEM;
                 }
-                for (r = 0; r < rows; r++)
-                    if (ck_quantize_row(want, (const float *)((const char *)f + (size_t)r * in_rb), q + (size_t)r * out_rb,
-                                        K) != CK_OK) {
+                for (r = 0; r < rows; r++) {
+                    const float *row = (const float *)((const char *)f + (size_t)r * in_rb);
+                    int qrc = ck_quantize_row(want, row, q + (size_t)r * out_rb, K);
+                    if (qrc == CK_EFORMAT) {
+                        ck_weight_store_free(&tmp);
+                        ck_io_seterr(err, errlen, "tensor '%s': row %lld holds a NaN or an infinity, which %s cannot "
+                                     "hold", name, (long long)r, ck_qtype_name(want));
+                        return CK_EFORMAT;
+                    }
+                    if (qrc != CK_OK) {
                         ck_weight_store_free(&tmp);
                         ck_io_seterr(err, errlen, "tensor '%s': ckc cannot write %s", name, ck_qtype_name(want));
                         return CK_ENOTSUP;
                     }
+                }
                 m->type[i] = want;
                 m->data[i] = q;
             }

@@ -35,6 +35,10 @@ ck_tokenizer *ck_tok_new(int32_t n_vocab)
     ck_tokenizer *t = (ck_tokenizer *)calloc(1, sizeof *t);
     int i;
     if (!t) return NULL;
+    if (n_vocab <= 0 || n_vocab > CK_TOKENIZER_MAX_VOCAB) {
+        free(t);
+        return NULL;
+    }
     t->n_vocab = n_vocab;
     t->piece = (char **)calloc((size_t)n_vocab, sizeof *t->piece);
     t->piece_len = (uint32_t *)calloc((size_t)n_vocab, sizeof *t->piece_len);
@@ -96,6 +100,8 @@ int ck_tok_index(ck_tokenizer *t)
 {
     uint32_t cap = 16, slot;
     int32_t id;
+    /* (loaders keep n_vocab <= CK_TOKENIZER_MAX_VOCAB, so the table's size cannot wrap) */
+    if (t->n_vocab < 0 || t->n_vocab > CK_TOKENIZER_MAX_VOCAB) return CK_EINVAL;
     while (cap < 2u * (uint32_t)t->n_vocab + 16) cap *= 2;
     free(t->vocab.slot);
     t->vocab.cap = cap;
@@ -558,7 +564,7 @@ static int buf_put(buf *b, const char *s, size_t n)
         b->p = p;
         b->cap = cap;
     }
-    memcpy(b->p + b->n, s, n);
+    if (n) memcpy(b->p + b->n, s, n); /* (s may be NULL when n is 0: an empty buffer's data) */
     b->n += n;
     b->p[b->n] = 0;
     return 0;
@@ -709,11 +715,11 @@ long ck_tokenizer_encode(const ck_tokenizer *t, const char *text, size_t len, in
         buf na = {0, 0, 0}, nb = {0, 0, 0};
         rc = buf_put(&na, text ? text : "", len);
         if (!rc) rc = normalize(t, &na, &nb, 1);
-        if (!rc) rc = encode_text(&e, na.p, na.n);
+        if (!rc) rc = encode_text(&e, na.p ? na.p : "", na.n); /* (normalized to nothing: an empty buffer) */
         free(na.p);
         free(nb.p);
     } else {
-        rc = encode_text(&e, text, len);
+        rc = encode_text(&e, text ? text : "", len);
     }
     if (!rc && add_special && t->add_eos && t->eos >= 0) emit(&o, t->eos);
     bpe_free(&e.w);

@@ -335,11 +335,20 @@ static int load_bpe(jload *L, const ck_json *model)
         size_t n = strlen(m->key);
         long k;
         int32_t id = json_id(m);
-        if (id < 0 || id >= t->n_vocab) return bad(L, "model.vocab", "an id is not a non-negative integer");
+        if (id < 0 || id >= t->n_vocab) {
+            rc = bad(L, "model.vocab", "an id is not a non-negative integer");
+            break;
+        }
+        if (t->piece[id]) { /* two pieces, one id: which one an id decodes to would be a guess */
+            char what[160];
+            snprintf(what, sizeof what, "id %ld is given to two pieces (\"%.40s\" and another)", (long)id, m->key);
+            rc = bad(L, "model.vocab", what);
+            break;
+        }
         if (n + 1 > tmp_cap) {
             free(tmp);
             tmp_cap = 2 * n + 64;
-            if (!(tmp = (char *)malloc(tmp_cap))) return CK_ENOMEM;
+            if (!(tmp = (char *)malloc(tmp_cap))) { rc = CK_ENOMEM; break; }
         }
         k = internal_piece(t, m->key, n, tmp);
         if (k < 0) k = (long)n, memcpy(tmp, m->key, n); /* not a byte-level spelling: kept as is */
@@ -445,6 +454,7 @@ static ck_tokenizer *load_json(const char *file, const char *dir, char *err, siz
     const ck_json *root, *model, *added, *a, *m;
     char jerr[160];
     int32_t n_vocab = 0;
+    int64_t n_pieces = 0;
     jload L;
     int rc = 0;
     ck_tokenizer *t;
@@ -479,12 +489,21 @@ static ck_tokenizer *load_json(const char *file, const char *dir, char *err, siz
         ck_json_free(doc);
         return NULL;
     }
-    for (m = ck_json_get(model, "vocab")->child; m; m = m->next)
+    for (m = ck_json_get(model, "vocab")->child; m; m = m->next, n_pieces++)
         if (json_id(m) >= n_vocab) n_vocab = json_id(m) + 1;
-    for (a = added && added->type == CK_JSON_ARRAY ? added->child : NULL; a; a = a->next)
+    for (a = added && added->type == CK_JSON_ARRAY ? added->child : NULL; a; a = a->next, n_pieces++)
         if (json_id(ck_json_get(a, "id")) >= n_vocab) n_vocab = json_id(ck_json_get(a, "id")) + 1;
     if (n_vocab == 0) {
         bad(&L, "model.vocab", "empty");
+        ck_json_free(doc);
+        return NULL;
+    }
+    /* the arrays are sized by the largest id: bounded by the pieces the file holds before anything is allocated */
+    if (n_vocab > CK_TOKENIZER_MAX_VOCAB || (int64_t)n_vocab > 2 * n_pieces + CK_TOKENIZER_MAX_ID_GAP) {
+        char what[160];
+        snprintf(what, sizeof what, "the largest id is %ld but the file has %ld pieces (limits: ids dense, at most %d)",
+                 (long)n_vocab - 1, (long)n_pieces, CK_TOKENIZER_MAX_VOCAB);
+        bad(&L, "model.vocab", what);
         ck_json_free(doc);
         return NULL;
     }

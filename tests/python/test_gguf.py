@@ -129,6 +129,22 @@ def test_every_family_through_gguf(build, tmp_path, family, qtype):
     assert rel_max(ckc.LlmModel(so, g).forward(ids), st.model(weights=ref.weights).forward(ids)) < 1e-4
 
 
+@pytest.mark.parametrize("family", ["gemma", "gemma2"])
+def test_head_dim_equal_to_width_over_heads_round_trips(build, tmp_path, family):
+    """head_dim 16 with 4 heads of width 64: ckc quantize used to leave attention.key_length out (it equals
+    n_embd / n_head, llama.cpp's default), and ckc compile then took Gemma's config.json default of 256."""
+    cfg = dict(family_config(family), hidden_size=64, head_dim=16)
+    if family == "gemma2":
+        cfg["query_pre_attn_scalar"] = 16
+    ref = build(cfg, std=0.05)
+    g = quantize(ref.weights, str(tmp_path / f"{family}.gguf"), "f32")
+    import gguf
+    assert gguf.GGUFReader(g).fields[f"{family}.attention.key_length"].contents() == 16
+    so = compile_gguf(g, str(tmp_path / "c"))
+    ids = prompt(12, cfg["vocab_size"], seed=2)
+    assert rel_max(ckc.LlmModel(so, g).forward(ids), ref.model().forward(ids)) < 1e-4
+
+
 def test_mistral_window_is_noted(build, tmp_path):
     cfg = json.load(open(os.path.join(ROOT, "models", "tiny-mistral", "config.json")))
     ref = build(cfg, std=0.05)
@@ -162,8 +178,10 @@ def test_smollm2_q4_1_against_its_dequantized_weights(tmp_path):
 
 # ---- bad input ------------------------------------------------------------------------------------
 
-def gguf_with(path, *, arch="llama", drop=(), retype=None, reshape=None, extra_meta=None, truncate=None, src=None):
-    """A copy of src (a tiny GGUF ckc wrote) changed one way, written with the gguf package."""
+def gguf_with(path, *, arch="llama", drop=(), retype=None, reshape=None, extra_meta=None, truncate=None, src=None,
+              meta=None):
+    """A copy of src (a tiny GGUF ckc wrote) changed one way, written with the gguf package (meta: values replacing
+    the file's)."""
     import gguf
     r = gguf.GGUFReader(src)
     w = gguf.GGUFWriter(path, arch)
@@ -172,6 +190,7 @@ def gguf_with(path, *, arch="llama", drop=(), retype=None, reshape=None, extra_m
             continue
         v = f.contents()
         key = k.replace("llama.", arch + ".", 1)
+        v = (meta or {}).get(key, v)
         if isinstance(v, str):
             w.add_string(key, v)
         elif isinstance(v, float):
@@ -247,6 +266,26 @@ def test_bad_files_are_clear_errors_from_compile_and_init(llama_files, tmp_path)
     # not a GGUF at all, with the suffix
     (tmp_path / "text.gguf").write_text("hello, world")
     assert "not a GGUF file" in init_error(so, str(tmp_path / "text.gguf"))
+
+
+def test_init_checks_the_metadata_the_model_was_compiled_from(llama_files, tmp_path):
+    """A GGUF whose tensors fit but whose metadata differs (other heads of the same width, another RoPE base, eps)
+    used to load and give wrong answers: ck_model_init names the key that differs."""
+    _, files = llama_files
+    src, so = files["q8_0"]
+    cases = {"heads": ({"llama.attention.head_count": 8, "llama.attention.head_count_kv": 4},
+                       "'llama.attention.head_count' is 8; the model was compiled for 4"),
+             "theta": ({"llama.rope.freq_base": 500000.0}, "'llama.rope.freq_base' is 500000; the model was compiled"),
+             "eps": ({"llama.attention.layer_norm_rms_epsilon": 1e-3}, "'llama.attention.layer_norm_rms_epsilon'"),
+             "arch": ({"general.name": "renamed"}, None)}  # a key the model does not depend on: loads
+    for name, (meta, want) in cases.items():
+        path = gguf_with(str(tmp_path / f"{name}.gguf"), src=src, meta=meta)
+        if want is None:
+            ckc.LlmModel(so, path)
+        else:
+            err = init_error(so, path)
+            assert want in err and f"{name}.gguf" in err, err
+    ckc.LlmModel(so, gguf_with(str(tmp_path / "same.gguf"), src=src))  # the same values, rewritten: loads
 
 
 def test_cli_refusals(llama_files, tmp_path):

@@ -107,7 +107,7 @@ def test_saved_folders_are_what_they_claim(cases):
     assert "model.safetensors.index.json" in os.listdir(c.folders["sharded"])
     assert len([f for f in os.listdir(c.folders["sharded"]) if f.endswith(".safetensors")]) > 2
     from ckc import safetensors as st
-    header, _ = st._read_header(os.path.join(c.folders["bf16"], "model.safetensors"))
+    header = st.read_header(os.path.join(c.folders["bf16"], "model.safetensors"))
     assert {v["dtype"] for k, v in header.items() if k != "__metadata__"} == {"BF16"}
 
 

@@ -18,7 +18,7 @@ def test_half_precision_weights_match_their_f32_conversion(build, tmp_path, dtyp
     rounded.mkdir()
     st.save(str(half / "model.safetensors"), w, dtype=dtype)
     st.save(str(rounded / "model.safetensors"), {k: st.round_to(v, dtype) for k, v in w.items()})
-    header, _ = st._read_header(str(half / "model.safetensors"))
+    header = st.read_header(str(half / "model.safetensors"))
     assert {v["dtype"] for k, v in header.items() if k != "__metadata__"} == {dtype.upper()}
     toks = prompt(20, 256, seed=11)
     a = b.model(str(half)).forward(toks)

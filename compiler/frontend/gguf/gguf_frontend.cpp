@@ -19,9 +19,12 @@ namespace ckc {
 namespace {
 
 
+// The metadata, each value read recorded (when `read` is given): what the compiled model is checked against at init.
 class Meta {
 public:
-    Meta(const ck_checkpoint *ck, std::string path, std::string arch) : ck_(ck), path_(std::move(path)), arch_(std::move(arch)) {}
+    using Read = std::vector<ModelInfo::HeaderValue>;
+    Meta(const ck_checkpoint *ck, std::string path, std::string arch, Read *read = nullptr)
+        : ck_(ck), path_(std::move(path)), arch_(std::move(arch)), read_(read) {}
     const ck_gguf_kv *find(const std::string &key) const { return ck_checkpoint_kv_find(ck_, key.c_str()); }
     std::string key(const std::string &k) const { return arch_ + "." + k; }
     std::optional<int64_t> integer(const std::string &k) const
@@ -30,6 +33,7 @@ public:
         int64_t v;
         if (!kv) return std::nullopt;
         if (ck_gguf_kv_int(kv, 0, &v)) input_error(fmt::format("{}: metadata '{}' is not an integer", path_, key(k)));
+        if (read_) read_->push_back({key(k), ModelInfo::HeaderValue::Int, v, 0.0, ""});
         return v;
     }
     int64_t required(const std::string &k) const
@@ -44,6 +48,7 @@ public:
         double v;
         if (!kv) return std::nullopt;
         if (ck_gguf_kv_num(kv, 0, &v)) input_error(fmt::format("{}: metadata '{}' is not a number", path_, key(k)));
+        if (read_) read_->push_back({key(k), ModelInfo::HeaderValue::Number, 0, v, ""});
         return v;
     }
     std::optional<std::string> string(const std::string &full_key) const
@@ -53,12 +58,14 @@ public:
         const char *s = kv ? ck_gguf_kv_str(kv, 0, &n) : nullptr;
         if (!kv) return std::nullopt;
         if (!s) input_error(fmt::format("{}: metadata '{}' is not a string", path_, full_key));
+        if (read_) read_->push_back({full_key, ModelInfo::HeaderValue::String, 0, 0.0, std::string(s, n)});
         return std::string(s, n);
     }
 
 private:
     const ck_checkpoint *ck_;
     std::string path_, arch_;
+    Read *read_;
 };
 
 const GgufArch &arch_of(const ck_checkpoint *ck, const std::string &path, std::string *name)
@@ -74,9 +81,11 @@ const GgufArch &arch_of(const ck_checkpoint *ck, const std::string &path, std::s
     return *arch;
 }
 
-nlohmann::json config_of(const ck_checkpoint *ck, const std::string &path, const GgufArch &arch, const std::string &name)
+nlohmann::json config_of(const ck_checkpoint *ck, const std::string &path, const GgufArch &arch, const std::string &name,
+                         Meta::Read *read = nullptr)
 {
-    Meta m(ck, path, name);
+    Meta m(ck, path, name, read);
+    if (read) read->push_back({"general.architecture", ModelInfo::HeaderValue::String, 0, 0.0, name});
     nlohmann::json c;
     c["model_type"] = arch.model_type;
     c[arch.hidden] = m.required("embedding_length");
@@ -89,7 +98,10 @@ nlohmann::json config_of(const ck_checkpoint *ck, const std::string &path, const
     std::string eps_key = arch.layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
     if (auto eps = m.number(eps_key)) c[arch.eps] = *eps;
     if (auto theta = m.number("rope.freq_base")) c["rope_theta"] = *theta;
+    // GGUF's head size: attention.key_length, else n_embd / n_head (llama.cpp's rule; a config.json's default
+    // differs by family: Gemma's is 256)
     if (auto kl = m.integer("attention.key_length")) c["head_dim"] = *kl;
+    else if (heads > 0) c["head_dim"] = c[arch.hidden].get<int64_t>() / heads;
     if (auto type = m.string(m.key("rope.scaling.type"))) {
         if (*type == "linear") {
             auto f = m.number("rope.scaling.factor");
@@ -134,8 +146,10 @@ Program build_from_gguf(const std::string &path, const HfOptions &opts)
     CheckpointFile ck(path);
     std::string name;
     const GgufArch &arch = arch_of(ck.ck, path, &name);
-    nlohmann::json cfg = config_of(ck.ck, path, arch, name);
+    Meta::Read header;
+    nlohmann::json cfg = config_of(ck.ck, path, arch, name, &header);
     Program p = build_from_config(ConfigReader(cfg, path + " (metadata read as config.json)", cfg.dump(1)), opts);
+    p.info.gguf_header = std::move(header);
     p.info.source_path = path;
     p.info.source_hash = fnv1a64(cfg.dump());
     p.info.optional_prefix = "";

@@ -13,6 +13,7 @@
 
 #include "ck_checkpoint.h"
 #include "support/error.h"
+#include "support/limits.h"
 #include "support/source_location.h"
 #include "support/util.h"
 
@@ -62,10 +63,18 @@ public:
     {
         const json &a = field(obj, "shape", json::value_t::array, where);
         Shape s;
+        int64_t n = 1;
+        if (static_cast<int64_t>(a.size()) > limits::kRank)
+            fail(fmt::format("{}: \"shape\" has {} dimensions, above ckc's limit of {}", where, a.size(), limits::kRank));
         for (const auto &d : a) {
             if (!d.is_number_integer() || d.get<int64_t>() < 0)
                 fail(fmt::format("{}: \"shape\" must list non-negative integers, has {}", where, d.dump()));
-            s.push_back(d.get<int64_t>());
+            int64_t v = d.get<int64_t>();
+            if (v > limits::kDim || (v && n > limits::kElements / v))
+                fail(fmt::format("{}: \"shape\" {} is above ckc's limits ({} per dimension, {} elements)", where,
+                                 a.dump(), limits::kDim, limits::kElements));
+            n *= v;
+            s.push_back(v);
         }
         return s;
     }
@@ -203,12 +212,7 @@ struct Names {
 // The document, checked to be a ckc graph of the version this ckc reads.
 json parse_document(const Reader &r, const std::string &text)
 {
-    json doc;
-    try {
-        doc = json::parse(text);
-    } catch (const json::parse_error &e) {
-        input_error(json_syntax_error(r.path(), text, e.byte, e.what()));
-    }
+    json doc = parse_json_text(r.path(), text);
     if (!doc.is_object()) r.fail("the top level must be an object");
     if (!doc.contains("schema") || doc["schema"] != "ckc.graph")
         r.fail("not a ckc graph: \"schema\" must be \"ckc.graph\" (write it with ckc.export)");
@@ -246,8 +250,17 @@ size_t read_constants(const Reader &r, const json &doc, const std::string &path,
     if (!consts.is_array()) r.fail("\"constants\" must be an array");
     if (!consts.empty()) {
         std::string dir = path.rfind('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
-        p.weights_path = dir + "/" + doc.value("weights", std::string("weights.safetensors"));
-        char err[512];
+        std::string name = "weights.safetensors";
+        if (doc.contains("weights")) name = r.str(doc, "weights", "top level");
+        char err[4400];
+        if (weights_any_path()) {
+            p.weights_path = dir + "/" + name;
+        } else {
+            std::vector<char> out(dir.size() + name.size() + 2);
+            if (!ck_path_in_folder(dir.c_str(), name.c_str(), out.data(), out.size(), err, sizeof err))
+                r.fail(fmt::format("\"weights\": {} (ckc compile --allow-outside-paths allows it)", err));
+            p.weights_path = out.data();
+        }
         ck_checkpoint *ck = ck_checkpoint_open(p.weights_path.c_str(), err, sizeof err);
         if (!ck) io_error(path + ": the graph has constants but its weights file cannot be read: " + err);
         try {
@@ -416,7 +429,8 @@ Program build_from_graph_json(const std::string &path)
     p.info.kind = ModelKind::Graph;
     p.info.source_path = absolute_path(path);
     p.info.source_hash = fnv1a64(text);
-    p.info.family = doc.value("module", std::string("graph"));
+    p.info.family = r.optional_str(doc, "module", "top level");
+    if (p.info.family.empty()) p.info.family = "graph";
     Names names{r, {}};
     read_inputs(r, doc, p, names);
     size_t n_consts = read_constants(r, doc, path, p, names);

@@ -16,12 +16,7 @@ using nlohmann::json;
 ConfigReader ConfigReader::load(const std::string &path)
 {
     std::string text = read_file(path);
-    json j;
-    try {
-        j = json::parse(text);
-    } catch (const json::parse_error &e) {
-        input_error(json_syntax_error(path, text, e.byte, e.what()));
-    }
+    json j = parse_json_text(path, text);
     if (!j.is_object()) input_error(path + ": expected a JSON object at the top level");
     return ConfigReader(std::move(j), path, std::move(text));
 }

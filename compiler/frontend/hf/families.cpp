@@ -4,6 +4,7 @@
 
 #include "ck_kernels.h"  // CK_ATTENTION_MAX_HEAD_DIM
 #include "support/error.h"
+#include "support/limits.h"
 #include "support/util.h"
 
 namespace ckc {
@@ -59,6 +60,22 @@ Program build_from_config(const ConfigReader &r, const HfOptions &opts)
     const std::string &config_path = r.path();
     const Family &fam = find_family(r);
     LlmConfig c = fam.parse(r);
+    // the limits, before anything is sized from them (a family names these keys one of two ways)
+    auto limit = [&](int64_t v, int64_t max, std::initializer_list<const char *> keys, const char *what) {
+        if (v <= max) return;
+        std::string key = *keys.begin();
+        for (const char *k : keys)
+            if (r.has(k)) key = k;
+        r.fail(key, fmt::format("{} {} is above ckc's limit of {} (support/limits.h)", what, v, max));
+    };
+    limit(c.n_layers, limits::kLayers, {"num_hidden_layers", "n_layer"}, "a layer count of");
+    limit(c.hidden_size, limits::kWidth, {"hidden_size", "n_embd"}, "a width of");
+    limit(c.intermediate_size, limits::kWidth, {"intermediate_size", "n_inner"}, "a width of");
+    limit(c.head_dim, limits::kWidth, {"head_dim"}, "a head size of");
+    limit(c.n_heads, limits::kHeads, {"num_attention_heads", "n_head"}, "a head count of");
+    limit(c.n_kv_heads, limits::kHeads, {"num_key_value_heads", "n_head"}, "a head count of");
+    limit(c.vocab_size, limits::kVocab, {"vocab_size"}, "a vocabulary of");
+    limit(c.context_length, limits::kContext, {"max_position_embeddings", "n_positions"}, "a context of");
     if (c.head_dim > CK_ATTENTION_MAX_HEAD_DIM)
         r.fail("head_dim", fmt::format("{} is larger than the attention kernel supports ({})", c.head_dim,
                                        CK_ATTENTION_MAX_HEAD_DIM));
@@ -67,7 +84,6 @@ Program build_from_config(const ConfigReader &r, const HfOptions &opts)
                                                   "(max_position_embeddings or n_positions): it can only lower it",
                                                   opts.max_context, config_path, c.context_length));
     if (opts.max_context > 0) c.context_length = opts.max_context;
-    if (c.context_length > (int64_t(1) << 30)) r.fail("max_position_embeddings", "is unreasonably large");
     Program p = fam.build(r, c);
     if (!r.has("vocab_size"))  // the class default rarely matches a checkpoint: say it
         p.info.notes.push_back(fmt::format("{} has no vocab_size: using the {} default, {}", config_path, c.model_type,

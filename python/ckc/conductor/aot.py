@@ -90,8 +90,12 @@ class AotModel(GraphModel):
                 sig = json.load(f)
         except FileNotFoundError:
             raise ArtifactError(f"{path}: not a ckc AOT artifact (no signature.json)") from None
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             raise ArtifactError(f"{sig_path}: not valid JSON ({e})") from None
+        except OSError as e:
+            raise ArtifactError(f"{sig_path}: cannot be read ({e})") from None
+        if not isinstance(sig, dict):
+            raise ArtifactError(f"{sig_path}: expected a JSON object, got {type(sig).__name__}")
         need = ("signature_version", "ckc_version", "abi_version", "library_sha256", "weights_sha256", "inputs",
                 "outputs")
         missing = [k for k in need if k not in sig]

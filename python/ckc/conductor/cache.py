@@ -110,9 +110,13 @@ def _valid(entry):
     try:
         with open(os.path.join(entry, "manifest.json")) as f:
             manifest = json.load(f)
-        return all(_sha256_file(os.path.join(entry, name)).hexdigest() == digest
-                   for name, digest in manifest["files"].items()) and set(_FILES) <= set(manifest["files"])
-    except (OSError, ValueError, KeyError, TypeError):
+        files = manifest.get("files") if isinstance(manifest, dict) else None
+        if not isinstance(files, dict) or not set(_FILES) <= set(files):
+            return False
+        # (names are the entry's own files: a name that leaves the folder makes the entry corrupt)
+        return all(isinstance(name, str) and os.path.basename(name) == name and isinstance(digest, str) and
+                   _sha256_file(os.path.join(entry, name)).hexdigest() == digest for name, digest in files.items())
+    except (OSError, ValueError, RecursionError):
         return False
 
 
@@ -145,11 +149,14 @@ def recall_whole_graph(key):
     try:
         with open(os.path.join(cache_dir(), "whole", key + ".json")) as f:
             plan = json.load(f)
+        if not isinstance(plan, dict) or not isinstance(plan.get("entry"), str) or \
+                os.path.basename(plan["entry"]) != plan["entry"]:
+            return None
         entry = os.path.join(cache_dir(), "graphs", plan["entry"])
         if not _valid(entry):
             return None
         return dict(plan, entry=entry)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, RecursionError):
         return None
 
 
