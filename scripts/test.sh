@@ -2,7 +2,8 @@
 # Runs every test: installs dependencies (and llama.cpp unless CKC_SKIP_SLOW=1), builds, runs the whole suite under
 # ctest (unit, kernel and runtime tests + Python parity against PyTorch), then
 # the compiler and runtime tests again under AddressSanitizer +
-# UndefinedBehaviorSanitizer (including a generated model run end to end).
+# UndefinedBehaviorSanitizer (including a generated model run end to end), then every fuzz harness (tests/fuzz)
+# for CKC_FUZZ_SECONDS (30) each.
 # Exits non-zero when any test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,4 +25,12 @@ echo "== build with -DCKC_SANITIZE=ON and run the compiler and runtime tests"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCKC_SANITIZE=ON -DCKC_PYTHON_TESTS=OFF -DCKC_WERROR=ON >/dev/null
 cmake --build build-asan -j"$JOBS"
 (cd build-asan && ctest --output-on-failure -j"$JOBS")
+
+echo "== build the fuzz harnesses (clang, ASan + UBSan + libFuzzer) and run each for ${CKC_FUZZ_SECONDS:-30} s"
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCKC_FUZZ=ON -DCKC_BUILD_TESTS=OFF \
+    -DCKC_PYTHON_TESTS=OFF -DCKC_WERROR=ON -DCKC_FUZZ_SECONDS="${CKC_FUZZ_SECONDS:-30}" >/dev/null
+cmake --build build-fuzz -j"$JOBS"
+rm -f build-fuzz/fuzz-work/summary-*
+(cd build-fuzz && ctest --output-on-failure -j"$JOBS" -L fuzz)
+cat build-fuzz/fuzz-work/summary-*  # per harness: inputs run, coverage
 echo "== all tests passed"

@@ -4,6 +4,7 @@
  * Checks: no crash or sanitizer report; every id in range; a byte-level tokenizer without a normalizer gives
  * the input back exactly; the streaming decoder only ever writes valid UTF-8.
  */
+#define _POSIX_C_SOURCE 200809L /* strdup, mkdir, getpid */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

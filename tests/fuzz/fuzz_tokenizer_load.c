@@ -3,6 +3,7 @@
  * SentencePiece tokenizer.model, GGUF); the rest is the file. Whatever loads is then used: encode a fixed text
  * and decode it. Built and run by tests/fuzz/fuzz_tokenizer.sh (ASan + UBSan).
  */
+#define _POSIX_C_SOURCE 200809L /* strdup, mkdir, getpid */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
