@@ -1,8 +1,9 @@
 #!/bin/sh
 # Generated models built with AddressSanitizer + UndefinedBehaviorSanitizer:
 # generation through main() for several families, the ABI's error paths
-# (tests/c/api_check.c), GGUF and converted stored formats, a corrupt checkpoint and GGUF, and an exported graph through
-# the ck_graph ABI (tests/c/graph_check.c). Any sanitizer report fails the test.
+# (tests/c/api_check.c), GGUF and converted stored formats, a corrupt checkpoint and GGUF, an exported graph through
+# the ck_graph ABI (tests/c/graph_check.c), and handles used from 8 threads at once under ThreadSanitizer
+# (tests/c/threads_check.c). Any sanitizer report fails the test.
 #   sanitized_model.sh CKC_BINARY WORKDIR [PYTHON]   (run from the repository root)
 set -eu
 CKC=$1
@@ -123,6 +124,18 @@ PYEOF
 cc $SAN -I runtime/include tests/c/graph_check.c "$OUT/graph/model.c" $(objs "$OUT/graph/model.c.kernels") \
    -lopenblas -lm -fopenmp -o "$OUT/graph/graph_check"
 "$OUT/graph/graph_check" "$OUT/graph/model.weights.safetensors" 96
+
+# one handle per thread, the documented rule, under ThreadSanitizer (tests/c/threads_check.c): 8 threads, each with
+# its own handle of one library, 200 greedy decode steps (twice, a cache reset between) / 200 graph runs each, equal
+# to a single-threaded run. Built without OpenMP (libgomp is not instrumented) and with one BLAS thread.
+TSAN="-O1 -g -fsanitize=thread -fno-omit-frame-pointer"
+export TSAN_OPTIONS="halt_on_error=1:exitcode=66"
+cc $TSAN -I runtime/include tests/c/threads_check.c "$OUT/model.c" $(cat "$OUT/model.c.kernels") -lopenblas -lm \
+   -lpthread -o "$OUT/threads_check"
+OPENBLAS_NUM_THREADS=1 "$OUT/threads_check" "$OUT/weights" 8 200
+cc $TSAN -DCK_CHECK_GRAPH -I runtime/include tests/c/threads_check.c "$OUT/graph/model.c" \
+   $(cat "$OUT/graph/model.c.kernels") -lopenblas -lm -lpthread -o "$OUT/graph/threads_check"
+OPENBLAS_NUM_THREADS=1 "$OUT/graph/threads_check" "$OUT/graph/model.weights.safetensors" 8 200 96
 
 # a bool mask reshaped into an output (what AOTAutograd's backward graphs return for the embedding's
 # gradient): its copy moves bytes, not floats (tests/c/graph_run.c sizes every buffer exactly)
