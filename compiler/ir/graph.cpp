@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -471,10 +472,11 @@ std::string Graph::unique_name(const std::string &base) const
 
 void Graph::verify(const std::string &where) const
 {
-    std::set<std::string> available;
+    std::unordered_set<std::string> available, names;  // (hash sets: this runs after every pass)
+    available.reserve(tensors_.size());
+    names.reserve(nodes_.size());
     for (const auto &[name, t] : tensors_)
         if (!producer_.count(name)) available.insert(name);
-    std::set<std::string> names;
     int64_t last_key = 0;
     for (const auto &s : nodes_.slots_) {
         const Node &n = s.node;

@@ -26,10 +26,15 @@ namespace rules {
 
 // ---- helpers ---------------------------------------------------------------
 
-void expect(bool ok, const Node &n, const std::string &what)
+[[noreturn]] void fail(const Node &n, const std::string &what)
 {
-    if (!ok) internal_error(fmt::format("node '{}' ({}): {}", n.name, op_name(n.op), what));
+    internal_error(fmt::format("node '{}' ({}): {}", n.name, op_name(n.op), what));
 }
+// the message is built only when the check fails (shape rules run for every node after every pass)
+#define expect(ok, n, what)              \
+    do {                                 \
+        if (!(ok)) ::ckc::rules::fail(n, what); \
+    } while (0)
 
 int64_t last(const Shape &s) { return s.empty() ? 1 : s.back(); }
 

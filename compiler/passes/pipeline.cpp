@@ -69,10 +69,12 @@ std::vector<std::string> run_pipeline(Program &prog, const PipelineOptions &opts
     for (const auto &pass : default_pipeline()) {
         if (opts.disabled.count(pass.name)) continue;
         size_t before = node_count();
-        if (pass.run_program) pass.run_program(prog);
+        bool program_changed = pass.run_program && pass.run_program(prog);
         for (Section s : kSections) {
-            if (!pass.run_program) pass.run(prog.section(s), prog);
-            prog.section(s).verify(std::string("after pass ") + pass.name + ", " + Program::section_name(s));
+            bool changed = program_changed || (!pass.run_program && pass.run(prog.section(s), prog));
+            // the invariants after every pass that changed a section (each verify walks the whole graph: after
+            // the passes that did nothing it would only repeat the last one)
+            if (changed) prog.section(s).verify(std::string("after pass ") + pass.name + ", " + Program::section_name(s));
         }
         ran.push_back(pass.name);
         if (opts.stats) opts.stats->push_back({pass.name, before, node_count()});
@@ -81,6 +83,7 @@ std::vector<std::string> run_pipeline(Program &prog, const PipelineOptions &opts
             print_program(prog, *opts.dump);
         }
     }
+    for (Section s : kSections) prog.section(s).verify(std::string("after the pipeline, ") + Program::section_name(s));
     return ran;
 }
 
