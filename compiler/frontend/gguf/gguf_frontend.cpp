@@ -12,6 +12,7 @@
 #include "frontend/gguf/gguf_arch.h"
 #include "support/checkpoint.h"
 #include "support/error.h"
+#include "support/limits.h"
 #include "support/util.h"
 
 namespace ckc {
@@ -88,19 +89,28 @@ nlohmann::json config_of(const ck_checkpoint *ck, const std::string &path, const
     if (read) read->push_back({"general.architecture", ModelInfo::HeaderValue::String, 0, 0.0, name});
     nlohmann::json c;
     c["model_type"] = arch.model_type;
-    c[arch.hidden] = m.required("embedding_length");
-    c[arch.ffn] = m.required("feed_forward_length");
-    c[arch.layers] = m.required("block_count");
-    int64_t heads = m.required("attention.head_count");
+    // the sizes, each within ckc's limits before anything is built from it (named by the file's own keys)
+    auto bounded = [&](const std::string &k, int64_t v, int64_t max) {
+        if (v > max)
+            input_error(fmt::format("{}: metadata '{}' is {}, above ckc's limit of {} (support/limits.h)", path,
+                                    m.key(k), v, max));
+        return v;
+    };
+    c[arch.hidden] = bounded("embedding_length", m.required("embedding_length"), limits::kWidth);
+    c[arch.ffn] = bounded("feed_forward_length", m.required("feed_forward_length"), limits::kWidth);
+    c[arch.layers] = bounded("block_count", m.required("block_count"), limits::kLayers);
+    int64_t heads = bounded("attention.head_count", m.required("attention.head_count"), limits::kHeads);
     c[arch.heads] = heads;
-    if (arch.kv_heads) c[arch.kv_heads] = m.integer("attention.head_count_kv").value_or(heads);
-    c[arch.context] = m.required("context_length");
+    if (arch.kv_heads)
+        c[arch.kv_heads] = bounded("attention.head_count_kv", m.integer("attention.head_count_kv").value_or(heads),
+                                   limits::kHeads);
+    c[arch.context] = bounded("context_length", m.required("context_length"), limits::kContext);
     std::string eps_key = arch.layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
     if (auto eps = m.number(eps_key)) c[arch.eps] = *eps;
     if (auto theta = m.number("rope.freq_base")) c["rope_theta"] = *theta;
     // GGUF's head size: attention.key_length, else n_embd / n_head (llama.cpp's rule; a config.json's default
     // differs by family: Gemma's is 256)
-    if (auto kl = m.integer("attention.key_length")) c["head_dim"] = *kl;
+    if (auto kl = m.integer("attention.key_length")) c["head_dim"] = bounded("attention.key_length", *kl, limits::kWidth);
     else if (heads > 0) c["head_dim"] = c[arch.hidden].get<int64_t>() / heads;
     if (auto type = m.string(m.key("rope.scaling.type"))) {
         if (*type == "linear") {
