@@ -5,8 +5,9 @@ and 100k nodes (python/ckc/synthetic.py):
   chain      elementwise nodes in a line (fused into EW programs)
   chain-rev  the same listed last-first (the schema allows any order)
   mlp        Linear + activation layers in the nodes ckc.export writes (GEMMs, bias adds, transposes)
+  exported   (--exported N) the same module really exported by ckc.export, for sizes up to N
 
-    scripts/bench_compile.py [--sizes 1000,10000,100000] [--reps 3] [--baseline OTHER_CKC]
+    scripts/bench_compile.py [--sizes 1000,10000,100000] [--reps 3] [--baseline OTHER_CKC] [--exported 10000]
 
 --baseline runs another ckc binary (an older build, say) on the same graphs, interleaved with this one, and prints
 the ratio. The graphs are written to a temporary folder; nothing is kept.
@@ -24,10 +25,20 @@ from ckc import synthetic
 from ckc.contenders import machine
 
 
+TIME = "/usr/bin/time"  # GNU time: the peak RSS of ckc itself
+
+
 def timed(binary, graph, out, timeout):
-    """(seconds, peak RSS MiB): the child's own rusage, read with wait4."""
+    """(seconds, peak RSS MiB) of one compile. The peak is read by GNU time, a small process forking ckc: a child
+    forked by this Python would count this Python's own pages in its ru_maxrss (Linux keeps the high-water mark
+    of the image it replaced at exec)."""
+    report = out + ".rss"
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    cmd = [binary, "compile", graph, "-o", out]
+    if os.path.exists(TIME):
+        cmd = [TIME, "-f", "%M", "-o", report] + cmd
     t = time.perf_counter()
-    p = subprocess.Popen([binary, "compile", graph, "-o", out], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = t + timeout
     while True:
         pid, status, usage = os.wait4(p.pid, os.WNOHANG)
@@ -41,7 +52,27 @@ def timed(binary, graph, out, timeout):
     seconds = time.perf_counter() - t
     if os.waitstatus_to_exitcode(status):
         sys.exit(f"{binary} compile {graph} failed:\n{p.stderr.read().decode()[-2000:]}")
-    return seconds, usage.ru_maxrss / 1024
+    if os.path.exists(TIME):
+        with open(report) as f:
+            return seconds, int(f.read().split()[-1]) / 1024
+    return seconds, usage.ru_maxrss / 1024  # (includes this Python's pages: an upper bound)
+
+
+def exported_mlp(n):
+    """graph.json of nn.Sequential(Linear(8, 8), GELU, Linear, ReLU, ...) with n // 4 layers, as ckc.export writes
+    it (4 nodes a layer), cached under the ckc cache (the export is slow for big modules)."""
+    folder = os.path.join(ckc.build.cache_dir(), "bench-compile", f"exported{n}")
+    graph = os.path.join(folder, "graph.json")
+    if not os.path.exists(graph):  # (in another process: torch would stay in this one's memory)
+        subprocess.run([sys.executable, "-c", f"""
+import torch, ckc
+torch.manual_seed(0)
+layers = []
+for i in range({n // 4}):
+    layers += [torch.nn.Linear(8, 8), torch.nn.GELU() if i % 2 == 0 else torch.nn.ReLU()]
+ckc.export(torch.nn.Sequential(*layers).eval(), (torch.randn(2, 8),), {folder!r})
+"""], check=True)
+    return graph
 
 
 def main():
@@ -50,6 +81,9 @@ def main():
     ap.add_argument("--reps", type=int, default=3, help="compiles per graph and binary; the median is shown")
     ap.add_argument("--baseline", help="another ckc binary to compare with, interleaved")
     ap.add_argument("--timeout", type=float, default=600, help="seconds a compile may take before it is given up")
+    ap.add_argument("--exported", type=int, default=0, metavar="MAX_NODES",
+                    help="also graphs exported from a real nn.Sequential(Linear, GELU / ReLU, ...) by ckc.export, for "
+                         "the sizes up to MAX_NODES (torch.export takes ~50 s for 10k nodes; cached in the ckc cache)")
     a = ap.parse_args()
     ours = ckc.ckc_binary()
     print(machine())
@@ -58,9 +92,11 @@ def main():
     print(head + (f" {'baseline s':>10s} {'ratio':>6s}" if a.baseline else ""))
     with tempfile.TemporaryDirectory(prefix="ckc-bench-compile-") as d:
         for n in [int(x) for x in a.sizes.split(",")]:
-            for kind in ("chain", "chain-rev", "mlp"):
+            for kind in ("chain", "chain-rev", "mlp") + (("exported",) if n <= a.exported else ()):
                 folder = os.path.join(d, f"{kind}{n}")
-                if kind == "mlp":
+                if kind == "exported":
+                    graph = exported_mlp(n)
+                elif kind == "mlp":
                     doc, weights = synthetic.mlp(n // 4)
                     graph = synthetic.write(doc, folder, weights)
                 else:
