@@ -103,6 +103,7 @@ def gguf_seeds(ckc):
         shutil.rmtree(tmp)
     out("gguf", "truncated", open(os.path.join(SEEDS, "gguf", "kinds"), "rb").read()[:200])
     out("gguf", "hostile-many-layers", open(os.path.join(HOSTILE, "gguf-many-layers.gguf"), "rb").read())
+    # (seeds/gguf/hostile-zero-heads: a phi2 file with head_count 0 the compile-gguf fuzzer wrote; kept as found)
 
 
 def config_seeds():
@@ -207,7 +208,7 @@ def chat_seeds():
 
 if __name__ == "__main__":
     ckc = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "ckc")
-    for d in ("safetensors", "gguf", "gguf-models", "compile-config", "compile-graph", "tokenizer-load",
+    for d in ("safetensors", "gguf-models", "compile-config", "compile-graph", "tokenizer-load",
               "tokenizer-encode", "chat", "python"):
         shutil.rmtree(os.path.join(SEEDS, d), ignore_errors=True)
     safetensors_seeds()

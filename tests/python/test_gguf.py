@@ -250,6 +250,11 @@ def test_bad_files_are_clear_errors_from_compile_and_init(llama_files, tmp_path)
     t = gguf_with(str(tmp_path / "shape.gguf"), src=src, reshape={"output_norm.weight": [128]})
     for err in (compile_error(t, tmp_path), init_error(so, t)):
         assert "output_norm.weight" in err and "[128]" in err
+    # zero heads (found by the compile-gguf fuzzer: phi2's head size divided by it): refused by name
+    for arch in ("llama", "phi2"):
+        t = gguf_with(str(tmp_path / f"heads0-{arch}.gguf"), src=src, arch=arch, meta={f"{arch}.attention.head_count": 0})
+        err = compile_error(t, tmp_path)
+        assert f"metadata '{arch}.attention.head_count' is 0; it must be at least 1" in err, err
     # an architecture ckc does not build
     t = gguf_with(str(tmp_path / "arch.gguf"), src=src, arch="mamba")
     err = compile_error(t, tmp_path)

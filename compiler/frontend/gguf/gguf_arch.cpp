@@ -144,7 +144,8 @@ const std::vector<GgufArch> &gguf_archs()
         phi2.read_extra = [](const GgufNumber &get, nlohmann::json &cfg) {
             cfg["hidden_act"] = "gelu_new";
             int64_t hd = cfg["hidden_size"].get<int64_t>() / cfg["num_attention_heads"].get<int64_t>();
-            if (auto rot = get("rope.dimension_count")) cfg["partial_rotary_factor"] = *rot / static_cast<double>(hd);
+            if (auto rot = get("rope.dimension_count"); rot && hd > 0)  // (hd 0: the config reader refuses it)
+                cfg["partial_rotary_factor"] = *rot / static_cast<double>(hd);
         };
         t.push_back(phi2);
 

@@ -91,6 +91,7 @@ nlohmann::json config_of(const ck_checkpoint *ck, const std::string &path, const
     c["model_type"] = arch.model_type;
     // the sizes, each within ckc's limits before anything is built from it (named by the file's own keys)
     auto bounded = [&](const std::string &k, int64_t v, int64_t max) {
+        if (v < 1) input_error(fmt::format("{}: metadata '{}' is {}; it must be at least 1", path, m.key(k), v));
         if (v > max)
             input_error(fmt::format("{}: metadata '{}' is {}, above ckc's limit of {} (support/limits.h)", path,
                                     m.key(k), v, max));
