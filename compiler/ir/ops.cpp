@@ -31,9 +31,9 @@ namespace rules {
     internal_error(fmt::format("node '{}' ({}): {}", n.name, op_name(n.op), what));
 }
 // the message is built only when the check fails (shape rules run for every node after every pass)
-#define expect(ok, n, what)              \
-    do {                                 \
-        if (!(ok)) ::ckc::rules::fail(n, what); \
+#define CK_EXPECT(ok, n, what)                      \
+    do {                                            \
+        if (!(ok)) ::ckc::rules::fail(n, what);     \
     } while (0)
 
 int64_t last(const Shape &s) { return s.empty() ? 1 : s.back(); }
@@ -47,14 +47,14 @@ std::string shapes(const Inputs &in)
 
 void expect_2d(const Node &n, const Tensor &t)
 {
-    expect(t.shape.size() == 2, n, fmt::format("'{}' must be 2-D, is {}", t.name, shape_str(t.shape)));
+    CK_EXPECT(t.shape.size() == 2, n, fmt::format("'{}' must be 2-D, is {}", t.name, shape_str(t.shape)));
 }
 
 int64_t axis_of(const Node &n, const Shape &s, const std::string &key, int64_t dflt)
 {
     int64_t a = n.i(key, dflt), r = static_cast<int64_t>(s.size());
     if (a < 0) a += r;
-    expect(a >= 0 && a < std::max<int64_t>(r, 1), n, fmt::format("{} {} outside rank {}", key, n.i(key, dflt), r));
+    CK_EXPECT(a >= 0 && a < std::max<int64_t>(r, 1), n, fmt::format("{} {} outside rank {}", key, n.i(key, dflt), r));
     return a;
 }
 
@@ -85,8 +85,8 @@ DType bool_dtype(const Node &, const Inputs &) { return DType::Bool; }
 // ---- EMBEDDING ------------------------------------------------------------------
 Shape embedding_shape(const Node &n, const Inputs &in)
 {
-    expect(in[0]->dtype == DType::I32 || in[0]->dtype == DType::I64, n, "ids must be i32 or i64");
-    expect(in[1]->shape.size() == 2, n, "table must be [vocab, dim]: " + shapes(in));
+    CK_EXPECT(in[0]->dtype == DType::I32 || in[0]->dtype == DType::I64, n, "ids must be i32 or i64");
+    CK_EXPECT(in[1]->shape.size() == 2, n, "table must be [vocab, dim]: " + shapes(in));
     Shape out = in[0]->shape;
     out.push_back(in[1]->shape[1]);
     return out;
@@ -96,22 +96,22 @@ Shape embedding_shape(const Node &n, const Inputs &in)
 Shape pos_embed_shape(const Node &n, const Inputs &in)
 {
     expect_2d(n, *in[0]);
-    expect(in[1]->shape.size() == 2 && in[1]->shape[1] == in[0]->shape[1], n, "table must be [positions, dim]: " + shapes(in));
+    CK_EXPECT(in[1]->shape.size() == 2 && in[1]->shape[1] == in[0]->shape[1], n, "table must be [positions, dim]: " + shapes(in));
     return in[0]->shape;
 }
 
 // ---- normalization --------------------------------------------------------------
 Shape rmsnorm_shape(const Node &n, const Inputs &in)
 {
-    expect(in[1]->shape == Shape{last(in[0]->shape)}, n, "weight must be [dim]: " + shapes(in));
-    expect(n.has("eps"), n, "needs attr eps");
+    CK_EXPECT(in[1]->shape == Shape{last(in[0]->shape)}, n, "weight must be [dim]: " + shapes(in));
+    CK_EXPECT(n.has("eps"), n, "needs attr eps");
     return in[0]->shape;
 }
 Shape layernorm_shape(const Node &n, const Inputs &in)
 {
     Shape c{last(in[0]->shape)};
-    expect(in[1]->shape == c && in[2]->shape == c, n, "weight and bias must be [dim]: " + shapes(in));
-    expect(n.has("eps"), n, "needs attr eps");
+    CK_EXPECT(in[1]->shape == c && in[2]->shape == c, n, "weight and bias must be [dim]: " + shapes(in));
+    CK_EXPECT(n.has("eps"), n, "needs attr eps");
     return in[0]->shape;
 }
 
@@ -144,7 +144,7 @@ Shape broadcast(const Node &n, const Shape &a, const Shape &b)
     size_t r = std::max(a.size(), b.size());
     Shape A = aligned(a, r), B = aligned(b, r), out(r);
     for (size_t i = 0; i < r; i++) {
-        expect(A[i] == B[i] || A[i] == 1 || B[i] == 1, n,
+        CK_EXPECT(A[i] == B[i] || A[i] == 1 || B[i] == 1, n,
                fmt::format("shapes {} and {} do not broadcast", shape_str(a), shape_str(b)));
         out[i] = A[i] == 1 ? B[i] : A[i];
     }
@@ -153,7 +153,7 @@ Shape broadcast(const Node &n, const Shape &a, const Shape &b)
 Shape binary_shape(const Node &n, const Inputs &in)
 {
     if (in.size() == 1) {
-        expect(n.has("scalar"), n, "one operand needs attr scalar");
+        CK_EXPECT(n.has("scalar"), n, "one operand needs attr scalar");
         return in[0]->shape;
     }
     return broadcast(n, in[0]->shape, in[1]->shape);
@@ -172,7 +172,7 @@ MM matmul_dims(const Node &n, const Inputs &in)
 {
     const Shape &a = in[0]->shape, &b = in[1]->shape;
     bool tb = n.i("transpose_b", 0) != 0, ta = n.i("transpose_a", 0) != 0;
-    expect(a.size() >= 2 && b.size() >= 2, n, "operands need rank >= 2: " + shapes(in));
+    CK_EXPECT(a.size() >= 2 && b.size() >= 2, n, "operands need rank >= 2: " + shapes(in));
     MM d;
     d.trans_b = tb;
     d.trans_a = ta;
@@ -180,10 +180,10 @@ MM matmul_dims(const Node &n, const Inputs &in)
     d.K = ta ? a[a.size() - 2] : a.back();
     d.N = tb ? b[b.size() - 2] : b.back();
     int64_t kb = tb ? b.back() : b[b.size() - 2];
-    expect(kb == d.K, n, fmt::format("inner dims differ ({} vs {}): {}", d.K, kb, shapes(in)));
+    CK_EXPECT(kb == d.K, n, fmt::format("inner dims differ ({} vs {}): {}", d.K, kb, shapes(in)));
     d.b_batched = b.size() > 2;
     if (d.b_batched)
-        expect(b.size() == a.size() && std::equal(a.begin(), a.end() - 2, b.begin()), n,
+        CK_EXPECT(b.size() == a.size() && std::equal(a.begin(), a.end() - 2, b.begin()), n,
                "batched B must have A's batch dims: " + shapes(in));
     d.batch = 1;
     for (size_t i = 0; i + 2 < a.size(); i++) d.batch *= a[i];
@@ -197,8 +197,8 @@ Shape matmul_shape(const Node &n, const Inputs &in)
     out.push_back(d.N);
     if (n.op == Op::MATMUL_ADD) {
         const Shape &c = in[2]->shape;
-        expect(c == Shape{d.N} || c == out, n, "addend must be [N] or the output's shape: " + shapes(in));
-        if (in.size() == 4) expect(c == out && in[3]->shape == Shape{d.N}, n, "bias must be [N]: " + shapes(in));
+        CK_EXPECT(c == Shape{d.N} || c == out, n, "addend must be [N] or the output's shape: " + shapes(in));
+        if (in.size() == 4) CK_EXPECT(c == out && in[3]->shape == Shape{d.N}, n, "bias must be [N]: " + shapes(in));
     }
     return out;
 }
@@ -208,7 +208,7 @@ Shape slice_shape(const Node &n, const Inputs &in)
 {
     const Shape &s = in[0]->shape;
     int64_t axis = axis_of(n, s), start = n.i("start"), len = n.i("length"), step = n.i("step", 1);
-    expect(step >= 1 && start >= 0 && len > 0 && start + (len - 1) * step < s[axis], n,
+    CK_EXPECT(step >= 1 && start >= 0 && len > 0 && start + (len - 1) * step < s[axis], n,
            fmt::format("slice {}:{}:{} of axis {} (size {}) is out of range", start, start + len * step, step, axis, s[axis]));
     Shape out = s;
     out[axis] = len;
@@ -231,8 +231,8 @@ Shape rope_shape(const Node &n, const Inputs &in)
 {
     expect_2d(n, *in[0]);
     int64_t h = n.i("heads"), d = n.i("head_dim"), r = n.i("rot_dim");
-    expect(h * d == in[0]->shape[1], n, fmt::format("heads {} x head_dim {} != width of {}", h, d, shapes(in)));
-    expect(r > 0 && r % 2 == 0 && r <= d, n, fmt::format("rot_dim {} must be even and <= head_dim {}", r, d));
+    CK_EXPECT(h * d == in[0]->shape[1], n, fmt::format("heads {} x head_dim {} != width of {}", h, d, shapes(in)));
+    CK_EXPECT(r > 0 && r % 2 == 0 && r <= d, n, fmt::format("rot_dim {} must be even and <= head_dim {}", r, d));
     return in[0]->shape;
 }
 // The KV store of a layer is the KV cache when it is enabled, otherwise the
@@ -241,17 +241,17 @@ Shape kv_store_shape(const Node &n, const Inputs &in)
 {
     expect_2d(n, *in[0]);
     int64_t kvh = n.i("kv_heads"), d = n.i("head_dim");
-    expect(in[0]->shape == in[1]->shape && in[0]->shape[1] == kvh * d, n, "k and v must be [T, kv_heads*head_dim]: " + shapes(in));
+    CK_EXPECT(in[0]->shape == in[1]->shape && in[0]->shape[1] == kvh * d, n, "k and v must be [T, kv_heads*head_dim]: " + shapes(in));
     return {2, kvh, in[0]->shape[0], d};
 }
 Shape kv_attention_shape(const Node &n, const Inputs &in)
 {
     expect_2d(n, *in[0]);
     int64_t h = n.i("heads"), kvh = n.i("kv_heads"), d = n.i("head_dim");
-    expect(in[0]->shape[1] == h * d, n, "q must be [T, heads*head_dim]: " + shapes(in));
-    expect(h % kvh == 0, n, fmt::format("heads {} not a multiple of kv_heads {}", h, kvh));
-    expect(in[1]->shape == Shape({2, kvh, in[0]->shape[0], d}), n, "kv must come from KV_STORE: " + shapes(in));
-    expect(d <= CK_ATTENTION_MAX_HEAD_DIM, n,
+    CK_EXPECT(in[0]->shape[1] == h * d, n, "q must be [T, heads*head_dim]: " + shapes(in));
+    CK_EXPECT(h % kvh == 0, n, fmt::format("heads {} not a multiple of kv_heads {}", h, kvh));
+    CK_EXPECT(in[1]->shape == Shape({2, kvh, in[0]->shape[0], d}), n, "kv must come from KV_STORE: " + shapes(in));
+    CK_EXPECT(d <= CK_ATTENTION_MAX_HEAD_DIM, n,
            fmt::format("head_dim {} exceeds the kernel limit {}", d, CK_ATTENTION_MAX_HEAD_DIM));
     return in[0]->shape;
 }
@@ -259,7 +259,7 @@ Shape kv_attention_shape(const Node &n, const Inputs &in)
 // ---- GLU -------------------------------------------------------------------------------
 Shape glu_shape(const Node &n, const Inputs &in)
 {
-    expect(in[0]->shape == in[1]->shape, n, "gate and up must match: " + shapes(in));
+    CK_EXPECT(in[0]->shape == in[1]->shape, n, "gate and up must match: " + shapes(in));
     act_of(n);
     return in[0]->shape;
 }
@@ -278,7 +278,7 @@ Shape reduce_shape(const Node &n, const Inputs &in)
 Shape causal_mask_shape(const Node &n, const Inputs &in)
 {
     const Shape &s = in[0]->shape;
-    expect(s.size() >= 2 && s[s.size() - 1] == s[s.size() - 2], n, "needs square last two dims: " + shapes(in));
+    CK_EXPECT(s.size() >= 2 && s[s.size() - 1] == s[s.size() - 2], n, "needs square last two dims: " + shapes(in));
     return s;
 }
 
@@ -286,7 +286,7 @@ Shape causal_mask_shape(const Node &n, const Inputs &in)
 Shape reshape_shape(const Node &n, const Inputs &in)
 {
     Shape s = n.ints("shape");
-    expect(shape_numel_fixed(s) == shape_numel_fixed(in[0]->shape) && !shape_has_tokens(in[0]->shape), n,
+    CK_EXPECT(shape_numel_fixed(s) == shape_numel_fixed(in[0]->shape) && !shape_has_tokens(in[0]->shape), n,
            fmt::format("cannot view {} as {}", shape_str(in[0]->shape), shape_str(s)));
     return s;
 }
@@ -299,16 +299,16 @@ std::vector<int> perm_of(const Node &n, size_t rank)
         int64_t a = n.i("dim0"), b = n.i("dim1"), r = static_cast<int64_t>(rank);
         if (a < 0) a += r;
         if (b < 0) b += r;
-        expect(a >= 0 && a < r && b >= 0 && b < r, n, "dims outside the rank");
+        CK_EXPECT(a >= 0 && a < r && b >= 0 && b < r, n, "dims outside the rank");
         std::swap(perm[a], perm[b]);
         return perm;
     }
     const auto &p = n.ints("perm");
-    expect(p.size() == rank, n, "perm must list every axis once");
+    CK_EXPECT(p.size() == rank, n, "perm must list every axis once");
     std::vector<bool> seen(rank);
     for (size_t i = 0; i < rank; i++) {
         int64_t a = p[i] < 0 ? p[i] + static_cast<int64_t>(rank) : p[i];
-        expect(a >= 0 && a < static_cast<int64_t>(rank) && !seen[a], n, "perm must list every axis once");
+        CK_EXPECT(a >= 0 && a < static_cast<int64_t>(rank) && !seen[a], n, "perm must list every axis once");
         seen[a] = true;
         perm[i] = static_cast<int>(a);
     }
@@ -326,10 +326,10 @@ Shape expand_shape(const Node &n, const Inputs &in)
 {
     Shape s = n.ints("shape");
     Shape x = aligned(in[0]->shape, s.size());
-    expect(in[0]->shape.size() <= s.size(), n, "cannot expand to a lower rank");
+    CK_EXPECT(in[0]->shape.size() <= s.size(), n, "cannot expand to a lower rank");
     for (size_t i = 0; i < s.size(); i++) {
         if (s[i] == -1) s[i] = x[i];
-        expect(x[i] == s[i] || x[i] == 1, n, fmt::format("cannot expand {} to {}", shape_str(in[0]->shape), shape_str(s)));
+        CK_EXPECT(x[i] == s[i] || x[i] == 1, n, fmt::format("cannot expand {} to {}", shape_str(in[0]->shape), shape_str(s)));
     }
     return s;
 }
@@ -339,9 +339,9 @@ Shape cat_shape(const Node &n, const Inputs &in)
     int64_t axis = axis_of(n, out);
     out[axis] = 0;
     for (auto *t : in) {
-        expect(t->shape.size() == out.size() && t->dtype == in[0]->dtype, n, "inputs must have one rank and dtype: " + shapes(in));
+        CK_EXPECT(t->shape.size() == out.size() && t->dtype == in[0]->dtype, n, "inputs must have one rank and dtype: " + shapes(in));
         for (size_t i = 0; i < out.size(); i++)
-            expect(static_cast<int64_t>(i) == axis || t->shape[i] == in[0]->shape[i], n, "shapes differ off the axis: " + shapes(in));
+            CK_EXPECT(static_cast<int64_t>(i) == axis || t->shape[i] == in[0]->shape[i], n, "shapes differ off the axis: " + shapes(in));
         out[axis] += t->shape[axis];
     }
     return out;
@@ -350,9 +350,9 @@ Shape cat_shape(const Node &n, const Inputs &in)
 // ---- MASKED_FILL / ATTENTION / BIAS_RELU ------------------------------------------------
 Shape masked_fill_shape(const Node &n, const Inputs &in)
 {
-    expect(in[1]->dtype == DType::Bool, n, "mask must be bool: " + shapes(in));
-    expect(broadcast(n, in[0]->shape, in[1]->shape) == in[0]->shape, n, "mask must broadcast to x: " + shapes(in));
-    expect(n.has("value"), n, "needs attr value");
+    CK_EXPECT(in[1]->dtype == DType::Bool, n, "mask must be bool: " + shapes(in));
+    CK_EXPECT(broadcast(n, in[0]->shape, in[1]->shape) == in[0]->shape, n, "mask must broadcast to x: " + shapes(in));
+    CK_EXPECT(n.has("value"), n, "needs attr value");
     return in[0]->shape;
 }
 Att attention_dims(const Node &n, const Inputs &in)
@@ -361,26 +361,26 @@ Att attention_dims(const Node &n, const Inputs &in)
     Att a;
     int64_t heads = n.i("heads", 0);
     if (heads > 0) {
-        expect(q.size() == 3 && k.size() == 3 && v == k && q[0] == k[0] && q[2] == k[2], n,
+        CK_EXPECT(q.size() == 3 && k.size() == 3 && v == k && q[0] == k[0] && q[2] == k[2], n,
                "with heads, q, k, v must be [B, S, heads*D] with one B and width: " + shapes(in));
-        expect(q[2] % heads == 0, n, fmt::format("width {} is not a multiple of heads {}", q[2], heads));
+        CK_EXPECT(q[2] % heads == 0, n, fmt::format("width {} is not a multiple of heads {}", q[2], heads));
         a = {q[0], heads, q[1], k[1], q[2] / heads};
     } else {
-        expect(q.size() >= 2 && k.size() == q.size() && v == k, n, "q, k, v must be [..., S, D] with one rank: " + shapes(in));
-        expect(std::equal(q.begin(), q.end() - 2, k.begin()) && q.back() == k.back(), n, "q and k differ: " + shapes(in));
+        CK_EXPECT(q.size() >= 2 && k.size() == q.size() && v == k, n, "q, k, v must be [..., S, D] with one rank: " + shapes(in));
+        CK_EXPECT(std::equal(q.begin(), q.end() - 2, k.begin()) && q.back() == k.back(), n, "q and k differ: " + shapes(in));
         a.Sq = q[q.size() - 2];
         a.Sk = k[k.size() - 2];
         a.D = q.back();
         a.B = 1;
         a.H = shape_numel_fixed(q) / (a.Sq * a.D);
     }
-    if (n.i("causal", 0)) expect(a.Sq <= a.Sk, n, "causal attention needs Sq <= Sk");
+    if (n.i("causal", 0)) CK_EXPECT(a.Sq <= a.Sk, n, "causal attention needs Sq <= Sk");
     return a;
 }
 Shape attention_shape(const Node &n, const Inputs &in)
 {
     attention_dims(n, in);
-    expect(n.has("scale"), n, "needs attr scale");
+    CK_EXPECT(n.has("scale"), n, "needs attr scale");
     return in[0]->shape;
 }
 bool use_flash(const Node &n, const Att &a)
@@ -397,7 +397,7 @@ int64_t attention_scratch(const Node &n, const Inputs &in)
 }
 Shape bias_relu_shape(const Node &n, const Inputs &in)
 {
-    expect(in[1]->shape == Shape{last(in[0]->shape)}, n, "bias must be [N]: " + shapes(in));
+    CK_EXPECT(in[1]->shape == Shape{last(in[0]->shape)}, n, "bias must be [N]: " + shapes(in));
     return in[0]->shape;
 }
 
@@ -406,15 +406,15 @@ Shape ew_shape(const Node &n, const Inputs &in)
 {
     const Shape &s = n.ints("shape");
     for (size_t k = 0; k < in.size(); k++) {
-        expect(in[k]->dtype == DType::F32, n, fmt::format("input {} is not float32", k));
-        expect(in[k]->shape.size() <= s.size() && broadcast(n, in[k]->shape, s) == s, n,
+        CK_EXPECT(in[k]->dtype == DType::F32, n, fmt::format("input {} is not float32", k));
+        CK_EXPECT(in[k]->shape.size() <= s.size() && broadcast(n, in[k]->shape, s) == s, n,
                fmt::format("input {} {} does not broadcast to {}", k, shape_str(in[k]->shape), shape_str(s)));
     }
-    expect(in.size() <= CK_EW_MAX_INPUTS, n, fmt::format("more than {} inputs", CK_EW_MAX_INPUTS));
+    CK_EXPECT(in.size() <= CK_EW_MAX_INPUTS, n, fmt::format("more than {} inputs", CK_EW_MAX_INPUTS));
     try {
         parse_ew_program(n.s("program"), static_cast<int>(in.size()));
     } catch (const std::runtime_error &e) {
-        expect(false, n, std::string("program: ") + e.what());
+        CK_EXPECT(false, n, std::string("program: ") + e.what());
     }
     return s;
 }
@@ -423,7 +423,7 @@ Shape ew_shape(const Node &n, const Inputs &in)
 Shape arange_shape(const Node &n, const Inputs &)
 {
     double start = n.f("start"), end = n.f("end"), step = n.f("step", 1.0);
-    expect(step != 0, n, "step must not be 0");
+    CK_EXPECT(step != 0, n, "step must not be 0");
     int64_t len = static_cast<int64_t>(std::ceil((end - start) / step));
     return {std::max<int64_t>(len, 0)};
 }
@@ -431,7 +431,7 @@ Shape full_shape(const Node &n, const Inputs &) { return n.ints("shape"); }
 Shape cmp_shape(const Node &n, const Inputs &in)
 {
     const std::string &fn = n.s("fn");
-    expect(fn == "eq" || fn == "ne" || fn == "lt" || fn == "le" || fn == "gt" || fn == "ge", n, "unknown fn " + fn);
+    CK_EXPECT(fn == "eq" || fn == "ne" || fn == "lt" || fn == "le" || fn == "gt" || fn == "ge", n, "unknown fn " + fn);
     return binary_shape(n, in);
 }
 Shape where_shape(const Node &n, const Inputs &in)
@@ -441,7 +441,7 @@ Shape where_shape(const Node &n, const Inputs &in)
 DType where_dtype(const Node &, const Inputs &in) { return in[1]->dtype; }
 Shape tril_shape(const Node &n, const Inputs &in)
 {
-    expect(in[0]->shape.size() >= 2, n, "needs rank >= 2");
+    CK_EXPECT(in[0]->shape.size() >= 2, n, "needs rank >= 2");
     return in[0]->shape;
 }
 

@@ -92,7 +92,7 @@ def _check_entry(path, name, info, data_size):
 def _shard_path(index, name):
     """The shard `name` of an index, inside the index's folder (the path rule of ck_checkpoint.h)."""
     folder = os.path.dirname(os.path.abspath(index))
-    if not isinstance(name, str) or not name or os.path.isabs(name) or ".." in name.replace("\\", "/").split("/"):
+    if not name or os.path.isabs(name) or ".." in name.replace("\\", "/").split("/"):
         raise FormatError(f"{index}: weight_map names {name!r}, which is not a file inside its folder")
     path = os.path.join(folder, name)
     real, root = os.path.realpath(os.path.dirname(path)), os.path.realpath(folder)
@@ -116,8 +116,11 @@ def load(path):
         wmap = index.get("weight_map") if isinstance(index, dict) else None
         if not isinstance(wmap, dict) or not wmap:
             raise FormatError(f"{path}: no \"weight_map\" object naming the tensors' shards")
+        bad = [v for v in wmap.values() if not isinstance(v, str)]
+        if bad:
+            raise FormatError(f"{path}: weight_map names {bad[0]!r}, which is not a file name")
         out = {}
-        for s in sorted(set(map(str, wmap.values())) if all(isinstance(v, str) for v in wmap.values()) else [None]):
+        for s in sorted(set(wmap.values())):
             shard = _shard_path(path, s)
             if not os.path.isfile(shard):
                 raise FormatError(f"{path}: weight_map names the shard {s!r}, which is not a file in its folder")

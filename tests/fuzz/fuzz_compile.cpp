@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ck_quant.h"
 #include "codegen/graph_codegen.h"
 #include "codegen/llm_codegen.h"
 #include "frontend/gguf/gguf_frontend.h"
@@ -88,7 +89,7 @@ void compile(const std::string &path, uint8_t flags)
         p = build_from_hf_config(path, hf);
         if (flags & 2) {
             p.info.stored_weights = true;
-            p.info.weight_type = 8;  // q8_0
+            p.info.weight_type = CK_Q_Q8_0;
         }
         train = (flags & 1) && !p.info.stored_weights;
     }

@@ -4,35 +4,16 @@
  * and decode it. Built and run by tests/fuzz/fuzz_tokenizer.sh (ASan + UBSan).
  */
 #define _POSIX_C_SOURCE 200809L /* strdup, mkdir, getpid */
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
-#include <sys/stat.h>
-
 #include "ck_tokenizer.h"
-
-static int mkdir_p(const char *d) { return mkdir(d, 0700) != 0 && access(d, W_OK) != 0; }
+#include "fuzz_files.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const char *const names[] = {"tokenizer.json", "tokenizer.model", "model.gguf"};
-    static char dir[64];
-    char path[128], err[256];
-    FILE *f;
+    const char *dir = fuzz_dir("tokenizer-load");
+    char path[256], err[256];
     ck_tokenizer *t;
-    if (size < 1) return 0;
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/ck-fuzz-load-%ld", (long)getpid());
-        if (mkdir_p(dir)) return 0;
-    }
-    snprintf(path, sizeof path, "%s/%s", dir, names[data[0] % 3]);
-    f = fopen(path, "wb");
-    if (!f) return 0;
-    fwrite(data + 1, 1, size - 1, f);
-    fclose(f);
+    if (size < 1 || !dir || fuzz_write(dir, names[data[0] % 3], data + 1, size - 1, path, sizeof path)) return 0;
     t = ck_tokenizer_load(path, err, sizeof err);
     if (t) {
         static const char text[] = "Hello, world! 123 <s> \xe6\x97\xa5\xe6\x9c\xac \xff end";

@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -61,10 +60,8 @@ TEST_CASE("hostile tokenizer.json: a huge id, one id for two pieces, a refused f
 {
     // a 49-byte file with the id 1.1e9: the arrays are sized by the largest id, so it used to allocate 5.4 GB and
     // loop forever in the vocabulary's hash table (its 32-bit capacity wrapped to 0)
-    auto t0 = std::chrono::steady_clock::now();
     std::string e = tokenizer_error(hostile("tokenizer-huge-id.json"));
     CHECK_THAT(e, Contains("tokenizer-huge-id.json") && Contains("model.vocab") && Contains("1100000000"));
-    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
     // two pieces with one id: which one the id decodes to would be a guess
     CHECK_THAT(tokenizer_error(hostile("tokenizer-shared-id.json")), Contains("id 1 is given to two pieces"));
     // refused after the vocabulary's scratch buffer was allocated (LeakSanitizer saw it leak)
