@@ -29,6 +29,7 @@ read per token / time per token).
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -301,14 +302,27 @@ def against_llama_cpp(a):
                    "--logits", os.path.join(out, f"logits-{f}-{k}.npy")]
             procs[f, k] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                            env=worker_env("ckc", os.environ))
+    def died(key, what):
+        code = procs[key].wait()
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        who = "the reference crashed: llama.cpp" if key[1] == "llama.cpp" else "ckc"
+        sys.exit(f"{who} ({key[0]}) died with {how} while {what}" +
+                 (" (rebuild it for this CPU: scripts/llama_cpp.sh --rebuild)" if key[1] == "llama.cpp" else ""))
+
     for key, p in procs.items():
         if p.stdout.readline().strip() != "ready":
-            sys.exit(f"worker {key} failed to start")
+            died(key, "loading the model")
 
     def ask(key, cmd):
-        procs[key].stdin.write(cmd + "\n")
-        procs[key].stdin.flush()
-        return float(procs[key].stdout.readline())
+        try:
+            procs[key].stdin.write(cmd + "\n")
+            procs[key].stdin.flush()
+        except BrokenPipeError:
+            died(key, cmd)
+        line = procs[key].stdout.readline()
+        if not line:
+            died(key, cmd)
+        return float(line)
 
     times = {key: {"prefill": [], "decode": []} for key in procs}
     for rep in range(a.reps):

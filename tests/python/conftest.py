@@ -168,3 +168,11 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "slow" in item.keywords:
                 item.add_marker(skip)
+
+
+def pytest_report_header(config):
+    """The CPU and the llama.cpp reference build, on the first lines of every run: a result holds for a machine."""
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    mark = os.path.join(ROOT, ".venv", "ckc-llama-cpp-config")
+    ref = open(mark).read().strip() if os.path.exists(mark) else "not installed"
+    return [f"cpu: {cpu}, {os.cpu_count()} cores", f"llama.cpp reference: {ref} (scripts/llama_cpp.sh --print)"]

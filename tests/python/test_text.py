@@ -13,7 +13,7 @@ import ckc
 
 import tokenizer_cases
 from conftest import tiny
-from references import CACHE, llama_cpp, llama_cpp_greedy, smollm2_gguf
+from references import CACHE, llama_cpp_greedy, llama_cpp_tokenize, smollm2_gguf
 
 # prompts whose greedy answers ckc and llama.cpp agree on for 32 tokens. Both quantize activations to 8 bits in
 # prefill and decode, yet this 30-layer model amplifies last-bit differences (summation order) to logits NMSE ~1e-3
@@ -34,13 +34,12 @@ def smol(tmp_path_factory):
 
 def test_smollm2_greedy_chat_matches_llama_cpp(smol):
     m, _, path = smol
-    L = llama_cpp().Llama(path, n_ctx=512, n_threads=2, verbose=False, type_k=0, type_v=0, logits_all=True)
     for q in PROMPTS:
         ids = m.tokenize(m.apply_chat_template([{"role": "user", "content": q}]), add_special=False)
         # llama.cpp's own reading of the same text (its tokenizer, special tokens parsed)
         rendered = m.apply_chat_template([{"role": "user", "content": q}])
-        assert ids == L.tokenize(rendered.encode(), add_bos=False, special=True)
-        theirs = llama_cpp_greedy(L, ids, 32)
+        assert ids == llama_cpp_tokenize(path, [rendered])[0]
+        theirs = llama_cpp_greedy(path, ids, 32)
         text = m.chat(q, max_new_tokens=32)
         ours = m.last_generation[0]
         assert ours == theirs[:len(ours)], q
