@@ -258,7 +258,7 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     std::set<std::string> extra;
     if (gcu) extra.insert("gcu/gcu_host.c");
     if (o.train) extra.insert("kernels/train.c");
-    if (p.info.stored_weights) extra.insert({"kernels/qlinear.c", "kernels/qgemm.c", "kernels/fgemm.c"});
+    if (p.info.stored_weights) extra.insert({"kernels/qlinear.c", "kernels/qdot4.c", "kernels/qgemm.c", "kernels/fgemm.c"});
     // text in, text out: the tokenizers, sampling / generation and the chat formats
     for (const char *f : {"text/tokenizer.c", "text/tokenizer_load.c", "text/pretokenize.c", "text/normalize.c", "text/unicode.c",
                           "text/generate.c", "text/chat.c", "text/cli.c"})

@@ -1,66 +1,104 @@
 /*
- * cpu.c — which vector body the kernels use (see ck_simd.h). Detected once;
- * tests can force the portable bodies so both paths are checked on an AVX2
- * machine.
+ * cpu.c — which vector body the kernels use (see ck_simd.h). Detected once.
+ *
+ * The x86 paths, each on top of the one before it:
+ *   portable     SSE2 / scalar bodies (every CPU; the only ones off x86)
+ *   avx2         AVX2 + FMA + F16C
+ *   avx2-vnni    + AVX-VNNI (VEX vpdpbusd: Alder Lake and later, Zen 5)
+ *   avx512       AVX-512 F/BW/VL + VNNI (the int8 prefill GEMM, the 512-bit decode bodies)
+ *   avx512-vbmi  + AVX512_VBMI (vpermt2b: the 4-bit decode bodies that gather 4 blocks' quants in one shuffle)
+ * A path runs when the CPU has it and nothing caps it. CK_KERNELS=<path> caps the dispatch at that path
+ * (e.g. CK_KERNELS=avx2 on an AVX-512 machine runs what an AVX2-only CPU runs); a path the CPU lacks
+ * runs the best one below it, said once on stderr. Tests force each path through the ck_cpu_force_*
+ * switches and skip, by name, the ones the CPU lacks.
  */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "ck_kernels.h"
 
-static int ck_cpu_level = -1; /* -1 unknown, 0 portable (SSE2 / scalar), 1 AVX2 + FMA */
+enum { L_PORTABLE, L_AVX2, L_AVX2_VNNI, L_AVX512, L_AVX512_VBMI, L_COUNT };
+static const char *const kLevelName[L_COUNT] = {"portable", "avx2", "avx2-vnni", "avx512", "avx512-vbmi"};
+
+static int ck_detected = 0;
+static int ck_has[L_COUNT]; /* what the CPU has (portable always) */
+static int ck_cap = L_COUNT - 1; /* CK_KERNELS */
+static int ck_forced_portable, ck_forced_no_vnni, ck_forced_no_avx512, ck_forced_no_vbmi;
+
+static void detect(void)
+{
+    const char *env;
+    int i;
+    if (ck_detected) return;
+    ck_has[L_PORTABLE] = 1;
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    ck_has[L_AVX2] = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#if __GNUC__ >= 11
+    ck_has[L_AVX2_VNNI] = ck_has[L_AVX2] && __builtin_cpu_supports("avxvnni");
+#endif
+    ck_has[L_AVX512] = ck_has[L_AVX2] && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    ck_has[L_AVX512_VBMI] = ck_has[L_AVX512] && __builtin_cpu_supports("avx512vbmi");
+#endif
+    env = getenv("CK_KERNELS");
+    if (env && *env && strcmp(env, "auto") != 0) {
+        for (i = 0; i < L_COUNT && strcmp(env, kLevelName[i]) != 0; i++) {}
+        if (i == L_COUNT) {
+            fprintf(stderr, "ckc: CK_KERNELS=%s is not a kernel path (portable, avx2, avx2-vnni, avx512, avx512-vbmi, "
+                            "auto); using auto\n", env);
+        } else {
+            ck_cap = i;
+            if (!ck_has[i]) fprintf(stderr, "ckc: CK_KERNELS=%s: this CPU has no %s; the best path below it runs\n", env, env);
+        }
+    }
+    ck_detected = 1;
+}
+
+#if defined(__GNUC__)
+__attribute__((constructor)) static void detect_at_load(void) { detect(); } /* before any thread can race it */
+#endif
+
+static int level_on(int level) { return ck_has[level] && ck_cap >= level; }
+
+int ck_cpu_has_path(const char *name)
+{
+    int i;
+    detect();
+    for (i = 0; i < L_COUNT; i++)
+        if (strcmp(name, kLevelName[i]) == 0) return ck_has[i];
+    return 0;
+}
+
+const char *ck_cpu_path(void)
+{
+    if (!ck_cpu_avx2()) return kLevelName[L_PORTABLE];
+    if (ck_cpu_avx512vbmi()) return kLevelName[L_AVX512_VBMI];
+    if (ck_cpu_avx512vnni()) return kLevelName[L_AVX512];
+    return ck_cpu_vnni() ? kLevelName[L_AVX2_VNNI] : kLevelName[L_AVX2];
+}
 
 int ck_cpu_avx2(void)
 {
-    if (ck_cpu_level < 0) {
-#if defined(__x86_64__) && defined(__GNUC__)
-        ck_cpu_level = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-        ck_cpu_level = 0;
-#endif
-    }
-    return ck_cpu_level;
+    detect();
+    return !ck_forced_portable && level_on(L_AVX2);
 }
 
-void ck_cpu_force_portable(int on)
-{
-    ck_cpu_level = on ? 0 : -1;
-}
-
-static int ck_vnni_level = -1; /* -1 unknown, 0 off (absent or forced), 1 AVX-VNNI */
+void ck_cpu_force_portable(int on) { ck_forced_portable = on; }
 
 int ck_cpu_vnni(void)
 {
-    if (!ck_cpu_avx2()) return 0;
-    if (ck_vnni_level < 0) {
-#if defined(__x86_64__) && defined(__GNUC__) && __GNUC__ >= 11
-        ck_vnni_level = __builtin_cpu_supports("avxvnni");
-#else
-        ck_vnni_level = 0;
-#endif
-    }
-    return ck_vnni_level;
+    /* AVX-VNNI is a separate extension, not a step of AVX-512: capped only by CK_KERNELS=avx2 / portable */
+    return ck_cpu_avx2() && !ck_forced_no_vnni && ck_has[L_AVX2_VNNI] && ck_cap >= L_AVX2_VNNI;
 }
 
-void ck_cpu_force_no_vnni(int on)
-{
-    ck_vnni_level = on ? 0 : -1;
-}
+void ck_cpu_force_no_vnni(int on) { ck_forced_no_vnni = on; }
 
-static int ck_avx512_level = -1; /* -1 unknown, 0 off (absent or forced), 1 AVX-512 F/BW/VL + VNNI */
+int ck_cpu_avx512vnni(void) { return ck_cpu_avx2() && !ck_forced_no_avx512 && level_on(L_AVX512); }
 
-int ck_cpu_avx512vnni(void)
-{
-    if (!ck_cpu_avx2()) return 0;
-    if (ck_avx512_level < 0) {
-#if defined(__x86_64__) && defined(__GNUC__)
-        ck_avx512_level = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-#else
-        ck_avx512_level = 0;
-#endif
-    }
-    return ck_avx512_level;
-}
+void ck_cpu_force_no_avx512(int on) { ck_forced_no_avx512 = on; }
 
-void ck_cpu_force_no_avx512(int on)
-{
-    ck_avx512_level = on ? 0 : -1;
-}
+int ck_cpu_avx512vbmi(void) { return ck_cpu_avx512vnni() && !ck_forced_no_vbmi && level_on(L_AVX512_VBMI); }
+
+void ck_cpu_force_no_vbmi(int on) { ck_forced_no_vbmi = on; }

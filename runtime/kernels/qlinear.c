@@ -40,6 +40,7 @@
 #include "ck_simd.h"
 #include "ck_quant_blocks.h"
 #include "fgemm.h"
+#include "qdot4.h"
 #include "qgemm.h"
 
 #define CK_QTILE 64      /* rows dequantized per sgemm in the prefill path */
@@ -880,6 +881,7 @@ typedef struct {
     ck_qgemm_acts q8; /* q8_0 / q8_1 with AVX-512: quantized by qgemm.c's vector quantizer, */
     int32_t *off;     /* and per token act512's off8[K / 4], off128[K / 4] */
     ck_qgemm_acts q8k; /* q8_K with AVX-512, by the same quantizer */
+    ck_qdot4_acts g4;  /* q4_0 / q4_1 with AVX-512 VBMI: the q8 rows in qdot4.c's order (g4.q NULL: none) */
 } act_set;
 
 /* q8_0 / q8_1 blocks from the vector-quantized rows (the same bytes quantize_act writes: qgemm.c's
@@ -924,6 +926,7 @@ static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, in
     s->off = NULL;
     memset(&s->q8, 0, sizeof s->q8);
     memset(&s->q8k, 0, sizeof s->q8k);
+    memset(&s->g4, 0, sizeof s->g4);
     for (p = 0; p < w->n_parts; p++) {
         int dt = ck_qtype_dot_type(w->type[p]);
         for (i = 0; i < s->n && s->type[i] != dt; i++) {}
@@ -970,6 +973,14 @@ static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, in
             }
         }
     }
+#ifdef CK_X86
+    if (s->q8.q && K >= 128 && ck_qdot4_fast())
+        for (p = 0; p < w->n_parts; p++)
+            if (ck_qdot4_type(w->type[p])) {
+                if (ck_qdot4_acts_init(&s->g4, &s->q8)) return -1;
+                break;
+            }
+#endif
     return 0;
 }
 
@@ -981,6 +992,7 @@ static void act_free(act_set *s)
     free(s->off);
     ck_qgemm_acts_free(&s->q8);
     ck_qgemm_acts_free(&s->q8k);
+    ck_qdot4_acts_free(&s->g4);
 }
 
 static const void *act_row(const act_set *s, int type, int t)
@@ -1007,12 +1019,17 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
         const int64_t a = n0 > base ? n0 : base, b = n1 < base + w->rows[p] ? n1 : base + w->rows[p];
         const char *rows = (const char *)w->data[p] - (size_t)base * rb; /* indexed by global row */
         const ck_vec_dot_fn dot = fast ? ck_vec_dot_for(type) : ck_qtype_cpu_of(type)->dot_ref;
+        const int64_t ahead = ck_prefetch_rows_ahead(rb);
         for (t = 0; t < T; t++) {
             const void *act = act_row(acts, type, t);
             float *o = out + (size_t)t * ldo;
             const float *ad = add ? add + (size_t)t * ld_add : NULL;
             n = a;
 #ifdef CK_X86
+            if (fast && acts->g4.q && ck_qdot4_type(type)) { /* q4_0 / q4_1 on AVX-512 VBMI */
+                ck_qdot4_rows(o, &acts->g4, t, type, rows, rb, act, bias, ad, n, b);
+                n = b;
+            }
             if (fast && (type == CK_Q_Q4_0 || type == CK_Q_Q8_0) && acts->off) { /* activations prepared per token */
                 const int64_t nb = K / CK_QK;
                 act512 ax;
@@ -1021,7 +1038,9 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                 ax.off8 = acts->off + (size_t)t * (K / 2);
                 ax.off128 = ax.off8 + K / 4;
                 for (; n < b; n++) {
-                    float v = dot_q40_q80_512(type == CK_Q_Q8_0, nb, rows + (size_t)n * rb, &ax);
+                    float v;
+                    if (n + ahead < b) ck_prefetch(rows + (size_t)(n + ahead) * rb, rb);
+                    v = dot_q40_q80_512(type == CK_Q_Q8_0, nb, rows + (size_t)n * rb, &ax);
                     o[n] = v + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
                 }
             }
@@ -1030,6 +1049,7 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                 const int vnni = ck_cpu_vnni();
                 for (; n < b; n++) {
                     const ck_block_q4_0 *wr = (const ck_block_q4_0 *)(rows + (size_t)n * rb);
+                    if (n + ahead < b) ck_prefetch(rows + (size_t)(n + ahead) * rb, rb);
                     float v = vnni ? dot_q4_0_sums_vnni(K / CK_QK, wr, (const ck_block_q8_0 *)act, sums)
                                    : dot_q4_0_sums(K / CK_QK, wr, (const ck_block_q8_0 *)act, sums);
                     o[n] = v + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
@@ -1037,7 +1057,9 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
             }
 #endif
             for (; n < b; n++) {
-                float v = dot(K, rows + (size_t)n * rb, act);
+                float v;
+                if (n + ahead < b) ck_prefetch(rows + (size_t)(n + ahead) * rb, rb);
+                v = dot(K, rows + (size_t)n * rb, act);
                 if (bias) v += bias[n];
                 if (ad) v += ad[n];
                 o[n] = v;

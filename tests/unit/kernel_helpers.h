@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ck_kernels.h"
@@ -55,5 +56,32 @@ struct Portable {
     explicit Portable(bool on) { ck_cpu_force_portable(on ? 1 : 0); }
     ~Portable() { ck_cpu_force_portable(0); }
 };
+
+// Runs what a CPU whose best kernels are `path` runs (cpu.c's paths), for its lifetime; `available` says
+// whether this CPU has that path at all (a test skips it by name when not).
+struct KernelPath {
+    bool available;
+    explicit KernelPath(const char *path) : available(ck_cpu_has_path(path) != 0)
+    {
+        const std::string p(path);
+        ck_cpu_force_portable(p == "portable");
+        ck_cpu_force_no_vnni(p != "avx2-vnni" && p != "avx512" && p != "avx512-vbmi");
+        ck_cpu_force_no_avx512(p != "avx512" && p != "avx512-vbmi");
+        ck_cpu_force_no_vbmi(p != "avx512-vbmi");
+    }
+    ~KernelPath()
+    {
+        ck_cpu_force_portable(0);
+        ck_cpu_force_no_vnni(0);
+        ck_cpu_force_no_avx512(0);
+        ck_cpu_force_no_vbmi(0);
+    }
+};
+
+inline const std::vector<const char *> &kernel_paths()
+{
+    static const std::vector<const char *> paths = {"portable", "avx2", "avx2-vnni", "avx512", "avx512-vbmi"};
+    return paths;
+}
 
 }  // namespace ckc_kernel_test

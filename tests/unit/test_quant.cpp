@@ -465,3 +465,39 @@ TEST_CASE("quant: the few-token f32 GEMM equals its scalar twin bit for bit", "[
         }
     }
 }
+
+TEST_CASE("quant: every kernel path's decode gives the reference's integers (tails, bias, in place)", "[quant]")
+{
+    // K = 352: 11 blocks of 32, i.e. 2 groups of the 4-block bodies (qdot4.c) and a 3-block tail; 800: 6 + 1;
+    // 768 for the K-quants (3 blocks of 256). Each path the CPU has runs; the others are reported as skipped.
+    for (const char *path : kernel_paths()) {
+        KernelPath forced(path);
+        if (!forced.available) {
+            WARN("skipped: this CPU has no " << path << " kernels");
+            continue;
+        }
+        CHECK(std::string(ck_cpu_path()) == path);
+        for (int type : kStored)
+            for (int K : {352, 800, 768}) {
+                if ((K % ck_qtype_block(type)) != 0) continue;
+                const int N = 37, ldo = N + 3;
+                INFO("path " << path << " type " << ck_qtype_name(type) << " K " << K);
+                auto wq = quantize(type, rnd(static_cast<size_t>(N) * K, 300u + type, 0.3f));
+                ck_qmat m{};
+                m.n_parts = 1;
+                m.type[0] = type;
+                m.rows[0] = N;
+                m.data[0] = wq.data();
+                auto bias = rnd(N, 7u);
+                for (int T : {1, 2, 3}) {
+                    auto x = rnd(static_cast<size_t>(T) * K, 50u + T);
+                    auto add = rnd(static_cast<size_t>(T) * ldo, 60u + T);
+                    std::vector<float> ref(add), got(add);
+                    REQUIRE(ck_linear_q_ref(ref.data(), ldo, x.data(), K, &m, bias.data(), ref.data(), ldo, T, K, N) == 0);
+                    REQUIRE(ck_linear_q(got.data(), ldo, x.data(), K, &m, bias.data(), got.data(), ldo, T, K, N) == 0);
+                    for (size_t i = 0; i < got.size(); i++)
+                        REQUIRE(std::fabs(got[i] - ref[i]) <= 2e-5 * std::max(1.0f, std::fabs(ref[i])));
+                }
+            }
+    }
+}

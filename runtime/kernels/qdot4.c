@@ -1,0 +1,194 @@
+/*
+ * qdot4.c — decode (one token, or a few) over q4_0 / q4_1 weights on AVX-512 VBMI: the 4-bit formats at the
+ * memory roofline.
+ *
+ * A q4_0 block is 18 bytes (f16 scale, 16 bytes of nibbles: element j low, j + 16 high), q4_1 20 (scale, min,
+ * nibbles). The one-block-at-a-time bodies (qlinear.c) spend most of their time moving the 16-byte nibble
+ * fields of neighbouring blocks into one register (inserts and a permute on the shuffle port), and decode of
+ * the 4-bit formats ran compute-bound at about half the read bandwidth. Here one vpermt2b gathers the four
+ * nibble fields of 4 consecutive blocks out of two overlapping 64-byte loads of the row, as the file stores it:
+ * the weights are read in place, with no repacking. Then
+ *   lo = x & 15   the elements 0-15 of each of the 4 blocks,   hi = x >> 4   their elements 16-31,
+ * and the activations are laid out once per token in that same order (ck_qdot4_acts), so two vpdpbusd give
+ * each block's exact integer dot product in 4 int32 lanes. A vpermw of the first load places each block's
+ * f16 scale (and q4_1's min) on its lanes. Per 128 weights: 2 loads, 1 vpermt2b, 2 vpdpbusd, 1 vpermw, one
+ * multiply-add in float.
+ *
+ *   q4_0  w = d (u - 8):   sum = sum_lanes d_w d_a (sum u qa - 8 sum qa); the -8 sum qa starts the accumulator
+ *   q4_1  w = d u + m:     sum = sum_lanes d_w d_a sum u qa  +  sum_blocks m_w s_a   (s_a = d_a sum qa, f16)
+ * The integer sums are exact, so the result differs from the other bodies only in the order of float sums.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ck_kernels.h"
+#include "ck_quant.h"
+#include "ck_quant_blocks.h"
+#include "ck_simd.h"
+#include "qdot4.h"
+
+int ck_qdot4_type(int type) { return type == CK_Q_Q4_0 || type == CK_Q_Q4_1; }
+
+int ck_qdot4_fast(void) { return ck_cpu_avx512vbmi(); }
+
+int ck_qdot4_acts_init(ck_qdot4_acts *a, const ck_qgemm_acts *src)
+{
+    const int64_t ng = src->K / 128;
+    int t, g, l, b, j;
+    memset(a, 0, sizeof *a);
+    a->T = src->T;
+    a->K = src->K;
+    a->q = (int8_t *)malloc((size_t)src->T * (size_t)ng * 128 + 64);
+    a->d = (float *)malloc(sizeof(float) * (size_t)src->T * (size_t)ng * 16 + 64);
+    a->off = (int32_t *)malloc(sizeof(int32_t) * (size_t)src->T * (size_t)ng * 16 + 64);
+    a->s4 = (float *)malloc(sizeof(float) * (size_t)src->T * (size_t)ng * 16 + 64);
+    if (!a->q || !a->d || !a->off || !a->s4) return -1;
+    for (t = 0; t < src->T; t++) {
+        const int8_t *q = src->q + (size_t)t * src->K;
+        const float *d = src->d + (size_t)t * (src->K / CK_QK);
+        const float *s = src->s ? src->s + (size_t)t * (src->K / CK_QK) : NULL;
+        for (g = 0; g < ng; g++) {
+            int8_t *o = a->q + ((size_t)t * ng + g) * 128;
+            const size_t at = ((size_t)t * ng + g) * 16;
+            for (b = 0; b < 4; b++)
+                for (j = 0; j < 16; j++) {
+                    o[16 * b + j] = q[CK_QK * (4 * g + b) + j];
+                    o[64 + 16 * b + j] = q[CK_QK * (4 * g + b) + 16 + j];
+                }
+            for (l = 0; l < 16; l++) { /* int32 lane l: block l / 4, bytes 4l .. 4l + 3 of lo and of hi */
+                int sum = 0;
+                for (j = 0; j < 4; j++) sum += o[4 * l + j] + o[64 + 4 * l + j];
+                a->off[at + l] = -8 * sum;
+                a->d[at + l] = d[4 * g + l / 4];
+                a->s4[at + l] = s ? 0.25f * s[4 * g + l / 4] : 0.0f; /* 4 lanes per block: exact quarters */
+            }
+        }
+    }
+    return 0;
+}
+
+void ck_qdot4_acts_free(ck_qdot4_acts *a)
+{
+    free(a->q);
+    free(a->d);
+    free(a->off);
+    free(a->s4);
+    memset(a, 0, sizeof *a);
+}
+
+#ifdef CK_X86
+#define CK_VBMI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi,fma,f16c")))
+
+/* The byte gather of 4 blocks of `bsize` bytes whose nibbles start at byte `qoff` of each: from A = the
+ * group's bytes [0, 64) and B = bytes [4 bsize - 64, 4 bsize) */
+CK_VBMI static inline __m512i gather_index(int bsize, int qoff)
+{
+    uint8_t idx[64];
+    int b, j;
+    for (b = 0; b < 4; b++)
+        for (j = 0; j < 16; j++) {
+            const int s = bsize * b + qoff + j;
+            idx[16 * b + j] = (uint8_t)(s < 64 ? s : 64 + (s - (4 * bsize - 64)));
+        }
+    return _mm512_loadu_si512((const void *)idx);
+}
+
+/* word w_b of each of the 4 blocks (the scale: byte 0, the min: byte 2) on 4 lanes each; 16-bit lanes 16-31
+ * the same for word w_b + 1 */
+CK_VBMI static inline __m512i word_index(int bsize)
+{
+    uint16_t idx[32];
+    int l;
+    for (l = 0; l < 16; l++) {
+        idx[l] = (uint16_t)(bsize / 2 * (l / 4));
+        idx[16 + l] = (uint16_t)(idx[l] + 1);
+    }
+    return _mm512_loadu_si512((const void *)idx);
+}
+
+CK_VBMI static inline float dot_q4_0_vbmi(int64_t ng, const char *w, const int8_t *q, const float *d, const int32_t *off,
+                                          __m512i gidx, __m512i widx)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int64_t g = 0;
+    for (; g + 2 <= ng; g += 2, w += 144, q += 256, d += 32, off += 32) {
+        const __m512i a0 = _mm512_loadu_si512((const void *)w), b0 = _mm512_loadu_si512((const void *)(w + 8));
+        const __m512i a1 = _mm512_loadu_si512((const void *)(w + 72)), b1 = _mm512_loadu_si512((const void *)(w + 80));
+        const __m512i x0 = _mm512_permutex2var_epi8(a0, gidx, b0), x1 = _mm512_permutex2var_epi8(a1, gidx, b1);
+        __m512i p0 = _mm512_loadu_si512((const void *)off), p1 = _mm512_loadu_si512((const void *)(off + 16));
+        p0 = _mm512_dpbusd_epi32(p0, _mm512_and_si512(x0, m4), _mm512_loadu_si512((const void *)q));
+        p0 = _mm512_dpbusd_epi32(p0, _mm512_and_si512(_mm512_srli_epi16(x0, 4), m4), _mm512_loadu_si512((const void *)(q + 64)));
+        p1 = _mm512_dpbusd_epi32(p1, _mm512_and_si512(x1, m4), _mm512_loadu_si512((const void *)(q + 128)));
+        p1 = _mm512_dpbusd_epi32(p1, _mm512_and_si512(_mm512_srli_epi16(x1, 4), m4), _mm512_loadu_si512((const void *)(q + 192)));
+        acc0 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(widx, a0))),
+                                             _mm512_loadu_ps(d)),
+                               _mm512_cvtepi32_ps(p0), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(widx, a1))),
+                                             _mm512_loadu_ps(d + 16)),
+                               _mm512_cvtepi32_ps(p1), acc1);
+    }
+    if (g < ng) {
+        const __m512i a0 = _mm512_loadu_si512((const void *)w), b0 = _mm512_loadu_si512((const void *)(w + 8));
+        const __m512i x0 = _mm512_permutex2var_epi8(a0, gidx, b0);
+        __m512i p0 = _mm512_loadu_si512((const void *)off);
+        p0 = _mm512_dpbusd_epi32(p0, _mm512_and_si512(x0, m4), _mm512_loadu_si512((const void *)q));
+        p0 = _mm512_dpbusd_epi32(p0, _mm512_and_si512(_mm512_srli_epi16(x0, 4), m4), _mm512_loadu_si512((const void *)(q + 64)));
+        acc0 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(widx, a0))),
+                                             _mm512_loadu_ps(d)),
+                               _mm512_cvtepi32_ps(p0), acc0);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+CK_VBMI static inline float dot_q4_1_vbmi(int64_t ng, const char *w, const int8_t *q, const float *d, const float *s4,
+                                          __m512i gidx, __m512i widx)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
+    int64_t g;
+    for (g = 0; g < ng; g++, w += 80, q += 128, d += 16, s4 += 16) {
+        const __m512i a = _mm512_loadu_si512((const void *)w), b = _mm512_loadu_si512((const void *)(w + 16));
+        const __m512i x = _mm512_permutex2var_epi8(a, gidx, b), dm = _mm512_permutexvar_epi16(widx, a);
+        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(x, m4), _mm512_loadu_si512((const void *)q));
+        p = _mm512_dpbusd_epi32(p, _mm512_and_si512(_mm512_srli_epi16(x, 4), m4), _mm512_loadu_si512((const void *)(q + 64)));
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(dm)), _mm512_loadu_ps(d)),
+                              _mm512_cvtepi32_ps(p), acc);
+        accm = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1)), _mm512_loadu_ps(s4), accm);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(acc, accm));
+}
+/* rows [n0, n1) of one token (see ck_qdot4_rows): the shuffle indices built once */
+CK_VBMI static void rows_vbmi(float *out, const ck_qdot4_acts *a, int t, int type, const char *rows, size_t row_bytes,
+                              const void *act_row, const float *bias, const float *add, int64_t n0, int64_t n1)
+{
+    const int64_t ng = a->K / 128, tail = a->K / CK_QK - 4 * ng;
+    const size_t at = (size_t)t * (size_t)ng;
+    const int q40 = type == CK_Q_Q4_0, bsize = q40 ? 18 : 20;
+    const char *act_tail = (const char *)act_row + 4 * ng * (q40 ? sizeof(ck_block_q8_0) : sizeof(ck_block_q8_1));
+    const ck_vec_dot_fn tail_dot = ck_qtype_cpu_of(type)->dot_ref;
+    const __m512i gidx = gather_index(bsize, q40 ? 2 : 4), widx = word_index(bsize);
+    const int64_t ahead = ck_prefetch_rows_ahead(row_bytes);
+    int64_t n;
+    for (n = n0; n < n1; n++) {
+        const char *w = rows + (size_t)n * row_bytes;
+        float v;
+        if (n + ahead < n1) ck_prefetch(w + (size_t)ahead * row_bytes, row_bytes);
+        v = q40 ? dot_q4_0_vbmi(ng, w, a->q + at * 128, a->d + at * 16, a->off + at * 16, gidx, widx)
+                : dot_q4_1_vbmi(ng, w, a->q + at * 128, a->d + at * 16, a->s4 + at * 16, gidx, widx);
+        if (tail) v += tail_dot(tail * CK_QK, w + 4 * ng * bsize, act_tail); /* the last 1-3 blocks, scalar */
+        out[n] = v + (bias ? bias[n] : 0.0f) + (add ? add[n] : 0.0f); /* add may be out itself */
+    }
+}
+#endif
+
+void ck_qdot4_rows(float *out, const ck_qdot4_acts *a, int t, int type, const char *rows, size_t row_bytes,
+                   const void *act_row, const float *bias, const float *add, int64_t n0, int64_t n1)
+{
+#ifdef CK_X86
+    rows_vbmi(out, a, t, type, rows, row_bytes, act_row, bias, add, n0, n1);
+#else
+    (void)out, (void)a, (void)t, (void)type, (void)rows, (void)row_bytes, (void)act_row, (void)bias, (void)add;
+    (void)n0, (void)n1; /* not reached: ck_qdot4_fast() is 0 off x86 */
+#endif
+}
