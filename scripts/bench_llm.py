@@ -14,17 +14,21 @@ The parent interleaves single measurements round-robin, so every contender sees
 the same machine conditions (shared VMs drift), and reports medians. Logits of
 every contender are compared, so a fast wrong answer cannot pass.
 
-    scripts/bench_llm.py [--config models/stories110m/config.json] [--threads 2] [--reps 7]
+    scripts/bench_llm.py [--shape stories110m|1.1b | --config CONFIG] [--threads 2] [--reps 7]
 
 Against llama.cpp (llama-cpp-python; scripts/llama_cpp.sh builds it once):
-    scripts/bench_llm.py --against llama.cpp [--formats f32,f16,q8_0,q4_0,q4_1,q4_K_M] [--gguf FILE]
-writes the random weights as one GGUF per format with `ckc quantize` (or takes
---gguf, a published file), and both run that same file: ckc compiled from it,
+    scripts/bench_llm.py --against llama.cpp [--shape 1.1b] [--threads 1,2]
+                         [--formats f32,f16,q8_0,q4_0,q4_1,q4_K_M,q4_0-mix] [--gguf FILE]
+writes the random weights as one GGUF per format with `ckc quantize` (pure: every
+matrix in that type; or, for q4_K_M, q5_K_M and the NAME-mix formats, with
+llama-quantize's default mix: the embedding/output matrix in Q6_K or Q8_0, as the
+files people download) or takes --gguf, a published file (the demo's SmolLM2 Q4_1:
+~/.cache/ckc/models), and both run that same file: ckc compiled from it,
 llama.cpp loading it. Prefill is 128 tokens with the last position's logits
 (what llama-bench measures), decode 64 steps; both at --threads, KV cache in
 f32 for both. Besides tokens/s and ratios it prints decode as a fraction of
 this machine's read bandwidth, measured in the same run (bytes of weights
-read per token / time per token).
+read per token / time per token). Every table starts with the CPU's model and flags.
 """
 import argparse
 import json
@@ -37,7 +41,7 @@ import time
 
 import ckc
 from ckc import safetensors
-from ckc.contenders import configure_torch, worker_env
+from ckc.contenders import configure_torch, machine, worker_env
 
 
 # ---- worker: one contender, driven over stdin/stdout --------------------------
@@ -119,8 +123,10 @@ def worker(kind, so, weights, config, threads, n_prefill, n_decode, logits_path,
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", default=os.path.join(ckc.ROOT, "models", "stories110m", "config.json"))
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--config", default=None, help="a config.json (default: --shape's)")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="stories110m",
+                    help="the model shape, with random weights: stories110m (llama2.c's), 1.1b (TinyLlama's)")
+    ap.add_argument("--threads", default="2", help="threads; --against llama.cpp takes a list, e.g. 1,2 (a table each)")
     ap.add_argument("--prefill", type=int, default=128)
     ap.add_argument("--decode", type=int, default=64)
     ap.add_argument("--reps", type=int, default=7)
@@ -134,14 +140,18 @@ def main():
     ap.add_argument("--vocab", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--against", choices=["llama.cpp"], help="compare with llama.cpp on GGUF files instead")
     ap.add_argument("--formats", default="f32,f16,q8_0,q4_0,q4_1,q4_K_M",
-                    help="--against llama.cpp: the formats to write the weights in (ckc quantize --type; q4_K_M: "
-                         "llama.cpp's own quantizer, the usual mix of q4_K and q6_K)")
+                    help="--against llama.cpp: the formats to write the weights in (ckc quantize --type; "
+                         f"{', '.join(LLAMA_MIXES)}: llama.cpp's own quantizer and its default mix)")
     ap.add_argument("--gguf", help="--against llama.cpp: a GGUF file to run instead of the random weights")
     a = ap.parse_args()
+    a.config = a.config or os.path.join(ckc.ROOT, "models", SHAPES[a.shape], "config.json")
     if a.worker:
-        return worker(a.worker, a.so, a.weights, a.config, a.threads, a.prefill, a.decode, a.logits, a.vocab)
+        return worker(a.worker, a.so, a.weights, a.config, int(a.threads), a.prefill, a.decode, a.logits, a.vocab)
     if a.against:
         return against_llama_cpp(a)
+    if len(thread_counts(a)) != 1:
+        sys.exit("bench_llm: one --threads value against PyTorch (a list is for --against llama.cpp)")
+    print(machine())
 
     import numpy as np
 
@@ -205,38 +215,28 @@ def main():
 
 # ---- ckc vs llama.cpp on GGUF files ------------------------------------------------
 
-BANDWIDTH_C = r"""
-#include <omp.h>
-#include <stdio.h>
-#include <stdlib.h>
-int main(void) {
-    size_t n = (size_t)1 << 28; /* 1 GiB of floats: far beyond the caches */
-    float *a = malloc(n * sizeof *a), best = 0;
-    size_t i;
-    int rep;
-    for (i = 0; i < n; i++) a[i] = (float)(i & 7);
-    for (rep = 0; rep < 5; rep++) {
-        double t0 = omp_get_wtime(), s = 0;
-#pragma omp parallel for simd reduction(+ : s)
-        for (i = 0; i < n; i++) s += a[i];
-        double gbs = n * sizeof *a / (omp_get_wtime() - t0) / 1e9;
-        if (s < 0) puts("");
-        if (gbs > best) best = (float)gbs;
-    }
-    printf("%f\n", best);
-    return 0;
-}
-"""
+SHAPES = {"stories110m": "stories110m", "1.1b": "tinyllama-1.1b"}  # folders of models/
+
+# llama-quantize's ftypes (llama.h's LLAMA_FTYPE_MOSTLY_*) for the formats written by llama.cpp itself, with its
+# default mix (the embedding / output matrix in a wider type, as in the files people download)
+LLAMA_MIXES = {"q4_K_M": 15, "q5_K_M": 17, "q4_0-mix": 2, "q4_1-mix": 3, "q8_0-mix": 7, "q5_0-mix": 8,
+               "q5_1-mix": 9, "q6_K-mix": 18}
+
+
+def thread_counts(a):
+    return [int(t) for t in str(a.threads).split(",")]
 
 
 def read_bandwidth(threads, folder):
-    """GB/s of a streaming read with `threads` threads (the best of 5 passes over 1 GiB)."""
-    src, exe = os.path.join(folder, "bandwidth.c"), os.path.join(folder, "bandwidth")
-    with open(src, "w") as f:
-        f.write(BANDWIDTH_C)
-    subprocess.run(["cc", "-O3", "-mavx2", "-fopenmp", src, "-o", exe], check=True)
-    out = subprocess.run([exe], capture_output=True, text=True, check=True,
-                         env=dict(os.environ, OMP_NUM_THREADS=str(threads))).stdout
+    """GB/s of a streaming read of 1 GiB with `threads` threads: bench_decode.py's probe (the best of 3 passes of a
+    plain loop and of one with software prefetch; a single-accumulator loop measured 8.7 GB/s where the memory
+    gives 15 on one thread)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bench_decode
+    p = subprocess.Popen([bench_decode.build(folder), "f32", "64", "64", "64", "1"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    out, _ = p.communicate(f"read {threads}\n")
     return float(out)
 
 
@@ -272,32 +272,41 @@ def against_llama_cpp(a):
             ckc.random_weights(a.config, weights, seed=0)
         for f in a.formats.split(","):
             path = os.path.join(out, f"model.{f}.gguf")
-            if not os.path.exists(path) and f == "q4_K_M":  # llama-quantize's mix (q4_K, q6_K for some tensors)
+            if not os.path.exists(path) and f in LLAMA_MIXES:  # llama-quantize's default mix for that type
                 import ctypes
                 import llama_cpp
                 f32 = os.path.join(out, "model.f32.gguf")
                 if not os.path.exists(f32):
                     ckc.build.run([ckc.ckc_binary(), "quantize", weights, "-o", f32, "--type", "f32"])
-                print("== llama.cpp's quantizer: Q4_K_M", file=sys.stderr)
+                print(f"== llama.cpp's quantizer: {f}", file=sys.stderr)
                 p = llama_cpp.llama_model_quantize_default_params()
-                p.ftype = 15  # LLAMA_FTYPE_MOSTLY_Q4_K_M
-                p.nthread = a.threads
+                p.ftype = LLAMA_MIXES[f]
+                p.nthread = os.cpu_count() or 2
                 if llama_cpp.llama_model_quantize(f32.encode(), path.encode(), ctypes.byref(p)) != 0:
-                    sys.exit("llama.cpp could not quantize to Q4_K_M")
+                    sys.exit(f"llama.cpp could not quantize to {f}")
             elif not os.path.exists(path):
                 print(f"== ckc quantize --type {f}", file=sys.stderr)
                 ckc.build.run([ckc.ckc_binary(), "quantize", weights, "-o", path, "--type", f])
             files[f] = path
     sos = {f: ckc.build_library(ckc.compile_model(p, os.path.join(out, "c-" + f))) for f, p in files.items()}
-    print("== measuring the read bandwidth", file=sys.stderr)
-    bw = read_bandwidth(a.threads, out)
+    print(machine())
+    for threads in thread_counts(a):
+        compare_with_llama_cpp(a, name, out, files, sos, threads)
+
+
+def compare_with_llama_cpp(a, name, out, files, sos, threads):
+    """One table: every file in ckc and in llama.cpp at `threads` threads, interleaved."""
+    import numpy as np
+
+    print(f"== measuring the read bandwidth ({threads} threads)", file=sys.stderr)
+    bw = read_bandwidth(threads, out)
 
     procs = {}
     for f, path in files.items():
         vocab = decode_bytes(path)[1]
         for k in ("ckc", "llama.cpp"):
             cmd = [sys.executable, os.path.abspath(__file__), "--worker", k, "--so", sos[f], "--weights", path,
-                   "--config", a.config, "--threads", str(a.threads), "--prefill", str(a.prefill),
+                   "--config", a.config, "--threads", str(threads), "--prefill", str(a.prefill),
                    "--decode", str(a.decode), "--vocab", str(vocab),
                    "--logits", os.path.join(out, f"logits-{f}-{k}.npy")]
             procs[f, k] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -336,7 +345,7 @@ def against_llama_cpp(a):
         p.stdin.flush()
         p.wait()
 
-    print(f"\n{name}: {a.threads} threads, median of {a.reps} interleaved runs; prefill {a.prefill} tokens "
+    print(f"\n{name}: {threads} thread{'s' if threads > 1 else ''}, median of {a.reps} interleaved runs; prefill {a.prefill} tokens "
           f"(last-position logits), decode {a.decode} steps; read bandwidth {bw:.1f} GB/s")
     print(f"{'format':10}{'MB':>7} | {'prefill tok/s':>13}{'llama.cpp':>11}{'ratio':>7} | {'decode tok/s':>12}"
           f"{'llama.cpp':>11}{'ratio':>7} | {'ckc %bw':>8}{'l.cpp %bw':>10} | {'RSS MiB':>8}{'l.cpp':>7} | logits")

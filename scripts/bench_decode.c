@@ -1,0 +1,146 @@
+/*
+ * bench_decode.c — the worker of scripts/bench_decode.py: one token's matrix-vector products through every layer
+ * of a model shape (ck_linear_q, as decode runs them), and a streaming read of the same machine, on commands
+ * from stdin, so that the script can interleave formats, thread counts and kernel paths in one run.
+ *
+ *   bench_decode TYPE D F KV LAYERS      (TYPE: a ck_qtype name; D hidden, F intermediate, KV kv width)
+ *   stdin: "gemv THREADS PATH"  -> seconds of one pass over all layers (the best of 3), on stdout
+ *          "read THREADS"       -> GB/s of a streaming read of 1 GiB (the best of 3 passes and of two loops:
+ *                                  plain loads, and with software prefetch)
+ *          "bytes"              -> bytes of weights one pass reads
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ck_kernels.h"
+#include "ck_quant.h"
+
+static double read_gbs(int threads)
+{
+    static float *a;
+    const size_t n = (size_t)1 << 28;
+    double best = 0;
+    int rep, pf;
+    if (!a) {
+        a = (float *)aligned_alloc(64, n * sizeof *a);
+        if (!a) return 0;
+        for (size_t i = 0; i < n; i++) a[i] = (float)(i & 7);
+    }
+    for (pf = 0; pf < 2; pf++)
+        for (rep = 0; rep < 3; rep++) {
+            double t0 = omp_get_wtime(), s = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : s)
+            {
+                const size_t per = n / (size_t)omp_get_num_threads(), i0 = per * (size_t)omp_get_thread_num();
+                __m128 a0 = _mm_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+                float t[4];
+                for (size_t i = i0; i < i0 + per; i += 16) { /* 4 independent sums: not bound by add latency */
+                    if (pf) _mm_prefetch((const char *)(a + i) + 4096, _MM_HINT_T0);
+                    a0 = _mm_add_ps(a0, _mm_load_ps(a + i));
+                    a1 = _mm_add_ps(a1, _mm_load_ps(a + i + 4));
+                    a2 = _mm_add_ps(a2, _mm_load_ps(a + i + 8));
+                    a3 = _mm_add_ps(a3, _mm_load_ps(a + i + 12));
+                }
+                _mm_storeu_ps(t, _mm_add_ps(_mm_add_ps(a0, a1), _mm_add_ps(a2, a3)));
+                s += t[0] + t[1] + t[2] + t[3];
+            }
+            {
+                const double gbs = (double)n * sizeof *a / (omp_get_wtime() - t0) / 1e9;
+                if (s < 0) puts("");
+                if (gbs > best) best = gbs;
+            }
+        }
+    return best;
+}
+
+static void force_path(const char *p)
+{
+    ck_cpu_force_portable(strcmp(p, "portable") == 0);
+    ck_cpu_force_no_vnni(strcmp(p, "avx2-vnni") && strcmp(p, "avx512") && strcmp(p, "avx512-vbmi") && strcmp(p, "auto"));
+    ck_cpu_force_no_avx512(strcmp(p, "avx512") && strcmp(p, "avx512-vbmi") && strcmp(p, "auto"));
+    ck_cpu_force_no_vbmi(strcmp(p, "avx512-vbmi") && strcmp(p, "auto"));
+}
+
+int main(int argc, char **argv)
+{
+    int type = -1, t, m, l, L, D, F, KV;
+    int Ns[4], Ks[4];
+    void **w;
+    float *x, *y;
+    size_t bytes = 0;
+    char cmd[64], path[32];
+    if (argc != 6) {
+        fprintf(stderr, "usage: bench_decode TYPE D F KV LAYERS\n");
+        return 2;
+    }
+    for (t = 0; t < 64; t++)
+        if (strcmp(ck_qtype_name(t), argv[1]) == 0) type = t;
+    D = atoi(argv[2]), F = atoi(argv[3]), KV = atoi(argv[4]), L = atoi(argv[5]);
+    if (type < 0 || D <= 0 || F <= 0 || KV <= 0 || L <= 0) {
+        fprintf(stderr, "bench_decode: bad arguments\n");
+        return 2;
+    }
+    /* a layer: q|k|v, o, gate|up, down */
+    Ns[0] = D + 2 * KV, Ks[0] = D, Ns[1] = D, Ks[1] = D, Ns[2] = 2 * F, Ks[2] = D, Ns[3] = D, Ks[3] = F;
+    w = (void **)calloc((size_t)L * 4, sizeof *w);
+    x = (float *)malloc(sizeof(float) * (size_t)F);
+    y = (float *)malloc(sizeof(float) * 2 * (size_t)F);
+    for (t = 0; t < F; t++) x[t] = sinf((float)t * 0.37f);
+    for (m = 0; m < 4; m++) { /* one layer quantized, copied to every layer: distinct memory, same values */
+        const size_t rb = ck_qtype_row_bytes(type, Ks[m]), size = rb * (size_t)Ns[m];
+        float *row = (float *)malloc(sizeof(float) * (size_t)Ks[m]);
+        char *first = (char *)malloc(size);
+        int n, k;
+        for (n = 0; n < Ns[m]; n++) {
+            for (k = 0; k < Ks[m]; k++) row[k] = sinf((float)(n * 131 + k * 7) * 0.01f) * (1.0f + (float)(k % 17) * 0.1f);
+            if (ck_quantize_row(type, row, first + rb * (size_t)n, Ks[m])) {
+                fprintf(stderr, "bench_decode: cannot quantize to %s\n", argv[1]);
+                return 1;
+            }
+        }
+        for (l = 0; l < L; l++) {
+            w[4 * l + m] = aligned_alloc(64, (size + 63) / 64 * 64);
+            memcpy(w[4 * l + m], first, size);
+        }
+        bytes += size * (size_t)L;
+        free(first);
+        free(row);
+    }
+    puts("ready");
+    fflush(stdout);
+    while (fgets(cmd, sizeof cmd, stdin)) {
+        int threads = 1;
+        if (strncmp(cmd, "bytes", 5) == 0) {
+            printf("%zu\n", bytes);
+        } else if (sscanf(cmd, "read %d", &threads) == 1) {
+            printf("%f\n", read_gbs(threads));
+        } else if (sscanf(cmd, "gemv %d %31s", &threads, path) == 2) {
+            double best = 1e30;
+            int rep;
+            ck_threads_saved saved;
+            force_path(path);
+            ck_threads_enter(&saved, threads);
+            for (rep = 0; rep < 3; rep++) {
+                const double t0 = omp_get_wtime();
+                for (l = 0; l < L; l++)
+                    for (m = 0; m < 4; m++) {
+                        ck_qmat q;
+                        memset(&q, 0, sizeof q);
+                        q.n_parts = 1, q.type[0] = type, q.rows[0] = Ns[m], q.data[0] = w[4 * l + m];
+                        ck_linear_q(y, Ns[m], x, Ks[m], &q, NULL, NULL, 0, 1, Ks[m], Ns[m]);
+                    }
+                if (omp_get_wtime() - t0 < best) best = omp_get_wtime() - t0;
+            }
+            ck_threads_leave(&saved);
+            printf("%.9f %s\n", best, ck_cpu_path());
+        } else {
+            break;
+        }
+        fflush(stdout);
+    }
+    return 0;
+}

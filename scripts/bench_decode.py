@@ -1,0 +1,116 @@
+#!/usr/bin/env -S sh -c 'exec "$(dirname "$0")/py" "$0" "$@"'
+"""Decode at the memory roofline: how fast one token's matrix-vector products read the weights, per format,
+per thread count and per kernel path, against the read bandwidth measured in the same run.
+
+Decode of a large model is bound by memory: every weight is read once per token. This runs exactly the kernels
+decode runs (ck_linear_q, one token) over every layer of a model shape, with a copy of the weights per layer
+(far beyond the caches), and prints GB/s of weights read and the percentage of a streaming read of 1 GiB
+(the best of a plain loop and one with software prefetch), each measured interleaved with the others.
+
+    scripts/bench_decode.py [--shape 1.1b|stories110m] [--formats f16,q8_0,q4_0,...] [--threads 1,2]
+                            [--paths auto,avx512] [--reps 5]
+
+--paths: the kernel paths to run (cpu.c: portable, avx2, avx2-vnni, avx512, avx512-vbmi; auto = the CPU's
+best); a path the CPU lacks is skipped, said on stderr. Shapes: 1.1b is TinyLlama's (hidden 2048, intermediate
+5632, 4 KV heads of 64, 22 layers), stories110m llama2.c's (768, 2048, 12 heads, 12 layers).
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import ckc
+from ckc.contenders import machine
+
+SHAPES = {"1.1b": (2048, 5632, 256, 22), "stories110m": (768, 2048, 768, 12)}
+FORMATS = "f16,bf16,q8_0,q6_K,q5_K,q5_0,q5_1,q4_K,q4_1,q4_0"
+PATHS = ["portable", "avx2", "avx2-vnni", "avx512", "avx512-vbmi"]
+
+
+def build(folder):
+    """The worker, linked against the runtime objects generated models use (ckc.build's flags and cache)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    runtime = os.path.dirname(ckc.build.include_dir())
+    sources = [os.path.join(runtime, "kernels", f) for f in sorted(os.listdir(os.path.join(runtime, "kernels")))
+               if f.endswith(".c")] + [os.path.join(runtime, "io", "quant.c")]
+    objs = ckc.build.runtime_objects(sources)
+    exe = os.path.join(folder, "bench_decode")
+    ckc.build.run(["cc", *ckc.build.RUNTIME_FLAGS, "-I", ckc.build.include_dir(), os.path.join(here, "bench_decode.c"),
+                   *objs, "-lopenblas", "-lm", "-o", exe])
+    return exe
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="1.1b")
+    ap.add_argument("--formats", default=FORMATS)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--paths", default="auto", help="comma-separated kernel paths (auto: the CPU's best)")
+    ap.add_argument("--reps", type=int, default=5, help="interleaved repetitions (the median is printed)")
+    a = ap.parse_args()
+    D, F, KV, L = SHAPES[a.shape]
+    formats, threads = a.formats.split(","), [int(t) for t in a.threads.split(",")]
+    paths = a.paths.split(",")
+    bad = [p for p in paths if p != "auto" and p not in PATHS]
+    if bad:
+        sys.exit(f"bench_decode: unknown path {bad[0]!r} (auto, {', '.join(PATHS)})")
+    print(machine())
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = build(tmp)
+        workers = {}
+        for f in formats:
+            print(f"== {f}: quantizing one layer, copying it to {L}", file=sys.stderr)
+            p = subprocess.Popen([exe, f, str(D), str(F), str(KV), str(L)], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)
+            if p.stdout.readline().strip() != "ready":
+                sys.exit(f"bench_decode: the {f} worker failed")
+            workers[f] = p
+
+        def ask(f, cmd):
+            workers[f].stdin.write(cmd + "\n")
+            workers[f].stdin.flush()
+            return workers[f].stdout.readline().split()
+
+        nbytes = {f: int(ask(f, "bytes")[0]) for f in formats}
+        probe = formats[0]
+        ran = {}  # (path asked) -> path that ran
+        times = {(f, t, p): [] for f in formats for t in threads for p in paths}
+        bw = {t: [] for t in threads}
+        for rep in range(a.reps):
+            for t in threads:
+                bw[t].append(float(ask(probe, f"read {t}")[0]))
+                for f in formats:
+                    for p in paths:
+                        secs, path = ask(f, f"gemv {t} {p}")
+                        ran[p] = path
+                        times[f, t, p].append(float(secs))
+            print(f"== rep {rep + 1}/{a.reps}", file=sys.stderr)
+        for p in workers.values():
+            p.stdin.close()
+            p.wait()
+    for p in paths:
+        if p != "auto" and ran.get(p) != p:
+            print(f"note: this CPU has no {p} kernels; '{p}' ran {ran.get(p)}", file=sys.stderr)
+    hd, ff, kvw, layers = D, F, KV, L
+    print(f"{a.shape} shape (hidden {hd}, intermediate {ff}, kv {kvw}, {layers} layers): one token's GEMVs, "
+          f"median of {a.reps} interleaved runs (each the best of 3 passes)")
+    print("read bandwidth: " + ", ".join(f"{t} thread{'s' if t > 1 else ''} {statistics.median(bw[t]):.1f} GB/s"
+                                         for t in threads))
+    head = f"{'format':8}{'MB':>7} {'path':>12}"
+    for t in threads:
+        head += f" | {f'{t}T ms':>8}{'GB/s':>7}{'%bw':>6}"
+    print(head)
+    for f in formats:
+        for p in paths:
+            line = f"{f:8}{nbytes[f] / 1e6:7.0f} {ran[p]:>12}"
+            for t in threads:
+                s = statistics.median(times[f, t, p])
+                gbs = nbytes[f] / s / 1e9
+                line += f" | {s * 1e3:8.2f}{gbs:7.1f}{100 * gbs / statistics.median(bw[t]):5.0f}%"
+            print(line)
+
+
+if __name__ == "__main__":
+    main()
