@@ -1,6 +1,6 @@
 /*
- * qdot4.c — decode (one token, or a few) over q4_0 / q4_1 weights on AVX-512 VBMI: the 4-bit formats at the
- * memory roofline.
+ * qdot4.c — decode (one token, or a few) over q4_0 / q4_1 / q5_0 / q5_1 weights on AVX-512 VBMI: the 4- and
+ * 5-bit block formats at the memory roofline.
  *
  * A q4_0 block is 18 bytes (f16 scale, 16 bytes of nibbles: element j low, j + 16 high), q4_1 20 (scale, min,
  * nibbles). The one-block-at-a-time bodies (qlinear.c) spend most of their time moving the 16-byte nibble
@@ -16,6 +16,7 @@
  *
  *   q4_0  w = d (u - 8):   sum = sum_lanes d_w d_a (sum u qa - 8 sum qa); the -8 sum qa starts the accumulator
  *   q4_1  w = d u + m:     sum = sum_lanes d_w d_a sum u qa  +  sum_blocks m_w s_a   (s_a = d_a sum qa, f16)
+ *   q5_0 / q5_1 as q4_0 / q4_1 with the fifth bits added (+16) through masks read from qh, and q5_0's offset 16
  * The integer sums are exact, so the result differs from the other bodies only in the order of float sums.
  */
 #include <stdlib.h>
@@ -27,7 +28,10 @@
 #include "ck_simd.h"
 #include "qdot4.h"
 
-int ck_qdot4_type(int type) { return type == CK_Q_Q4_0 || type == CK_Q_Q4_1; }
+int ck_qdot4_type(int type)
+{
+    return type == CK_Q_Q4_0 || type == CK_Q_Q4_1 || type == CK_Q_Q5_0 || type == CK_Q_Q5_1;
+}
 
 int ck_qdot4_fast(void) { return ck_cpu_avx512vbmi(); }
 
@@ -158,25 +162,90 @@ CK_VBMI static inline float dot_q4_1_vbmi(int64_t ng, const char *w, const int8_
     }
     return _mm512_reduce_add_ps(_mm512_add_ps(acc, accm));
 }
+/* q5_0 / q5_1: the 4 blocks' nibbles as above, and the fifth bits from qh (bit j: element j, bit 16 + j:
+ * element 16 + j) as two 64-bit masks, one per half, that add 16 to their bytes. The words (scales, mins, qh)
+ * come from both loads: block 3's lie past the first 64 bytes. */
+CK_VBMI static inline __m512i word_index2(int bsize, int first, int second)
+{
+    uint16_t idx[32];
+    const int boff = 4 * bsize - 64;
+    int l;
+    for (l = 0; l < 32; l++) {
+        const int field = l < 16 ? first : second;
+        const int k = (bsize * ((l % 16) / 4) + (field < 0 ? 0 : field)) / 2; /* the word in the group */
+        idx[l] = (uint16_t)(k < 32 ? k : 32 + k - boff / 2);
+    }
+    return _mm512_loadu_si512((const void *)idx);
+}
+
+/* words 0-3: each block's qh bits 0-15, words 4-7: bits 16-31 */
+CK_VBMI static inline __m512i qh_index(int bsize, int qh)
+{
+    uint16_t idx[32];
+    const int boff = 4 * bsize - 64;
+    int l;
+    memset(idx, 0, sizeof idx);
+    for (l = 0; l < 8; l++) {
+        const int k = (bsize * (l % 4) + qh) / 2 + l / 4;
+        idx[l] = (uint16_t)(k < 32 ? k : 32 + k - boff / 2);
+    }
+    return _mm512_loadu_si512((const void *)idx);
+}
+
+CK_VBMI static inline float dot_q5_vbmi(int has_min, int bsize, int64_t ng, const char *w, const int8_t *q,
+                                        const float *d, const int32_t *off, const float *s4, __m512i gidx,
+                                        __m512i widx, __m512i hidx)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
+    __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
+    int64_t g;
+    for (g = 0; g < ng; g++, w += 4 * bsize, q += 128, d += 16, off += 16, s4 += 16) {
+        const __m512i a = _mm512_loadu_si512((const void *)w), b = _mm512_loadu_si512((const void *)(w + 4 * bsize - 64));
+        const __m512i x = _mm512_permutex2var_epi8(a, gidx, b), dm = _mm512_permutex2var_epi16(a, widx, b);
+        const __m128i h = _mm512_castsi512_si128(_mm512_permutex2var_epi16(a, hidx, b));
+        const __mmask64 klo = _cvtu64_mask64((uint64_t)_mm_cvtsi128_si64(h));
+        const __mmask64 khi = _cvtu64_mask64((uint64_t)_mm_extract_epi64(h, 1));
+        const __m512i l4 = _mm512_and_si512(x, m4), h4 = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
+        __m512i p = has_min ? _mm512_setzero_si512() : _mm512_slli_epi32(_mm512_loadu_si512((const void *)off), 1);
+        p = _mm512_dpbusd_epi32(p, _mm512_mask_add_epi8(l4, klo, l4, sixteen), _mm512_loadu_si512((const void *)q));
+        p = _mm512_dpbusd_epi32(p, _mm512_mask_add_epi8(h4, khi, h4, sixteen), _mm512_loadu_si512((const void *)(q + 64)));
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(dm)), _mm512_loadu_ps(d)),
+                              _mm512_cvtepi32_ps(p), acc);
+        if (has_min) accm = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1)), _mm512_loadu_ps(s4), accm);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(acc, accm));
+}
+
 /* rows [n0, n1) of one token (see ck_qdot4_rows): the shuffle indices built once */
 CK_VBMI static void rows_vbmi(float *out, const ck_qdot4_acts *a, int t, int type, const char *rows, size_t row_bytes,
                               const void *act_row, const float *bias, const float *add, int64_t n0, int64_t n1)
 {
     const int64_t ng = a->K / 128, tail = a->K / CK_QK - 4 * ng;
     const size_t at = (size_t)t * (size_t)ng;
-    const int q40 = type == CK_Q_Q4_0, bsize = q40 ? 18 : 20;
-    const char *act_tail = (const char *)act_row + 4 * ng * (q40 ? sizeof(ck_block_q8_0) : sizeof(ck_block_q8_1));
+    /* the block: bytes, where its nibbles start; q8_1 activations for the formats with a min */
+    const int bsize = type == CK_Q_Q4_0 ? 18 : type == CK_Q_Q4_1 ? 20 : type == CK_Q_Q5_0 ? 22 : 24;
+    const int qoff = type == CK_Q_Q4_0 ? 2 : type == CK_Q_Q4_1 ? 4 : type == CK_Q_Q5_0 ? 6 : 8;
+    const int has_min = type == CK_Q_Q4_1 || type == CK_Q_Q5_1;
+    const char *act_tail = (const char *)act_row + 4 * ng * (has_min ? sizeof(ck_block_q8_1) : sizeof(ck_block_q8_0));
     const ck_vec_dot_fn tail_dot = ck_qtype_cpu_of(type)->dot_ref;
-    const __m512i gidx = gather_index(bsize, q40 ? 2 : 4), widx = word_index(bsize);
+    const __m512i gidx = gather_index(bsize, qoff), widx = word_index(bsize);
+    const __m512i widx2 = word_index2(bsize, 0, has_min ? 2 : -1), hidx = qh_index(bsize, type == CK_Q_Q5_0 ? 2 : 4);
+    const int8_t *q = a->q + at * 128;
+    const float *d = a->d + at * 16, *s4 = a->s4 + at * 16;
+    const int32_t *off = a->off + at * 16;
     const int64_t ahead = ck_prefetch_rows_ahead(row_bytes);
     int64_t n;
     for (n = n0; n < n1; n++) {
         const char *w = rows + (size_t)n * row_bytes;
         float v;
         if (n + ahead < n1) ck_prefetch(w + (size_t)ahead * row_bytes, row_bytes);
-        v = q40 ? dot_q4_0_vbmi(ng, w, a->q + at * 128, a->d + at * 16, a->off + at * 16, gidx, widx)
-                : dot_q4_1_vbmi(ng, w, a->q + at * 128, a->d + at * 16, a->s4 + at * 16, gidx, widx);
-        if (tail) v += tail_dot(tail * CK_QK, w + 4 * ng * bsize, act_tail); /* the last 1-3 blocks, scalar */
+        switch (type) {
+        case CK_Q_Q4_0: v = dot_q4_0_vbmi(ng, w, q, d, off, gidx, widx); break;
+        case CK_Q_Q4_1: v = dot_q4_1_vbmi(ng, w, q, d, s4, gidx, widx); break;
+        case CK_Q_Q5_0: v = dot_q5_vbmi(0, 22, ng, w, q, d, off, s4, gidx, widx2, hidx); break;
+        default: v = dot_q5_vbmi(1, 24, ng, w, q, d, off, s4, gidx, widx2, hidx); break;
+        }
+        if (tail) v += tail_dot(tail * CK_QK, w + 4 * ng * (size_t)bsize, act_tail); /* the last 1-3 blocks, scalar */
         out[n] = v + (bias ? bias[n] : 0.0f) + (add ? add[n] : 0.0f); /* add may be out itself */
     }
 }

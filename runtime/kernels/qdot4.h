@@ -1,5 +1,5 @@
 /*
- * qdot4.h — the AVX-512 VBMI decode bodies of q4_0 / q4_1 (qdot4.c), used by qlinear.c (internal to
+ * qdot4.h — the AVX-512 VBMI decode bodies of q4_0 / q4_1 / q5_0 / q5_1 (qdot4.c), used by qlinear.c (internal to
  * runtime/kernels).
  */
 #ifndef CK_QDOT4_H
@@ -16,7 +16,7 @@ extern "C" {
 
 /* T tokens of activations in the order the bodies read them: per 128 elements (4 blocks of 32), the 4 blocks'
  * quants 0-15 then 16-31 [T][K / 128][128]; per int32 lane (16 per 128 elements) its block's scale d, q4_0's
- * offset -8 (sum of the lane's 8 quants) and q4_1's s / 4 (s = d sum of the block's quants, f16) */
+ * offset -8 (sum of the lane's 8 quants; q5_0 doubles it) and q4_1's / q5_1's s / 4 (s = d sum of the block's quants, f16) */
 typedef struct {
     int T, K;
     int8_t *q;
@@ -25,12 +25,12 @@ typedef struct {
     float *s4;
 } ck_qdot4_acts;
 
-int ck_qdot4_type(int type); /* 1 for q4_0 and q4_1 */
+int ck_qdot4_type(int type); /* 1 for q4_0, q4_1, q5_0 and q5_1 */
 int ck_qdot4_fast(void);     /* 1 when the bodies run (AVX-512 VNNI + VBMI, not capped by CK_KERNELS) */
 /* from activations quantized by qgemm.c (q8_0, or q8_1 for s); 0, or -1 out of memory */
 int ck_qdot4_acts_init(ck_qdot4_acts *a, const ck_qgemm_acts *src);
 void ck_qdot4_acts_free(ck_qdot4_acts *a);
-/* out[n] = W[n] . x[t] (+ bias[n]) (+ add[n]) for rows [n0, n1) of a q4_0 / q4_1 part (rows: its data,
+/* out[n] = W[n] . x[t] (+ bias[n]) (+ add[n]) for rows [n0, n1) of a q4_0 / q4_1 / q5_0 / q5_1 part (rows: its data,
  * row_bytes apart); act_row: token t's activations as q8_0 / q8_1 blocks (the last K % 128 elements) */
 void ck_qdot4_rows(float *out, const ck_qdot4_acts *a, int t, int type, const char *rows, size_t row_bytes,
                    const void *act_row, const float *bias, const float *add, int64_t n0, int64_t n1);

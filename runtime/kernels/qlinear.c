@@ -919,7 +919,7 @@ typedef struct {
     ck_qgemm_acts q8; /* q8_0 / q8_1 with AVX-512: quantized by qgemm.c's vector quantizer, */
     int32_t *off;     /* and per token act512's off8[K / 4], off128[K / 4] */
     ck_qgemm_acts q8k; /* q8_K with AVX-512, by the same quantizer */
-    ck_qdot4_acts g4;  /* q4_0 / q4_1 with AVX-512 VBMI: the q8 rows in qdot4.c's order (g4.q NULL: none) */
+    ck_qdot4_acts g4;  /* q4_0 / q4_1 / q5_0 / q5_1 with AVX-512 VBMI: the q8 rows in qdot4.c's order (g4.q NULL: none) */
 } act_set;
 
 /* q8_0 / q8_1 blocks from the vector-quantized rows (the same bytes quantize_act writes: qgemm.c's
@@ -1064,7 +1064,7 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
             const float *ad = add ? add + (size_t)t * ld_add : NULL;
             n = a;
 #ifdef CK_X86
-            if (fast && acts->g4.q && ck_qdot4_type(type)) { /* q4_0 / q4_1 on AVX-512 VBMI */
+            if (fast && acts->g4.q && ck_qdot4_type(type)) { /* q4_0 / q4_1 / q5_0 / q5_1 on AVX-512 VBMI */
                 ck_qdot4_rows(o, &acts->g4, t, type, rows, rb, act, bias, ad, n, b);
                 n = b;
             }
