@@ -34,7 +34,7 @@ import sys
 import time
 
 import ckc
-from ckc.contenders import configure_torch, worker_env
+from ckc.contenders import configure_torch, machine, worker_env
 
 MLP_CONFIGS = [(1, 512), (32, 512), (128, 512), (1, 2048), (32, 2048)]
 BLOCK_CONFIGS = [(1, 16, 64), (4, 16, 64), (1, 64, 128), (4, 64, 128), (1, 128, 256), (4, 128, 256)]
@@ -143,18 +143,22 @@ def arena_report(out_dir):
 
 def paired(a):
     """eager, torch.compile(backend="gcu") and torch.compile (inductor) in one process, interleaved round by
-    round: with several torch processes alive, this machine's timings of the torch ones swing by 10x."""
+    round: with several torch processes alive, this machine's timings of the torch ones swing by 10x. "direct"
+    is the same module exported and compiled for the same target and called through GraphModel.bind (pointers
+    bound once, one ctypes call): gcu minus direct is what a call costs between torch.compile and the library."""
     import shutil
 
     import torch
     torch.set_num_threads(a.threads)
     os.environ["CKC_CACHE_DIR"] = cache = os.path.join(a.out, "paired-cache")
     shutil.rmtree(cache, ignore_errors=True)
-    kinds = ["eager", "gcu", "inductor"]
-    print(f"\n{a.threads} threads, one process, median of {a.reps} interleaved rounds (ratio < 1: gcu is faster)")
-    print(f"{'config':20}{'eager':>11}{'gcu':>11}{'inductor':>11}{'gcu/eager':>11}{'gcu/ind.':>10}"
-          f"{'gcu 1st call':>14}{'ind. 1st':>10}")
-    slower = []
+    kinds = ["eager", "gcu", "inductor", "direct"]
+    print(machine())
+    print(f"\n{a.threads} threads, one process, median of {a.reps} interleaved rounds (ratio < 1: gcu is faster); "
+          "overhead = gcu - direct, per call")
+    print(f"{'config':20}{'eager':>11}{'gcu':>11}{'inductor':>11}{'direct':>11}{'overhead':>10}{'gcu/eager':>11}"
+          f"{'gcu/ind.':>10}{'gcu 1st call':>14}{'ind. 1st':>10}")
+    slower, overheads = [], []
     for name, wl, dims in workloads(a.only):
         torch._dynamo.reset()  # dynamo recompiles a code object at most 8 times, then runs it eagerly
         module, x = make(wl, dims)
@@ -165,6 +169,12 @@ def paired(a):
             with torch.no_grad():
                 fns[k](x)
             first[k] = time.perf_counter() - t0
+        folder = os.path.join(a.out, "paired-direct", name.replace(" ", "-"))
+        graph = ckc.export(module, (x,), os.path.join(folder, "export"))
+        lib = ckc.build_library(ckc.compile_model(graph, folder, args=["--target", "gcu"]))
+        model = ckc.GraphModel(lib, threads=a.threads)
+        bound = model.bind(x.numpy())
+        fns["direct"] = lambda _x, bound=bound: bound()
         times = {k: [] for k in kinds}
         with torch.no_grad():
             n = max(1, int(a.min_time / max(min(timeit(fns[k], x, 1) for k in kinds), 1e-7)))
@@ -175,9 +185,13 @@ def paired(a):
         med = {k: statistics.median(v) for k, v in times.items()}
         if med["gcu"] >= med["eager"]:
             slower.append(name)
+        overheads.append(med["gcu"] - med["direct"])
         print(f"{name:20}" + "".join(f"{fmt_time(med[k]):>11}" for k in kinds) +
+              f"{fmt_time(med['gcu'] - med['direct']):>10}"
               f"{med['gcu'] / med['eager']:10.2f}x{med['gcu'] / med['inductor']:9.2f}x{first['gcu']:13.2f}s"
-              f"{first['inductor']:9.2f}s")
+              f"{first['inductor']:9.2f}s", flush=True)
+    print(f"overhead per call (gcu - direct): median {fmt_time(statistics.median(overheads))}, "
+          f"max {fmt_time(max(overheads))}")
     print("gcu is faster than eager PyTorch at every config" if not slower else
           f"gcu is NOT faster than eager PyTorch at: {', '.join(slower)}")
 

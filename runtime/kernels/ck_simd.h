@@ -41,6 +41,9 @@
 #ifndef CK_PREFETCH_BYTES
 #define CK_PREFETCH_BYTES 4096
 #endif
+#ifndef CK_PREFETCH_LOCALITY
+#define CK_PREFETCH_LOCALITY 3 /* __builtin_prefetch's: 3 = into L1 (prefetcht0) */
+#endif
 
 /* rows to look ahead for rows of `row_bytes` */
 static inline int64_t ck_prefetch_rows_ahead(size_t row_bytes)
@@ -53,7 +56,7 @@ static inline void ck_prefetch(const void *p, size_t n)
 {
 #if defined(__GNUC__)
     size_t i;
-    for (i = 0; i < n; i += 64) __builtin_prefetch((const char *)p + i, 0, 3);
+    for (i = 0; i < n; i += 64) __builtin_prefetch((const char *)p + i, 0, CK_PREFETCH_LOCALITY);
 #else
     (void)p;
     (void)n;

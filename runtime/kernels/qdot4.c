@@ -218,7 +218,8 @@ CK_VBMI static inline float dot_q5_vbmi(int has_min, int bsize, int64_t ng, cons
 
 /* rows [n0, n1) of one token (see ck_qdot4_rows): the shuffle indices built once */
 CK_VBMI static void rows_vbmi(float *out, const ck_qdot4_acts *a, int t, int type, const char *rows, size_t row_bytes,
-                              const void *act_row, const float *bias, const float *add, int64_t n0, int64_t n1)
+                              const void *act_row, ck_vec_dot_fn tail_dot, const float *bias, const float *add,
+                              int64_t n0, int64_t n1)
 {
     const int64_t ng = a->K / 128, tail = a->K / CK_QK - 4 * ng;
     const size_t at = (size_t)t * (size_t)ng;
@@ -227,7 +228,6 @@ CK_VBMI static void rows_vbmi(float *out, const ck_qdot4_acts *a, int t, int typ
     const int qoff = type == CK_Q_Q4_0 ? 2 : type == CK_Q_Q4_1 ? 4 : type == CK_Q_Q5_0 ? 6 : 8;
     const int has_min = type == CK_Q_Q4_1 || type == CK_Q_Q5_1;
     const char *act_tail = (const char *)act_row + 4 * ng * (has_min ? sizeof(ck_block_q8_1) : sizeof(ck_block_q8_0));
-    const ck_vec_dot_fn tail_dot = ck_qtype_cpu_of(type)->dot_ref;
     const __m512i gidx = gather_index(bsize, qoff), widx = word_index(bsize);
     const __m512i widx2 = word_index2(bsize, 0, has_min ? 2 : -1), hidx = qh_index(bsize, type == CK_Q_Q5_0 ? 2 : 4);
     const int8_t *q = a->q + at * 128;
@@ -252,12 +252,13 @@ CK_VBMI static void rows_vbmi(float *out, const ck_qdot4_acts *a, int t, int typ
 #endif
 
 void ck_qdot4_rows(float *out, const ck_qdot4_acts *a, int t, int type, const char *rows, size_t row_bytes,
-                   const void *act_row, const float *bias, const float *add, int64_t n0, int64_t n1)
+                   const void *act_row, ck_vec_dot_fn tail_dot, const float *bias, const float *add, int64_t n0,
+                   int64_t n1)
 {
 #ifdef CK_X86
-    rows_vbmi(out, a, t, type, rows, row_bytes, act_row, bias, add, n0, n1);
+    rows_vbmi(out, a, t, type, rows, row_bytes, act_row, tail_dot, bias, add, n0, n1);
 #else
-    (void)out, (void)a, (void)t, (void)type, (void)rows, (void)row_bytes, (void)act_row, (void)bias, (void)add;
+    (void)out, (void)a, (void)t, (void)type, (void)rows, (void)row_bytes, (void)act_row, (void)tail_dot, (void)bias, (void)add;
     (void)n0, (void)n1; /* not reached: ck_qdot4_fast() is 0 off x86 */
 #endif
 }

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ck_quant.h"
 #include "qgemm.h"
 
 #ifdef __cplusplus
@@ -31,9 +32,11 @@ int ck_qdot4_fast(void);     /* 1 when the bodies run (AVX-512 VNNI + VBMI, not 
 int ck_qdot4_acts_init(ck_qdot4_acts *a, const ck_qgemm_acts *src);
 void ck_qdot4_acts_free(ck_qdot4_acts *a);
 /* out[n] = W[n] . x[t] (+ bias[n]) (+ add[n]) for rows [n0, n1) of a q4_0 / q4_1 / q5_0 / q5_1 part (rows: its data,
- * row_bytes apart); act_row: token t's activations as q8_0 / q8_1 blocks (the last K % 128 elements) */
+ * row_bytes apart); act_row: token t's activations as q8_0 / q8_1 blocks, for the last K % 128 elements, which
+ * tail_dot (the type's scalar dot product, ck_qtype_cpu) multiplies */
 void ck_qdot4_rows(float *out, const ck_qdot4_acts *a, int t, int type, const char *rows, size_t row_bytes,
-                   const void *act_row, const float *bias, const float *add, int64_t n0, int64_t n1);
+                   const void *act_row, ck_vec_dot_fn tail_dot, const float *bias, const float *add, int64_t n0,
+                   int64_t n1);
 
 #ifdef __cplusplus
 }

@@ -1065,7 +1065,7 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
             n = a;
 #ifdef CK_X86
             if (fast && acts->g4.q && ck_qdot4_type(type)) { /* q4_0 / q4_1 / q5_0 / q5_1 on AVX-512 VBMI */
-                ck_qdot4_rows(o, &acts->g4, t, type, rows, rb, act, bias, ad, n, b);
+                ck_qdot4_rows(o, &acts->g4, t, type, rows, rb, act, ck_qtype_cpu_of(type)->dot_ref, bias, ad, n, b);
                 n = b;
             }
             if (fast && (type == CK_Q_Q4_0 || type == CK_Q_Q8_0) && acts->off) { /* activations prepared per token */
