@@ -35,6 +35,7 @@
 
 #include "ck_kernels.h"
 #include "ck_quant.h"
+#include "ck_simd.h"
 #include "fgemm.h"
 
 /* Columns [n0, n0 + nb) of the output, single-threaded; w points at row n0. */
@@ -155,9 +156,57 @@ static int linear_small(float *out, int ldo, const float *x, int ldx, const floa
     return 0;
 }
 
+/* Rows [n0, n1) of the output for T <= CK_GEMV_MAX_T tokens by dot products (ck_vdots): chunks of rows read
+ * once from memory, the next chunk prefetched, each token's dots from the cached chunk */
+#define CK_GEMV_CHUNK 16
+#define CK_GEMV_MAX_T 3
+static void gemv_rows(float *out, int ldo, const float *x, int ldx, const float *w, const float *bias,
+                      const float *add, int ld_add, int T, int K, int64_t n0, int64_t n1)
+{
+    const size_t rb = sizeof(float) * (size_t)K;
+    int64_t c, j;
+    int t;
+    for (c = n0; c < n1; c += CK_GEMV_CHUNK) {
+        const int nb = (int)(n1 - c < CK_GEMV_CHUNK ? n1 - c : CK_GEMV_CHUNK);
+        const int64_t next = c + CK_GEMV_CHUNK, ahead = next < n1 ? (n1 - next < CK_GEMV_CHUNK ? n1 - next : CK_GEMV_CHUNK) : 0;
+        if (ahead) ck_prefetch(w + (size_t)next * K, rb * (size_t)ahead);
+        for (t = 0; t < T; t++) {
+            float *o = out + (size_t)t * ldo + c;
+            const float *a = add ? add + (size_t)t * ld_add + c : NULL;
+            float s[CK_GEMV_CHUNK];
+            ck_vdots(s, x + (size_t)t * ldx, w + (size_t)c * K, (size_t)K, nb, K);
+            for (j = 0; j < nb; j++) o[j] = s[j] + (bias ? bias[c + j] : 0.0f) + (a ? a[j] : 0.0f); /* a may be o */
+        }
+    }
+}
+
+/* few tokens: the dot products above, rows split over the team (16-row parts) */
+static void linear_gemv(float *out, int ldo, const float *x, int ldx, const float *w, const float *bias,
+                        const float *add, int ld_add, int T, int K, int N)
+{
+    const int team = team_for((double)T * K * N);
+#ifdef _OPENMP
+#pragma omp parallel num_threads(team)
+#endif
+    {
+        int64_t n0, n1;
+        team_part(N, 16, &n0, &n1);
+        if (n1 > n0) gemv_rows(out, ldo, x, ldx, w, bias, add, ld_add, T, K, n0, n1);
+    }
+    (void)team;
+}
+
 void ck_linear(float *out, int ldo, const float *x, int ldx, const float *w,
                const float *bias, const float *add, int ld_add, int T, int K, int N)
 {
+    /* 1-3 tokens: ckc's own dot products (with AVX2 or better) rather than OpenBLAS's sgemv, whose core Debian's
+     * 0.3.21 picks by CPU model: on a Xeon it does not know (a 2-core VM, Nov 2026) it runs its SSE3 "Prescott"
+     * kernels (bench_graph.py --targets, the 3-layer MLP at batch 1: 104 -> 47 us at width 512, 1.51 -> 1.25 ms
+     * at 2048) */
+    if (T <= CK_GEMV_MAX_T && ck_cpu_avx2()) {
+        linear_gemv(out, ldo, x, ldx, w, bias, add, ld_add, T, K, N);
+        return;
+    }
     /* With AVX-512 (2 threads, GFLOP/s vs OpenBLAS): 24-32 tokens, the activations transposed and W read in
      * place (32 x 512 x 512: 199 vs 155; 32 x 2048 x 2048: 223 vs 105); more tokens, or fewer with a W past
      * L2 (whose next panel the panel GEMM prefetches: 16 x 2048 x 2048: 115 vs 71), the panel GEMM; fewer
