@@ -34,7 +34,7 @@ case "${1:-}" in
 esac
 
 # ---- the configuration for this CPU ----------------------------------------------
-flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
+flags=" $(grep -m1 '^flags' "${CKC_CPUINFO:-/proc/cpuinfo}" 2>/dev/null | cut -d: -f2) "  # CKC_CPUINFO: tests
 has() { [[ "$flags" == *" $1 "* ]]; }
 config=${CKC_LLAMA_CPP_CONFIG:-}
 if [ -z "$config" ]; then
