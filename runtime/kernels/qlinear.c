@@ -679,6 +679,62 @@ CK_AVX512_VNNI static float dot_q4_K_512(int64_t nb, const ck_block_q4_K *w, con
     return _mm512_reduce_add_ps(acc) - accm;
 }
 
+/* q4_K with the activations laid out once per token as the weights' nibbles come (k4_order): one 64-byte load
+ * of the quants gives [sub-block 0 | 2] in its low nibbles and [1 | 3] in its high ones (4 | 6 and 5 | 7 for
+ * the second), so each half multiplies its activations with no insert or permute of the weights; the sub-block
+ * scales reach the int16 lanes by four vpermw of the 8 scales. Rows [n0, n1) of one token. */
+CK_AVX512_VNNI static void rows_q4_K_512(float *out, const char *rows, size_t rb, const int8_t *aq,
+                                          const ck_block_q8_K *a, int64_t nb, const float *bias, const float *add,
+                                          int64_t n0, int64_t n1)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512i idx[4];
+    const int64_t ahead = ck_prefetch_rows_ahead(rb);
+    int64_t n, i;
+    int k;
+    for (k = 0; k < 4; k++) /* int16 lanes 0-15: scale p, 16-31: scale p + 2, for p = 0, 1, 4, 5 */
+        idx[k] = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16((short)((k & 1) + 4 * (k >> 1))),
+                                         _mm512_set1_epi16((short)((k & 1) + 4 * (k >> 1) + 2)));
+    for (n = n0; n < n1; n++) {
+        const ck_block_q4_K *w = (const ck_block_q4_K *)(rows + (size_t)n * rb);
+        __m512 acc = _mm512_setzero_ps();
+        float accm = 0.0f;
+        if (n + ahead < n1) ck_prefetch(rows + (size_t)(n + ahead) * rb, rb);
+        for (i = 0; i < nb; i++) {
+            const int8_t *y = aq + 256 * i;
+            uint8_t sc8[8], mn8[8];
+            int64_t s8, m8;
+            __m512i sc, sumi, l0, l1;
+            __m128i mins, sums;
+            ck_k4_scales_mins(w[i].scales, sc8, mn8);
+            memcpy(&s8, sc8, 8);
+            sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(s8)));
+            l0 = _mm512_loadu_si512((const void *)w[i].qs);
+            l1 = _mm512_loadu_si512((const void *)(w[i].qs + 64));
+            sumi = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(l0, m4), _mm512_loadu_si512((const void *)y)),
+                                     _mm512_permutexvar_epi16(idx[0], sc));
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(l0, 4), m4),
+                                                                  _mm512_loadu_si512((const void *)(y + 64))),
+                                       _mm512_permutexvar_epi16(idx[1], sc));
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(_mm512_and_si512(l1, m4),
+                                                                  _mm512_loadu_si512((const void *)(y + 128))),
+                                       _mm512_permutexvar_epi16(idx[2], sc));
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m4),
+                                                                  _mm512_loadu_si512((const void *)(y + 192))),
+                                       _mm512_permutexvar_epi16(idx[3], sc));
+            memcpy(&m8, mn8, 8);
+            mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(m8));
+            sums = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a[i].bsums), _mm_loadu_si128((const __m128i *)(a[i].bsums + 8)));
+            mins = _mm_madd_epi16(mins, sums);
+            mins = _mm_add_epi32(mins, _mm_shuffle_epi32(mins, 0x4E));
+            mins = _mm_add_epi32(mins, _mm_shuffle_epi32(mins, 0xB1));
+            acc = _mm512_fmadd_ps(_mm512_set1_ps(a[i].d * h2f(w[i].d)), _mm512_cvtepi32_ps(sumi), acc);
+            accm += a[i].d * h2f(w[i].dmin) * (float)_mm_cvtsi128_si32(mins);
+        }
+        out[n] = _mm512_reduce_add_ps(acc) - accm + (bias ? bias[n] : 0.0f) + (add ? add[n] : 0.0f);
+    }
+}
+
 /* q6_K: 64 weights per step, in element order (ql's low nibbles cover 0-63 of each half, the high ones
  * 64-127; qh's bit pairs 0-1 / 2-3 / 4-5 / 6-7 the four quarters); scales per 16 through vpdpwssd, the
  * offset 32 through the activations' sums of 16 */
@@ -920,6 +976,7 @@ typedef struct {
     int32_t *off;     /* and per token act512's off8[K / 4], off128[K / 4] */
     ck_qgemm_acts q8k; /* q8_K with AVX-512, by the same quantizer */
     ck_qdot4_acts g4;  /* q4_0 / q4_1 / q5_0 / q5_1 with AVX-512 VBMI: the q8 rows in qdot4.c's order (g4.q NULL: none) */
+    int8_t *k4;        /* q4_K with AVX-512: the q8_K quants in rows_q4_K_512's order, [T][K] (NULL: none) */
 } act_set;
 
 /* q8_0 / q8_1 blocks from the vector-quantized rows (the same bytes quantize_act writes: qgemm.c's
@@ -965,6 +1022,7 @@ static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, in
     memset(&s->q8, 0, sizeof s->q8);
     memset(&s->q8k, 0, sizeof s->q8k);
     memset(&s->g4, 0, sizeof s->g4);
+    s->k4 = NULL;
     for (p = 0; p < w->n_parts; p++) {
         int dt = ck_qtype_dot_type(w->type[p]);
         for (i = 0; i < s->n && s->type[i] != dt; i++) {}
@@ -1018,6 +1076,23 @@ static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, in
                 if (ck_qdot4_acts_init(&s->g4, &s->q8)) return -1;
                 break;
             }
+    if (s->q8k.q)
+        for (p = 0; p < w->n_parts; p++)
+            if (w->type[p] == CK_Q_Q4_K) { /* per 128: elements 0-31, 64-95, 32-63, 96-127 */
+                int64_t c;
+                s->k4 = (int8_t *)malloc((size_t)T * (size_t)K + 64);
+                if (!s->k4) return -1;
+                for (t = 0; t < T; t++)
+                    for (c = 0; c < K; c += 128) {
+                        const int8_t *q = s->q8k.q + (size_t)t * K + c;
+                        int8_t *o = s->k4 + (size_t)t * K + c;
+                        memcpy(o, q, 32);
+                        memcpy(o + 32, q + 64, 32);
+                        memcpy(o + 64, q + 32, 32);
+                        memcpy(o + 96, q + 96, 32);
+                    }
+                break;
+            }
 #endif
     return 0;
 }
@@ -1031,6 +1106,7 @@ static void act_free(act_set *s)
     ck_qgemm_acts_free(&s->q8);
     ck_qgemm_acts_free(&s->q8k);
     ck_qdot4_acts_free(&s->g4);
+    free(s->k4);
 }
 
 static const void *act_row(const act_set *s, int type, int t)
@@ -1064,6 +1140,11 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
             const float *ad = add ? add + (size_t)t * ld_add : NULL;
             n = a;
 #ifdef CK_X86
+            if (fast && acts->k4 && type == CK_Q_Q4_K) { /* activations in the nibbles' order */
+                rows_q4_K_512(o, rows, rb, acts->k4 + (size_t)t * K, (const ck_block_q8_K *)act, K / CK_QK_K, bias,
+                              ad, n, b);
+                n = b;
+            }
             if (fast && acts->g4.q && ck_qdot4_type(type)) { /* q4_0 / q4_1 / q5_0 / q5_1 on AVX-512 VBMI */
                 ck_qdot4_rows(o, &acts->g4, t, type, rows, rb, act, ck_qtype_cpu_of(type)->dot_ref, bias, ad, n, b);
                 n = b;
