@@ -27,6 +27,7 @@
  * scalar twins in quant.c give the same integer sums.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -679,15 +680,24 @@ CK_AVX512_VNNI static float dot_q4_K_512(int64_t nb, const ck_block_q4_K *w, con
     return _mm512_reduce_add_ps(acc) - accm;
 }
 
-/* q4_K with the activations laid out once per token as the weights' nibbles come (k4_order): one 64-byte load
- * of the quants gives [sub-block 0 | 2] in its low nibbles and [1 | 3] in its high ones (4 | 6 and 5 | 7 for
- * the second), so each half multiplies its activations with no insert or permute of the weights; the sub-block
- * scales reach the int16 lanes by four vpermw of the 8 scales. Rows [n0, n1) of one token. */
-CK_AVX512_VNNI static void rows_q4_K_512(float *out, const char *rows, size_t rb, const int8_t *aq,
-                                          const ck_block_q8_K *a, int64_t nb, const float *bias, const float *add,
-                                          int64_t n0, int64_t n1)
+/* q4_K / q5_K with the activations laid out once per token as the weights' nibbles come: one 64-byte load of
+ * the quants gives [sub-block 0 | 2] in its low nibbles and [1 | 3] in its high ones (4 | 6 and 5 | 7 for the
+ * second), so each half multiplies its activations with no insert or permute of the weights; the sub-block
+ * scales reach the int16 lanes by four vpermw of the 8 scales. q5_K's fifth bits: bit 2k (low nibbles) or
+ * 2k + 1 (high) of qh[l] for chunk k, shifted into place per 256-bit half. Rows [n0, n1) of one token. */
+CK_AVX512_VNNI static inline __m512i k5_bits(__m512i h, int s0, int s1)
+{
+    const __m512i cnt = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16((short)s0), _mm512_set1_epi16((short)s1));
+    return _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi16(h, cnt), 4), _mm512_set1_epi8(0x10));
+}
+
+CK_AVX512_VNNI static inline void rows_k45_512(int q5, float *out, const char *rows, size_t rb, const int8_t *aq,
+                                               const ck_block_q8_K *a, int64_t nb, const float *bias, const float *add,
+                                               int64_t n0, int64_t n1)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const size_t bsize = q5 ? sizeof(ck_block_q5_K) : sizeof(ck_block_q4_K);
+    const size_t qs_at = q5 ? offsetof(ck_block_q5_K, qs) : offsetof(ck_block_q4_K, qs);
     __m512i idx[4];
     const int64_t ahead = ck_prefetch_rows_ahead(rb);
     int64_t n, i;
@@ -696,43 +706,64 @@ CK_AVX512_VNNI static void rows_q4_K_512(float *out, const char *rows, size_t rb
         idx[k] = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16((short)((k & 1) + 4 * (k >> 1))),
                                          _mm512_set1_epi16((short)((k & 1) + 4 * (k >> 1) + 2)));
     for (n = n0; n < n1; n++) {
-        const ck_block_q4_K *w = (const ck_block_q4_K *)(rows + (size_t)n * rb);
+        const char *row = rows + (size_t)n * rb;
         __m512 acc = _mm512_setzero_ps();
         float accm = 0.0f;
-        if (n + ahead < n1) ck_prefetch(rows + (size_t)(n + ahead) * rb, rb);
+        if (n + ahead < n1) ck_prefetch(row + (size_t)ahead * rb, rb);
         for (i = 0; i < nb; i++) {
+            const char *blk = row + bsize * (size_t)i;
+            const ck_block_q4_K *w4 = (const ck_block_q4_K *)blk; /* d, dmin, scales: the same place in both */
             const int8_t *y = aq + 256 * i;
             uint8_t sc8[8], mn8[8];
             int64_t s8, m8;
-            __m512i sc, sumi, l0, l1;
+            __m512i sc, sumi, u[4];
             __m128i mins, sums;
-            ck_k4_scales_mins(w[i].scales, sc8, mn8);
+            ck_k4_scales_mins(w4->scales, sc8, mn8);
             memcpy(&s8, sc8, 8);
             sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(s8)));
-            l0 = _mm512_loadu_si512((const void *)w[i].qs);
-            l1 = _mm512_loadu_si512((const void *)(w[i].qs + 64));
-            sumi = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(l0, m4), _mm512_loadu_si512((const void *)y)),
+            {
+                const __m512i l0 = _mm512_loadu_si512((const void *)(blk + qs_at));
+                const __m512i l1 = _mm512_loadu_si512((const void *)(blk + qs_at + 64));
+                u[0] = _mm512_and_si512(l0, m4), u[1] = _mm512_and_si512(_mm512_srli_epi16(l0, 4), m4);
+                u[2] = _mm512_and_si512(l1, m4), u[3] = _mm512_and_si512(_mm512_srli_epi16(l1, 4), m4);
+            }
+            if (q5) {
+                const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)((const ck_block_q5_K *)blk)->qh));
+                u[0] = _mm512_or_si512(u[0], k5_bits(h, 0, 2));
+                u[1] = _mm512_or_si512(u[1], k5_bits(h, 1, 3));
+                u[2] = _mm512_or_si512(u[2], k5_bits(h, 4, 6));
+                u[3] = _mm512_or_si512(u[3], k5_bits(h, 5, 7));
+            }
+            sumi = _mm512_madd_epi16(_mm512_maddubs_epi16(u[0], _mm512_loadu_si512((const void *)y)),
                                      _mm512_permutexvar_epi16(idx[0], sc));
-            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(l0, 4), m4),
-                                                                  _mm512_loadu_si512((const void *)(y + 64))),
-                                       _mm512_permutexvar_epi16(idx[1], sc));
-            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(_mm512_and_si512(l1, m4),
-                                                                  _mm512_loadu_si512((const void *)(y + 128))),
-                                       _mm512_permutexvar_epi16(idx[2], sc));
-            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m4),
-                                                                  _mm512_loadu_si512((const void *)(y + 192))),
-                                       _mm512_permutexvar_epi16(idx[3], sc));
+            for (k = 1; k < 4; k++)
+                sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(u[k], _mm512_loadu_si512((const void *)(y + 64 * k))),
+                                           _mm512_permutexvar_epi16(idx[k], sc));
             memcpy(&m8, mn8, 8);
             mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(m8));
             sums = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a[i].bsums), _mm_loadu_si128((const __m128i *)(a[i].bsums + 8)));
             mins = _mm_madd_epi16(mins, sums);
             mins = _mm_add_epi32(mins, _mm_shuffle_epi32(mins, 0x4E));
             mins = _mm_add_epi32(mins, _mm_shuffle_epi32(mins, 0xB1));
-            acc = _mm512_fmadd_ps(_mm512_set1_ps(a[i].d * h2f(w[i].d)), _mm512_cvtepi32_ps(sumi), acc);
-            accm += a[i].d * h2f(w[i].dmin) * (float)_mm_cvtsi128_si32(mins);
+            acc = _mm512_fmadd_ps(_mm512_set1_ps(a[i].d * h2f(w4->d)), _mm512_cvtepi32_ps(sumi), acc);
+            accm += a[i].d * h2f(w4->dmin) * (float)_mm_cvtsi128_si32(mins);
         }
         out[n] = _mm512_reduce_add_ps(acc) - accm + (bias ? bias[n] : 0.0f) + (add ? add[n] : 0.0f);
     }
+}
+
+CK_AVX512_VNNI static void rows_q4_K_512(float *out, const char *rows, size_t rb, const int8_t *aq,
+                                          const ck_block_q8_K *a, int64_t nb, const float *bias, const float *add,
+                                          int64_t n0, int64_t n1)
+{
+    rows_k45_512(0, out, rows, rb, aq, a, nb, bias, add, n0, n1);
+}
+
+CK_AVX512_VNNI static void rows_q5_K_512(float *out, const char *rows, size_t rb, const int8_t *aq,
+                                          const ck_block_q8_K *a, int64_t nb, const float *bias, const float *add,
+                                          int64_t n0, int64_t n1)
+{
+    rows_k45_512(1, out, rows, rb, aq, a, nb, bias, add, n0, n1);
 }
 
 /* q6_K: 64 weights per step, in element order (ql's low nibbles cover 0-63 of each half, the high ones
@@ -976,7 +1007,7 @@ typedef struct {
     int32_t *off;     /* and per token act512's off8[K / 4], off128[K / 4] */
     ck_qgemm_acts q8k; /* q8_K with AVX-512, by the same quantizer */
     ck_qdot4_acts g4;  /* q4_0 / q4_1 / q5_0 / q5_1 with AVX-512 VBMI: the q8 rows in qdot4.c's order (g4.q NULL: none) */
-    int8_t *k4;        /* q4_K with AVX-512: the q8_K quants in rows_q4_K_512's order, [T][K] (NULL: none) */
+    int8_t *k4;        /* q4_K / q5_K with AVX-512: the q8_K quants in rows_k45_512's order, [T][K] (NULL: none) */
 } act_set;
 
 /* q8_0 / q8_1 blocks from the vector-quantized rows (the same bytes quantize_act writes: qgemm.c's
@@ -1078,7 +1109,7 @@ static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, in
             }
     if (s->q8k.q)
         for (p = 0; p < w->n_parts; p++)
-            if (w->type[p] == CK_Q_Q4_K) { /* per 128: elements 0-31, 64-95, 32-63, 96-127 */
+            if (w->type[p] == CK_Q_Q4_K || w->type[p] == CK_Q_Q5_K) { /* per 128: elements 0-31, 64-95, 32-63, 96-127 */
                 int64_t c;
                 s->k4 = (int8_t *)malloc((size_t)T * (size_t)K + 64);
                 if (!s->k4) return -1;
@@ -1140,9 +1171,9 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
             const float *ad = add ? add + (size_t)t * ld_add : NULL;
             n = a;
 #ifdef CK_X86
-            if (fast && acts->k4 && type == CK_Q_Q4_K) { /* activations in the nibbles' order */
-                rows_q4_K_512(o, rows, rb, acts->k4 + (size_t)t * K, (const ck_block_q8_K *)act, K / CK_QK_K, bias,
-                              ad, n, b);
+            if (fast && acts->k4 && (type == CK_Q_Q4_K || type == CK_Q_Q5_K)) { /* activations in the nibbles' order */
+                (type == CK_Q_Q4_K ? rows_q4_K_512 : rows_q5_K_512)(o, rows, rb, acts->k4 + (size_t)t * K,
+                                                                    (const ck_block_q8_K *)act, K / CK_QK_K, bias, ad, n, b);
                 n = b;
             }
             if (fast && acts->g4.q && ck_qdot4_type(type)) { /* q4_0 / q4_1 / q5_0 / q5_1 on AVX-512 VBMI */
