@@ -218,6 +218,68 @@ class GraphModel(_Handle):
             return results
         return call
 
+    def guarded_torch_runner(self, n_args, picks, outputs, params=()):
+        """The torch backend's whole-graph call (conductor/whole_graph.py), for a graph whose inputs dynamo's
+        guards already pin: static shapes and strides, dtype and device, all contiguous CPU tensors of the
+        compiled dtypes (the caller checked the example inputs; dynamo re-checks each call before this runs).
+        Called on dynamo's n_args arguments, it reads argument picks[i] as input i and returns the tuple of
+        the library's outputs `outputs`. Generated as straight-line Python: per call one data_ptr() per input,
+        one new tensor per output, one C call (torch_runner's checks and loops cost ~10-25 us per call more).
+        Inputs listed in `params` (those that were Parameters) stay resident as in torch_runner: kept, and
+        marked changed when another tensor, another storage or a new version comes. No output may be written
+        into an input (ValueError)."""
+        import torch
+        from .pool import SMALL
+        dtypes = {np.float32: torch.float32, np.int64: torch.int64, np.int32: torch.int32, np.bool_: torch.bool}
+        if any(j is not None for j in self.into):
+            raise ValueError("guarded_torch_runner: the graph writes an output into an input")
+        pool = host_pool()
+        n_in = len(self.inputs)
+        in_p = (ctypes.c_void_p * max(1, n_in))()
+        empty = ctypes.c_int64(0)  # what an input or output with no elements points at (torch gives it address 0)
+        empty_p = ctypes.addressof(empty)
+        kept = [None] * n_in  # per resident input: the Parameter, its version, its pointer, as last passed
+        keep, changed, h = self.lib.ck_graph_keep_input, self.lib.ck_graph_input_changed, self.h
+        Parameter = torch.nn.Parameter
+
+        def resident(i, t):
+            """input i's tensor differs from last call's (or is new): what torch_runner does for it"""
+            ptr = t.data_ptr() or empty_p
+            if type(t) is Parameter:
+                if kept[i] is None:
+                    keep(h, i)
+                changed(h, i)
+                kept[i] = (t, t._version, ptr)
+            else:  # a plain tensor this time: nothing kept, and the next Parameter is uploaded anew
+                if kept[i] is not None:
+                    changed(h, i)
+                kept[i] = None
+            in_p[i] = ptr
+
+        env = {"run": self.lib.ck_graph_run, "h": h, "check": self._check, "torch": torch, "in_p": in_p,
+               "out_p": (ctypes.c_void_p * max(1, len(self.outputs)))(), "empty_p": empty_p, "kept": kept,
+               "resident": resident, "new": pool.empty if pool is not None else None}
+        lines = [f"def compiled({', '.join(f'a{i}' for i in range(n_args))}{',' if n_args == 1 else ''}):"]
+        for i, (k, spec) in enumerate(zip(picks, self.inputs)):
+            if i in params:
+                lines += [f"    k = kept[{i}]",
+                          f"    if k is None or k[0] is not a{k} or k[1] != a{k}._version or k[2] != (a{k}.data_ptr() or empty_p):",
+                          f"        resident({i}, a{k})"]
+            else:
+                lines.append(f"    in_p[{i}] = a{k}.data_ptr()" if int(np.prod(spec.shape)) else f"    in_p[{i}] = empty_p")
+        for j, spec in enumerate(self.outputs):
+            env[f"s{j}"], env[f"d{j}"], env[f"n{j}"] = tuple(spec.shape), dtypes[spec.dtype], spec.dtype
+            nbytes = int(np.prod(spec.shape)) * np.dtype(spec.dtype).itemsize
+            make = f"new(s{j}, d{j}, n{j})" if pool is not None and nbytes >= SMALL else f"torch.empty(s{j}, dtype=d{j})"
+            lines.append(f"    o{j} = {make}")
+            lines.append(f"    out_p[{j}] = o{j}.data_ptr()" if nbytes else f"    out_p[{j}] = empty_p")
+        lines += ["    rc = run(h, in_p, out_p)", "    if rc != 0:", "        check(rc)",
+                  f"    return ({''.join(f'o{j}, ' for j in outputs)})"]
+        exec(compile("\n".join(lines), f"<ckc whole-graph runner of {os.path.basename(self.lib._name)}>", "exec"), env)
+        fn = env["compiled"]
+        fn.keep = (env, empty)  # the pointer arrays and the empty placeholder live as long as the function
+        return fn
+
     def __call__(self, *inputs):
         """numpy in, numpy out; torch tensors in, torch tensors out (sharing the result arrays)."""
         outs = self.run(*inputs)

@@ -233,6 +233,34 @@ def test_an_input_updated_in_place_is_updated_once(cache):
         assert whole_graph.HITS[0] == hits + 1  # one library, served without AOTAutograd
 
 
+def test_a_whole_graph_library_is_called_straight_and_dynamo_guards_the_rest(cache, monkeypatch):
+    """A graph that became one library is served by GraphModel.guarded_torch_runner (straight-line: no per-call
+    checks, dynamo's guards pin shapes, strides, dtypes): an input with other strides, another shape, and a
+    parameter changed in place still give eager's answer (a recompile, or the same pointers read anew)."""
+    made = []
+    real = ckc.GraphModel.guarded_torch_runner
+
+    def counting(self, *args):
+        made.append(args)
+        return real(self, *args)
+    monkeypatch.setattr(ckc.GraphModel, "guarded_torch_runner", counting)
+    m = randomize(MLP(16), seed=3)
+    x = torch.randn(4, 16)
+    with torch.no_grad():
+        f = torch.compile(m, backend="gcu", dynamic=False)
+        assert max_diff(f(x), m(x)) < TOL
+        assert len(made) == 1 and made[0][0] == 7  # x and the 6 parameters
+        assert max_diff(f(x), m(x)) < TOL  # the same tensors again
+        y = torch.randn(4, 16)
+        assert max_diff(f(y), m(y)) < TOL
+        xt = torch.randn(16, 4).t()  # the same shape, transposed strides: a guard fails, dynamo recompiles
+        assert not xt.is_contiguous() and max_diff(f(xt), m(xt)) < TOL
+        m.fc2.weight.mul_(0.5)  # in place: the library reads the parameter's memory each call
+        assert max_diff(f(y), m(y)) < TOL
+        z = torch.randn(3, 16)  # another shape
+        assert max_diff(f(z), m(z)) < TOL
+
+
 def test_mixed_module_falls_back_per_node_and_explains_why():
     torch.manual_seed(0)
     m = Mixed().eval()

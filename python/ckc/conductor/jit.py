@@ -165,7 +165,7 @@ def _compile_graph(gm, example_inputs, options, constants=None):
     if not training:
         rewrites.keep_attention_whole(gm)
         whole_key = whole_graph.key_of(gm, example_inputs, options, constants)
-        hit = whole_key and whole_graph.cached_runner(whole_key)
+        hit = whole_key and whole_graph.cached_runner(whole_key, example_inputs)
         if hit:  # compiled before, to one library: no AOTAutograd, no partitioning
             whole_graph.HITS[0] += 1
             return hit
@@ -207,7 +207,7 @@ def _compile_graph(gm, example_inputs, options, constants=None):
                        for t in example_inputs])
         plan = built and built[-1].plan
         if plan:
-            return whole_graph.runner_of(plan)
+            return whole_graph.runner_of(plan, example_inputs)
     return compiled
 
 

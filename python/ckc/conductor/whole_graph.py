@@ -55,23 +55,42 @@ def key_of(gm, example_inputs, options, constants=None):
                          "torch": torch.__version__}, {}, options)
 
 
-def cached_runner(key):
+def cached_runner(key, example_inputs=None):
     """The cached whole-graph library for this key as the compiled function, or None."""
     plan = cache.recall_whole_graph(key)
-    return runner_of(plan) if plan else None
+    return runner_of(plan, example_inputs) if plan else None
 
 
-def runner_of(plan):
+def runner_of(plan, example_inputs=None):
     """A whole-graph plan (plan_of) as the compiled function: the library called on dynamo's own
-    arguments, nothing in between."""
+    arguments, nothing in between. When the example inputs it reads are contiguous CPU tensors of the compiled
+    dtypes and shapes (which dynamo's guards then hold for every call: the plan's key has static shapes and
+    strides), the library's guarded_torch_runner, which checks nothing per call; else its torch_runner."""
     model = load_entry(plan["entry"])
-    run, inputs, outputs = model.torch_runner(), plan["inputs"], plan["outputs"]
+    inputs, outputs = plan["inputs"], plan["outputs"]
+    if example_inputs is not None and _guarded(model, [example_inputs[i] for i in inputs]) and \
+            not any(j is not None for j in model.into):
+        import torch
+        params = {i for i, k in enumerate(inputs) if type(example_inputs[k]) is torch.nn.Parameter}
+        compiled = model.guarded_torch_runner(len(example_inputs), inputs, outputs, params)
+        compiled.model = model  # keeps the library loaded
+        return compiled
+    run = model.torch_runner()
 
     def compiled(*args):
         outs = run(*[args[i] for i in inputs])
         return tuple(outs[j] for j in outputs)
     compiled.model = model  # keeps the library loaded
     return compiled
+
+
+def _guarded(model, tensors):
+    import numpy as np
+    import torch
+    dtypes = {np.float32: torch.float32, np.int64: torch.int64, np.int32: torch.int32, np.bool_: torch.bool}
+    return all(isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.is_contiguous() and
+               t.dtype is dtypes.get(spec.dtype) and tuple(t.shape) == tuple(spec.shape)
+               for t, spec in zip(tensors, model.inputs))
 
 
 # dynamo graphs served straight from a whole-graph cache record, skipping AOTAutograd (tests read it)
