@@ -54,11 +54,10 @@ int ck_qdot4_acts_init(ck_qdot4_acts *a, const ck_qgemm_acts *src)
         for (g = 0; g < ng; g++) {
             int8_t *o = a->q + ((size_t)t * ng + g) * 128;
             const size_t at = ((size_t)t * ng + g) * 16;
-            for (b = 0; b < 4; b++)
-                for (j = 0; j < 16; j++) {
-                    o[16 * b + j] = q[CK_QK * (4 * g + b) + j];
-                    o[64 + 16 * b + j] = q[CK_QK * (4 * g + b) + 16 + j];
-                }
+            for (b = 0; b < 4; b++) {
+                memcpy(o + 16 * b, q + CK_QK * (4 * g + b), 16);
+                memcpy(o + 64 + 16 * b, q + CK_QK * (4 * g + b) + 16, 16);
+            }
             for (l = 0; l < 16; l++) { /* int32 lane l: block l / 4, bytes 4l .. 4l + 3 of lo and of hi */
                 int sum = 0;
                 for (j = 0; j < 4; j++) sum += o[4 * l + j] + o[64 + 4 * l + j];
