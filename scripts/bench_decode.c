@@ -57,6 +57,15 @@ static double read_gbs(int threads)
     return best;
 }
 
+static void *need(void *p, const char *what)
+{
+    if (!p) {
+        fprintf(stderr, "bench_decode: out of memory for %s\n", what);
+        exit(1);
+    }
+    return p;
+}
+
 static void force_path(const char *p)
 {
     ck_cpu_force_portable(strcmp(p, "portable") == 0);
@@ -80,20 +89,24 @@ int main(int argc, char **argv)
     for (t = 0; t < 64; t++)
         if (strcmp(ck_qtype_name(t), argv[1]) == 0) type = t;
     D = atoi(argv[2]), F = atoi(argv[3]), KV = atoi(argv[4]), L = atoi(argv[5]);
-    if (type < 0 || D <= 0 || F <= 0 || KV <= 0 || L <= 0) {
-        fprintf(stderr, "bench_decode: bad arguments\n");
+    if (type < 0 || D <= 0 || F <= 0 || KV <= 0 || L <= 0 || D > (1 << 20) || F > (1 << 20) || KV > (1 << 20) ||
+        L > 4096) {
+        fprintf(stderr, "bench_decode: bad arguments (TYPE a ck_qtype name; D, F, KV in 1..2^20; LAYERS in 1..4096)\n");
         return 2;
     }
     /* a layer: q|k|v, o, gate|up, down */
     Ns[0] = D + 2 * KV, Ks[0] = D, Ns[1] = D, Ks[1] = D, Ns[2] = 2 * F, Ks[2] = D, Ns[3] = D, Ks[3] = F;
-    w = (void **)calloc((size_t)L * 4, sizeof *w);
-    x = (float *)malloc(sizeof(float) * (size_t)F);
-    y = (float *)malloc(sizeof(float) * 2 * (size_t)F);
-    for (t = 0; t < F; t++) x[t] = sinf((float)t * 0.37f);
+    w = (void **)need(calloc((size_t)L * 4, sizeof *w), "the layer table");
+    {
+        const int kmax = D > F ? D : F, nmax = D + 2 * KV > 2 * F ? D + 2 * KV : 2 * F;
+        x = (float *)need(malloc(sizeof(float) * (size_t)kmax), "the activations");
+        y = (float *)need(malloc(sizeof(float) * (size_t)nmax), "the outputs");
+        for (t = 0; t < kmax; t++) x[t] = sinf((float)t * 0.37f);
+    }
     for (m = 0; m < 4; m++) { /* one layer quantized, copied to every layer: distinct memory, same values */
         const size_t rb = ck_qtype_row_bytes(type, Ks[m]), size = rb * (size_t)Ns[m];
-        float *row = (float *)malloc(sizeof(float) * (size_t)Ks[m]);
-        char *first = (char *)malloc(size);
+        float *row = (float *)need(malloc(sizeof(float) * (size_t)Ks[m]), "a row");
+        char *first = (char *)need(malloc(size), "a layer's weights");
         int n, k;
         for (n = 0; n < Ns[m]; n++) {
             for (k = 0; k < Ks[m]; k++) row[k] = sinf((float)(n * 131 + k * 7) * 0.01f) * (1.0f + (float)(k % 17) * 0.1f);
@@ -103,7 +116,7 @@ int main(int argc, char **argv)
             }
         }
         for (l = 0; l < L; l++) {
-            w[4 * l + m] = aligned_alloc(64, (size + 63) / 64 * 64);
+            w[4 * l + m] = need(aligned_alloc(64, (size + 63) / 64 * 64), "a layer's weights");
             memcpy(w[4 * l + m], first, size);
         }
         bytes += size * (size_t)L;

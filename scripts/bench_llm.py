@@ -235,7 +235,8 @@ def read_bandwidth(threads, folder):
     import bench_decode
     p = subprocess.Popen([bench_decode.build(folder), "f32", "64", "64", "64", "1"], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True)
-    assert p.stdout.readline().strip() == "ready"
+    if p.stdout.readline().strip() != "ready":
+        sys.exit("bench_llm: the bandwidth probe (bench_decode) failed to start")
     out, _ = p.communicate(f"read {threads}\n")
     return float(out)
 

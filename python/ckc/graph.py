@@ -51,6 +51,35 @@ class TensorSpec:
         return f"{self.name}: {np.dtype(self.dtype).name}{list(self.shape)}"
 
 
+def torch_dtypes():
+    """numpy dtype -> torch dtype, for the dtypes a compiled graph's inputs and outputs have."""
+    import torch
+    return {np.float32: torch.float32, np.int64: torch.int64, np.int32: torch.int32, np.bool_: torch.bool}
+
+
+def _resident_setter(lib, h, kept, in_p, empty_p):
+    """resident(i, t): input i of the graph is tensor t, which differs from what kept[i] records (another tensor,
+    storage or version, or nothing kept). A Parameter is kept resident on a device library
+    (ck_graph_keep_input) and marked changed so that the next run uploads it again; a plain tensor in its place
+    forgets the kept one (and marks it changed: the next Parameter is uploaded anew). Sets in_p[i]."""
+    import torch
+    keep, changed, Parameter = lib.ck_graph_keep_input, lib.ck_graph_input_changed, torch.nn.Parameter
+
+    def resident(i, t):
+        ptr = t.data_ptr() or empty_p
+        if type(t) is Parameter:
+            if kept[i] is None:
+                keep(h, i)
+            changed(h, i)
+            kept[i] = (t, t._version, ptr)  # holds t: its address cannot be another tensor's
+        else:
+            if kept[i] is not None:
+                changed(h, i)
+            kept[i] = None
+        in_p[i] = ptr
+    return resident
+
+
 class GraphModel(_Handle):
     """A compiled exported graph, callable on numpy arrays."""
 
@@ -165,7 +194,7 @@ class GraphModel(_Handle):
         write that bypasses the counter (through `.data` or a NumPy view) is not seen there: use --target cpu
         for such code. An integrated device (the host implementation) reads every input in place, like cpu."""
         import torch
-        dtypes = {np.float32: torch.float32, np.int64: torch.int64, np.int32: torch.int32, np.bool_: torch.bool}
+        dtypes = torch_dtypes()
         ins = [(s.name, s.shape, dtypes[s.dtype]) for s in self.inputs]
         outs = [(s.shape, dtypes[s.dtype], s.dtype) for s in self.outputs]
         pool = host_pool()
@@ -173,14 +202,13 @@ class GraphModel(_Handle):
         in_p = (ctypes.c_void_p * max(1, len(ins)))()
         out_p = (ctypes.c_void_p * max(1, len(outs)))()
         run, h, check = self.lib.ck_graph_run, self.h, self._check
-        keep, changed = self.lib.ck_graph_keep_input, self.lib.ck_graph_input_changed
         empty = ctypes.c_int64(0)  # what an input with no elements points at (torch gives it address 0)
         empty_p = ctypes.addressof(empty)
         kept = [None] * len(ins)  # per input: (the Parameter, its version, its address) of the library's copy
+        resident = _resident_setter(self.lib, h, kept, in_p, empty_p)
         into = self.into
         updated = sorted({j for j in into if j is not None})
         bump = torch.autograd.graph.increment_version
-        Parameter = torch.nn.Parameter
 
         def call(*args):
             if len(args) != len(ins):
@@ -188,7 +216,7 @@ class GraphModel(_Handle):
             converted = []
             for i, (t, (name, shape, dt)) in enumerate(zip(args, ins)):
                 k = kept[i]
-                if k is not None and k[0] is t and k[1] == t._version and k[2] == t.data_ptr():
+                if k is not None and k[0] is t and k[1] == t._version and k[2] == (t.data_ptr() or empty_p):
                     continue  # the resident Parameter as last time: same storage, unchanged, pointer in place
                 if t.dtype is not dt or not t.is_contiguous() or t.device.type != "cpu":
                     if i in updated:
@@ -201,12 +229,7 @@ class GraphModel(_Handle):
                     converted.append(t)
                 elif t.shape != shape:
                     raise CkError(-1, f"input '{name}' must have shape {list(shape)}, got {list(t.shape)}")
-                elif type(t) is Parameter:
-                    if k is None:
-                        keep(h, i)
-                    changed(h, i)
-                    kept[i] = (t, t._version, t.data_ptr())  # holds t: its address cannot be another tensor's
-                in_p[i] = t.data_ptr() or empty_p
+                resident(i, t)
             results = [new(shape, dt, npdt) if j is None else args[j] for (shape, dt, npdt), j in zip(outs, into)]
             for j, o in enumerate(results):
                 out_p[j] = None if into[j] is not None else o.data_ptr() or empty_p
@@ -230,32 +253,16 @@ class GraphModel(_Handle):
         into an input (ValueError)."""
         import torch
         from .pool import SMALL
-        dtypes = {np.float32: torch.float32, np.int64: torch.int64, np.int32: torch.int32, np.bool_: torch.bool}
+        dtypes = torch_dtypes()
         if any(j is not None for j in self.into):
             raise ValueError("guarded_torch_runner: the graph writes an output into an input")
         pool = host_pool()
-        n_in = len(self.inputs)
-        in_p = (ctypes.c_void_p * max(1, n_in))()
+        h = self.h
+        in_p = (ctypes.c_void_p * max(1, len(self.inputs)))()
         empty = ctypes.c_int64(0)  # what an input or output with no elements points at (torch gives it address 0)
         empty_p = ctypes.addressof(empty)
-        kept = [None] * n_in  # per resident input: the Parameter, its version, its pointer, as last passed
-        keep, changed, h = self.lib.ck_graph_keep_input, self.lib.ck_graph_input_changed, self.h
-        Parameter = torch.nn.Parameter
-
-        def resident(i, t):
-            """input i's tensor differs from last call's (or is new): what torch_runner does for it"""
-            ptr = t.data_ptr() or empty_p
-            if type(t) is Parameter:
-                if kept[i] is None:
-                    keep(h, i)
-                changed(h, i)
-                kept[i] = (t, t._version, ptr)
-            else:  # a plain tensor this time: nothing kept, and the next Parameter is uploaded anew
-                if kept[i] is not None:
-                    changed(h, i)
-                kept[i] = None
-            in_p[i] = ptr
-
+        kept = [None] * len(self.inputs)  # per resident input: the Parameter, its version, its pointer
+        resident = _resident_setter(self.lib, h, kept, in_p, empty_p)
         env = {"run": self.lib.ck_graph_run, "h": h, "check": self._check, "torch": torch, "in_p": in_p,
                "out_p": (ctypes.c_void_p * max(1, len(self.outputs)))(), "empty_p": empty_p, "kept": kept,
                "resident": resident, "new": pool.empty if pool is not None else None}

@@ -156,35 +156,8 @@ static int linear_small(float *out, int ldo, const float *x, int ldx, const floa
     return 0;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-/* s[b] = x . w[b] for 4 rows at a time with AVX-512 (four independent row streams in flight: rows read from
- * the last-level cache between calls ran at ~40 GB/s one row at a time); K % 16 tail in scalar */
-__attribute__((target("avx512f,fma"))) static void dots_512(float *s, const float *x, const float *w, int K, int nb)
-{
-    int b = 0, k;
-    for (; b + 4 <= nb; b += 4) {
-        const float *w0 = w + (size_t)b * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        float t0, t1, t2, t3;
-        for (k = 0; k + 16 <= K; k += 16) {
-            const __m512 xv = _mm512_loadu_ps(x + k);
-            a0 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(w0 + k), a0);
-            a1 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(w1 + k), a1);
-            a2 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(w2 + k), a2);
-            a3 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(w3 + k), a3);
-        }
-        t0 = _mm512_reduce_add_ps(a0), t1 = _mm512_reduce_add_ps(a1);
-        t2 = _mm512_reduce_add_ps(a2), t3 = _mm512_reduce_add_ps(a3);
-        for (; k < K; k++) t0 += x[k] * w0[k], t1 += x[k] * w1[k], t2 += x[k] * w2[k], t3 += x[k] * w3[k];
-        s[b] = t0, s[b + 1] = t1, s[b + 2] = t2, s[b + 3] = t3;
-    }
-    if (b < nb) ck_vdots(s + b, x, w + (size_t)b * K, (size_t)K, nb - b, K);
-}
-#endif
-
-/* Rows [n0, n1) of the output for T <= CK_GEMV_MAX_T tokens by dot products (ck_vdots, or 4 rows at a time
- * with AVX-512): chunks of rows read once from memory, the next chunk prefetched, each token's dots from the
- * cached chunk */
+/* Rows [n0, n1) of the output for T <= CK_GEMV_MAX_T tokens by dot products (ck_vdots): chunks of rows read
+ * once from memory, the next chunk prefetched, each token's dots from the cached chunk */
 #define CK_GEMV_CHUNK 16
 #define CK_GEMV_MAX_T 3
 static void gemv_rows(float *out, int ldo, const float *x, int ldx, const float *w, const float *bias,
@@ -201,12 +174,7 @@ static void gemv_rows(float *out, int ldo, const float *x, int ldx, const float 
             float *o = out + (size_t)t * ldo + c;
             const float *a = add ? add + (size_t)t * ld_add + c : NULL;
             float s[CK_GEMV_CHUNK];
-#if defined(__x86_64__) && defined(__GNUC__)
-            if (ck_cpu_avx512vnni())
-                dots_512(s, x + (size_t)t * ldx, w + (size_t)c * K, K, nb);
-            else
-#endif
-                ck_vdots(s, x + (size_t)t * ldx, w + (size_t)c * K, (size_t)K, nb, K);
+            ck_vdots(s, x + (size_t)t * ldx, w + (size_t)c * K, (size_t)K, nb, K);
             for (j = 0; j < nb; j++) o[j] = s[j] + (bias ? bias[c + j] : 0.0f) + (a ? a[j] : 0.0f); /* a may be o */
         }
     }

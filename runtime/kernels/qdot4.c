@@ -5,7 +5,8 @@
  * A q4_0 block is 18 bytes (f16 scale, 16 bytes of nibbles: element j low, j + 16 high), q4_1 20 (scale, min,
  * nibbles). The one-block-at-a-time bodies (qlinear.c) spend most of their time moving the 16-byte nibble
  * fields of neighbouring blocks into one register (inserts and a permute on the shuffle port), and decode of
- * the 4-bit formats ran compute-bound at about half the read bandwidth. Here one vpermt2b gathers the four
+ * the 4-bit formats ran compute-bound at about half the read bandwidth (the 2-core Xeon VM of Nov 2026;
+ * scripts/bench_decode.py). Here one vpermt2b gathers the four
  * nibble fields of 4 consecutive blocks out of two overlapping 64-byte loads of the row, as the file stores it:
  * the weights are read in place, with no repacking. Then
  *   lo = x & 15   the elements 0-15 of each of the 4 blocks,   hi = x >> 4   their elements 16-31,
@@ -42,11 +43,15 @@ int ck_qdot4_acts_init(ck_qdot4_acts *a, const ck_qgemm_acts *src)
     memset(a, 0, sizeof *a);
     a->T = src->T;
     a->K = src->K;
-    a->q = (int8_t *)malloc((size_t)src->T * (size_t)ng * 128 + 64);
-    a->d = (float *)malloc(sizeof(float) * (size_t)src->T * (size_t)ng * 16 + 64);
-    a->off = (int32_t *)malloc(sizeof(int32_t) * (size_t)src->T * (size_t)ng * 16 + 64);
-    a->s4 = (float *)malloc(sizeof(float) * (size_t)src->T * (size_t)ng * 16 + 64);
-    if (!a->q || !a->d || !a->off || !a->s4) return -1;
+    { /* one allocation: q, then d, off and s4 (4-byte lanes after q's multiple of 128 bytes) */
+        const size_t lanes = (size_t)src->T * (size_t)ng * 16;
+        char *mem = (char *)malloc(lanes * 8 + lanes * 3 * 4 + 64);
+        if (!mem) return -1;
+        a->q = (int8_t *)mem;
+        a->d = (float *)(mem + lanes * 8);
+        a->off = (int32_t *)(a->d + lanes);
+        a->s4 = (float *)(a->off + lanes);
+    }
     for (t = 0; t < src->T; t++) {
         const int8_t *q = src->q + (size_t)t * src->K;
         const float *d = src->d + (size_t)t * (src->K / CK_QK);
@@ -72,10 +77,7 @@ int ck_qdot4_acts_init(ck_qdot4_acts *a, const ck_qgemm_acts *src)
 
 void ck_qdot4_acts_free(ck_qdot4_acts *a)
 {
-    free(a->q);
-    free(a->d);
-    free(a->off);
-    free(a->s4);
+    free(a->q); /* the one allocation */
     memset(a, 0, sizeof *a);
 }
 

@@ -815,38 +815,24 @@ CK_AVX512_VNNI static float dot_q6_K_512(int64_t nb, const ck_block_q6_K *w, con
 }
 
 /* f16 / bf16 rows on AVX-512: 32 weights per step in two accumulators (the AVX2 bodies ran compute-bound at
- * about 60% of the read bandwidth in decode) */
-CK_AVX512_VNNI static float dot_f16_512(int64_t n, const uint16_t *w, const float *a)
+ * about 60% of the read bandwidth in decode on the 2-core Xeon VM of Nov 2026; these at 73-79%) */
+CK_AVX512_VNNI static inline __m512 half16(int bf16, const uint16_t *p)
+{
+    const __m256i h = _mm256_loadu_si256((const __m256i *)p);
+    return bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h);
+}
+
+CK_AVX512_VNNI static inline float dot_half_512(int bf16, int64_t n, const uint16_t *w, const float *a)
 {
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     float s;
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
-        acc0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + i))), _mm512_loadu_ps(a + i), acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + i + 16))),
-                               _mm512_loadu_ps(a + i + 16), acc1);
+        acc0 = _mm512_fmadd_ps(half16(bf16, w + i), _mm512_loadu_ps(a + i), acc0);
+        acc1 = _mm512_fmadd_ps(half16(bf16, w + i + 16), _mm512_loadu_ps(a + i + 16), acc1);
     }
     s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-    for (; i < n; i++) s += h2f(w[i]) * a[i];
-    return s;
-}
-
-CK_AVX512_VNNI static inline __m512 bf16x16(const uint16_t *p)
-{
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
-}
-
-CK_AVX512_VNNI static float dot_bf16_512(int64_t n, const uint16_t *w, const float *a)
-{
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    float s;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        acc0 = _mm512_fmadd_ps(bf16x16(w + i), _mm512_loadu_ps(a + i), acc0);
-        acc1 = _mm512_fmadd_ps(bf16x16(w + i + 16), _mm512_loadu_ps(a + i + 16), acc1);
-    }
-    s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-    for (; i < n; i++) s += ck_bf16_to_fp32(w[i]) * a[i];
+    for (; i < n; i++) s += (bf16 ? ck_bf16_to_fp32(w[i]) : h2f(w[i])) * a[i];
     return s;
 }
 
@@ -867,8 +853,8 @@ CK_DOT_FN(dot_avx2_q5_1, dot_q5_1(n / CK_QK, (const ck_block_q5_1 *)w, (const ck
 CK_DOT_FN(dot_avx2_q4_K, dot_qk45(0, n / CK_QK_K, w, (const ck_block_q8_K *)a))
 CK_DOT_FN(dot_avx2_q5_K, dot_qk45(1, n / CK_QK_K, w, (const ck_block_q8_K *)a))
 CK_DOT_FN(dot_avx2_q6_K, dot_q6_K(n / CK_QK_K, (const ck_block_q6_K *)w, (const ck_block_q8_K *)a))
-CK_DOT_FN(dot_avx512_f16, dot_f16_512(n, (const uint16_t *)w, (const float *)a))
-CK_DOT_FN(dot_avx512_bf16, dot_bf16_512(n, (const uint16_t *)w, (const float *)a))
+CK_DOT_FN(dot_avx512_f16, dot_half_512(0, n, (const uint16_t *)w, (const float *)a))
+CK_DOT_FN(dot_avx512_bf16, dot_half_512(1, n, (const uint16_t *)w, (const float *)a))
 CK_DOT_FN(dot_avx512_q8_0, dot_512_unprepared(CK_Q_Q8_0, n / CK_QK, w, (const ck_block_q8_0 *)a))
 CK_DOT_FN(dot_avx512_q4_0, dot_512_unprepared(CK_Q_Q4_0, n / CK_QK, w, (const ck_block_q8_0 *)a))
 CK_DOT_FN(dot_avx512_q4_K, dot_q4_K_512(n / CK_QK_K, (const ck_block_q4_K *)w, (const ck_block_q8_K *)a))
@@ -1043,6 +1029,19 @@ static void blocks_from(const ck_qgemm_acts *a, int dt, void *rows, size_t row_b
         }
 }
 
+/* 1 when a part of w has a type `is` accepts */
+static int has_part(const ck_qmat *w, int (*is)(int))
+{
+    int p;
+    for (p = 0; p < w->n_parts; p++)
+        if (is(w->type[p])) return 1;
+    return 0;
+}
+
+static int is_q8_0(int type) { return type == CK_Q_Q8_0; }
+static int is_q4_0(int type) { return type == CK_Q_Q4_0; }
+static int is_k45(int type) { return type == CK_Q_Q4_K || type == CK_Q_Q5_K; }
+
 /* `fast`: AVX-512 preparation where the CPU has it (the reference twin quantizes with the scalar code) */
 static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, int T, int K, int fast)
 {
@@ -1068,11 +1067,14 @@ static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, in
             if (!s->q8.q) {
                 if (ck_qgemm_acts_init(&s->q8, CK_Q_Q8_0, T, K)) return -1;
                 ck_qgemm_acts_quantize(&s->q8, x, ldx, 0, T, 1);
-                s->off = (int32_t *)malloc(sizeof(int32_t) * (size_t)T * (K / 2) + 64);
-                if (!s->off) return -1;
-                for (t = 0; t < T; t++)
-                    act512_offsets(s->q8.q + (size_t)t * K, K / CK_QK, s->off + (size_t)t * (K / 2),
-                                   s->off + (size_t)t * (K / 2) + K / 4);
+                /* act512's offsets: for q8_0 parts, and q4_0 ones the VBMI bodies do not take */
+                if (has_part(w, is_q8_0) || (has_part(w, is_q4_0) && !(K >= 128 && ck_qdot4_fast()))) {
+                    s->off = (int32_t *)malloc(sizeof(int32_t) * (size_t)T * (K / 2) + 64);
+                    if (!s->off) return -1;
+                    for (t = 0; t < T; t++)
+                        act512_offsets(s->q8.q + (size_t)t * K, K / CK_QK, s->off + (size_t)t * (K / 2),
+                                       s->off + (size_t)t * (K / 2) + K / 4);
+                }
             }
             blocks_from(&s->q8, dt, s->rows[i], s->row_bytes[i]);
             continue;
@@ -1101,29 +1103,22 @@ static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, in
         }
     }
 #ifdef CK_X86
-    if (s->q8.q && K >= 128 && ck_qdot4_fast())
-        for (p = 0; p < w->n_parts; p++)
-            if (ck_qdot4_type(w->type[p])) {
-                if (ck_qdot4_acts_init(&s->g4, &s->q8)) return -1;
-                break;
+    if (s->q8.q && K >= 128 && ck_qdot4_fast() && has_part(w, ck_qdot4_type) && ck_qdot4_acts_init(&s->g4, &s->q8))
+        return -1;
+    if (s->q8k.q && has_part(w, is_k45)) { /* per 128: elements 0-31, 64-95, 32-63, 96-127 (rows_k45_512) */
+        int64_t c;
+        s->k4 = (int8_t *)malloc((size_t)T * (size_t)K + 64);
+        if (!s->k4) return -1;
+        for (t = 0; t < T; t++)
+            for (c = 0; c < K; c += 128) {
+                const int8_t *q = s->q8k.q + (size_t)t * K + c;
+                int8_t *o = s->k4 + (size_t)t * K + c;
+                memcpy(o, q, 32);
+                memcpy(o + 32, q + 64, 32);
+                memcpy(o + 64, q + 32, 32);
+                memcpy(o + 96, q + 96, 32);
             }
-    if (s->q8k.q)
-        for (p = 0; p < w->n_parts; p++)
-            if (w->type[p] == CK_Q_Q4_K || w->type[p] == CK_Q_Q5_K) { /* per 128: elements 0-31, 64-95, 32-63, 96-127 */
-                int64_t c;
-                s->k4 = (int8_t *)malloc((size_t)T * (size_t)K + 64);
-                if (!s->k4) return -1;
-                for (t = 0; t < T; t++)
-                    for (c = 0; c < K; c += 128) {
-                        const int8_t *q = s->q8k.q + (size_t)t * K + c;
-                        int8_t *o = s->k4 + (size_t)t * K + c;
-                        memcpy(o, q, 32);
-                        memcpy(o + 32, q + 64, 32);
-                        memcpy(o + 64, q + 32, 32);
-                        memcpy(o + 96, q + 96, 32);
-                    }
-                break;
-            }
+    }
 #endif
     return 0;
 }
@@ -1171,7 +1166,7 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
             const float *ad = add ? add + (size_t)t * ld_add : NULL;
             n = a;
 #ifdef CK_X86
-            if (fast && acts->k4 && (type == CK_Q_Q4_K || type == CK_Q_Q5_K)) { /* activations in the nibbles' order */
+            if (fast && acts->k4 && is_k45(type)) { /* activations in the nibbles' order */
                 (type == CK_Q_Q4_K ? rows_q4_K_512 : rows_q5_K_512)(o, rows, rb, acts->k4 + (size_t)t * K,
                                                                     (const ck_block_q8_K *)act, K / CK_QK_K, bias, ad, n, b);
                 n = b;

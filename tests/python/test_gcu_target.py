@@ -192,3 +192,26 @@ def test_a_gcu_language_model_refuses_a_trace_and_reports_host_errors(llm, tmp_p
         m.forward(np.arange(5, dtype=np.int32))
     assert np.array_equal(m.forward(np.arange(4, dtype=np.int32)),
                           ckc.LlmModel(libs["cpu"], weights).forward(np.arange(4, dtype=np.int32)))
+
+
+class MatVec(torch.nn.Module):
+    def forward(self, x, w):
+        return x @ w
+
+
+@pytest.mark.parametrize("runner", ["torch_runner", "guarded_torch_runner"])
+def test_a_resident_input_slot_given_a_plain_tensor_in_between(workdir, runner, monkeypatch):
+    """On a discrete device a Parameter input is uploaded once and kept; a plain tensor passed in its place, and
+    then the Parameter again, are each read anew (the kept copy is forgotten, not reused from a stale pointer)."""
+    monkeypatch.setenv("GCU_HOST_DISCRETE", "1")
+    x = torch.randn(2, 4)
+    w = torch.nn.Parameter(torch.randn(4, 3))
+    plain = torch.randn(4, 3)
+    folder = os.path.join(workdir, "gcu-matvec")
+    graph = ckc.export(MatVec(), (x, w.detach()), os.path.join(folder, "export"))
+    g = ckc.GraphModel(ckc.build_library(ckc.compile_model(graph, folder, args=["--target", "gcu"])))
+    run = g.torch_runner() if runner == "torch_runner" else g.guarded_torch_runner(2, [0, 1], [0], params={1})
+    with torch.no_grad():
+        for t in (w, plain, w, plain, w):
+            got = run(x, t)[0]
+            assert torch.allclose(got, x @ t, atol=1e-5), runner

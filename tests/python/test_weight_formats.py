@@ -183,3 +183,13 @@ def test_every_kernel_path_decodes_like_the_default(built, path, tmp_path):
         err = nmse(runs[path][fmt], runs["default"][fmt])
         print(f"{path} {fmt}: NMSE vs the default path {err:.1e}")
         assert err < DECODE_VS_PREFILL[fmt], fmt
+
+
+def test_ck_kernels_refuses_an_unknown_path_by_name(built):
+    """CK_KERNELS=<not a path> says so on stderr and runs the CPU's best path."""
+    code = ("import ctypes; lib = ctypes.CDLL(%r); lib.ck_cpu_path.restype = ctypes.c_char_p; "
+            "print(lib.ck_cpu_path().decode())" % built["f32"].so)
+    best = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    bad = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, CK_KERNELS="avx9000"))
+    assert bad.stdout == best and "CK_KERNELS=avx9000 is not a kernel path" in bad.stderr

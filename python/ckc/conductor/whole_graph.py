@@ -85,9 +85,10 @@ def runner_of(plan, example_inputs=None):
 
 
 def _guarded(model, tensors):
-    import numpy as np
     import torch
-    dtypes = {np.float32: torch.float32, np.int64: torch.int64, np.int32: torch.int32, np.bool_: torch.bool}
+
+    from ..graph import torch_dtypes
+    dtypes = torch_dtypes()
     return all(isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.is_contiguous() and
                t.dtype is dtypes.get(spec.dtype) and tuple(t.shape) == tuple(spec.shape)
                for t, spec in zip(tensors, model.inputs))
