@@ -16,6 +16,7 @@
 #include <fstream>
 #include <cstdlib>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -37,6 +38,7 @@
 #include "support/version.h"
 #include "tools/gguf_quantize.h"
 #include "tools/random_weights.h"
+#include "tools/standalone.h"
 
 using namespace ckc;
 
@@ -281,6 +283,7 @@ struct CompileArgs {
     std::string output;
     bool report = false;
     std::string target = "cpu";
+    bool standalone = false;
 };
 
 CLI::App *add_compile(CLI::App &app, CompileArgs &a)
@@ -307,9 +310,18 @@ CLI::App *add_compile(CLI::App &app, CompileArgs &a)
                     "weights and activations live in device memory, only inputs and outputs are copied. Both give "
                     "the same numbers, bit for bit, at the same thread count")
         ->check(CLI::IsMember({"cpu", "gcu"}));
+    cmd->add_flag("--standalone", a.standalone,
+                  "write ONE file: the runtime sources the model calls (kernels, loaders, tokenizer; with --target gcu "
+                  "the host shim) pasted in, no OUTPUT.kernels. It builds with a C99 compiler and libm alone, for any "
+                  "CPU (x86-64, ARM64, wasm32-wasi, ...): its GEMMs are ckc's own unless -DCK_BLAS=1 -lopenblas, its "
+                  "kernels use threads with -fopenmp");
     cmd->footer("Then build it (OUTPUT.kernels lists the runtime sources it needs, by absolute path):\n"
                 "  cc -O3 -fPIC -shared -I \"$(ckc --include-dir)\" OUTPUT $(cat OUTPUT.kernels) -lopenblas -lm "
-                "-fopenmp -o libmodel.so");
+                "-fopenmp -o libmodel.so\n"
+                "or, with --standalone, anywhere:\n"
+                "  cc -O3 -fPIC -shared OUTPUT -lm -o libmodel.so                 (add -fopenmp for threads)\n"
+                "  aarch64-linux-gnu-gcc -O3 -DCK_MODEL_MAIN OUTPUT -lm -static -o model\n"
+                "  clang --target=wasm32-wasi --sysroot=/usr -O3 -DCK_MODEL_MAIN OUTPUT -lm -o model.wasm");
     return cmd;
 }
 
@@ -325,18 +337,29 @@ int run_compile(const CompileArgs &a, const std::string &command)
     cg.templates_dir = home + "/templates";
     cg.target = a.target;
     cg.train = a.common.train;
+    cg.standalone = a.standalone;
     std::string training_report;
     AtomicFiles files;  // model.c, model.c.kernels (and a graph's weights) appear together or not at all
+    // model.c and its runtime sources: listed by absolute path in the manifest, or pasted in (--standalone)
+    auto add_model = [&](const CodegenResult &r) {
+        std::set<std::string> sources = runtime_closure(cg.runtime_dir, {r.kernels.begin(), r.kernels.end()});
+        if (a.standalone) {
+            files.add(a.output, amalgamate(cg.runtime_dir, sources, r.source));
+            return;
+        }
+        files.add(a.output, r.source);
+        std::string manifest;
+        for (const auto &k : sources) manifest += cg.runtime_dir + "/" + k + "\n";
+        files.add(a.output + ".kernels", manifest);
+    };
     if (b.program.info.kind == ModelKind::Graph) {
         GraphCodegenResult r = generate_graph_c(b.program, b.plan, cg);
-        files.add(a.output, r.source);
-        files.add(a.output + ".kernels", join(r.kernels, "\n") + "\n");
+        add_model(r);
         if (!r.weights.empty()) files.add(graph_weights_path(a.output), r.weights);
     } else {
         CodegenResult r = generate_llm_c(b.program, b.plan, cg);
         for (const auto &note : r.notes) std::cerr << "ckc: note: " << note << "\n";
-        files.add(a.output, r.source);
-        files.add(a.output + ".kernels", join(r.kernels, "\n") + "\n");
+        add_model(r);
         training_report = r.training_report;
     }
     files.commit();
@@ -348,7 +371,10 @@ int run_compile(const CompileArgs &a, const std::string &command)
         print_plan_report(b.program, b.plan, b.program.info.context_length, std::cout);
         std::cout << training_report;
     }
-    std::cerr << fmt::format("ckc: wrote {} and {}.kernels ({})\n", a.output, a.output, b.program.info.summary);
+    if (a.standalone)
+        std::cerr << fmt::format("ckc: wrote {}, standalone ({})\n", a.output, b.program.info.summary);
+    else
+        std::cerr << fmt::format("ckc: wrote {} and {}.kernels ({})\n", a.output, a.output, b.program.info.summary);
     return 0;
 }
 

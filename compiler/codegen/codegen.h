@@ -18,11 +18,13 @@ struct CodegenOptions {
     std::string output_name = "model.c";
     std::string target = "cpu";            // "cpu", or "gcu": the kernels run on the gcu device (runtime/include/gcu.h)
     bool train = false;                    // --train: backward, AdamW and the training ABI (needs a keep_all plan)
+    bool standalone = false;               // --standalone: the frontmatter's build lines are the one file's
 };
 
 struct CodegenResult {
     std::string source;                    // model.c
-    std::vector<std::string> kernels;      // absolute paths of runtime .c files
+    std::vector<std::string> kernels;      // the runtime .c files it calls, relative to runtime/ (ckc compile adds
+                                           // those whose private headers they include: tools/standalone.h)
     std::string training_report;           // --train: the training memory (saved activations, gradients)
     std::vector<std::string> notes;        // worth telling the user (a stored format's fallbacks)
 };

@@ -444,7 +444,6 @@ Calls ew_emit(EmitCtx &c)
 }
 
 const char *const K_EMB = "kernels/embedding.c", *const K_NORM = "kernels/norm.c", *const K_LIN = "kernels/linear.c",
-                  *const K_FGEMM = "kernels/fgemm.c",
                   *const K_EW = "kernels/elementwise.c", *const K_BIN = "kernels/binary.c", *const K_ROPE = "kernels/rope.c",
                   *const K_ATT = "kernels/attention.c", *const K_RED = "kernels/reduce.c", *const K_LAY = "kernels/layout.c";
 
@@ -455,8 +454,8 @@ std::vector<Lowering> build_lowerings()
         {Op::POS_EMBED, pos_embed_emit, {K_EMB}},
         {Op::RMSNORM, rmsnorm_emit, {K_NORM}},
         {Op::LAYERNORM, layernorm_emit, {K_NORM}},
-        {Op::MATMUL, matmul_emit, {K_LIN, K_FGEMM}},
-        {Op::MATMUL_ADD, matmul_emit, {K_LIN, K_FGEMM}},
+        {Op::MATMUL, matmul_emit, {K_LIN}},
+        {Op::MATMUL_ADD, matmul_emit, {K_LIN}},
         {Op::SCALE, scale_emit, {K_EW}},
         {Op::SOFTCAP, softcap_emit, {K_EW}},
         {Op::SLICE, slice_emit, {K_LAY}},

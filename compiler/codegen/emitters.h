@@ -11,7 +11,8 @@ namespace ckc {
 
 struct Lowering {
     std::vector<KernelCall> (*emit)(EmitCtx &c) = nullptr;  // nullptr for fold-only ops (folded before codegen)
-    std::vector<const char *> kernels;                        // runtime sources it calls, relative to runtime/
+    std::vector<const char *> kernels;                        // runtime sources it calls, relative to runtime/ (those
+                                                              // their private headers name come with them)
 };
 
 // The row of `op`; the first call checks that every op that runs has one (an internal error otherwise).

@@ -236,8 +236,6 @@ GraphCodegenResult generate_graph_c(Program &p, const Plan &plan, const CodegenO
             if (t.storage == Storage::Weight) n_params += shape_numel_fixed(t.shape) * (s == Section::Block ? p.info.n_layers : 1);
     }
     std::string weights_name = graph_weights_path(o.output_name);
-    std::string build = "cc -O3 -fPIC -shared -I \"$(ckc --include-dir)\" " + o.output_name + " $(cat " + o.output_name +
-                        ".kernels) -lopenblas -lm -fopenmp -o libmodel.so";
     CWriter fm;
     fm.line("/*");
     fm.line(fmt::format(" * {} — exported graph '{}' compiled by ckc {}. Do not edit; regenerate.", o.output_name,
@@ -257,9 +255,9 @@ GraphCodegenResult generate_graph_c(Program &p, const Plan &plan, const CodegenO
                         }()),
                         n_params, weights_name));
     fm.line(" *");
-    fm.line(" * Build a shared library (from any folder; the .kernels file holds absolute paths):");
-    fm.line(" *   " + build);
-    fm.line(" * and use it through ck_graph.h (in the same folder):");
+    for (const auto &l : build_lines(o, "-DCK_GRAPH_MAIN", "an executable that runs it on input files (main() at the end)"))
+        fm.line(l);
+    fm.line(" * and use the library through ck_graph.h:");
     fm.line(" *   ck_graph *g = ck_graph_init(\"" + weights_name + "\");");
     fm.line(" *   ck_graph_run(g, inputs, outputs);   (contiguous buffers, in the order below)");
     fm.line(" */");
@@ -291,8 +289,7 @@ GraphCodegenResult generate_graph_c(Program &p, const Plan &plan, const CodegenO
     r.source = fill_template(read_template(o.templates_dir, "graph_model.c.in"), slots, "templates/graph_model.c.in");
     std::set<std::string> extra;
     if (gcu) extra.insert("gcu/gcu_host.c");
-    for (const auto &k : kernel_files(p, extra))
-        r.kernels.push_back(o.runtime_dir + "/" + k);
+    for (const auto &k : kernel_files(p, extra)) r.kernels.push_back(k);
     if (!wt.global.empty() || !wt.layer.empty()) r.weights = graph_weights_bytes(p);
     r.weights_name = weights_name;
     return r;

@@ -815,6 +815,21 @@ void target_slots(std::map<std::string, std::string> &out, const std::string &te
     }
 }
 
+std::vector<std::string> build_lines(const CodegenOptions &o, const std::string &exe_define, const std::string &exe_what)
+{
+    const std::string &f = o.output_name;
+    if (o.standalone)
+        return {" * Build (one file, nothing to install; add -fopenmp for threads, -march=native for this CPU only,",
+                " * -DCK_BLAS=1 -lopenblas for OpenBLAS's GEMMs):",
+                " *   cc -O3 -fPIC -shared " + f + " -lm -o libmodel.so",
+                " * or " + exe_what + ":",
+                " *   cc -O3 " + exe_define + " " + f + " -lm -o model"};
+    std::string manifest = " -I \"$(ckc --include-dir)\" " + f + " $(cat " + f + ".kernels) -lopenblas -lm -fopenmp";
+    return {" * Build a shared library (from any folder; the .kernels file holds absolute paths):",
+            " *   cc -O3 -fPIC -shared" + manifest + " -o libmodel.so", " * or " + exe_what + ":",
+            " *   cc -O3 " + exe_define + manifest + " -o model"};
+}
+
 std::set<std::string> kernel_files(const Program &p, const std::set<std::string> &extra)
 {
     // what every model uses: the thread pool, CPU dispatch, and the checkpoint readers with their formats

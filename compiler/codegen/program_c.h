@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/codegen.h"
 #include "codegen/cwriter.h"
 #include "codegen/kernel_call.h"
 #include "ir/graph.h"
@@ -154,6 +155,9 @@ std::string signature_c(const std::string &name, const std::vector<CParam> &para
 // The runtime sources a Program needs (relative to runtime/): what every model
 // uses, its ops' kernels, and `extra` (a target's or training's files).
 std::set<std::string> kernel_files(const Program &p, const std::set<std::string> &extra);
+// The frontmatter's build commands for a model.c named o.output_name: a shared library (from the manifest, or the
+// one --standalone file) and, with `exe_define` (-DCK_MODEL_MAIN), `exe_what`: one comment line each, " * " first.
+std::vector<std::string> build_lines(const CodegenOptions &o, const std::string &exe_define, const std::string &exe_what);
 
 // The TARGET_INCLUDES, TARGET_FIELDS and TARGET_CODE slots of a model template: the parts of
 // templates/targets/<target>_<kind>.c.in (filled with `slots`), after those of targets/gcu.c.in on a device

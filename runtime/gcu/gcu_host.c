@@ -74,7 +74,7 @@ static struct timespec at_ns(long ns)
 /* ---- errors ------------------------------------------------------------------ */
 static __thread char g_msg[512];
 
-static gcu_error fail(gcu_error e, const char *fmt, ...)
+static gcu_error gcu_fail(gcu_error e, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -114,7 +114,7 @@ static __thread int g_device;
 
 gcu_error gcu_get_device_count(int *count)
 {
-    if (!count) return fail(GCU_ERROR_INVALID_VALUE, "gcu_get_device_count: count is NULL");
+    if (!count) return gcu_fail(GCU_ERROR_INVALID_VALUE, "gcu_get_device_count: count is NULL");
     *count = 1;
     return GCU_SUCCESS;
 }
@@ -122,8 +122,8 @@ gcu_error gcu_get_device_count(int *count)
 gcu_error gcu_get_device_properties(gcu_device_prop *prop, int device)
 {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE), cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    if (!prop) return fail(GCU_ERROR_INVALID_VALUE, "gcu_get_device_properties: prop is NULL");
-    if (device != 0) return fail(GCU_ERROR_INVALID_DEVICE, "gcu_get_device_properties: no device %d (there is 1)", device);
+    if (!prop) return gcu_fail(GCU_ERROR_INVALID_VALUE, "gcu_get_device_properties: prop is NULL");
+    if (device != 0) return gcu_fail(GCU_ERROR_INVALID_DEVICE, "gcu_get_device_properties: no device %d (there is 1)", device);
     memset(prop, 0, sizeof *prop);
     snprintf(prop->name, sizeof prop->name, "gcu host (%ld CPU threads)", cpus > 0 ? cpus : 1);
     prop->total_memory = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
@@ -135,14 +135,14 @@ gcu_error gcu_get_device_properties(gcu_device_prop *prop, int device)
 
 gcu_error gcu_set_device(int device)
 {
-    if (device != 0) return fail(GCU_ERROR_INVALID_DEVICE, "gcu_set_device: no device %d (there is 1)", device);
+    if (device != 0) return gcu_fail(GCU_ERROR_INVALID_DEVICE, "gcu_set_device: no device %d (there is 1)", device);
     g_device = device;
     return GCU_SUCCESS;
 }
 
 gcu_error gcu_get_device(int *device)
 {
-    if (!device) return fail(GCU_ERROR_INVALID_VALUE, "gcu_get_device: device is NULL");
+    if (!device) return gcu_fail(GCU_ERROR_INVALID_VALUE, "gcu_get_device: device is NULL");
     *device = g_device;
     return GCU_SUCCESS;
 }
@@ -185,7 +185,7 @@ static gcu_error track(void *p, size_t bytes, int mapped, const char *fn)
         alloc *grown = (alloc *)realloc(g_allocs, cap * sizeof *grown);
         if (!grown) {
             pthread_mutex_unlock(&g_mem_mu);
-            return fail(GCU_ERROR_OUT_OF_MEMORY, "%s: out of memory for the allocation table", fn);
+            return gcu_fail(GCU_ERROR_OUT_OF_MEMORY, "%s: out of memory for the allocation table", fn);
         }
         g_allocs = grown;
         g_cap_allocs = cap;
@@ -217,11 +217,11 @@ static int untrack(void *p, int mapped)
 gcu_error gcu_malloc(void **dev_ptr, size_t bytes)
 {
     void *p = NULL;
-    if (!dev_ptr) return fail(GCU_ERROR_INVALID_VALUE, "gcu_malloc: dev_ptr is NULL");
+    if (!dev_ptr) return gcu_fail(GCU_ERROR_INVALID_VALUE, "gcu_malloc: dev_ptr is NULL");
     *dev_ptr = NULL;
     gcu_error err;
     if (posix_memalign(&p, GCU_ALIGN, bytes ? bytes : 1) != 0)
-        return fail(GCU_ERROR_OUT_OF_MEMORY, "gcu_malloc: out of device memory for %zu bytes", bytes);
+        return gcu_fail(GCU_ERROR_OUT_OF_MEMORY, "gcu_malloc: out of device memory for %zu bytes", bytes);
     if ((err = track(p, bytes, 0, "gcu_malloc")) != GCU_SUCCESS) {
         free(p);
         return err;
@@ -234,7 +234,7 @@ gcu_error gcu_free(void *dev_ptr)
 {
     if (!dev_ptr) return GCU_SUCCESS;
     if (!untrack(dev_ptr, 0))
-        return fail(GCU_ERROR_INVALID_VALUE, "gcu_free: %p is not the start of a device allocation", dev_ptr);
+        return gcu_fail(GCU_ERROR_INVALID_VALUE, "gcu_free: %p is not the start of a device allocation", dev_ptr);
     free(dev_ptr);
     return GCU_SUCCESS;
 }
@@ -242,26 +242,26 @@ gcu_error gcu_free(void *dev_ptr)
 /* ---- host memory the device uses in place ---------------------------------------------- */
 gcu_error gcu_host_register(void *host_ptr, size_t bytes)
 {
-    if (!host_ptr) return fail(GCU_ERROR_INVALID_VALUE, "gcu_host_register: host_ptr is NULL");
+    if (!host_ptr) return gcu_fail(GCU_ERROR_INVALID_VALUE, "gcu_host_register: host_ptr is NULL");
     return track(host_ptr, bytes, 1, "gcu_host_register");
 }
 
 gcu_error gcu_host_unregister(void *host_ptr)
 {
     if (!host_ptr || !untrack(host_ptr, 1))
-        return fail(GCU_ERROR_INVALID_VALUE, "gcu_host_unregister: %p is not registered host memory", host_ptr);
+        return gcu_fail(GCU_ERROR_INVALID_VALUE, "gcu_host_unregister: %p is not registered host memory", host_ptr);
     return GCU_SUCCESS;
 }
 
 gcu_error gcu_host_get_device_pointer(void **dev_ptr, void *host_ptr)
 {
-    if (!dev_ptr) return fail(GCU_ERROR_INVALID_VALUE, "gcu_host_get_device_pointer: dev_ptr is NULL");
+    if (!dev_ptr) return gcu_fail(GCU_ERROR_INVALID_VALUE, "gcu_host_get_device_pointer: dev_ptr is NULL");
     *dev_ptr = NULL;
     if (discrete())
-        return fail(GCU_ERROR_NOT_SUPPORTED, "gcu_host_get_device_pointer: a discrete device (GCU_HOST_DISCRETE) "
+        return gcu_fail(GCU_ERROR_NOT_SUPPORTED, "gcu_host_get_device_pointer: a discrete device (GCU_HOST_DISCRETE) "
                     "cannot use host memory in place");
     if (is_device(host_ptr, 0) != 2)
-        return fail(GCU_ERROR_INVALID_VALUE, "gcu_host_get_device_pointer: %p is not registered host memory",
+        return gcu_fail(GCU_ERROR_INVALID_VALUE, "gcu_host_get_device_pointer: %p is not registered host memory",
                     host_ptr);
     *dev_ptr = host_ptr; /* the device is the host: one address space */
     return GCU_SUCCESS;
@@ -336,9 +336,9 @@ static int valid_event(const struct gcu_event_s *e) { return e && e->magic == EV
 gcu_error gcu_event_create(gcu_event *event)
 {
     struct gcu_event_s *e;
-    if (!event) return fail(GCU_ERROR_INVALID_VALUE, "gcu_event_create: event is NULL");
+    if (!event) return gcu_fail(GCU_ERROR_INVALID_VALUE, "gcu_event_create: event is NULL");
     e = (struct gcu_event_s *)calloc(1, sizeof *e);
-    if (!e) return fail(GCU_ERROR_OUT_OF_MEMORY, "gcu_event_create: out of memory");
+    if (!e) return gcu_fail(GCU_ERROR_OUT_OF_MEMORY, "gcu_event_create: out of memory");
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     e->magic = EVENT_MAGIC;
@@ -348,11 +348,11 @@ gcu_error gcu_event_create(gcu_event *event)
 
 gcu_error gcu_event_synchronize(gcu_event e)
 {
-    if (!valid_event(e)) return fail(GCU_ERROR_INVALID_HANDLE, "gcu_event_synchronize: not an event");
+    if (!valid_event(e)) return gcu_fail(GCU_ERROR_INVALID_HANDLE, "gcu_event_synchronize: not an event");
     pthread_mutex_lock(&e->mu);
     if (e->recorded == 0) {
         pthread_mutex_unlock(&e->mu);
-        return fail(GCU_ERROR_INVALID_HANDLE, "gcu_event_synchronize: the event was never recorded");
+        return gcu_fail(GCU_ERROR_INVALID_HANDLE, "gcu_event_synchronize: the event was never recorded");
     }
     wait_generation(e, e->recorded);
     pthread_mutex_unlock(&e->mu);
@@ -361,7 +361,7 @@ gcu_error gcu_event_synchronize(gcu_event e)
 
 gcu_error gcu_event_destroy(gcu_event e)
 {
-    if (!valid_event(e)) return fail(GCU_ERROR_INVALID_HANDLE, "gcu_event_destroy: not an event");
+    if (!valid_event(e)) return gcu_fail(GCU_ERROR_INVALID_HANDLE, "gcu_event_destroy: not an event");
     pthread_mutex_lock(&e->mu); /* queued records and waits still point at it */
     while (e->completed < e->recorded || e->waiters > 0) {
         if (e->stream) kick(e->stream);
@@ -378,22 +378,22 @@ gcu_error gcu_event_destroy(gcu_event e)
 gcu_error gcu_event_query(gcu_event e)
 {
     gcu_error r;
-    if (!valid_event(e)) return fail(GCU_ERROR_INVALID_HANDLE, "gcu_event_query: not an event");
+    if (!valid_event(e)) return gcu_fail(GCU_ERROR_INVALID_HANDLE, "gcu_event_query: not an event");
     pthread_mutex_lock(&e->mu);
     r = e->recorded == 0 ? GCU_ERROR_INVALID_HANDLE : e->completed >= e->recorded ? GCU_SUCCESS : GCU_ERROR_NOT_READY;
     if (r == GCU_ERROR_NOT_READY && e->stream) kick(e->stream); /* a thread polling for it wants it done */
     pthread_mutex_unlock(&e->mu);
-    if (r == GCU_ERROR_INVALID_HANDLE) return fail(r, "gcu_event_query: the event was never recorded");
+    if (r == GCU_ERROR_INVALID_HANDLE) return gcu_fail(r, "gcu_event_query: the event was never recorded");
     return r;
 }
 
 gcu_error gcu_event_elapsed_time(float *ms, gcu_event start, gcu_event end)
 {
     gcu_error r;
-    if (!ms) return fail(GCU_ERROR_INVALID_VALUE, "gcu_event_elapsed_time: ms is NULL");
-    if (!valid_event(start) || !valid_event(end)) return fail(GCU_ERROR_INVALID_HANDLE, "gcu_event_elapsed_time: not an event");
+    if (!ms) return gcu_fail(GCU_ERROR_INVALID_VALUE, "gcu_event_elapsed_time: ms is NULL");
+    if (!valid_event(start) || !valid_event(end)) return gcu_fail(GCU_ERROR_INVALID_HANDLE, "gcu_event_elapsed_time: not an event");
     if ((r = gcu_event_query(start)) != GCU_SUCCESS || (r = gcu_event_query(end)) != GCU_SUCCESS)
-        return r == GCU_ERROR_NOT_READY ? fail(r, "gcu_event_elapsed_time: an event has not completed") : r;
+        return r == GCU_ERROR_NOT_READY ? gcu_fail(r, "gcu_event_elapsed_time: an event has not completed") : r;
     *ms = (float)((end->when.tv_sec - start->when.tv_sec) * 1e3 + (end->when.tv_nsec - start->when.tv_nsec) / 1e6);
     return GCU_SUCCESS;
 }
@@ -491,7 +491,7 @@ static gcu_error stream_init(struct gcu_stream_s *s)
         pthread_cond_destroy(&s->done);
         pthread_cond_destroy(&s->work);
         pthread_mutex_destroy(&s->mu);
-        return fail(GCU_ERROR_LAUNCH_FAILED, "gcu_stream_create: cannot start the stream's worker thread");
+        return gcu_fail(GCU_ERROR_LAUNCH_FAILED, "gcu_stream_create: cannot start the stream's worker thread");
     }
     s->magic = STREAM_MAGIC;
     pthread_mutex_lock(&g_streams_mu);
@@ -513,11 +513,11 @@ static struct gcu_stream_s *resolve(gcu_stream s, const char *fn, gcu_error *err
 {
     if (!s) {
         pthread_once(&g_default_once, make_default);
-        if (!g_default) *err = fail(g_default_error, "%s: the default stream could not start", fn);
+        if (!g_default) *err = gcu_fail(g_default_error, "%s: the default stream could not start", fn);
         return g_default;
     }
     if (s->magic != STREAM_MAGIC) {
-        *err = fail(GCU_ERROR_INVALID_HANDLE, "%s: not a stream (destroyed?)", fn);
+        *err = gcu_fail(GCU_ERROR_INVALID_HANDLE, "%s: not a stream (destroyed?)", fn);
         return NULL;
     }
     return s;
@@ -547,7 +547,7 @@ static op *new_op(op_kind kind, size_t extra, const char *fn, gcu_error *err)
 {
     op *o = (op *)calloc(1, sizeof *o + (extra ? extra + GCU_ALIGN : 0));
     if (!o) {
-        *err = fail(GCU_ERROR_OUT_OF_MEMORY, "%s: out of memory queueing the work", fn);
+        *err = gcu_fail(GCU_ERROR_OUT_OF_MEMORY, "%s: out of memory queueing the work", fn);
         return NULL;
     }
     o->kind = kind;
@@ -577,9 +577,9 @@ gcu_error gcu_stream_create(gcu_stream *stream)
 {
     struct gcu_stream_s *s;
     gcu_error r;
-    if (!stream) return fail(GCU_ERROR_INVALID_VALUE, "gcu_stream_create: stream is NULL");
+    if (!stream) return gcu_fail(GCU_ERROR_INVALID_VALUE, "gcu_stream_create: stream is NULL");
     s = (struct gcu_stream_s *)malloc(sizeof *s);
-    if (!s) return fail(GCU_ERROR_OUT_OF_MEMORY, "gcu_stream_create: out of memory");
+    if (!s) return gcu_fail(GCU_ERROR_OUT_OF_MEMORY, "gcu_stream_create: out of memory");
     if ((r = stream_init(s)) != GCU_SUCCESS) {
         free(s);
         return r;
@@ -591,8 +591,8 @@ gcu_error gcu_stream_create(gcu_stream *stream)
 gcu_error gcu_stream_destroy(gcu_stream stream)
 {
     struct gcu_stream_s **p;
-    if (!stream) return fail(GCU_ERROR_INVALID_HANDLE, "gcu_stream_destroy: the default stream is not destroyed");
-    if (stream->magic != STREAM_MAGIC) return fail(GCU_ERROR_INVALID_HANDLE, "gcu_stream_destroy: not a stream");
+    if (!stream) return gcu_fail(GCU_ERROR_INVALID_HANDLE, "gcu_stream_destroy: the default stream is not destroyed");
+    if (stream->magic != STREAM_MAGIC) return gcu_fail(GCU_ERROR_INVALID_HANDLE, "gcu_stream_destroy: not a stream");
     pthread_mutex_lock(&g_streams_mu);
     for (p = &g_streams; *p && *p != stream; p = &(*p)->next_stream) {
     }
@@ -641,7 +641,7 @@ gcu_error gcu_stream_wait_event(gcu_stream stream, gcu_event event)
     op *o;
     unsigned long gen;
     if (!s) return err;
-    if (!valid_event(event)) return fail(GCU_ERROR_INVALID_HANDLE, "gcu_stream_wait_event: not an event");
+    if (!valid_event(event)) return gcu_fail(GCU_ERROR_INVALID_HANDLE, "gcu_stream_wait_event: not an event");
     if (!(o = new_op(OP_WAIT, 0, "gcu_stream_wait_event", &err))) return err;
     pthread_mutex_lock(&event->mu);
     gen = event->recorded;
@@ -662,7 +662,7 @@ gcu_error gcu_event_record(gcu_event event, gcu_stream stream)
     struct gcu_stream_s *s = resolve(stream, "gcu_event_record", &err);
     op *o;
     if (!s) return err;
-    if (!valid_event(event)) return fail(GCU_ERROR_INVALID_HANDLE, "gcu_event_record: not an event");
+    if (!valid_event(event)) return gcu_fail(GCU_ERROR_INVALID_HANDLE, "gcu_event_record: not an event");
     if (!(o = new_op(OP_RECORD, 0, "gcu_event_record", &err))) return err;
     o->event = event;
     pthread_mutex_lock(&event->mu); /* numbered and queued at once: a thread waiting for it finds its stream */
@@ -690,15 +690,15 @@ static gcu_error check_copy(const char *fn, void *dst, const void *src, size_t b
 {
     int dst_dev = kind != GCU_MEMCPY_DEVICE_TO_HOST, src_dev = kind != GCU_MEMCPY_HOST_TO_DEVICE;
     if (kind != GCU_MEMCPY_HOST_TO_DEVICE && kind != GCU_MEMCPY_DEVICE_TO_HOST && kind != GCU_MEMCPY_DEVICE_TO_DEVICE)
-        return fail(GCU_ERROR_INVALID_VALUE, "%s: unknown copy kind %d", fn, (int)kind);
+        return gcu_fail(GCU_ERROR_INVALID_VALUE, "%s: unknown copy kind %d", fn, (int)kind);
     if (bytes == 0) return GCU_SUCCESS;
-    if (!dst || !src) return fail(GCU_ERROR_INVALID_VALUE, "%s: NULL %s", fn, !dst ? "destination" : "source");
+    if (!dst || !src) return gcu_fail(GCU_ERROR_INVALID_VALUE, "%s: NULL %s", fn, !dst ? "destination" : "source");
     /* (registered host memory, 2, is both) */
     if (dst_dev ? !is_device(dst, bytes) : is_device(dst, bytes) == 1)
-        return fail(GCU_ERROR_INVALID_VALUE, "%s: the destination %p is %s", fn, dst,
+        return gcu_fail(GCU_ERROR_INVALID_VALUE, "%s: the destination %p is %s", fn, dst,
                     dst_dev ? "not inside a device allocation (of that many bytes)" : "device memory, not host");
     if (src_dev ? !is_device(src, bytes) : is_device(src, bytes) == 1)
-        return fail(GCU_ERROR_INVALID_VALUE, "%s: the source %p is %s", fn, src,
+        return gcu_fail(GCU_ERROR_INVALID_VALUE, "%s: the source %p is %s", fn, src,
                     src_dev ? "not inside a device allocation (of that many bytes)" : "device memory, not host");
     return GCU_SUCCESS;
 }
@@ -732,7 +732,7 @@ gcu_error gcu_memset_async(void *dev_ptr, int value, size_t bytes, gcu_stream st
     struct gcu_stream_s *s;
     op *o;
     if (bytes && !is_device(dev_ptr, bytes))
-        return fail(GCU_ERROR_INVALID_VALUE, "gcu_memset: %p is not inside a device allocation of %zu bytes", dev_ptr, bytes);
+        return gcu_fail(GCU_ERROR_INVALID_VALUE, "gcu_memset: %p is not inside a device allocation of %zu bytes", dev_ptr, bytes);
     if (!(s = resolve(stream, "gcu_memset_async", &err))) return err;
     if (bytes == 0) return GCU_SUCCESS;
     if (!(o = new_op(OP_SET, 0, "gcu_memset_async", &err))) return err;
@@ -753,8 +753,8 @@ gcu_error gcu_launch(gcu_kernel kernel, const void *args, size_t args_size, gcu_
     gcu_error err = GCU_SUCCESS;
     struct gcu_stream_s *s;
     op *o;
-    if (!kernel) return fail(GCU_ERROR_INVALID_VALUE, "gcu_launch: kernel is NULL");
-    if (args_size && !args) return fail(GCU_ERROR_INVALID_VALUE, "gcu_launch: %zu argument bytes at NULL", args_size);
+    if (!kernel) return gcu_fail(GCU_ERROR_INVALID_VALUE, "gcu_launch: kernel is NULL");
+    if (args_size && !args) return gcu_fail(GCU_ERROR_INVALID_VALUE, "gcu_launch: %zu argument bytes at NULL", args_size);
     if (!(s = resolve(stream, "gcu_launch", &err))) return err;
     if (!(o = new_op(OP_LAUNCH, args_size, "gcu_launch", &err))) return err;
     o->kernel = kernel;

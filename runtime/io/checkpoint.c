@@ -11,11 +11,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "checkpoint.h"
+
+#ifndef CK_NO_MMAP
+#include <sys/mman.h>
+#endif
 
 static const struct {
     const char *name;
@@ -133,6 +136,7 @@ const st_file *ck_io_map_file(ck_checkpoint *ck, const char *path, char *err, si
         close(fd);
         return NULL;
     }
+#ifndef CK_NO_MMAP
     f->map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (f->map == MAP_FAILED) {
@@ -140,6 +144,26 @@ const st_file *ck_io_map_file(ck_checkpoint *ck, const char *path, char *err, si
         ck_io_seterr(err, errlen, "%s: cannot map: %s", path, strerror(errno));
         return NULL;
     }
+#else
+    {
+        size_t got = 0;
+        if ((off_t)f->size != sb.st_size || !(f->map = malloc(f->size))) {
+            ck_io_seterr(err, errlen, "%s: out of memory for its %.0f bytes", path, (double)sb.st_size);
+            close(fd);
+            return NULL;
+        }
+        while (got < f->size) {
+            ssize_t n = read(fd, (char *)f->map + got, f->size - got > (1u << 30) ? (1u << 30) : f->size - got);
+            if (n <= 0) {
+                ck_io_seterr(err, errlen, "%s: cannot read: %s", path, n < 0 ? strerror(errno) : "it got shorter");
+                close(fd);
+                return NULL; /* f->map is freed by close() */
+            }
+            got += (size_t)n;
+        }
+        close(fd);
+    }
+#endif
     return f;
 }
 
@@ -158,7 +182,11 @@ void ck_checkpoint_close(ck_checkpoint *ck)
     int i;
     if (!ck) return;
     for (i = 0; i < ck->n_files; i++) {
+#ifndef CK_NO_MMAP
         if (ck->files[i].map) munmap(ck->files[i].map, ck->files[i].size);
+#else
+        free(ck->files[i].map);
+#endif
         free(ck->files[i].path);
     }
     for (i = 0; i < ck->n_tensors; i++) free(ck->names[i]);
@@ -198,6 +226,7 @@ void ck_checkpoint_set_optional_prefix(ck_checkpoint *ck, const char *prefix)
 }
 
 
+#ifndef CK_NO_REALPATH
 /* 1 when `path` (resolved) is `root` or lies below it */
 static int below(const char *root, const char *path)
 {
@@ -206,12 +235,30 @@ static int below(const char *root, const char *path)
     return strncmp(root, path, n) == 0 && (path[n] == 0 || path[n] == '/');
 }
 
+/* the directories `path` (dir/name) goes through, symlinks resolved, stay inside `dir` (the file itself may be a
+ * symlink: the Hugging Face cache links each file to a blob elsewhere) */
+static int no_symlink_out(const char *dir, const char *name, char *path, char *err, size_t errlen)
+{
+    char *real_dir, *real_parent, *slash = strrchr(path, '/');
+    int ok;
+    *slash = 0;
+    real_parent = realpath(path, NULL);
+    *slash = '/';
+    real_dir = realpath(dir, NULL);
+    ok = !real_parent || !real_dir || below(real_dir, real_parent); /* (missing: opening it says so) */
+    if (!ok)
+        ck_io_seterr(err, errlen, "names \"%s\", which is in %s, outside the folder %s (through a symlink)", name,
+                     real_parent, real_dir);
+    free(real_parent);
+    free(real_dir);
+    return ok;
+}
+#endif
+
 int ck_path_in_folder(const char *dir, const char *name, char *out, size_t outlen, char *err, size_t errlen)
 {
     const char *c = name;
-    char *real_dir, *real_parent, *slash;
     size_t dl;
-    int ok;
     if (!dir || !name || !*name) {
         ck_io_seterr(err, errlen, "an empty file name");
         return 0;
@@ -239,18 +286,9 @@ int ck_path_in_folder(const char *dir, const char *name, char *out, size_t outle
     memcpy(out, dir, dl);
     out[dl] = '/';
     strcpy(out + dl + 1, name);
-    /* the directories the name goes through, symlinks resolved, stay inside the folder (the file itself may be a
-     * symlink: the Hugging Face cache links each file to a blob elsewhere) */
-    slash = strrchr(out, '/');
-    *slash = 0;
-    real_parent = realpath(out, NULL);
-    *slash = '/';
-    real_dir = realpath(dir, NULL);
-    ok = !real_parent || !real_dir || below(real_dir, real_parent); /* (missing: opening it says so) */
-    if (!ok)
-        ck_io_seterr(err, errlen, "names \"%s\", which is in %s, outside the folder %s (through a symlink)", name,
-                     real_parent, real_dir);
-    free(real_parent);
-    free(real_dir);
-    return ok;
+#ifdef CK_NO_REALPATH
+    return 1;
+#else
+    return no_symlink_out(dir, name, out, err, errlen);
+#endif
 }

@@ -10,9 +10,19 @@
 
 #include "ck_checkpoint.h"
 
+/* Where there is no mmap (WASI, bare metal; or -DCK_NO_MMAP), a file is read into memory instead, and where
+ * there is no realpath (WASI: no absolute paths, the runtime's preopened folders are the sandbox) the
+ * symlink check of ck_path_in_folder is skipped (its ".." and absolute-path checks stay). */
+#if !defined(CK_NO_MMAP) && (defined(__wasi__) || !(defined(__unix__) || defined(__APPLE__)))
+#define CK_NO_MMAP 1
+#endif
+#if !defined(CK_NO_REALPATH) && (defined(__wasi__) || !(defined(__unix__) || defined(__APPLE__)))
+#define CK_NO_REALPATH 1
+#endif
+
 typedef struct st_file {
     char *path;
-    void *map;
+    void *map;  /* the mapped file, or (CK_NO_MMAP) its bytes read into malloc'd memory */
     size_t size;
 } st_file;
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blas.h"
 #include "ck_kernels.h"
 #include "ck_simd.h"
 
@@ -92,6 +93,7 @@ void ck_attention(float *out, int ldo, const float *q, int ldq,
      * 31 -> 13 us a layer) */
     int group = H / KVH, total = T * H, idx, chunk = total >= 64 ? 4 : 1;
     long work = (long)total * (pos0 + T) * D;
+    (void)chunk, (void)work; /* read only by the pragma: unused without OpenMP */
 #pragma omp parallel for schedule(dynamic, chunk) if (total > 1 && (T == 1 ? work >= CK_PAR_MIN_ACT / 16 : work >= CK_PAR_MIN_ACT))
     for (idx = 0; idx < total; idx++) {
         int t = idx / H, h = idx % H, p = pos0 + t;
@@ -149,7 +151,6 @@ void ck_attention_ref(float *out, int ldo, const float *q, int ldq,
 #define CK_THREAD_ID() 0
 #define CK_MAX_THREADS() 1
 #endif
-#include <cblas.h>
 
 static int64_t last_key(int64_t i, int64_t Sq, int64_t Sk, int causal) /* exclusive */
 {
@@ -185,16 +186,15 @@ void ck_attention_std(float *out, ck_seq so, const float *q, ck_seq sq, const fl
             const float *V = v + slice_at(sv, bh, H);
             float *S = scratch + (s * Sq + r0) * Sk;
             if (r0 >= r1) continue;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), (int)kmax, (int)D, scale, Q,
-                        (int)sq.row, K, (int)sk.row, 0.0f, S, (int)Sk);
+            ck_sgemm(0, 1, (int)(r1 - r0), (int)kmax, (int)D, scale, Q, (int)sq.row, K, (int)sk.row, 0.0f, S, (int)Sk);
             for (i = r0; i < r1; i++) {
                 float *row = S + (i - r0) * Sk;
                 int64_t e = last_key(i, Sq, Sk, causal);
                 ck_vsoftmax(row, row, (int)e);
                 if (e < kmax) memset(row + e, 0, (size_t)(kmax - e) * sizeof(float));
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(r1 - r0), (int)D, (int)kmax, 1.0f, S, (int)Sk,
-                        V, (int)sv.row, 0.0f, out + slice_at(so, bh, H) + r0 * so.row, (int)so.row);
+            ck_sgemm(0, 0, (int)(r1 - r0), (int)D, (int)kmax, 1.0f, S, (int)Sk, V, (int)sv.row, 0.0f,
+                     out + slice_at(so, bh, H) + r0 * so.row, (int)so.row);
         }
     }
 }

@@ -417,8 +417,8 @@ void ck_fgemm_small_pack(float *xt, const float *x, int ldx, int T, int K, int f
 int ck_fgemm_small(float *out, int ldo, const float *xt, const float *w, const float *bias, const float *add,
                    int ld_add, int T, int K, int64_t n0, int64_t n1, int fast)
 {
-    int64_t n;
 #ifdef CK_X86
+    int64_t n;
     if (fast) {
         for (n = n0; n < n1; n += 8)
             small_tile_avx512(out, ldo, xt, w, bias, add, ld_add, T, K, n, (int)(n1 - n < 8 ? n1 - n : 8));

@@ -24,7 +24,6 @@
  * add == out (the planner put the output in the dying residual's memory) no
  * copy happens at all: the MATMUL_ADD trick from the design notes.
  */
-#include <cblas.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +34,7 @@
 
 #include "ck_kernels.h"
 #include "ck_quant.h"
+#include "blas.h"
 #include "ck_simd.h"
 #include "fgemm.h"
 
@@ -53,16 +53,16 @@ void ck_linear_cols(float *out, int ldo, const float *x, int ldx, const float *w
                 if (a != o) memcpy(o, a, (size_t)nb * sizeof(float));
                 if (bias)
                     for (j = 0; j < nb; j++) o[j] += bias[n0 + j];
-            } else {
+            } else if (bias) { /* (always: add or bias; said for GCC's -Wnonnull on ARM64) */
                 memcpy(o, bias + n0, (size_t)nb * sizeof(float));
             }
         }
         beta = 1.0f;
     }
     if (T == 1)
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, nb, K, 1.0f, w, K, x, 1, beta, out + n0, 1);
+        ck_sgemv(0, nb, K, 1.0f, w, K, x, beta, out + n0);
     else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nb, K, 1.0f, x, ldx, w, K, beta, out + n0, ldo);
+        ck_sgemm(0, 1, T, nb, K, 1.0f, x, ldx, w, K, beta, out + n0, ldo);
 }
 
 /* A float GEMM on fgemm.c's panels (out[t][n] = sum_k x[t][k] W(n, k) (+ bias) (+ add), the layouts of
@@ -299,11 +299,10 @@ static void matmul_block(float *out, const float *a, const float *b, const float
         beta = 1.0f;
     }
     if (M == 1 && !trans_a)
-        cblas_sgemv(CblasRowMajor, trans_b ? CblasNoTrans : CblasTrans, trans_b ? (int)nb : (int)K,
-                    trans_b ? (int)K : (int)nb, alpha, bb, ldb, a, 1, beta, out + n0, 1);
+        ck_sgemv(!trans_b, trans_b ? (int)nb : (int)K, trans_b ? (int)K : (int)nb, alpha, bb, ldb, a, beta, out + n0);
     else
-        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)M,
-                    (int)nb, (int)K, alpha, a, trans_a ? (int)M : (int)K, bb, ldb, beta, out + n0, (int)N);
+        ck_sgemm(trans_a, trans_b, (int)M, (int)nb, (int)K, alpha, a, trans_a ? (int)M : (int)K, bb, ldb, beta,
+                 out + n0, (int)N);
 }
 
 typedef struct {

@@ -587,9 +587,9 @@ typedef struct {
     const float *bias, *add;
     int ld_add;
     int n0; /* the panel's first output column */
-} dest;
+} out_rows;
 
-static void store_ref(const dest *o, int t, int rows, const float *v)
+static void store_ref(const out_rows *o, int t, int rows, const float *v)
 {
     int r;
     for (r = 0; r < rows; r++) {
@@ -601,7 +601,7 @@ static void store_ref(const dest *o, int t, int rows, const float *v)
     }
 }
 
-static void tile_ref(const panel *p, const ck_qgemm_acts *a, const void *terms, int t0, int mr, const dest *o)
+static void qtile_ref(const panel *p, const ck_qgemm_acts *a, const void *terms, int t0, int mr, const out_rows *o)
 {
     const int K = a->K, L = p->L, nsub = K / L;
     int i, j, c, r, k;
@@ -631,8 +631,8 @@ static void tile_ref(const panel *p, const ck_qgemm_acts *a, const void *terms, 
 /* 8 tokens (tile `tile`; the first mr real) x the panel's 16 rows. The activations, their scales and the
  * per-token terms are interleaved per tile, so every broadcast is one load at a fixed offset from one
  * pointer and the 8 + 8 accumulators stay in registers */
-CK_AVX512 static void tile_avx512(const panel *p, const ck_qgemm_acts *a, const void *terms, int tile, int mr,
-                                  const dest *o)
+CK_AVX512 static void qtile_avx512(const panel *p, const ck_qgemm_acts *a, const void *terms, int tile, int mr,
+                                  const out_rows *o)
 {
     const int K = a->K, L = p->L, nsub = K / L, cps = L / 4;
     const __mmask16 mask = (__mmask16)((1u << p->rows) - 1u);
@@ -703,7 +703,7 @@ int ck_qgemm_rows(float *out, int ldo, const ck_qgemm_acts *a, int type, const v
     }
     for (g = r0; g < r1; g += NR) {
         const int rows = (int)(r1 - g < NR ? r1 - g : NR);
-        dest o;
+        out_rows o;
         panel_pack(&p, type, (const char *)w + rb * (size_t)g, rb, rows, K, fast);
         if (g == r0) token_terms(a, &p, terms);
         o.out = out;
@@ -716,11 +716,11 @@ int ck_qgemm_rows(float *out, int ldo, const ck_qgemm_acts *a, int type, const v
             const int mr = T - t < MR ? T - t : MR;
 #ifdef CK_X86
             if (fast) {
-                tile_avx512(&p, a, terms, t / MR, mr, &o);
+                qtile_avx512(&p, a, terms, t / MR, mr, &o);
                 continue;
             }
 #endif
-            tile_ref(&p, a, terms, t, mr, &o);
+            qtile_ref(&p, a, terms, t, mr, &o);
         }
     }
     panel_free(&p);

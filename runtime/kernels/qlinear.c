@@ -996,6 +996,7 @@ typedef struct {
     int8_t *k4;        /* q4_K / q5_K with AVX-512: the q8_K quants in rows_k45_512's order, [T][K] (NULL: none) */
 } act_set;
 
+#ifdef CK_X86
 /* q8_0 / q8_1 blocks from the vector-quantized rows (the same bytes quantize_act writes: qgemm.c's
  * quantizer is tested equal to the scalar one, and its scales are already rounded to f16) */
 static void blocks_from(const ck_qgemm_acts *a, int dt, void *rows, size_t row_bytes)
@@ -1041,11 +1042,13 @@ static int has_part(const ck_qmat *w, int (*is)(int))
 static int is_q8_0(int type) { return type == CK_Q_Q8_0; }
 static int is_q4_0(int type) { return type == CK_Q_Q4_0; }
 static int is_k45(int type) { return type == CK_Q_Q4_K || type == CK_Q_Q5_K; }
+#endif /* CK_X86 */
 
 /* `fast`: AVX-512 preparation where the CPU has it (the reference twin quantizes with the scalar code) */
 static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, int T, int K, int fast)
 {
     int p, i, t;
+    (void)fast; /* (read by the x86 paths only) */
     s->n = 0;
     s->sums = NULL;
     s->off = NULL;
@@ -1301,6 +1304,7 @@ static int prefill(float *out, int ldo, const float *x, int ldx, const ck_qmat *
 {
     prefill_job j;
     int p, k, failed = 0, need[2] = {0, 0};
+    (void)team; /* (read by OpenMP only) */
     memset(&j, 0, sizeof j);
     j.out = out, j.ldo = ldo, j.x = x, j.ldx = ldx, j.w = w, j.bias = bias, j.add = add, j.ld_add = ld_add;
     j.T = T, j.K = K;

@@ -24,6 +24,7 @@
 #include <dlfcn.h>
 #endif
 
+#include "blas.h"
 #include "ck_kernels.h"
 
 #ifdef _OPENMP
@@ -41,9 +42,16 @@ __attribute__((constructor)) static void ck_pin_openmp_runtime(void)
 }
 #endif
 
+#if CK_BLAS
 /* From OpenBLAS; declared here so any cblas.h variant works. */
 void openblas_set_num_threads(int num_threads);
 int openblas_get_num_threads(void);
+static int blas_threads(void) { return openblas_get_num_threads(); }
+static void blas_threads_set(int n) { openblas_set_num_threads(n); }
+#else /* blas.c's own GEMM: single-threaded, nothing to save */
+static int blas_threads(void) { return 1; }
+static void blas_threads_set(int n) { (void)n; }
+#endif
 
 int ck_threads_available(void)
 {
@@ -65,8 +73,8 @@ void ck_threads_use(int n_threads)
 
 void ck_threads_enter(ck_threads_saved *saved, int n_threads)
 {
-    saved->blas_threads = openblas_get_num_threads();
-    if (saved->blas_threads != 1) openblas_set_num_threads(1);
+    saved->blas_threads = blas_threads();
+    if (saved->blas_threads != 1) blas_threads_set(1);
 #ifdef _OPENMP
     saved->omp_threads = omp_get_max_threads();
     omp_set_num_threads(n_threads > 0 ? n_threads : 1);
@@ -78,7 +86,7 @@ void ck_threads_enter(ck_threads_saved *saved, int n_threads)
 
 void ck_threads_leave(const ck_threads_saved *saved)
 {
-    if (saved->blas_threads != 1) openblas_set_num_threads(saved->blas_threads);
+    if (saved->blas_threads != 1) blas_threads_set(saved->blas_threads);
 #ifdef _OPENMP
     omp_set_num_threads(saved->omp_threads);
 #endif

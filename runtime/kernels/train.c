@@ -22,8 +22,8 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#include <cblas.h>
 
+#include "blas.h"
 #include "ck_kernels.h"
 #include "ck_quant.h"
 #include "ck_simd.h"
@@ -71,6 +71,7 @@ static double dot_ref(const float *a, const float *b, int n)
 void ck_embedding_backward(float *dtable, const float *dout, const int32_t *tokens, int T, int C)
 {
     int team = CK_TEAM((double)T * C);
+    (void)team; /* (read by the pragma: unused without OpenMP) */
 #pragma omp parallel num_threads(team) if (team > 1)
     {
         int c0, c1, t, i;
@@ -118,6 +119,7 @@ void ck_grad_add(float *dst, int acc, const float *src, size_t n, float s)
 static void norm_param_grads(float *dw, float *db, const float *dy, const float *x, const float *mu,
                              const float *rstd, int T, int C, int team)
 {
+    (void)team;
 #pragma omp parallel num_threads(team) if (team > 1)
     {
         int c0, c1, t, i;
@@ -236,6 +238,7 @@ void ck_linear_backward(float *dx, int lddx, int acc, float *dw, float *db, cons
                         int ldx, const float *w, int T, int K, int N)
 {
     int team = CK_TEAM((double)T * K * N), fast = T >= CK_FGEMM_MIN_T && ck_fgemm_fast();
+    (void)team;
 #pragma omp parallel num_threads(team) if (team > 1)
     {
         int nt = CK_NT(), id = CK_TID(), k0, k1, n0, n1, t, n;
@@ -246,16 +249,14 @@ void ck_linear_backward(float *dx, int lddx, int acc, float *dw, float *db, cons
         if (dx && k1 > k0 &&
             (!fast || ck_fgemm_general(dx, lddx, dy, lddy, 1, CK_Q_F32, w, K, 1, NULL, acc ? dx : NULL, lddx, T, N,
                                        k0, k1, 0, 1)))
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, k1 - k0, N, 1.0f, dy, lddy, w + k0, K,
-                        acc ? 1.0f : 0.0f, dx + k0, lddx);
+            ck_sgemm(0, 0, T, k1 - k0, N, 1.0f, dy, lddy, w + k0, K, acc ? 1.0f : 0.0f, dx + k0, lddx);
         /* dw[n0:n1] += dy[:, n0:n1]^T @ x, db[n0:n1] += column sums */
         share(N, nt, id, &n0, &n1);
         if (n1 > n0) {
             float *dwn = dw + (size_t)n0 * K;
             if (!fast || n1 - n0 < CK_FGEMM_MIN_T ||
                 ck_fgemm_general(dwn, K, dy + n0, 1, lddy, CK_Q_F32, x, ldx, 1, NULL, dwn, K, n1 - n0, T, 0, K, 0, 1))
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n1 - n0, K, T, 1.0f, dy + n0, lddy, x, ldx, 1.0f,
-                            dwn, K);
+                ck_sgemm(1, 0, n1 - n0, K, T, 1.0f, dy + n0, lddy, x, ldx, 1.0f, dwn, K);
             if (db)
                 for (t = 0; t < T; t++)
                     for (n = n0; n < n1; n++) db[n] += dy[(size_t)t * lddy + n];
@@ -356,6 +357,7 @@ void ck_attention_backward(float *dq, int lddq, float *dk, int lddk, float *dv, 
     int group = H / KVH, total = T * H, idx;
     float *lse = scratch, *delta = scratch + (size_t)T * H; /* [head][query] */
     int par = (long)total * T * D >= CK_PAR_MIN_ACT;
+    (void)par;
     /* 1: per (query, head) the softmax's log-sum-exp and dO.O; 2: dq */
 #pragma omp parallel for schedule(dynamic, 4) if (par)
     for (idx = 0; idx < total; idx++) {

@@ -37,7 +37,7 @@ static void put_trimmed(sb *b, const char *s)
     put(b, s + a, n - a);
 }
 
-static long fail(char *err, size_t errlen, int code, const char *fmt, ...)
+static long chat_fail(char *err, size_t errlen, int code, const char *fmt, ...)
 {
     va_list ap;
     if (err && errlen) {
@@ -102,17 +102,17 @@ long ck_chat_render(const char *tmpl, const ck_chat_message *msgs, int n, int ad
     sb b;
     int i, first = 0;
     if (err && errlen) err[0] = 0;
-    if (!tmpl) return fail(err, errlen, CK_ENOTSUP, "the model has no chat template");
+    if (!tmpl) return chat_fail(err, errlen, CK_ENOTSUP, "the model has no chat template");
     if (!fmt)
-        return fail(err, errlen, CK_ENOTSUP, "the chat template is not one ckc knows (ChatML, Llama-2, Llama-3, Mistral, "
+        return chat_fail(err, errlen, CK_ENOTSUP, "the chat template is not one ckc knows (ChatML, Llama-2, Llama-3, Mistral, "
                                              "Gemma, Phi-3)");
-    if (n < 0 || (n && !msgs) || cap < 0 || (cap && !out)) return fail(err, errlen, CK_EINVAL, "bad arguments");
-    if (n == 0) return fail(err, errlen, CK_EINVAL, "no messages (an empty conversation)");
+    if (n < 0 || (n && !msgs) || cap < 0 || (cap && !out)) return chat_fail(err, errlen, CK_EINVAL, "bad arguments");
+    if (n == 0) return chat_fail(err, errlen, CK_EINVAL, "no messages (an empty conversation)");
     for (i = 0; i < n; i++) {
         if (!known_role(msgs[i].role))
-            return fail(err, errlen, CK_EINVAL, "message %d: role \"%s\" is not system, user or assistant", i,
+            return chat_fail(err, errlen, CK_EINVAL, "message %d: role \"%s\" is not system, user or assistant", i,
                         msgs[i].role ? msgs[i].role : "(null)");
-        if (!msgs[i].content) return fail(err, errlen, CK_EINVAL, "message %d: content is NULL", i);
+        if (!msgs[i].content) return chat_fail(err, errlen, CK_EINVAL, "message %d: content is NULL", i);
     }
     bos = bos ? bos : "";
     eos = eos ? eos : "";
@@ -156,19 +156,19 @@ long ck_chat_render(const char *tmpl, const ck_chat_message *msgs, int n, int ad
     } else { /* llama2, mistral, gemma: user / assistant alternate */
         const char *sys = NULL;
         if (n > 0 && strcmp(msgs[0].role, "system") == 0) {
-            if (strcmp(fmt, "gemma") == 0) return fail(err, errlen, CK_EINVAL, "System role not supported");
+            if (strcmp(fmt, "gemma") == 0) return chat_fail(err, errlen, CK_EINVAL, "System role not supported");
             if (strcmp(fmt, "llama2") == 0) sys = msgs[0].content, first = 1;
         }
         if (strcmp(fmt, "llama2") != 0) puts_(&b, bos);
         for (i = first; i < n; i++) {
             int user = strcmp(msgs[i].role, "user") == 0;
             if (user != ((i - first) % 2 == 0))
-                return fail(err, errlen, CK_EINVAL, "Conversation roles must alternate user/assistant/user/assistant/...");
+                return chat_fail(err, errlen, CK_EINVAL, "Conversation roles must alternate user/assistant/user/assistant/...");
             if (strcmp(fmt, "llama2") == 0) {
                 sb c;
                 char *joined;
                 size_t need = strlen(msgs[i].content) + (sys && i == first ? strlen(sys) + 32 : 0) + 1;
-                if (!(joined = (char *)malloc(need))) return fail(err, errlen, CK_ENOMEM, "out of memory");
+                if (!(joined = (char *)malloc(need))) return chat_fail(err, errlen, CK_ENOMEM, "out of memory");
                 c.out = joined, c.cap = (long)need, c.n = 0;
                 if (sys && i == first) {
                     puts_(&c, "<<SYS>>\n");

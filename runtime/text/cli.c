@@ -4,6 +4,7 @@
  *   ./model WEIGHTS --prompt "Write a haiku about C compilers." -n 64     text in, streamed text out
  *   ./model WEIGHTS --chat                                                interactive, the KV cache kept
  *   ./model WEIGHTS -n 16 1 2 3                                           token ids in, ids out (greedy)
+ *   ./model WEIGHTS --logits 1 2 3                                        the logits of every position
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -27,6 +28,8 @@ static void usage(const char *prog)
             "                      reused across turns\n"
             "  --system TEXT       system prompt for --prompt / --chat\n"
             "  TOKEN...            token ids: prints the ids of the prompt and the generated tokens\n"
+            "  --logits            with token ids: print the logits of every position instead (one row per line,\n"
+            "                      %%.9g; what the tests compare across builds and CPUs)\n"
             "  -n N                tokens to generate (default 16 for ids, 256 for text)\n"
             "  -t N                threads (default: all cores)\n"
             "  --temp T            temperature (default 0: greedy)   --seed S   (default 0)\n"
@@ -61,6 +64,23 @@ static void report(const ck_generate_result *r)
     fprintf(stderr, "\n[prompt %d tokens, %.1f tok/s; generated %d tokens, %.1f tok/s; stop: %s]\n", r->n_prompt,
             r->prefill_seconds > 0 ? r->n_prompt / r->prefill_seconds : 0.0, r->n_new,
             r->decode_seconds > 0 && r->n_new > 1 ? (r->n_new - 1) / r->decode_seconds : 0.0, stop_name(r->stop));
+}
+
+/* the logits of every position of `ids`, one row per line */
+static int print_logits(ck_model *m, const int32_t *ids, int n)
+{
+    const float *l;
+    int t, v, V = ck_model_get_vocab_size(m);
+    if (ck_model_set_logits_all(m, 1) != 0 || ck_model_embed_tokens(m, ids, n) != 0 || ck_model_forward(m) != 0 ||
+        !(l = ck_model_get_logits(m))) {
+        fprintf(stderr, "error: %s\n", ck_last_error());
+        return 1;
+    }
+    for (t = 0; t < n; t++) {
+        for (v = 0; v < V; v++) printf(v ? " %.9g" : "%.9g", (double)l[(size_t)t * V + v]);
+        printf("\n");
+    }
+    return 0;
 }
 
 /* the conversation so far, rendered and tokenized */
@@ -255,7 +275,7 @@ int ck_model_cli(int argc, char **argv)
     ck_generate_opts o;
     const char *weights, *prompt = NULL, *system = NULL;
     const char **stops;
-    int threads = 0, n = -1, chat = 0, raw = 0, i, n_ids = 0, rc = 0;
+    int threads = 0, n = -1, chat = 0, raw = 0, logits = 0, i, n_ids = 0, rc = 0;
     int32_t *ids;
     ck_model *m;
     const ck_tokenizer *tok;
@@ -285,6 +305,7 @@ int ck_model_cli(int argc, char **argv)
         else if (strcmp(a, "--stop") == 0) { VALUE(); stops[o.n_stop++] = v; }
         else if (strcmp(a, "--chat") == 0) chat = 1;
         else if (strcmp(a, "--raw") == 0) raw = 1;
+        else if (strcmp(a, "--logits") == 0) logits = 1;
         else if (strcmp(a, "--ignore-eos") == 0) o.ignore_eos = 1;
         else if (a[0] == '-' && !(a[1] >= '0' && a[1] <= '9')) {
             fprintf(stderr, "error: unknown option %s (--help lists them)\n", a);
@@ -311,6 +332,12 @@ int ck_model_cli(int argc, char **argv)
         free(stops);
         return 2;
     }
+    if (logits && !n_ids) {
+        fprintf(stderr, "error: --logits prints the logits of token ids: give the ids\n");
+        free(ids);
+        free(stops);
+        return 2;
+    }
     if (n < -1) {
         fprintf(stderr, "error: -n %d: the token count must be >= 0\n", n);
         free(ids);
@@ -331,6 +358,8 @@ int ck_model_cli(int argc, char **argv)
     if (ck_model_set_threads(m, threads) != 0) {
         fprintf(stderr, "error: %s\n", ck_last_error());
         rc = 1;
+    } else if (logits) {
+        rc = print_logits(m, ids, n_ids);
     } else if (n_ids > 0) { /* ids in, ids out, greedy unless asked otherwise; EOS does not stop it */
         ck_generate_result r;
         int32_t *out = (int32_t *)malloc(((size_t)o.max_new_tokens + 1) * sizeof *out);

@@ -6,12 +6,15 @@
 // shapes to its GENERATE list. Tolerances are relative to the data scale.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "ck_kernels.h"
 #include "kernel_helpers.h"
+#include "../../runtime/kernels/blas.h"
 
 using namespace ckc_kernel_test;
 
@@ -285,4 +288,59 @@ TEST_CASE("threads: enter sets OpenBLAS to one thread and leave restores it", "[
     }
     CHECK(openblas_get_num_threads() == 2);
     CHECK(ck_threads_available() >= 1);
+}
+
+TEST_CASE("blas: ckc's own GEMM and GEMV equal a double-precision reference on every path, any layout", "[kernels]")
+{
+    // what a --standalone model.c runs instead of OpenBLAS: both transposes, alpha, beta (0: C not read, NaN
+    // there stays out), sizes that are not multiples of the 4 x 16 block or the 256-deep panel, row strides
+    // wider than the matrix. Each kernel path the CPU has runs; the others are reported as skipped.
+    for (const char *path : kernel_paths()) {
+        KernelPath forced(path);
+        if (!forced.available) {
+            WARN("skipped: this CPU has no " << path << " kernels");
+            continue;
+        }
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                for (auto [M, N, K] : {std::tuple{1, 1, 1}, {5, 17, 3}, {7, 33, 300}, {16, 48, 513}}) {
+                    for (float beta : {0.0f, 1.0f, -0.5f}) {
+                        INFO("path " << path << " ta " << ta << " tb " << tb << " M " << M << " N " << N << " K " << K
+                                     << " beta " << beta);
+                        const int lda = (ta ? M : K) + 2, ldb = (tb ? K : N) + 3, ldc = N + 1;
+                        auto A = rnd(static_cast<size_t>(ta ? K : M) * lda, 11u);
+                        auto B = rnd(static_cast<size_t>(tb ? N : K) * ldb, 12u);
+                        auto C = rnd(static_cast<size_t>(M) * ldc, 13u);
+                        if (beta == 0.0f) std::fill(C.begin(), C.end(), NAN);
+                        std::vector<float> got(C);
+                        const float alpha = 0.75f;
+                        ck_sgemm_builtin(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, got.data(), ldc);
+                        for (int i = 0; i < M; i++)
+                            for (int j = 0; j < N; j++) {
+                                double acc = 0;
+                                for (int k = 0; k < K; k++)
+                                    acc += static_cast<double>(ta ? A[static_cast<size_t>(k) * lda + i]
+                                                                  : A[static_cast<size_t>(i) * lda + k]) *
+                                           (tb ? B[static_cast<size_t>(j) * ldb + k] : B[static_cast<size_t>(k) * ldb + j]);
+                                double want = alpha * acc + (beta == 0.0f ? 0.0 : beta * C[static_cast<size_t>(i) * ldc + j]);
+                                REQUIRE(got[static_cast<size_t>(i) * ldc + j] == Approx(want).margin(1e-4).epsilon(1e-5));
+                            }
+                        for (int i = 0; i < M; i++)  // the stride's padding is not written
+                            REQUIRE(std::isnan(got[static_cast<size_t>(i) * ldc + N]) == std::isnan(C[static_cast<size_t>(i) * ldc + N]));
+                    }
+                    // GEMV, both ways, against the GEMM with one column
+                    const int lda = N + 2;
+                    auto A = rnd(static_cast<size_t>(M) * lda, 21u);
+                    auto x = rnd(static_cast<size_t>(ta ? M : N), 22u);
+                    auto y = rnd(static_cast<size_t>(ta ? N : M), 23u);
+                    std::vector<float> got(y), want(y);
+                    ck_sgemv_builtin(ta, M, N, 0.5f, A.data(), lda, x.data(), 2.0f, got.data());
+                    if (ta)
+                        ck_sgemm_builtin(1, 0, N, 1, M, 0.5f, A.data(), lda, x.data(), 1, 2.0f, want.data(), 1);
+                    else
+                        ck_sgemm_builtin(0, 0, M, 1, N, 0.5f, A.data(), lda, x.data(), 1, 2.0f, want.data(), 1);
+                    REQUIRE(max_abs_diff(got, want) < 1e-4);
+                }
+    }
+    CHECK(std::string(ck_blas_name()) == "openblas");  // this library: the separate runtime sources' default
 }
