@@ -58,6 +58,7 @@ void ck_threads_leave(const ck_threads_saved *saved);
 
 /* ---- CPU features (cpu.c) -------------------------------------------------- */
 int ck_cpu_avx2(void);                 /* 1 when the AVX2 + FMA kernel bodies run */
+int ck_cpu_neon(void);                 /* 1 when the ARM64 NEON bodies run (off with ck_cpu_force_portable) */
 void ck_cpu_force_portable(int on);    /* tests: use the SSE2 / scalar bodies */
 int ck_cpu_vnni(void);                 /* 1 when the AVX-VNNI bodies run (on top of AVX2) */
 void ck_cpu_force_no_vnni(int on);     /* tests: the AVX2 bodies without VNNI */

@@ -107,7 +107,7 @@ int ck_dequantize_row(int type, const void *x, float *y, int64_t n);
  * sum_i w[i] * a[i] for one row of n weights of `type` and one row of
  * activations already quantized to ck_qtype_dot_type(type) (f32 for the
  * float types). A CPU body a type lacks is NULL; ck_vec_dot_for picks the
- * best the CPU runs (AVX-512 VNNI, AVX2, else the scalar reference). */
+ * best the CPU runs (AVX-512 VNNI, AVX2, NEON, else the scalar reference). */
 typedef float (*ck_vec_dot_fn)(int64_t n, const void *w, const void *a);
 enum { CK_GEMM_TILES, CK_GEMM_FLOAT, CK_GEMM_INT8 }; /* how prefill multiplies a type */
 typedef struct ck_qtype_cpu {
@@ -115,6 +115,7 @@ typedef struct ck_qtype_cpu {
     ck_vec_dot_fn dot_ref;    /* scalar: what the others are tested against */
     ck_vec_dot_fn dot_avx2;   /* AVX2 + FMA + F16C */
     ck_vec_dot_fn dot_avx512; /* AVX-512 VNNI */
+    ck_vec_dot_fn dot_neon;   /* ARM64 NEON (qdot_neon.c) */
     int gemm;                 /* CK_GEMM_INT8: qgemm.c; CK_GEMM_FLOAT: fgemm.c; CK_GEMM_TILES: dequantized tiles */
 } ck_qtype_cpu;
 const ck_qtype_cpu *ck_qtype_cpu_of(int type); /* NULL: no kernels multiply it */

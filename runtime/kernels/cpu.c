@@ -7,6 +7,8 @@
  *   avx2-vnni    + AVX-VNNI (VEX vpdpbusd: Alder Lake and later, Zen 5)
  *   avx512       AVX-512 F/BW/VL + VNNI (the int8 prefill GEMM, the 512-bit decode bodies)
  *   avx512-vbmi  + AVX512_VBMI (vpermt2b: the 4-bit decode bodies that gather 4 blocks' quants in one shuffle)
+ * and on ARM64:
+ *   neon         the NEON decode bodies (qdot_neon.c; every ARMv8-A has NEON)
  * A path runs when the CPU has it and nothing caps it. CK_KERNELS=<path> caps the dispatch at that path
  * (e.g. CK_KERNELS=avx2 on an AVX-512 machine runs what an AVX2-only CPU runs); a path the CPU lacks
  * runs the best one below it, said once on stderr. Tests force each path through the ck_cpu_force_*
@@ -18,8 +20,8 @@
 
 #include "ck_kernels.h"
 
-enum { L_PORTABLE, L_AVX2, L_AVX2_VNNI, L_AVX512, L_AVX512_VBMI, L_COUNT };
-static const char *const kLevelName[L_COUNT] = {"portable", "avx2", "avx2-vnni", "avx512", "avx512-vbmi"};
+enum { L_PORTABLE, L_AVX2, L_AVX2_VNNI, L_AVX512, L_AVX512_VBMI, L_NEON, L_COUNT };
+static const char *const kLevelName[L_COUNT] = {"portable", "avx2", "avx2-vnni", "avx512", "avx512-vbmi", "neon"};
 
 static int ck_detected = 0;
 static int ck_has[L_COUNT]; /* what the CPU has (portable always) */
@@ -42,12 +44,15 @@ static void detect(void)
                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
     ck_has[L_AVX512_VBMI] = ck_has[L_AVX512] && __builtin_cpu_supports("avx512vbmi");
 #endif
+#if defined(__aarch64__) && defined(__ARM_NEON)
+    ck_has[L_NEON] = 1;
+#endif
     env = getenv("CK_KERNELS");
     if (env && *env && strcmp(env, "auto") != 0) {
         for (i = 0; i < L_COUNT && strcmp(env, kLevelName[i]) != 0; i++) {}
         if (i == L_COUNT) {
             fprintf(stderr, "ckc: CK_KERNELS=%s is not a kernel path (portable, avx2, avx2-vnni, avx512, avx512-vbmi, "
-                            "auto); using auto\n", env);
+                            "neon, auto); using auto\n", env);
         } else {
             ck_cap = i;
             if (!ck_has[i]) fprintf(stderr, "ckc: CK_KERNELS=%s: this CPU has no %s; the best path below it runs\n", env, env);
@@ -73,6 +78,7 @@ int ck_cpu_has_path(const char *name)
 
 const char *ck_cpu_path(void)
 {
+    if (ck_cpu_neon()) return kLevelName[L_NEON];
     if (!ck_cpu_avx2()) return kLevelName[L_PORTABLE];
     if (ck_cpu_avx512vbmi()) return kLevelName[L_AVX512_VBMI];
     if (ck_cpu_avx512vnni()) return kLevelName[L_AVX512];
@@ -86,6 +92,12 @@ int ck_cpu_avx2(void)
 }
 
 void ck_cpu_force_portable(int on) { ck_forced_portable = on; }
+
+int ck_cpu_neon(void)
+{
+    detect();
+    return !ck_forced_portable && level_on(L_NEON);
+}
 
 int ck_cpu_vnni(void)
 {

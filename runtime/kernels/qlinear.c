@@ -42,6 +42,7 @@
 #include "ck_quant_blocks.h"
 #include "fgemm.h"
 #include "qdot4.h"
+#include "qdot_neon.h"
 #include "qgemm.h"
 
 #define CK_QTILE 64      /* rows dequantized per sgemm in the prefill path */
@@ -865,24 +866,31 @@ CK_DOT_FN(dot_avx512_q6_K, dot_q6_K_512(n / CK_QK_K, (const ck_block_q6_K *)w, (
 #define CK_ON_X86(fn) NULL
 #endif /* CK_X86 */
 
+#if CK_NEON
+#define CK_ON_NEON(fn) fn
+#else
+#define CK_ON_NEON(fn) NULL
+#endif
+
 /* ---- the kernels' side of each type (as ggml's type_traits_cpu) -------------------------------------------
  * A type ckc stores has a row with its reference dot product; a CPU body it lacks is NULL (ck_vec_dot then
  * takes the next one down). gemm: how prefill multiplies it (qgemm.c's int8 GEMM, fgemm.c's float GEMM, else
  * dequantized tiles into sgemm). */
 static const ck_qtype_cpu kCpu[] = {
-    {CK_Q_F32, dot_ref_f32, CK_ON_X86(dot_avx2_f32), NULL, CK_GEMM_FLOAT},
-    {CK_Q_F16, dot_ref_f16, CK_ON_X86(dot_avx2_f16), CK_ON_X86(dot_avx512_f16), CK_GEMM_FLOAT},
-    {CK_Q_BF16, dot_ref_bf16, CK_ON_X86(dot_avx2_bf16), CK_ON_X86(dot_avx512_bf16), CK_GEMM_FLOAT},
-    {CK_Q_Q8_0, dot_ref_q8_0, CK_ON_X86(dot_avx2_q8_0), CK_ON_X86(dot_avx512_q8_0), CK_GEMM_INT8},
-    {CK_Q_Q4_0, dot_ref_q4_0, CK_ON_X86(dot_avx2_q4_0), CK_ON_X86(dot_avx512_q4_0), CK_GEMM_INT8},
-    {CK_Q_Q4_1, dot_ref_q4_1, CK_ON_X86(dot_avx2_q4_1), NULL, CK_GEMM_INT8},
-    {CK_Q_Q5_0, dot_ref_q5_0, CK_ON_X86(dot_avx2_q5_0), NULL, CK_GEMM_INT8},
-    {CK_Q_Q5_1, dot_ref_q5_1, CK_ON_X86(dot_avx2_q5_1), NULL, CK_GEMM_INT8},
-    {CK_Q_Q4_K, dot_ref_q4_K, CK_ON_X86(dot_avx2_q4_K), CK_ON_X86(dot_avx512_q4_K), CK_GEMM_INT8},
-    {CK_Q_Q5_K, dot_ref_q5_K, CK_ON_X86(dot_avx2_q5_K), NULL, CK_GEMM_INT8},
-    {CK_Q_Q6_K, dot_ref_q6_K, CK_ON_X86(dot_avx2_q6_K), CK_ON_X86(dot_avx512_q6_K), CK_GEMM_INT8},
+    {CK_Q_F32, dot_ref_f32, CK_ON_X86(dot_avx2_f32), NULL, CK_ON_NEON(ck_dot_neon_f32), CK_GEMM_FLOAT},
+    {CK_Q_F16, dot_ref_f16, CK_ON_X86(dot_avx2_f16), CK_ON_X86(dot_avx512_f16), CK_ON_NEON(ck_dot_neon_f16), CK_GEMM_FLOAT},
+    {CK_Q_BF16, dot_ref_bf16, CK_ON_X86(dot_avx2_bf16), CK_ON_X86(dot_avx512_bf16), CK_ON_NEON(ck_dot_neon_bf16), CK_GEMM_FLOAT},
+    {CK_Q_Q8_0, dot_ref_q8_0, CK_ON_X86(dot_avx2_q8_0), CK_ON_X86(dot_avx512_q8_0), CK_ON_NEON(ck_dot_neon_q8_0), CK_GEMM_INT8},
+    {CK_Q_Q4_0, dot_ref_q4_0, CK_ON_X86(dot_avx2_q4_0), CK_ON_X86(dot_avx512_q4_0), CK_ON_NEON(ck_dot_neon_q4_0), CK_GEMM_INT8},
+    {CK_Q_Q4_1, dot_ref_q4_1, CK_ON_X86(dot_avx2_q4_1), NULL, CK_ON_NEON(ck_dot_neon_q4_1), CK_GEMM_INT8},
+    {CK_Q_Q5_0, dot_ref_q5_0, CK_ON_X86(dot_avx2_q5_0), NULL, NULL, CK_GEMM_INT8},
+    {CK_Q_Q5_1, dot_ref_q5_1, CK_ON_X86(dot_avx2_q5_1), NULL, NULL, CK_GEMM_INT8},
+    {CK_Q_Q4_K, dot_ref_q4_K, CK_ON_X86(dot_avx2_q4_K), CK_ON_X86(dot_avx512_q4_K), NULL, CK_GEMM_INT8},
+    {CK_Q_Q5_K, dot_ref_q5_K, CK_ON_X86(dot_avx2_q5_K), NULL, NULL, CK_GEMM_INT8},
+    {CK_Q_Q6_K, dot_ref_q6_K, CK_ON_X86(dot_avx2_q6_K), CK_ON_X86(dot_avx512_q6_K), NULL, CK_GEMM_INT8},
 };
 #undef CK_ON_X86
+#undef CK_ON_NEON
 
 const ck_qtype_cpu *ck_qtype_cpu_of(int type)
 {
@@ -900,6 +908,7 @@ ck_vec_dot_fn ck_vec_dot_for(int type)
     if (c->dot_avx512 && ck_cpu_avx512vnni()) return c->dot_avx512;
     if (c->dot_avx2 && ck_has_avx2()) return c->dot_avx2;
 #endif
+    if (c->dot_neon && ck_cpu_neon()) return c->dot_neon;
     return c->dot_ref;
 }
 

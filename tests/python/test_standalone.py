@@ -176,6 +176,24 @@ def test_the_other_runtime_parts_paste_cleanly(args, parts, tmp_path):
     run(["aarch64-linux-gnu-gcc", "-O1", *STRICT, "-c", c, "-o", str(tmp_path / "arm64.o")])
 
 
+@pytest.mark.parametrize("target,flags", [("native", []), ("aarch64", []), ("aarch64", ["-march=armv8.2-a+dotprod"])],
+                         ids=["native", "aarch64", "aarch64-dotprod"])
+def test_every_formats_dot_product_equals_the_reference(target, flags, tmp_path):
+    """tests/c/vec_dot_check.c: ck_vec_dot as the CPU runs it (NEON on ARM64, with SDOT or without; the best x86
+    path here) against the scalar reference, every stored format; ARM64 under qemu."""
+    need(target)
+    rt = os.path.join(ckc.ROOT, "runtime")
+    sources = sorted(os.path.join(rt, "kernels", f) for f in os.listdir(os.path.join(rt, "kernels")) if f.endswith(".c"))
+    exe = cross.build(os.path.join(ckc.ROOT, "tests", "c", "vec_dot_check.c"), str(tmp_path / "check"), target,
+                      main=None, flags=["-std=c99", "-DCK_BLAS=0", "-I", os.path.join(rt, "include"), *flags],
+                      libs=[*sources, os.path.join(rt, "io", "quant.c")])
+    out = run(cross.command(target, exe, []))
+    lines = out.splitlines()
+    assert lines[0] == "path neon" if target == "aarch64" else lines[0].startswith("path "), out
+    n_bodies = int(re.search(r"(\d+) formats with a body", out).group(1))
+    assert n_bodies >= (6 if target == "aarch64" else 1) and " 0 mismatches" in out, out
+
+
 @pytest.mark.slow
 def test_smollm2_answers_under_qemu_aarch64(tmp_path):
     """SmolLM2-135M-Instruct Q4_1 (the demo's GGUF) built for ARM64 completes a prompt under qemu-aarch64 with the

@@ -80,7 +80,7 @@ struct KernelPath {
 
 inline const std::vector<const char *> &kernel_paths()
 {
-    static const std::vector<const char *> paths = {"portable", "avx2", "avx2-vnni", "avx512", "avx512-vbmi"};
+    static const std::vector<const char *> paths = {"portable", "avx2", "avx2-vnni", "avx512", "avx512-vbmi", "neon"};
     return paths;
 }
 
