@@ -8,6 +8,16 @@
 #ifndef CK_ERRORS_H
 #define CK_ERRORS_H
 
+/* Where a thread's last error message lives: thread-local storage, except on a bare-metal ARM target
+ * (arm-none-eabi: no OS threads, no TLS runtime), where it is a plain static. -DCK_THREAD_LOCAL= overrides. */
+#ifndef CK_THREAD_LOCAL
+#if (defined(__arm__) || defined(__thumb__)) && !defined(__linux__) && !defined(__APPLE__) && !defined(__ANDROID__)
+#define CK_THREAD_LOCAL
+#else
+#define CK_THREAD_LOCAL __thread
+#endif
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -168,7 +168,8 @@ static int rd_value(reader *r, ck_gguf_kv *kv, int type, int depth)
             }
             return 1;
         }
-        ck_io_seterr(r->err, r->errlen, "%s: metadata '%s': unknown array element type %u", r->path, kv->key, et);
+        ck_io_seterr(r->err, r->errlen, "%s: metadata '%s': unknown array element type %u", r->path, kv->key,
+                     (unsigned)et);
         return 0;
     }
     ck_io_seterr(r->err, r->errlen, "%s: metadata '%s': unknown value type %d", r->path, kv->key, type);
@@ -194,7 +195,7 @@ int ck_gguf_read(ck_checkpoint *ck, const st_file *f, char *err, size_t errlen)
     r.p += 4;
     if (!rd_u32(&r, &version, "the version")) return 0;
     if (version != 2 && version != 3) {
-        ck_io_seterr(err, errlen, "%s: GGUF version %u; ckc reads versions 2 and 3", f->path, version);
+        ck_io_seterr(err, errlen, "%s: GGUF version %u; ckc reads versions 2 and 3", f->path, (unsigned)version);
         return 0;
     }
     if (!rd_u64(&r, &n_tensors, "the tensor count") || !rd_u64(&r, &n_kv, "the metadata count")) return 0;
@@ -241,7 +242,7 @@ int ck_gguf_read(ck_checkpoint *ck, const st_file *f, char *err, size_t errlen)
             if (!rd_str(&r, &s, &len, "a tensor name") || !rd_u32(&r, &nd, "a tensor's rank")) return 0;
             if (nd > GGUF_MAX_DIMS) {
                 ck_io_seterr(err, errlen, "%s: tensor '%.*s': %u dims (GGUF has at most %d)", f->path,
-                             (int)(len < 200 ? len : 200), (const char *)s, nd, GGUF_MAX_DIMS);
+                             (int)(len < 200 ? len : 200), (const char *)s, (unsigned)nd, GGUF_MAX_DIMS);
                 return 0;
             }
             for (d = 0; d < nd; d++)
@@ -285,7 +286,7 @@ int ck_gguf_read(ck_checkpoint *ck, const st_file *f, char *err, size_t errlen)
         rd_u64(&r, &off, "");
         if (!ck_qtype_valid((int)type)) {
             ck_io_seterr(err, errlen, "%s: tensor '%s' has GGML type %u (%s), which ckc does not read; it reads f32, "
-                         "f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K and q6_K", f->path, name, type,
+                         "f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K and q6_K", f->path, name, (unsigned)type,
                          ck_qtype_name((int)type));
             return 0;
         }

@@ -150,11 +150,15 @@ int32_t ck_sampler_sample(ck_sampler *s, const float *logits, const int32_t *his
 
 /* ---- generation ---------------------------------------------------------------------------------------- */
 
-static double now_seconds(void)
+static double now_seconds(void) /* for the tokens/s it reports */
 {
+#if defined(CLOCK_MONOTONIC)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+#else /* a C library without POSIX clocks (newlib on a microcontroller): processor time */
+    return (double)clock() / CLOCKS_PER_SEC;
+#endif
 }
 
 typedef struct text_state {

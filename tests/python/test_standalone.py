@@ -194,6 +194,16 @@ def test_every_formats_dot_product_equals_the_reference(target, flags, tmp_path)
     assert n_bodies >= (6 if target == "aarch64" else 1) and " 0 mismatches" in out, out
 
 
+def test_cortex_m7_compiles_and_links(tiny_llama, tmp_path):
+    """A 32-bit microcontroller (arm-none-eabi-gcc -mcpu=cortex-m7, newlib): the tiny Llama's file compiles with
+    every warning an error and links (newlib's nosys stubs stand in for the file system); its sizes are printed."""
+    need("cortex-m7")
+    exe = cross.build(tiny_llama["c"], str(tmp_path / "model.elf"), "cortex-m7", flags=STRICT[1:])
+    sizes = cross.size(exe)
+    print(f"cortex-m7 tiny Llama: {sizes}")
+    assert 50_000 < sizes["text"] < 600_000 and sizes["bss"] < 64_000, sizes
+
+
 @pytest.mark.slow
 def test_smollm2_answers_under_qemu_aarch64(tmp_path):
     """SmolLM2-135M-Instruct Q4_1 (the demo's GGUF) built for ARM64 completes a prompt under qemu-aarch64 with the
