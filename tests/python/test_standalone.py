@@ -85,7 +85,7 @@ def test_builds_warning_free_with_libm_alone_and_matches_the_manifest_build(tiny
 @pytest.mark.parametrize("flags,libs", [(["-march=native", "-fopenmp"], []), (["-DCK_BLAS=1", "-fopenmp"], ["-lopenblas"])],
                          ids=["march-native-openmp", "openblas"])
 def test_the_fast_x86_builds_of_the_same_file(tiny_llama, flags, libs, tmp_path):
-    exe = cross.build(tiny_llama["c"], str(tmp_path / "model"), opt="-O3", flags=[*STRICT[1:], *flags], libs=libs)
+    exe = cross.build(tiny_llama["c"], str(tmp_path / "model"), opt="-O2", flags=[*STRICT[1:], *flags], libs=libs)
     assert max_diff(logits_of("native", exe, tiny_llama["weights"]), reference_logits(tiny_llama)) < TOL
     assert greedy_of("native", exe, tiny_llama["weights"]) == tiny_llama["ref_greedy"]
 
@@ -96,7 +96,7 @@ def test_tiny_llama_on_other_cpus(tiny_llama, target, tmp_path):
     the same greedy tokens."""
     need(target)
     exe = cross.build(tiny_llama["c"], str(tmp_path / ("model.wasm" if target == "wasm32" else "model")), target,
-                      flags=STRICT[1:])
+                      opt="-O1", flags=STRICT[1:])
     assert max_diff(logits_of(target, exe, tiny_llama["weights"]), reference_logits(tiny_llama)) < TOL
     assert greedy_of(target, exe, tiny_llama["weights"]) == tiny_llama["ref_greedy"]
 
@@ -130,14 +130,14 @@ def test_exported_gpt_graph_on_every_cpu(gpt_graph, target, tmp_path):
     assert set(os.listdir(os.path.dirname(gpt_graph["c"]))) >= {"model.c", "model.weights.safetensors"}
     assert not os.path.exists(gpt_graph["c"] + ".kernels")
     exe = cross.build(gpt_graph["c"], str(tmp_path / ("model.wasm" if target == "wasm32" else "model")), target,
-                      flags=STRICT[1:], main="-DCK_GRAPH_MAIN")
+                      opt="-O1", flags=STRICT[1:], main="-DCK_GRAPH_MAIN")
     y = graph_output(target, exe, gpt_graph)
     assert max_diff(y, gpt_graph["ref"]) < TOL
     assert max_diff(y, gpt_graph["lib"]) < TOL
 
 
 def test_graph_main_says_what_is_wrong(gpt_graph, tmp_path):
-    exe = cross.build(gpt_graph["c"], str(tmp_path / "model"), main="-DCK_GRAPH_MAIN")
+    exe = cross.build(gpt_graph["c"], str(tmp_path / "model"), opt="-O0", main="-DCK_GRAPH_MAIN")
     p = subprocess.run([exe, "--help"], capture_output=True, text=True)
     assert p.returncode == 0 and "idx: i64, 256 bytes" in p.stderr
     short = tmp_path / "short.bin"
@@ -154,7 +154,7 @@ def test_gcu_target_standalone_has_the_host_shim(tiny_llama, tmp_path):
     c = ckc.compile_model(os.path.join(os.path.dirname(tiny_llama["weights"]), "config.json"), str(folder),
                           args=["--standalone", "--target", "gcu"])
     assert " * runtime/gcu/gcu_host.c\n" in open(c).read()
-    exe = cross.build(c, str(tmp_path / "model"), flags=[*STRICT[1:], "-pthread"])
+    exe = cross.build(c, str(tmp_path / "model"), opt="-O1", flags=[*STRICT[1:], "-pthread"])
     assert max_diff(logits_of("native", exe, tiny_llama["weights"]), reference_logits(tiny_llama)) < TOL
 
 
@@ -185,7 +185,7 @@ def test_every_formats_dot_product_equals_the_reference(target, flags, tmp_path)
     rt = os.path.join(ckc.ROOT, "runtime")
     sources = sorted(os.path.join(rt, "kernels", f) for f in os.listdir(os.path.join(rt, "kernels")) if f.endswith(".c"))
     exe = cross.build(os.path.join(ckc.ROOT, "tests", "c", "vec_dot_check.c"), str(tmp_path / "check"), target,
-                      main=None, flags=["-std=c99", "-DCK_BLAS=0", "-I", os.path.join(rt, "include"), *flags],
+                      opt="-O1", main=None, flags=["-std=c99", "-DCK_BLAS=0", "-I", os.path.join(rt, "include"), *flags],
                       libs=[*sources, os.path.join(rt, "io", "quant.c")])
     out = run(cross.command(target, exe, []))
     lines = out.splitlines()
@@ -198,7 +198,7 @@ def test_cortex_m7_compiles_and_links(tiny_llama, tmp_path):
     """A 32-bit microcontroller (arm-none-eabi-gcc -mcpu=cortex-m7, newlib): the tiny Llama's file compiles with
     every warning an error and links (newlib's nosys stubs stand in for the file system); its sizes are printed."""
     need("cortex-m7")
-    exe = cross.build(tiny_llama["c"], str(tmp_path / "model.elf"), "cortex-m7", flags=STRICT[1:])
+    exe = cross.build(tiny_llama["c"], str(tmp_path / "model.elf"), "cortex-m7", opt="-Os", flags=STRICT[1:])
     sizes = cross.size(exe)
     print(f"cortex-m7 tiny Llama: {sizes}")
     assert 50_000 < sizes["text"] < 600_000 and sizes["bss"] < 64_000, sizes
