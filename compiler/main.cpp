@@ -284,7 +284,12 @@ struct CompileArgs {
     bool report = false;
     std::string target = "cpu";
     bool standalone = false;
+    std::string embed;           // --embed-weights FILE ("" with the flag alone: the GGUF input)
+    bool embed_given = false;
 };
+
+// --embed-weights: files up to this size (its C text is ~4 bytes per byte; compilers take minutes past this)
+constexpr int64_t kEmbedLimit = int64_t(32) << 20;
 
 CLI::App *add_compile(CLI::App &app, CompileArgs &a)
 {
@@ -315,6 +320,11 @@ CLI::App *add_compile(CLI::App &app, CompileArgs &a)
                   "the host shim) pasted in, no OUTPUT.kernels. It builds with a C99 compiler and libm alone, for any "
                   "CPU (x86-64, ARM64, wasm32-wasi, ...): its GEMMs are ckc's own unless -DCK_BLAS=1 -lopenblas, its "
                   "kernels use threads with -fopenmp");
+    cmd->add_option("--embed-weights", a.embed,
+                    "language models: compile the weights FILE (a .safetensors or .gguf of at most 32 MiB; alone, with a "
+                    "GGUF INPUT: that file) into OUTPUT as const bytes, so that ck_model_init(NULL) (the executable: "
+                    "@embedded as WEIGHTS) runs with no file system; a GGUF brings its tokenizer")
+        ->expected(0, 1);
     cmd->footer("Then build it (OUTPUT.kernels lists the runtime sources it needs, by absolute path):\n"
                 "  cc -O3 -fPIC -shared -I \"$(ckc --include-dir)\" OUTPUT $(cat OUTPUT.kernels) -lopenblas -lm "
                 "-fopenmp -o libmodel.so\n"
@@ -338,6 +348,25 @@ int run_compile(const CompileArgs &a, const std::string &command)
     cg.target = a.target;
     cg.train = a.common.train;
     cg.standalone = a.standalone;
+    if (a.embed_given) {
+        std::string path = a.embed.empty() ? a.common.input : a.embed;
+        if (b.program.info.kind == ModelKind::Graph)
+            input_error("--embed-weights takes a language model's weights (an exported graph's come from its own "
+                        "model.weights.safetensors)");
+        if (is_directory(path)) path += "/model.safetensors";
+        if (!ends_with(path, ".gguf") && !ends_with(path, ".safetensors"))
+            input_error("--embed-weights " + path + ": not a .safetensors or .gguf file (a sharded model cannot be "
+                        "compiled in)");
+        std::ifstream f(path, std::ios::binary | std::ios::ate);
+        if (!f) io_error(path + ": cannot open");
+        const int64_t size = static_cast<int64_t>(f.tellg());
+        if (size > kEmbedLimit)
+            input_error(fmt::format("--embed-weights {}: {} is more than the {} a C file sensibly holds; keep the "
+                                    "weights in a file (ck_model_init(path))",
+                                    path, human_bytes(static_cast<double>(size)), human_bytes(kEmbedLimit)));
+        cg.embed_bytes = read_file(path);
+        cg.embed_name = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+    }
     std::string training_report;
     AtomicFiles files;  // model.c, model.c.kernels (and a graph's weights) appear together or not at all
     // model.c and its runtime sources: listed by absolute path in the manifest, or pasted in (--standalone)
@@ -599,7 +628,10 @@ int main(int argc, char **argv)
             for (const auto &p : default_pipeline()) std::cout << fmt::format("{:<24} {}\n", p.name, p.doc);
             return 0;
         }
-        if (*compile) return run_compile(compile_args, command_line(argc, argv));
+        if (*compile) {
+            compile_args.embed_given = compile->count("--embed-weights") > 0;
+            return run_compile(compile_args, command_line(argc, argv));
+        }
         if (*inspect) return run_inspect(inspect_args);
         if (*rw) return run_random_weights(rw_args);
         if (*quantize) return run_quantize(q_args);

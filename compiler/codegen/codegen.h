@@ -19,6 +19,8 @@ struct CodegenOptions {
     std::string target = "cpu";            // "cpu", or "gcu": the kernels run on the gcu device (runtime/include/gcu.h)
     bool train = false;                    // --train: backward, AdamW and the training ABI (needs a keep_all plan)
     bool standalone = false;               // --standalone: the frontmatter's build lines are the one file's
+    std::string embed_name;                // --embed-weights: the file's name and bytes, compiled into model.c
+    std::string embed_bytes;               // (empty: none)
 };
 
 struct CodegenResult {

@@ -236,6 +236,7 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     cfg.close("};");
 
     std::map<std::string, std::string> slots;
+    slots["EMBEDDED"] = embedded_weights_c(o);
     slots["FRONTMATTER"] = fm.str();
     slots["CONFIG"] = cfg.str() + train_config + layer_tables_c(p);
     slots["TRAIN_FIELDS"] = train_fields;

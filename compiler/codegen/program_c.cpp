@@ -2,6 +2,7 @@
 #include "codegen/program_c.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include <fmt/format.h>
 
@@ -828,6 +829,26 @@ std::vector<std::string> build_lines(const CodegenOptions &o, const std::string 
     return {" * Build a shared library (from any folder; the .kernels file holds absolute paths):",
             " *   cc -O3 -fPIC -shared" + manifest + " -o libmodel.so", " * or " + exe_what + ":",
             " *   cc -O3 " + exe_define + manifest + " -o model"};
+}
+
+std::string embedded_weights_c(const CodegenOptions &o)
+{
+    if (o.embed_bytes.empty())
+        return "#define CK_EMBEDDED_BYTES 0 /* none: ck_model_init(NULL) is an error */\n";
+    std::string out = fmt::format("#define CK_EMBEDDED_BYTES {}\n#define CK_EMBEDDED_NAME {}\n", o.embed_bytes.size(),
+                                  c_string(comment_safe(o.embed_name) + " (compiled in)"));
+    out += "#if defined(__GNUC__)\n#define CK_EMBEDDED_ALIGN __attribute__((aligned(64))) /* as a mapped file's rows */\n"
+           "#else\n#define CK_EMBEDDED_ALIGN\n#endif\n";
+    out += "static const unsigned char CK_EMBEDDED_DATA[CK_EMBEDDED_BYTES] CK_EMBEDDED_ALIGN = {\n";
+    out.reserve(out.size() + o.embed_bytes.size() * 4 + o.embed_bytes.size() / 8);
+    char num[8];
+    for (size_t i = 0; i < o.embed_bytes.size(); i++) {
+        int n = std::snprintf(num, sizeof num, "%u,", static_cast<unsigned char>(o.embed_bytes[i]));
+        out.append(num, static_cast<size_t>(n));
+        if (i % 32 == 31) out += '\n';
+    }
+    out += "\n};\n";
+    return out;
 }
 
 std::set<std::string> kernel_files(const Program &p, const std::set<std::string> &extra)

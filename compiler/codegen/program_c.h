@@ -158,6 +158,9 @@ std::set<std::string> kernel_files(const Program &p, const std::set<std::string>
 // The frontmatter's build commands for a model.c named o.output_name: a shared library (from the manifest, or the
 // one --standalone file) and, with `exe_define` (-DCK_MODEL_MAIN), `exe_what`: one comment line each, " * " first.
 std::vector<std::string> build_lines(const CodegenOptions &o, const std::string &exe_define, const std::string &exe_what);
+// The template's EMBEDDED slot: CK_EMBEDDED_BYTES 0, or o.embed_bytes as a 64-byte aligned const array
+// CK_EMBEDDED_DATA named CK_EMBEDDED_NAME.
+std::string embedded_weights_c(const CodegenOptions &o);
 
 // The TARGET_INCLUDES, TARGET_FIELDS and TARGET_CODE slots of a model template: the parts of
 // templates/targets/<target>_<kind>.c.in (filled with `slots`), after those of targets/gcu.c.in on a device

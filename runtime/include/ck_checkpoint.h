@@ -47,6 +47,9 @@ ck_checkpoint *ck_checkpoint_open(const char *path, char *err, size_t errlen);
  * below); the environment variable CK_WEIGHTS_ANY_PATH=1 does the same for ck_checkpoint_open. */
 #define CK_OPEN_ANY_PATH 1
 ck_checkpoint *ck_checkpoint_open_flags(const char *path, int flags, char *err, size_t errlen);
+/* One GGUF or safetensors file already in memory (weights compiled into the program: ckc compile
+ * --embed-weights), named `name` in messages; the bytes are read in place and must outlive the checkpoint. */
+ck_checkpoint *ck_checkpoint_open_memory(const char *name, const void *data, size_t size, char *err, size_t errlen);
 
 /* The path rule for a file named inside a document (a shard in an index, the weights of a graph.json): the name
  * is relative, has no ".." component, and its directories (symlinks resolved) stay inside `dir`; the file itself

@@ -31,7 +31,8 @@ typedef struct ck_model ck_model;
 /* weights_path: a Hugging Face folder (model.safetensors or a sharded
  * model.safetensors.index.json), a .safetensors file, or an *.index.json.
  * Tensors are mapped, validated (present, shape, dtype F32/F16/BF16) and used
- * in place when possible. */
+ * in place when possible. NULL: the weights compiled into the program (ckc
+ * compile --embed-weights FILE), validated the same way; else an error. */
 ck_model *ck_model_init(const char *weights_path);
 void ck_model_free(ck_model *m);
 

@@ -50,6 +50,11 @@ typedef struct ck_tokenizer ck_tokenizer;
 /* path: a model folder (tokenizer.json, else tokenizer.model), one of those files, or a .gguf file.
  * NULL on failure, with the reason (naming the file and key) in err. */
 ck_tokenizer *ck_tokenizer_load(const char *path, char *err, size_t errlen);
+/* The tokenizer of an open GGUF checkpoint's metadata (ck_checkpoint.h; weights compiled into the program),
+ * `name` the file in messages. */
+struct ck_checkpoint;
+ck_tokenizer *ck_tokenizer_load_gguf_metadata(const struct ck_checkpoint *ck, const char *name, char *err,
+                                              size_t errlen);
 void ck_tokenizer_free(ck_tokenizer *t);
 
 int ck_tokenizer_vocab_size(const ck_tokenizer *t);

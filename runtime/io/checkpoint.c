@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,12 +102,10 @@ int ck_io_add_tensor(ck_checkpoint *ck, const ck_tensor_info *t)
     return 1;
 }
 
-const st_file *ck_io_map_file(ck_checkpoint *ck, const char *path, char *err, size_t errlen)
+/* a new, zeroed file entry named `path` (counted at once, so that close() frees it on any later failure) */
+static st_file *new_file(ck_checkpoint *ck, const char *path, char *err, size_t errlen)
 {
-    st_file *f;
-    struct stat sb;
-    int fd;
-    st_file *nf = (st_file *)realloc(ck->files, sizeof *nf * (size_t)(ck->n_files + 1));
+    st_file *f, *nf = (st_file *)realloc(ck->files, sizeof *nf * (size_t)(ck->n_files + 1));
     if (!nf) {
         ck_io_seterr(err, errlen, "out of memory");
         return NULL;
@@ -119,7 +118,31 @@ const st_file *ck_io_map_file(ck_checkpoint *ck, const char *path, char *err, si
         ck_io_seterr(err, errlen, "out of memory");
         return NULL;
     }
-    ck->n_files++; /* counted now so close() frees it on any failure below */
+    ck->n_files++;
+    return f;
+}
+
+const st_file *ck_io_borrow_file(ck_checkpoint *ck, const char *name, const void *data, size_t size, char *err,
+                                 size_t errlen)
+{
+    st_file *f;
+    if (!data || size == 0) {
+        ck_io_seterr(err, errlen, "%s: no bytes", name);
+        return NULL;
+    }
+    if (!(f = new_file(ck, name, err, errlen))) return NULL;
+    f->map = (void *)(uintptr_t)data; /* read only, as a mapping */
+    f->size = size;
+    f->borrowed = 1;
+    return f;
+}
+
+const st_file *ck_io_map_file(ck_checkpoint *ck, const char *path, char *err, size_t errlen)
+{
+    st_file *f;
+    struct stat sb;
+    int fd;
+    if (!(f = new_file(ck, path, err, errlen))) return NULL;
     fd = open(path, O_RDONLY);
     if (fd < 0) {
         ck_io_seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
@@ -182,11 +205,15 @@ void ck_checkpoint_close(ck_checkpoint *ck)
     int i;
     if (!ck) return;
     for (i = 0; i < ck->n_files; i++) {
+        if (ck->files[i].borrowed) {
+            /* the caller's bytes */
+        } else {
 #ifndef CK_NO_MMAP
-        if (ck->files[i].map) munmap(ck->files[i].map, ck->files[i].size);
+            if (ck->files[i].map) munmap(ck->files[i].map, ck->files[i].size);
 #else
-        free(ck->files[i].map);
+            free(ck->files[i].map);
 #endif
+        }
         free(ck->files[i].path);
     }
     for (i = 0; i < ck->n_tensors; i++) free(ck->names[i]);

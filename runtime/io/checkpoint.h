@@ -24,6 +24,7 @@ typedef struct st_file {
     char *path;
     void *map;  /* the mapped file, or (CK_NO_MMAP) its bytes read into malloc'd memory */
     size_t size;
+    int borrowed; /* map is the caller's memory (ck_checkpoint_open_memory): not ours to unmap or free */
 } st_file;
 
 struct ck_checkpoint {
@@ -49,6 +50,9 @@ int ck_io_ends_with(const char *s, const char *suffix);
 const char *ck_io_dtype_by_name(const char *name, ck_dtype *dt);
 /* maps `path` read-only as the checkpoint's next file; NULL (err set) when it cannot */
 const st_file *ck_io_map_file(ck_checkpoint *ck, const char *path, char *err, size_t errlen);
+/* appends the caller's `size` bytes as a file named `name` (borrowed: they must outlive the checkpoint) */
+const st_file *ck_io_borrow_file(ck_checkpoint *ck, const char *name, const void *data, size_t size, char *err,
+                                 size_t errlen);
 /* appends a copy of *t (its name copied); 0 when out of memory */
 int ck_io_add_tensor(ck_checkpoint *ck, const ck_tensor_info *t);
 void ck_io_sort_tensors(ck_checkpoint *ck); /* by name, for ck_checkpoint_find */

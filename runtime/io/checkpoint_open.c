@@ -12,14 +12,50 @@
 
 #include "checkpoint.h"
 
-/* One file: GGUF by its name or magic, else safetensors. */
-static int read_file(ck_checkpoint *ck, const char *path, char *err, size_t errlen)
+/* One file, mapped or borrowed: GGUF by its name or magic, else safetensors. */
+static int read_one(ck_checkpoint *ck, const st_file *f, const char *path, char *err, size_t errlen)
 {
-    const st_file *f = ck_io_map_file(ck, path, err, errlen);
     if (!f) return 0;
     if (ck_io_ends_with(path, ".gguf") || (f->size >= 4 && memcmp(f->map, "GGUF", 4) == 0))
         return ck_gguf_read(ck, f, err, errlen);
     return ck_safetensors_read(ck, f, err, errlen);
+}
+
+static int read_file(ck_checkpoint *ck, const char *path, char *err, size_t errlen)
+{
+    return read_one(ck, ck_io_map_file(ck, path, err, errlen), path, err, errlen);
+}
+
+/* every tensor name once; closes the checkpoint (NULL) when !ok or a name repeats */
+static ck_checkpoint *finish(ck_checkpoint *ck, int ok, char *err, size_t errlen)
+{
+    int i;
+    if (ok) {
+        ck_io_sort_tensors(ck); /* a GGUF may hold only metadata (a tokenizer): no tensors */
+        for (i = 1; i < ck->n_tensors; i++)
+            if (strcmp(ck->tensors[i - 1].name, ck->tensors[i].name) == 0) {
+                ck_io_seterr(err, errlen, "tensor '%s' appears twice (%s and %s)", ck->tensors[i].name,
+                       ck->tensors[i - 1].file, ck->tensors[i].file);
+                ok = 0;
+                break;
+            }
+    }
+    if (!ok) {
+        ck_checkpoint_close(ck);
+        return NULL;
+    }
+    return ck;
+}
+
+ck_checkpoint *ck_checkpoint_open_memory(const char *name, const void *data, size_t size, char *err, size_t errlen)
+{
+    ck_checkpoint *ck = (ck_checkpoint *)calloc(1, sizeof *ck);
+    if (!ck) {
+        ck_io_seterr(err, errlen, "out of memory");
+        return NULL;
+    }
+    return finish(ck, read_one(ck, ck_io_borrow_file(ck, name ? name : "(memory)", data, size, err, errlen),
+                               name ? name : "", err, errlen), err, errlen);
 }
 
 ck_checkpoint *ck_checkpoint_open(const char *path, char *err, size_t errlen)
@@ -33,7 +69,7 @@ ck_checkpoint *ck_checkpoint_open_flags(const char *path, int flags, char *err, 
     ck_checkpoint *ck;
     struct stat sb;
     char buf[4096];
-    int ok, i;
+    int ok;
     if (!path) {
         ck_io_seterr(err, errlen, "weights path is NULL");
         return NULL;
@@ -66,20 +102,6 @@ ck_checkpoint *ck_checkpoint_open_flags(const char *path, int flags, char *err, 
     } else {
         ok = read_file(ck, path, err, errlen);
     }
-    if (ok) {
-        ck_io_sort_tensors(ck); /* a GGUF may hold only metadata (a tokenizer): no tensors */
-        for (i = 1; i < ck->n_tensors; i++)
-            if (strcmp(ck->tensors[i - 1].name, ck->tensors[i].name) == 0) {
-                ck_io_seterr(err, errlen, "tensor '%s' appears twice (%s and %s)", ck->tensors[i].name,
-                       ck->tensors[i - 1].file, ck->tensors[i].file);
-                ok = 0;
-                break;
-            }
-    }
-    if (!ok) {
-        ck_checkpoint_close(ck);
-        return NULL;
-    }
-    return ck;
+    return finish(ck, ok, err, errlen);
 }
 

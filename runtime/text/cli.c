@@ -21,7 +21,8 @@ static void usage(const char *prog)
     fprintf(stderr,
             "usage: %s WEIGHTS [options] [--prompt TEXT | --chat | TOKEN...]\n"
             "  WEIGHTS             model folder, .safetensors, *.index.json or .gguf (the tokenizer is read from\n"
-            "                      beside it: tokenizer.json / tokenizer.model, or the GGUF's metadata)\n"
+            "                      beside it: tokenizer.json / tokenizer.model, or the GGUF's metadata); @embedded:\n"
+            "                      the weights compiled into this program (ckc compile --embed-weights)\n"
             "  --prompt TEXT       generate from TEXT, streaming text; an instruct model's chat template wraps it\n"
             "                      as one user message (--raw: feed TEXT as it is)\n"
             "  --chat              interactive chat on stdin (/reset starts over, /exit or EOF ends); the KV cache is\n"
@@ -345,7 +346,7 @@ int ck_model_cli(int argc, char **argv)
         return 2;
     }
     o.max_new_tokens = n >= 0 ? n : n_ids ? 16 : 256;
-    m = ck_model_init(weights);
+    m = ck_model_init(strcmp(weights, "@embedded") == 0 ? NULL : weights);
     if (!m) {
         fprintf(stderr, "error: %s\n", ck_last_error());
         free(ids);

@@ -715,10 +715,9 @@ static const struct { const char *pre; int rules[2]; } gguf_pre[] = {
     {"refact", {CK_SPLIT_DIGITS, CK_SPLIT_GPT2}},
 };
 
-static ck_tokenizer *load_gguf(const char *file, char *err, size_t errlen)
+ck_tokenizer *ck_tokenizer_load_gguf_metadata(const struct ck_checkpoint *ck, const char *file, char *err,
+                                              size_t errlen)
 {
-    char cerr[256];
-    ck_checkpoint *ck = ck_checkpoint_open(file, cerr, sizeof cerr);
     const ck_gguf_kv *model, *tokens, *types, *scores, *merges, *kv;
     const char *name;
     size_t len;
@@ -728,10 +727,6 @@ static ck_tokenizer *load_gguf(const char *file, char *err, size_t errlen)
     uint64_t i;
     int rc = 0, is_bpe;
     char *tmp = NULL;
-    if (!ck) {
-        seterr(err, errlen, "%s", cerr);
-        return NULL;
-    }
     model = ck_checkpoint_kv_find(ck, "tokenizer.ggml.model");
     tokens = ck_checkpoint_kv_find(ck, "tokenizer.ggml.tokens");
     name = model ? ck_gguf_kv_str(model, 0, &len) : NULL;
@@ -851,15 +846,27 @@ static ck_tokenizer *load_gguf(const char *file, char *err, size_t errlen)
              is_bpe ? "byte-level BPE" : "SentencePiece BPE");
     if (ck_tok_finish(t)) goto oom;
     free(tmp);
-    ck_checkpoint_close(ck);
     return t;
 oom:
     seterr(err, errlen, "%s: out of memory reading the tokenizer", file);
 fail:
     free(tmp);
     ck_tokenizer_free(t);
-    ck_checkpoint_close(ck);
     return NULL;
+}
+
+static ck_tokenizer *load_gguf(const char *file, char *err, size_t errlen)
+{
+    char cerr[256];
+    ck_checkpoint *ck = ck_checkpoint_open(file, cerr, sizeof cerr);
+    ck_tokenizer *t;
+    if (!ck) {
+        seterr(err, errlen, "%s", cerr);
+        return NULL;
+    }
+    t = ck_tokenizer_load_gguf_metadata(ck, file, err, errlen);
+    ck_checkpoint_close(ck);
+    return t;
 }
 
 /* ---- which file --------------------------------------------------------------------------------------- */

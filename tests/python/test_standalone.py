@@ -204,6 +204,97 @@ def test_cortex_m7_compiles_and_links(tiny_llama, tmp_path):
     assert 50_000 < sizes["text"] < 600_000 and sizes["bss"] < 64_000, sizes
 
 
+@pytest.fixture(scope="module")
+def embedded(tiny_llama, tmp_path_factory):
+    """The tiny Llama with its weights (model.safetensors, 0.5 MB) compiled into the one file."""
+    folder = tmp_path_factory.mktemp("embedded")
+    c = ckc.compile_model(os.path.join(os.path.dirname(tiny_llama["weights"]), "config.json"), str(folder),
+                          args=["--standalone", "--embed-weights", tiny_llama["weights"]])
+    return c
+
+
+@pytest.mark.parametrize("target", ["native", "wasm32"])
+def test_embedded_weights_run_with_no_file_system(tiny_llama, embedded, target, tmp_path):
+    """--embed-weights: ck_model_init(NULL) (the executable's @embedded) reads the weights compiled in; the program
+    runs in an empty folder, and under wasmtime with no folder opened at all; same logits as from the file."""
+    need(target)
+    exe = cross.build(embedded, str(tmp_path / ("model.wasm" if target == "wasm32" else "model")), target, opt="-O1",
+                      flags=STRICT[1:])
+    args = ["@embedded", "--logits", *map(str, IDS)]
+    cmd = cross.command(target, exe, args)
+    if target == "wasm32":
+        cmd.insert(cmd.index(exe), "--no-cwd")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=empty)
+    assert p.returncode == 0, p.stderr
+    got = np.array([[float(v) for v in line.split()] for line in p.stdout.splitlines()])
+    assert max_diff(got, reference_logits(tiny_llama)) < TOL
+    # without the weights compiled in, NULL is an error that says how to get them
+    plain = cross.build(tiny_llama["c"], str(tmp_path / "plain"), opt="-O0")
+    p = subprocess.run([plain, "@embedded", "1", "2"], capture_output=True, text=True)
+    assert p.returncode == 1 and "no weights compiled in" in p.stderr and "--embed-weights" in p.stderr
+
+
+def test_embedded_weights_on_a_cortex_m7(embedded, tmp_path):
+    """The tiny Llama (0.5 MB of f32 weights) compiled in, built for a Cortex-M7: the weights are read-only data."""
+    need("cortex-m7")
+    sizes = cross.size(cross.build(embedded, str(tmp_path / "model.elf"), "cortex-m7", opt="-Os", flags=STRICT[1:]))
+    print(f"cortex-m7 tiny Llama with embedded weights: {sizes}")
+    assert sizes["text"] > 497_000, sizes  # .rodata (the weights) counts as text
+
+
+def test_an_embedded_gguf_brings_its_tokenizer(build, tmp_path):
+    """A GGUF compiled in (--embed-weights alone: the input file) carries its tokenizer: the program takes text with
+    no file beside it, and answers as the same program reading the file."""
+    import shutil
+    import tokenizer_cases
+    from references import CACHE
+    b = build(dict(TINY, vocab_size=1200, max_position_embeddings=64))
+    folder = tmp_path / "hf"
+    shutil.copytree(b.weights, folder)
+    shutil.copyfile(tokenizer_cases.save_family("gpt2", os.path.join(CACHE, "tokenizers", "gpt2")),
+                    folder / "tokenizer.json")
+    gguf = str(tmp_path / "tiny.q8_0.gguf")
+    run([ckc.ckc_binary(), "quantize", str(folder), "-o", gguf, "--type", "q8_0"])
+    c = ckc.compile_model(gguf, str(tmp_path / "out"), args=["--standalone", "--embed-weights"])
+    exe = cross.build(c, str(tmp_path / "out" / "model"), opt="-O1")
+    prompt = ["--raw", "--prompt", "hello world", "-n", "6"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    p = subprocess.run([exe, "@embedded", *prompt], capture_output=True, text=True, cwd=empty)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("hello world") and p.stdout == run([exe, gguf, *prompt])
+
+
+def test_embed_weights_bad_input(tiny_llama, tmp_path):
+    from references import smollm2_gguf
+    cfg = os.path.join(os.path.dirname(tiny_llama["weights"]), "config.json")
+
+    def compile_err(*args):
+        p = subprocess.run([ckc.ckc_binary(), "compile", *args, "-o", str(tmp_path / "m.c")], capture_output=True,
+                           text=True)
+        assert p.returncode != 0 and not os.path.exists(tmp_path / "m.c")
+        return p.stderr
+    big = smollm2_gguf()
+    assert re.search(r"--embed-weights .*SmolLM2.*: [\d.]+ MiB is more than the 32.0 MiB a C file sensibly holds",
+                     compile_err(big, "--embed-weights"))
+    txt = tmp_path / "weights.bin"
+    txt.write_bytes(b"x" * 100)
+    assert "not a .safetensors or .gguf file" in compile_err(cfg, "--embed-weights", str(txt))
+    assert "cannot open" in compile_err(cfg, "--embed-weights", str(tmp_path / "none.safetensors"))
+    # another config's weights compiled in: ck_model_init says which tensor does not fit
+    other = tmp_path / "other"
+    ckc.random_weights(os.path.join(ckc.ROOT, "models", "tiny-llama", "config.json"), str(other))
+    import json
+    wide = tmp_path / "wide.json"
+    wide.write_text(json.dumps(dict(TINY, hidden_size=96)))
+    c = ckc.compile_model(str(wide), str(tmp_path / "wide"), args=["--standalone", "--embed-weights", str(other)])
+    exe = cross.build(c, str(tmp_path / "wide" / "model"), opt="-O0")
+    p = subprocess.run([exe, "@embedded", "1", "2"], capture_output=True, text=True)
+    assert p.returncode == 1 and "model.safetensors (compiled in)" in p.stderr and "shape" in p.stderr, p.stderr
+
+
 @pytest.mark.slow
 def test_smollm2_answers_under_qemu_aarch64(tmp_path):
     """SmolLM2-135M-Instruct Q4_1 (the demo's GGUF) built for ARM64 completes a prompt under qemu-aarch64 with the

@@ -96,6 +96,28 @@ TEST_CASE("safetensors: a valid file opens and finds tensors", "[io]")
     ck_checkpoint_close(ck);
 }
 
+TEST_CASE("a checkpoint in memory (weights compiled in) reads in place, and a broken one is an error naming it", "[io]")
+{
+    const std::string bytes = safetensors_bytes({f32_tensor("b", {2, 3}), f32_tensor("a", {4}, 10.0f)});
+    char err[512] = "";
+    ck_checkpoint *ck = ck_checkpoint_open_memory("model.safetensors (compiled in)", bytes.data(), bytes.size(), err,
+                                                  sizeof err);
+    REQUIRE(ck);
+    const ck_tensor_info *a = ck_checkpoint_find(ck, "a");
+    REQUIRE(a);
+    CHECK(static_cast<const float *>(a->data)[1] == 11.0f);
+    CHECK(static_cast<const char *>(a->data) >= bytes.data());  // in place: no copy
+    CHECK(static_cast<const char *>(a->data) < bytes.data() + bytes.size());
+    ck_checkpoint_close(ck);  // the bytes are the caller's: still readable below
+    CHECK(bytes.size() > 16);
+    for (size_t cut : {size_t(0), size_t(7), bytes.size() / 2, bytes.size() - 1}) {
+        err[0] = 0;
+        CHECK(ck_checkpoint_open_memory("model.safetensors (compiled in)", bytes.data(), cut, err, sizeof err) ==
+              nullptr);
+        CHECK(std::string(err).find("model.safetensors (compiled in)") != std::string::npos);
+    }
+}
+
 TEST_CASE("safetensors: malformed files are clear errors", "[io][errors]")
 {
     std::string good = safetensors_bytes({f32_tensor("w", {2, 3})});
