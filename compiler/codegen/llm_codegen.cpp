@@ -14,6 +14,7 @@
 //   TARGET_*      templates/targets/{cpu,gcu}_llm.c.in: where the buffers live
 #include "codegen/llm_codegen.h"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -219,6 +220,13 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     if (p.info.size_named("CK_KV_HEADS")->value != kv->i("kv_heads") ||
         p.info.size_named("CK_HEAD_DIM")->value != kv->i("head_dim"))
         internal_error("codegen: the KV store's heads or head_dim differ from the program's");
+    int64_t max_qk = 0;  // the widest K of a matrix kept in a stored format (ck_linear_q): sizes the workspace
+    if (p.info.stored_weights)
+        for (Section s : kSections)
+            for (const Node &n : p.section(s).nodes())
+                if ((n.op == Op::MATMUL || n.op == Op::MATMUL_ADD) && !p.section(s).tensor(n.inputs[0]).shape.empty())
+                    max_qk = std::max(max_qk, p.section(s).tensor(n.inputs[0]).shape.back());
+    define("CK_MAX_QK", max_qk, "widest K of a stored-format matrix: sizes decode's workspace (0: none)");
     cfg.line(fmt::format("#define CK_OPTIONAL_PREFIX \"{}\" /* checkpoint names may lack it (base-model files) */",
                          p.info.optional_prefix));
     // a GGUF input: the metadata it was compiled from, checked in the file ck_model_init loads

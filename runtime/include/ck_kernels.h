@@ -56,6 +56,22 @@ void ck_threads_use(int n_threads);
 void ck_threads_enter(ck_threads_saved *saved, int n_threads);
 void ck_threads_leave(const ck_threads_saved *saved);
 
+/* ---- workspace (workspace.c) --------------------------------------------- */
+/* Temporaries of the kernels without malloc: a model hands one buffer, allocated at init, to the kernels of a
+ * call (ck_ws_use on the calling thread; NULL after). ck_ws_alloc takes 64-byte aligned pieces from it and
+ * falls back to malloc when there is none or it is full (a missing workspace is never a failure); ck_ws_mark /
+ * ck_ws_reset give the pieces taken since the mark back at once; ck_ws_free frees a piece that came from
+ * malloc (workspace pieces: nothing). Decode's temporaries fit the workspace a model sizes with
+ * ck_linear_q_workspace, so 32 decode steps call no allocator (tests/c/alloc_check.c). */
+void ck_ws_use(void *buf, size_t bytes);
+void *ck_ws_alloc(size_t bytes);
+void ck_ws_free(void *p);
+size_t ck_ws_mark(void);
+void ck_ws_reset(size_t mark);
+/* Bytes of workspace ck_linear's calling-thread temporaries of inputs K wide fit in (its 24-32 token path); a
+ * GEMM of more tokens takes its panels on each thread from malloc. (ck_linear_q's: ck_quant.h) */
+size_t ck_linear_workspace(int K);
+
 /* ---- CPU features (cpu.c) -------------------------------------------------- */
 int ck_cpu_avx2(void);                 /* 1 when the AVX2 + FMA kernel bodies run */
 int ck_cpu_neon(void);                 /* 1 when the ARM64 NEON bodies run (off with ck_cpu_force_portable) */

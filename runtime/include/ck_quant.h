@@ -141,6 +141,10 @@ typedef struct ck_qmat {
  * Returns CK_OK, CK_ENOMEM when a buffer (activations or a tile) cannot be
  * allocated, CK_ENOTSUP for a part in a type without kernels. The reference
  * twin always takes the dot-product path, scalar. */
+/* Bytes of workspace (ck_ws_use, ck_kernels.h) that ck_linear_q's temporaries for T tokens of K inputs fit in:
+ * a model sized with its decode's T and largest K calls no allocator while decoding. */
+size_t ck_linear_q_workspace(int T, int K);
+#define CK_LINEAR_Q_DECODE_T 3 /* ck_linear_q takes up to this many tokens a row's dot product at a time (decode) */
 int ck_linear_q(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, const float *bias, const float *add,
                 int ld_add, int T, int K, int N);
 int ck_linear_q_ref(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, const float *bias,

@@ -131,13 +131,16 @@ static void linear_fgemm(float *out, int ldo, const float *x, int ldx, const flo
     fgemm_team(&j, N, linear_fallback, &j);
 }
 
+size_t ck_linear_workspace(int K) { return sizeof(float) * (size_t)(K > 0 ? K : 0) * 32 + 256; }
+
 /* T <= CK_FGEMM_SMALL_T: the activations transposed once, the weights read in place (fgemm.c); 0, or -1
  * when the transposed activations cannot be allocated */
 static int linear_small(float *out, int ldo, const float *x, int ldx, const float *w, const float *bias,
                         const float *add, int ld_add, int T, int K, int N)
 {
     int team = 1;
-    void *mem = malloc(sizeof(float) * (size_t)K * 32 + 64);
+    const size_t mark = ck_ws_mark();
+    void *mem = ck_ws_alloc(sizeof(float) * (size_t)K * 32 + 64); /* the workspace (ck_kernels.h), else malloc */
     float *xt;
     if (!mem) return -1;
     xt = (float *)((char *)mem + (64 - (uintptr_t)mem % 64) % 64);
@@ -152,7 +155,8 @@ static int linear_small(float *out, int ldo, const float *x, int ldx, const floa
         if (n1 > n0) ck_fgemm_small(out, ldo, xt, w, bias, add, ld_add, T, K, n0, n1, 1);
     }
     (void)team;
-    free(mem);
+    ck_ws_free(mem);
+    ck_ws_reset(mark);
     return 0;
 }
 

@@ -45,7 +45,7 @@ int ck_qdot4_acts_init(ck_qdot4_acts *a, const ck_qgemm_acts *src)
     a->K = src->K;
     { /* one allocation: q, then d, off and s4 (4-byte lanes after q's multiple of 128 bytes) */
         const size_t lanes = (size_t)src->T * (size_t)ng * 16;
-        char *mem = (char *)malloc(lanes * 8 + lanes * 3 * 4 + 64);
+        char *mem = (char *)ck_ws_alloc(lanes * 8 + lanes * 3 * 4 + 64); /* the workspace, else malloc */
         if (!mem) return -1;
         a->q = (int8_t *)mem;
         a->d = (float *)(mem + lanes * 8);
@@ -77,7 +77,7 @@ int ck_qdot4_acts_init(ck_qdot4_acts *a, const ck_qgemm_acts *src)
 
 void ck_qdot4_acts_free(ck_qdot4_acts *a)
 {
-    free(a->q); /* the one allocation */
+    ck_ws_free(a->q); /* the one allocation */
     memset(a, 0, sizeof *a);
 }
 

@@ -343,17 +343,22 @@ static void quantize_tokens(ck_qgemm_acts *a, const float *x, int ldx, int t0, i
 
 int ck_qgemm_acts_init(ck_qgemm_acts *a, int dot_type, int T, int K)
 {
+    const size_t T8 = (size_t)(T + 7) / 8 * 8;
     memset(a, 0, sizeof *a);
     a->dot_type = dot_type;
     a->T = T;
     a->K = K;
-    a->q = (int8_t *)malloc((size_t)T * K + 64);
-    a->d = (float *)malloc(sizeof(float) * (size_t)T * (K / 32) + 64);
-    a->sum16 = (int32_t *)malloc(sizeof(int32_t) * (size_t)T * (K / 16) + 64);
-    a->s = (float *)malloc(sizeof(float) * (size_t)T * (K / 32) + 64);
-    a->qt = (int8_t *)calloc((size_t)(T + 7) / 8 * 8 * K + 64, 1);
-    a->dt = (float *)calloc((size_t)(T + 7) / 8 * 8 * (K / 32) + 16, sizeof(float));
-    return a->q && a->d && a->sum16 && a->s && a->qt && a->dt ? 0 : -1;
+    /* from the workspace (ck_kernels.h), else malloc */
+    a->q = (int8_t *)ck_ws_alloc((size_t)T * K + 64);
+    a->d = (float *)ck_ws_alloc(sizeof(float) * (size_t)T * (K / 32) + 64);
+    a->sum16 = (int32_t *)ck_ws_alloc(sizeof(int32_t) * (size_t)T * (K / 16) + 64);
+    a->s = (float *)ck_ws_alloc(sizeof(float) * (size_t)T * (K / 32) + 64);
+    a->qt = (int8_t *)ck_ws_alloc(T8 * K + 64);
+    a->dt = (float *)ck_ws_alloc(sizeof(float) * (T8 * (K / 32) + 16));
+    if (!(a->q && a->d && a->sum16 && a->s && a->qt && a->dt)) return -1;
+    memset(a->qt, 0, T8 * K + 64); /* the padding tokens stay zero */
+    memset(a->dt, 0, sizeof(float) * (T8 * (K / 32) + 16));
+    return 0;
 }
 
 void ck_qgemm_acts_quantize(ck_qgemm_acts *a, const float *x, int ldx, int t0, int t1, int fast)
@@ -363,12 +368,12 @@ void ck_qgemm_acts_quantize(ck_qgemm_acts *a, const float *x, int ldx, int t0, i
 
 void ck_qgemm_acts_free(ck_qgemm_acts *a)
 {
-    free(a->q);
-    free(a->d);
-    free(a->sum16);
-    free(a->s);
-    free(a->qt);
-    free(a->dt);
+    ck_ws_free(a->q);
+    ck_ws_free(a->d);
+    ck_ws_free(a->sum16);
+    ck_ws_free(a->s);
+    ck_ws_free(a->qt);
+    ck_ws_free(a->dt);
     memset(a, 0, sizeof *a);
 }
 

@@ -46,7 +46,7 @@
 #include "qgemm.h"
 
 #define CK_QTILE 64      /* rows dequantized per sgemm in the prefill path */
-#define CK_QGEMM_MIN_T 4 /* from this many tokens on, the tile path */
+#define CK_QGEMM_MIN_T (CK_LINEAR_Q_DECODE_T + 1) /* from this many tokens on, the prefill paths */
 
 /* ---- scalar dot products: the reference twins of the AVX2 bodies ------------------ */
 
@@ -1003,6 +1003,7 @@ typedef struct {
     ck_qgemm_acts q8k; /* q8_K with AVX-512, by the same quantizer */
     ck_qdot4_acts g4;  /* q4_0 / q4_1 / q5_0 / q5_1 with AVX-512 VBMI: the q8 rows in qdot4.c's order (g4.q NULL: none) */
     int8_t *k4;        /* q4_K / q5_K with AVX-512: the q8_K quants in rows_k45_512's order, [T][K] (NULL: none) */
+    size_t ws_mark;    /* the workspace before act_prepare: act_free gives it back */
 } act_set;
 
 #ifdef CK_X86
@@ -1058,6 +1059,7 @@ static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, in
 {
     int p, i, t;
     (void)fast; /* (read by the x86 paths only) */
+    s->ws_mark = ck_ws_mark(); /* every buffer below: the workspace (ck_kernels.h), else malloc */
     s->n = 0;
     s->sums = NULL;
     s->off = NULL;
@@ -1071,7 +1073,7 @@ static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, in
         if (i < s->n) continue;
         s->type[i] = dt;
         s->row_bytes[i] = ck_qtype_row_bytes(dt, K);
-        s->rows[i] = malloc(s->row_bytes[i] * (size_t)T + 1);
+        s->rows[i] = ck_ws_alloc(s->row_bytes[i] * (size_t)T + 1);
         s->n++;
         if (!s->rows[i]) return -1;
 #ifdef CK_X86
@@ -1081,7 +1083,7 @@ static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, in
                 ck_qgemm_acts_quantize(&s->q8, x, ldx, 0, T, 1);
                 /* act512's offsets: for q8_0 parts, and q4_0 ones the VBMI bodies do not take */
                 if (has_part(w, is_q8_0) || (has_part(w, is_q4_0) && !(K >= 128 && ck_qdot4_fast()))) {
-                    s->off = (int32_t *)malloc(sizeof(int32_t) * (size_t)T * (K / 2) + 64);
+                    s->off = (int32_t *)ck_ws_alloc(sizeof(int32_t) * (size_t)T * (K / 2) + 64);
                     if (!s->off) return -1;
                     for (t = 0; t < T; t++)
                         act512_offsets(s->q8.q + (size_t)t * K, K / CK_QK, s->off + (size_t)t * (K / 2),
@@ -1101,7 +1103,7 @@ static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, in
         for (t = 0; t < T; t++) quantize_act(dt, x + (size_t)t * ldx, (char *)s->rows[i] + s->row_bytes[i] * t, K);
         if (dt == CK_Q_Q8_0) {
             int64_t nb = K / CK_QK, b;
-            s->sums = (int32_t *)malloc(sizeof *s->sums * (size_t)(T * nb) + 1);
+            s->sums = (int32_t *)ck_ws_alloc(sizeof *s->sums * (size_t)(T * nb) + 1);
             if (!s->sums) return -1;
             for (t = 0; t < T; t++) {
                 const ck_block_q8_0 *blk = (const ck_block_q8_0 *)((char *)s->rows[i] + s->row_bytes[i] * t);
@@ -1119,7 +1121,7 @@ static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, in
         return -1;
     if (s->q8k.q && has_part(w, is_k45)) { /* per 128: elements 0-31, 64-95, 32-63, 96-127 (rows_k45_512) */
         int64_t c;
-        s->k4 = (int8_t *)malloc((size_t)T * (size_t)K + 64);
+        s->k4 = (int8_t *)ck_ws_alloc((size_t)T * (size_t)K + 64);
         if (!s->k4) return -1;
         for (t = 0; t < T; t++)
             for (c = 0; c < K; c += 128) {
@@ -1138,13 +1140,14 @@ static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, in
 static void act_free(act_set *s)
 {
     int i;
-    for (i = 0; i < s->n; i++) free(s->rows[i]);
-    free(s->sums);
-    free(s->off);
+    for (i = 0; i < s->n; i++) ck_ws_free(s->rows[i]);
+    ck_ws_free(s->sums);
+    ck_ws_free(s->off);
     ck_qgemm_acts_free(&s->q8);
     ck_qgemm_acts_free(&s->q8k);
     ck_qdot4_acts_free(&s->g4);
-    free(s->k4);
+    ck_ws_free(s->k4);
+    ck_ws_reset(s->ws_mark);
 }
 
 static const void *act_row(const act_set *s, int type, int t)
@@ -1313,6 +1316,7 @@ static int prefill(float *out, int ldo, const float *x, int ldx, const ck_qmat *
 {
     prefill_job j;
     int p, k, failed = 0, need[2] = {0, 0};
+    const size_t mark = ck_ws_mark(); /* the activations: the workspace, else malloc */
     (void)team; /* (read by OpenMP only) */
     memset(&j, 0, sizeof j);
     j.out = out, j.ldo = ldo, j.x = x, j.ldx = ldx, j.w = w, j.bias = bias, j.add = add, j.ld_add = ld_add;
@@ -1350,6 +1354,7 @@ static int prefill(float *out, int ldo, const float *x, int ldx, const ck_qmat *
         }
     }
     for (k = 0; k < 2; k++) ck_qgemm_acts_free(&j.acts[k]);
+    ck_ws_reset(mark);
     return failed ? CK_ENOMEM : CK_OK;
 }
 
@@ -1394,6 +1399,14 @@ int ck_linear_q(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, 
     }
     act_free(&acts);
     return 0;
+}
+
+size_t ck_linear_q_workspace(int T, int K)
+{
+    /* act_prepare's buffers for T tokens of K (a generous bound: 65.5 K bytes at T = 3 over every kind of part,
+     * counted from the allocations above, + 64-byte alignment of each piece) */
+    const size_t T8 = ((size_t)(T > 0 ? T : 1) + 7) / 8 * 8;
+    return T8 * (size_t)(K > 0 ? K : 0) * 32 + 4096;
 }
 
 int ck_linear_q_ref(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, const float *bias,

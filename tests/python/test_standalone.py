@@ -295,6 +295,32 @@ def test_embed_weights_bad_input(tiny_llama, tmp_path):
     assert p.returncode == 1 and "model.safetensors (compiled in)" in p.stderr and "shape" in p.stderr, p.stderr
 
 
+WRAP = "-Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free"
+
+
+@pytest.mark.parametrize("weights", ["f32", "q4_K", "q4_0", "q6_K"])
+def test_no_allocation_while_decoding(weights, tmp_path):
+    """tests/c/alloc_check.c: 32 decode steps at 1 and 2 threads call no malloc/calloc/realloc/free (the
+    quantized matmuls' activations come from the workspace the model allocated at init), on every x86 kernel path."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(__import__("json").dumps(dict(TINY, hidden_size=256, intermediate_size=768)))  # whole q4_K blocks
+    ckc.random_weights(str(cfg), str(tmp_path / "w"))
+    c = ckc.compile_model(str(cfg), str(tmp_path), args=["--standalone", "--weights", weights])
+    exe = cross.build(os.path.join(ckc.ROOT, "tests", "c", "alloc_check.c"), str(tmp_path / "check"), opt="-O1",
+                      main="-DCHECK_LLM", flags=["-fopenmp", "-I", ckc.include_dir()], libs=[c, WRAP])
+    for path in ("auto", "avx2", "portable"):
+        out = run([exe, str(tmp_path / "w")], env=dict(os.environ, CK_KERNELS=path))
+        assert out.count(": 0 allocator calls") == 2, (path, out)
+
+
+def test_no_allocation_in_a_graph_run(gpt_graph, tmp_path):
+    exe = cross.build(os.path.join(ckc.ROOT, "tests", "c", "alloc_check.c"), str(tmp_path / "check"), opt="-O1",
+                      main="-DCHECK_GRAPH", flags=["-fopenmp", "-I", ckc.include_dir()], libs=[gpt_graph["c"], WRAP])
+    for path in ("auto", "avx2"):
+        assert "3 graph runs: 0 allocator calls" in run([exe, gpt_graph["weights"]],
+                                                         env=dict(os.environ, CK_KERNELS=path))
+
+
 @pytest.mark.slow
 def test_smollm2_answers_under_qemu_aarch64(tmp_path):
     """SmolLM2-135M-Instruct Q4_1 (the demo's GGUF) built for ARM64 completes a prompt under qemu-aarch64 with the
