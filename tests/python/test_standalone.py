@@ -171,16 +171,16 @@ def test_the_other_runtime_parts_paste_cleanly(args, parts, tmp_path):
     src = open(c).read()
     for part in parts:
         assert f" * runtime/{part}\n" in src, part
-    run(["gcc", "-O1", *STRICT, "-c", c, "-o", str(tmp_path / "x86.o")])
+    run(["gcc", *STRICT, "-fsyntax-only", c])  # a clash is an error before code generation
     need("aarch64")
-    run(["aarch64-linux-gnu-gcc", "-O1", *STRICT, "-c", c, "-o", str(tmp_path / "arm64.o")])
+    run(["aarch64-linux-gnu-gcc", *STRICT, "-fsyntax-only", c])
 
 
-@pytest.mark.parametrize("target,flags", [("native", []), ("aarch64", []), ("aarch64", ["-march=armv8.2-a+dotprod"])],
-                         ids=["native", "aarch64", "aarch64-dotprod"])
+@pytest.mark.parametrize("target,flags", [("aarch64", []), ("aarch64", ["-march=armv8.2-a+dotprod"])],
+                         ids=["aarch64", "aarch64-dotprod"])
 def test_every_formats_dot_product_equals_the_reference(target, flags, tmp_path):
-    """tests/c/vec_dot_check.c: ck_vec_dot as the CPU runs it (NEON on ARM64, with SDOT or without; the best x86
-    path here) against the scalar reference, every stored format; ARM64 under qemu."""
+    """tests/c/vec_dot_check.c: ck_vec_dot as ARM64 runs it (NEON, with SDOT or without) against the scalar
+    reference, every stored format, under qemu (x86's paths: test_quant.cpp's "every kernel path")."""
     need(target)
     rt = os.path.join(ckc.ROOT, "runtime")
     sources = sorted(os.path.join(rt, "kernels", f) for f in os.listdir(os.path.join(rt, "kernels")) if f.endswith(".c"))
@@ -189,9 +189,8 @@ def test_every_formats_dot_product_equals_the_reference(target, flags, tmp_path)
                       libs=[*sources, os.path.join(rt, "io", "quant.c")])
     out = run(cross.command(target, exe, []))
     lines = out.splitlines()
-    assert lines[0] == "path neon" if target == "aarch64" else lines[0].startswith("path "), out
-    n_bodies = int(re.search(r"(\d+) formats with a body", out).group(1))
-    assert n_bodies >= (6 if target == "aarch64" else 1) and " 0 mismatches" in out, out
+    assert lines[0] == "path neon", out
+    assert int(re.search(r"(\d+) formats with a body", out).group(1)) >= 6 and " 0 mismatches" in out, out
 
 
 def test_cortex_m7_compiles_and_links(tiny_llama, tmp_path):
@@ -298,10 +297,11 @@ def test_embed_weights_bad_input(tiny_llama, tmp_path):
 WRAP = "-Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free"
 
 
-@pytest.mark.parametrize("weights", ["f32", "q4_K", "q4_0", "q6_K"])
+@pytest.mark.parametrize("weights", ["q4_K", "q4_0"])
 def test_no_allocation_while_decoding(weights, tmp_path):
     """tests/c/alloc_check.c: 32 decode steps at 1 and 2 threads call no malloc/calloc/realloc/free (the
-    quantized matmuls' activations come from the workspace the model allocated at init), on every x86 kernel path."""
+    quantized matmuls' activations come from the workspace the model allocated at init), on every x86 kernel path
+    (q4_K: the K-quant activations, q4_0: the 4-block and block-sum bodies; f32 and q6_K measured the same)."""
     cfg = tmp_path / "config.json"
     cfg.write_text(__import__("json").dumps(dict(TINY, hidden_size=256, intermediate_size=768)))  # whole q4_K blocks
     ckc.random_weights(str(cfg), str(tmp_path / "w"))
@@ -332,7 +332,7 @@ def test_smollm2_answers_under_qemu_aarch64(tmp_path):
     path = smollm2_gguf()
     c = ckc.compile_model(path, str(tmp_path), args=["--standalone"])
     args = [path, "--raw", "--prompt", "The sky is blue because", "-n", "16"]
-    x86 = run(cross.command("native", cross.build(c, str(tmp_path / "model-x86")), args),
+    x86 = run(cross.command("native", cross.build(c, str(tmp_path / "model-x86"), opt="-O1"), args),
               env=dict(os.environ, CK_KERNELS="portable"))
     arm = run(cross.command("aarch64", cross.build(c, str(tmp_path / "model-arm64"), "aarch64"), args), timeout=600)
     assert arm == x86 and len(x86.split()) >= 12, (arm, x86)
