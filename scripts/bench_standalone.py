@@ -8,7 +8,8 @@
 Both run the random-weight model at the shape (default stories110M: dim 768, 12 layers, vocab 32000) through
 scripts/bench_llm.py's worker: prefill 128 tokens (logits of every position), decode 64 steps after a 16-token
 prompt; the measurements alternate between the two (same threads, same machine conditions) and the medians are
-compared as builtin / openblas (> 1: the own GEMM is faster). Each kernel path (CK_KERNELS) is a row: on a CPU
+compared as builtin / openblas (> 1: the own GEMM is faster). OpenBLAS runs the kernels of the CPU the path stands
+for (OPENBLAS_CORETYPE: SkylakeX, Haswell or Prescott), not whatever its detection picks. Each kernel path (CK_KERNELS) is a row: on a CPU
 with AVX-512 the float GEMMs from 8 tokens on are fgemm.c's either way, so `avx2` shows what a CPU without it runs
 (the own GEMM against OpenBLAS's in every linear layer). The logits of the two builds are compared too.
 The first line names the CPU: a ratio holds for the machine it was measured on.
@@ -28,6 +29,18 @@ from ckc.contenders import machine
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHAPES = {"stories110m": "stories110m", "1.1b": "tinyllama-1.1b"}
 BUILDS = {"builtin": ([], []), "openblas": (["-DCK_BLAS=1"], ["-lopenblas"])}
+
+
+def openblas_core(path):
+    """OpenBLAS at its best for the CPU the kernel path stands for: Debian's 0.3.21 picks its SSE3 "Prescott"
+    kernels on CPUs it does not know (this Xeon VM, Nov 2026: 31 GFLOP/s against 127 with SkylakeX, one thread,
+    128 x 768 x 768), so the core is named (OPENBLAS_CORETYPE): SkylakeX with AVX-512, Haswell with AVX2."""
+    flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo") if l.startswith("flags")), [])
+    if path == "portable":
+        return "Prescott"
+    if path == "best" and "avx512f" in flags:
+        return "SkylakeX"
+    return "Haswell" if "avx2" in flags else "Prescott"
 
 
 def main():
@@ -60,11 +73,13 @@ def main():
             if path != "best":
                 env["CK_KERNELS"] = path
             procs = {}
+            core = openblas_core(path)
             for name, so in sos.items():
                 cmd = [sys.executable, os.path.join(HERE, "bench_llm.py"), "--worker", "ckc", "--so", so, "--weights",
                        weights, "--config", config, "--threads", str(threads), "--prefill", str(a.prefill),
                        "--decode", str(a.decode), "--logits", os.path.join(out, f"logits-{name}.npy")]
-                procs[name] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+                wenv = dict(env, OPENBLAS_CORETYPE=core) if name == "openblas" else env
+                procs[name] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=wenv)
             for name, p in procs.items():
                 if p.stdout.readline().strip() != "ready":
                     sys.exit(f"bench_standalone: the {name} worker failed to start")
@@ -86,7 +101,7 @@ def main():
             rate = {n: {"prefill": a.prefill / statistics.median(t[n]["prefill"]),
                         "decode": a.decode / statistics.median(t[n]["decode"])} for n in sos}
             la, lb = (np.load(os.path.join(out, f"logits-{n}.npy")) for n in sos)
-            print(f"{a.shape} {a.weights}, kernels {path}, {threads} thread(s), median of {a.reps}: "
+            print(f"{a.shape} {a.weights}, kernels {path} (OpenBLAS core {core}), {threads} thread(s), median of {a.reps}: "
                   f"prefill {a.prefill} builtin {rate['builtin']['prefill']:.1f} / openblas "
                   f"{rate['openblas']['prefill']:.1f} tok/s = {rate['builtin']['prefill'] / rate['openblas']['prefill']:.2f}x; "
                   f"decode builtin {rate['builtin']['decode']:.1f} / openblas {rate['openblas']['decode']:.1f} tok/s = "

@@ -10,7 +10,8 @@
  * sums over k in order, so the result does not depend on M, N or on how the caller splits the columns
  * over threads. Single-threaded: the kernels split their GEMMs over the team themselves (see threads.c).
  * Scratch is the panel on the stack (KC x 16 floats, 16 KiB): no allocation. The own GEMM is compiled in
- * either build (as ck_sgemm_builtin, so that tests and scripts/bench_blas.py compare it with OpenBLAS).
+ * either build (as ck_sgemm_builtin, so that tests compare it with a reference; scripts/bench_standalone.py times
+ * the two builds).
  */
 #include <stddef.h>
 #include <string.h>

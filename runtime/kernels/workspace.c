@@ -38,7 +38,8 @@ void *ck_ws_alloc(size_t bytes)
 
 void ck_ws_free(void *p)
 {
-    if (p && !((unsigned char *)p >= ws.base && (unsigned char *)p < ws.base + ws.size)) free(p);
+    const uintptr_t at = (uintptr_t)p, base = (uintptr_t)ws.base; /* (no pointer arithmetic on a NULL base) */
+    if (p && !(ws.base && at >= base && at - base < ws.size)) free(p);
 }
 
 size_t ck_ws_mark(void) { return ws.used; }

@@ -146,6 +146,8 @@ def test_graph_main_says_what_is_wrong(gpt_graph, tmp_path):
     assert p.returncode == 1 and "input idx needs exactly 256 bytes" in p.stderr
     p = subprocess.run([exe, gpt_graph["weights"]], capture_output=True, text=True)
     assert p.returncode == 1 and "0 input files for the graph's 1 inputs" in p.stderr
+    p = subprocess.run([exe, gpt_graph["weights"], str(tmp_path / "missing.bin")], capture_output=True, text=True)
+    assert p.returncode == 1 and "missing.bin: cannot open it (input idx)" in p.stderr
 
 
 def test_gcu_target_standalone_has_the_host_shim(tiny_llama, tmp_path):
