@@ -286,6 +286,9 @@ struct CompileArgs {
     bool standalone = false;
     std::string embed;           // --embed-weights FILE ("" with the flag alone: the GGUF input)
     bool embed_given = false;
+    bool static_memory = false;  // --static --max-tokens N [--kv K]
+    int64_t max_tokens = 0;
+    int64_t kv = -1;             // -1: N
 };
 
 // --embed-weights: files up to this size (its C text is ~4 bytes per byte; compilers take minutes past this)
@@ -325,6 +328,18 @@ CLI::App *add_compile(CLI::App &app, CompileArgs &a)
                     "GGUF INPUT: that file) into OUTPUT as const bytes, so that ck_model_init(NULL) (the executable: "
                     "@embedded as WEIGHTS) runs with no file system; a GGUF brings its tokenizer")
         ->expected(0, 1);
+    cmd->add_flag("--static", a.static_memory,
+                  "language models: keep the model and every buffer (the activations of --max-tokens tokens, the KV "
+                  "cache, the kernels' workspace, the RoPE tables) in ONE block whose size, CK_MODEL_MEMORY_BYTES, is "
+                  "a constant of OUTPUT: a static array (ck_model_init) or the caller's (ck_model_init_with_memory). "
+                  "Nothing is allocated after init; a call beyond the bounds fails with CK_ERANGE");
+    cmd->add_option("--max-tokens", a.max_tokens,
+                    "with --static: the most tokens one call takes (longer prompts are fed in parts by ck_generate)")
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--kv", a.kv,
+                    "with --static: the positions the KV cache holds (default: --max-tokens; 0: no KV cache, so no "
+                    "decoding). The model's context becomes the larger of the two")
+        ->check(CLI::NonNegativeNumber);
     cmd->footer("Then build it (OUTPUT.kernels lists the runtime sources it needs, by absolute path):\n"
                 "  cc -O3 -fPIC -shared -I \"$(ckc --include-dir)\" OUTPUT $(cat OUTPUT.kernels) -lopenblas -lm "
                 "-fopenmp -o libmodel.so\n"
@@ -366,6 +381,26 @@ int run_compile(const CompileArgs &a, const std::string &command)
                                     path, human_bytes(static_cast<double>(size)), human_bytes(kEmbedLimit)));
         cg.embed_bytes = read_file(path);
         cg.embed_name = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+    }
+    if (a.static_memory || a.max_tokens || a.kv >= 0) {
+        if (!a.static_memory) throw Error(ErrorKind::Usage, "--max-tokens and --kv size a --static build: add --static");
+        if (!a.max_tokens)
+            throw Error(ErrorKind::Usage, "--static needs --max-tokens N: the most tokens one call takes (its buffers "
+                                          "are sized for them at compile time)");
+        if (b.program.info.kind == ModelKind::Graph)
+            throw Error(ErrorKind::Usage, "--static applies to language models (a graph's arena is already one "
+                                          "planned block, allocated at init; a run allocates nothing)");
+        const int64_t kv = a.kv < 0 ? a.max_tokens : a.kv, positions = std::max(a.max_tokens, kv);
+        if (kv > 0 && kv < a.max_tokens)
+            throw Error(ErrorKind::Usage, fmt::format("--kv {} is below --max-tokens {}: a call's tokens go into the KV "
+                                                      "cache (give --kv at least {}, or 0 for none)",
+                                                      kv, a.max_tokens, a.max_tokens));
+        if (positions > b.program.info.context_length)
+            input_error(fmt::format("--static: --max-tokens {} / --kv {} is more than {}'s context of {} positions",
+                                    a.max_tokens, kv, a.common.input, b.program.info.context_length));
+        b.program.info.context_length = positions;  // the RoPE tables and every bound follow
+        cg.static_tokens = a.max_tokens;
+        cg.static_kv = kv;
     }
     std::string training_report;
     AtomicFiles files;  // model.c, model.c.kernels (and a graph's weights) appear together or not at all

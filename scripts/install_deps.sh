@@ -12,6 +12,7 @@
 #                                 under emulation (tests/python/test_standalone.py)
 #      wasi-libc, lld-14, libclang-rt-14-dev-wasm32   wasm32-wasi builds with clang (run by wasmtime, PyPI)
 #      gcc-arm-none-eabi, libnewlib-arm-none-eabi       32-bit Cortex-M builds (compile and size)
+#      chromium                   the browser demo's test, headless (build_examples/web, tests/python/test_web.py)
 # 2. The Python environment: a venv at .venv/ in this checkout holding exactly
 #    requirements.txt (torch 2.13 CPU, transformers, numpy, pytest, ...), with
 #    this checkout's python/ on its path so that `import ckc` works in it.
@@ -28,7 +29,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PACKAGES=(g++ gcc make cmake libopenblas-dev nlohmann-json3-dev libcli11-dev libfmt-dev catch2 clang libclang-rt-14-dev
           python3 python3-venv
           gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user wasi-libc lld-14 libclang-rt-14-dev-wasm32
-          gcc-arm-none-eabi libnewlib-arm-none-eabi)
+          gcc-arm-none-eabi libnewlib-arm-none-eabi chromium)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -21,6 +21,8 @@ struct CodegenOptions {
     bool standalone = false;               // --standalone: the frontmatter's build lines are the one file's
     std::string embed_name;                // --embed-weights: the file's name and bytes, compiled into model.c
     std::string embed_bytes;               // (empty: none)
+    int64_t static_tokens = 0;             // --static --max-tokens N (> 0): every buffer in one block sized for N
+    int64_t static_kv = 0;                 //   tokens per call and --kv positions of KV cache (0: none)
 };
 
 struct CodegenResult {

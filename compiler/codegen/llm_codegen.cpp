@@ -143,6 +143,7 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
 
     // RoPE tables, discovered while emitting
     CWriter fields, init, fr;
+    int64_t table_floats = 0;  // per position, over every table
     fields.indent();
     init.indent();
     fr.indent();
@@ -157,11 +158,11 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
                               c_double(n.f("theta")), c_double(n.f("factor")), c_double(n.f("low_freq_factor")),
                               c_double(n.f("high_freq_factor")), c_double(n.f("original_max_position_embeddings"))));
         init.line(fmt::format("float inv_freq[{}];", rot / 2));
-        init.line(fmt::format("m->rope{0}_cos = (float *)malloc(sizeof(float) * CK_CONTEXT * {1});", i, rot / 2));
-        init.line(fmt::format("m->rope{0}_sin = (float *)malloc(sizeof(float) * CK_CONTEXT * {1});", i, rot / 2));
+        init.line(fmt::format("m->rope{0}_cos = ck_table_alloc(m, (size_t)CK_CONTEXT * {1});", i, rot / 2));
+        init.line(fmt::format("m->rope{0}_sin = ck_table_alloc(m, (size_t)CK_CONTEXT * {1});", i, rot / 2));
         init.open(fmt::format("if (!m->rope{0}_cos || !m->rope{0}_sin)", i));
-        init.line(fmt::format("free(m->rope{0}_cos); /* host memory: not the target's to free */", i));
-        init.line(fmt::format("free(m->rope{0}_sin);", i));
+        init.line(fmt::format("ck_table_release(m, m->rope{0}_cos); /* host memory: not the target's to free */", i));
+        init.line(fmt::format("ck_table_release(m, m->rope{0}_sin);", i));
         init.line(fmt::format("m->rope{0}_cos = m->rope{0}_sin = NULL;", i));
         init.line("snprintf(err, sizeof err, \"out of memory for the RoPE tables (%d positions)\", CK_CONTEXT);");
         init.line("rc = CK_ENOMEM;");
@@ -180,8 +181,9 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
         init.line("return NULL;");
         init.close();
         init.close();
-        fr.line(fmt::format("ck_target_table_free(m->rope{0}_cos);", i));
-        fr.line(fmt::format("ck_target_table_free(m->rope{0}_sin);", i));
+        fr.line(fmt::format("ck_target_table_free(m, m->rope{0}_cos);", i));
+        fr.line(fmt::format("ck_target_table_free(m, m->rope{0}_sin);", i));
+        table_floats += rot;  // cos and sin, rot / 2 each per position
     }
 
     int64_t n_params = 0;
@@ -220,13 +222,23 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     if (p.info.size_named("CK_KV_HEADS")->value != kv->i("kv_heads") ||
         p.info.size_named("CK_HEAD_DIM")->value != kv->i("head_dim"))
         internal_error("codegen: the KV store's heads or head_dim differ from the program's");
-    int64_t max_qk = 0;  // the widest K of a matrix kept in a stored format (ck_linear_q): sizes the workspace
-    if (p.info.stored_weights)
-        for (Section s : kSections)
-            for (const Node &n : p.section(s).nodes())
-                if ((n.op == Op::MATMUL || n.op == Op::MATMUL_ADD) && !p.section(s).tensor(n.inputs[0]).shape.empty())
-                    max_qk = std::max(max_qk, p.section(s).tensor(n.inputs[0]).shape.back());
-    define("CK_MAX_QK", max_qk, "widest K of a stored-format matrix: sizes decode's workspace (0: none)");
+    int64_t max_k = 0;  // the widest K of a GEMM (ck_linear_q with stored weights): sizes the workspace
+    for (Section s : kSections)
+        for (const Node &n : p.section(s).nodes())
+            if ((n.op == Op::MATMUL || n.op == Op::MATMUL_ADD) && !p.section(s).tensor(n.inputs[0]).shape.empty())
+                max_k = std::max(max_k, p.section(s).tensor(n.inputs[0]).shape.back());
+    define("CK_MAX_K", max_k, "widest K of a GEMM: sizes the kernels' workspace");
+    define("CK_MAX_QK", p.info.stored_weights ? max_k : 0, "the same of a stored-format matrix (0: none)");
+    cfg.line(fmt::format("#define CK_TABLE_FLOATS ((size_t)CK_CONTEXT * {}) /* the RoPE tables: floats */", table_floats));
+    if (o.static_tokens > 0) {
+        if (gcu) input_error("--static builds for --target cpu (a gcu model's buffers are device memory)");
+        if (o.train) input_error("--static cannot be combined with --train (training allocates gradients and optimizer state)");
+        define("CK_STATIC", 1, "ckc compile --static: every buffer in one block of CK_MODEL_MEMORY_BYTES");
+        define("CK_STATIC_TOKENS", o.static_tokens, "--max-tokens: the most tokens one call takes");
+        define("CK_STATIC_KV", o.static_kv, "--kv: positions the KV cache holds (0: no KV cache)");
+    } else {
+        define("CK_STATIC", 0, "buffers allocated at init and grown on demand (ckc compile --static: one block)");
+    }
     cfg.line(fmt::format("#define CK_OPTIONAL_PREFIX \"{}\" /* checkpoint names may lack it (base-model files) */",
                          p.info.optional_prefix));
     // a GGUF input: the metadata it was compiled from, checked in the file ck_model_init loads

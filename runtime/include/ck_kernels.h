@@ -68,9 +68,16 @@ void *ck_ws_alloc(size_t bytes);
 void ck_ws_free(void *p);
 size_t ck_ws_mark(void);
 void ck_ws_reset(size_t mark);
-/* Bytes of workspace ck_linear's calling-thread temporaries of inputs K wide fit in (its 24-32 token path); a
- * GEMM of more tokens takes its panels on each thread from malloc. (ck_linear_q's: ck_quant.h) */
+/* Bytes of workspace ck_linear's calling-thread temporaries of inputs K wide fit in: its few-token path's
+ * transposed activations (32 rows of K floats) and a float GEMM panel (512 x 48 floats); the other threads of
+ * a GEMM take theirs from malloc. The macro is the same as a constant expression. (ck_linear_q's: ck_quant.h) */
 size_t ck_linear_workspace(int K);
+#if defined(__x86_64__) || defined(_M_X64)
+#define CK_FGEMM_PANEL_BYTES 98560 /* fgemm.c's AVX-512 panel: 512 x 48 floats + alignment */
+#else
+#define CK_FGEMM_PANEL_BYTES 0 /* (no fgemm body on this CPU) */
+#endif
+#define CK_LINEAR_WORKSPACE_BYTES(K) (sizeof(float) * (size_t)(K) * 32 + CK_FGEMM_PANEL_BYTES + 256)
 
 /* ---- CPU features (cpu.c) -------------------------------------------------- */
 int ck_cpu_avx2(void);                 /* 1 when the AVX2 + FMA kernel bodies run */

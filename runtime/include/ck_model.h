@@ -17,6 +17,7 @@
 #define CK_MODEL_H
 
 #include <stdint.h>
+#include <stddef.h>
 
 #include "ck_errors.h"
 #include "ck_tokenizer.h"
@@ -36,7 +37,17 @@ typedef struct ck_model ck_model;
 ck_model *ck_model_init(const char *weights_path);
 void ck_model_free(ck_model *m);
 
-/* Stores the tokens for the next forward (1 <= n_tokens <= context length). */
+/* A static build (ckc compile --static --max-tokens N [--kv K]) keeps the model and every buffer (N tokens per
+ * call, a KV cache of K positions, the workspace, the RoPE tables) in one block of CK_MODEL_MEMORY_BYTES (a
+ * constant of model.c; ck_model_memory_bytes() returns it), and allocates nothing after init. ck_model_init
+ * uses a static array of that size (one model at a time); ck_model_init_with_memory the caller's block (at
+ * least that many bytes; it must outlive the model). Other builds: ck_model_memory_bytes() is 0 and
+ * ck_model_init_with_memory fails with CK_ENOTSUP. */
+ck_model *ck_model_init_with_memory(const char *weights_path, void *memory, size_t bytes);
+size_t ck_model_memory_bytes(void);
+
+/* Stores the tokens for the next forward (1 <= n_tokens <= ck_model_get_max_tokens: the context length, or a
+ * static build's --max-tokens). */
 int ck_model_embed_tokens(ck_model *m, const int32_t *tokens, int n_tokens);
 /* Runs the embedded tokens. Without the KV cache they are a fresh sequence
  * from position 0; with it they are appended to the cache. */
@@ -73,6 +84,7 @@ const char *ck_model_get_tokenizer_error(const ck_model *m);
 /* Model facts (the compiled constants; m may be NULL). */
 int ck_model_get_vocab_size(const ck_model *m);
 int ck_model_get_context_length(const ck_model *m);
+int ck_model_get_max_tokens(const ck_model *m); /* tokens one embed/forward takes (ck_generate feeds longer prompts in parts) */
 int ck_model_get_num_layers(const ck_model *m);
 /* Threads used by forward/decode; 0 means all available cores, negative is CK_EINVAL (as ck_graph_set_threads). */
 int ck_model_set_threads(ck_model *m, int n_threads);

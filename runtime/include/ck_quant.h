@@ -144,6 +144,14 @@ typedef struct ck_qmat {
 /* Bytes of workspace (ck_ws_use, ck_kernels.h) that ck_linear_q's temporaries for T tokens of K inputs fit in:
  * a model sized with its decode's T and largest K calls no allocator while decoding. */
 size_t ck_linear_q_workspace(int T, int K);
+/* the same as a constant expression (a static build's CK_MODEL_MEMORY_BYTES): for T tokens of K, the quantized
+ * activations (a generous 32 bytes per element: 65.5 K bytes at T = 3 over every kind of part, + 64-byte
+ * alignment of each piece), and from CK_LINEAR_Q_DECODE_T + 1 tokens on (prefill) the calling thread's
+ * dequantized tile (64 rows of K floats: 256 K bytes) and one GEMM panel (int8: 48 K bytes + terms within the
+ * 32; float: 512 x 48 floats) */
+#define CK_LINEAR_Q_WORKSPACE_BYTES(T, K)                                                                      \
+    (((size_t)(T) + 7) / 8 * 8 * (size_t)(K) * 32 + ((T) > CK_LINEAR_Q_DECODE_T ? (size_t)(K) * 320 + CK_FGEMM_PANEL_BYTES : 0) + \
+     4096)
 #define CK_LINEAR_Q_DECODE_T 3 /* ck_linear_q takes up to this many tokens a row's dot product at a time (decode) */
 int ck_linear_q(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, const float *bias, const float *add,
                 int ld_add, int T, int K, int N);

@@ -276,7 +276,8 @@ int ck_fgemm_general(float *out, int ldo, const float *x, int64_t xs_t, int64_t 
     acts xa;
     if (r1 <= r0) return 0;
     if (w_kn && type != CK_Q_F32) return -1;
-    mem = (float *)malloc(sizeof(float) * (size_t)KC * NR + 64);
+    const size_t mark = ck_ws_mark();
+    mem = (float *)ck_ws_alloc(sizeof(float) * (size_t)KC * NR + 64); /* the workspace (ck_kernels.h), else malloc */
     if (!mem) return -1;
     P = (float *)((char *)mem + (64 - (uintptr_t)mem % 64) % 64);
     o.out = out, o.ldo = ldo, o.bias = bias, o.add = add, o.ld_add = ld_add;
@@ -301,7 +302,8 @@ int ck_fgemm_general(float *out, int ldo, const float *x, int64_t xs_t, int64_t 
                 }
             }
         }
-        free(mem);
+        ck_ws_free(mem);
+        ck_ws_reset(mark);
         return 0;
     }
     for (g = r0; g < r1; g += panel_width(r1 - g)) {
@@ -317,7 +319,8 @@ int ck_fgemm_general(float *out, int ldo, const float *x, int64_t xs_t, int64_t 
                         next_k, next_rows, K);
         }
     }
-    free(mem);
+    ck_ws_free(mem);
+    ck_ws_reset(mark);
     return 0;
 }
 

@@ -131,7 +131,7 @@ static void linear_fgemm(float *out, int ldo, const float *x, int ldx, const flo
     fgemm_team(&j, N, linear_fallback, &j);
 }
 
-size_t ck_linear_workspace(int K) { return sizeof(float) * (size_t)(K > 0 ? K : 0) * 32 + 256; }
+size_t ck_linear_workspace(int K) { return CK_LINEAR_WORKSPACE_BYTES(K > 0 ? K : 0); }
 
 /* T <= CK_FGEMM_SMALL_T: the activations transposed once, the weights read in place (fgemm.c); 0, or -1
  * when the transposed activations cannot be allocated */

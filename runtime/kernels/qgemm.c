@@ -395,7 +395,7 @@ static int panel_init(panel *p, int K)
     const size_t ub = (size_t)K * NR, fb = sizeof(float) * (size_t)(K / 16) * NR;
     char *c;
     memset(p, 0, sizeof *p);
-    p->mem = malloc(2 * ub + 4 * fb + 64);
+    p->mem = ck_ws_alloc(2 * ub + 4 * fb + 64); /* the workspace (ck_kernels.h), else malloc */
     if (!p->mem) return -1;
     c = (char *)p->mem + (64 - (uintptr_t)p->mem % 64) % 64;
     p->u = (uint8_t *)c, c += ub; /* ub and fb are multiples of 64 (K is a multiple of 16) */
@@ -407,7 +407,7 @@ static int panel_init(panel *p, int K)
     return 0;
 }
 
-static void panel_free(panel *p) { free(p->mem); }
+static void panel_free(panel *p) { ck_ws_free(p->mem); }
 
 #ifdef CK_X86
 /* The AVX-512 unpacking of q8_0, q4_0, q4_1, q4_K and q6_K: 32 or 64 weights per step and the scales through
@@ -700,10 +700,13 @@ int ck_qgemm_rows(float *out, int ldo, const ck_qgemm_acts *a, int type, const v
     void *terms;
     int64_t g;
     int t, rc = 0;
+    size_t mark;
     if (r1 <= r0) return 0;
-    terms = malloc(sizeof(int32_t) * (size_t)(T + 7) / 8 * 8 * (K / 16) + 64);
+    mark = ck_ws_mark();
+    terms = ck_ws_alloc(sizeof(int32_t) * (size_t)(T + 7) / 8 * 8 * (K / 16) + 64);
     if (!terms || panel_init(&p, K)) {
-        free(terms);
+        ck_ws_free(terms);
+        ck_ws_reset(mark);
         return -1;
     }
     for (g = r0; g < r1; g += NR) {
@@ -729,7 +732,8 @@ int ck_qgemm_rows(float *out, int ldo, const ck_qgemm_acts *a, int type, const v
         }
     }
     panel_free(&p);
-    free(terms);
+    ck_ws_free(terms);
+    ck_ws_reset(mark);
     (void)fast;
     return rc;
 }

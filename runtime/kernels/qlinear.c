@@ -1305,7 +1305,7 @@ static int prefill_rows(prefill_job *j, int64_t n0, int64_t n1, float **tile)
                 return -1;
             continue;
         }
-        if (!*tile && !(*tile = malloc((size_t)CK_QTILE * j->K * sizeof(float)))) return -1;
+        if (!*tile && !(*tile = ck_ws_alloc((size_t)CK_QTILE * j->K * sizeof(float)))) return -1; /* workspace, else malloc */
         tile_rows(j->out, j->ldo, j->x, j->ldx, j->w, j->bias, j->add, j->ld_add, j->T, j->K, a, b, *tile);
     }
     return 0;
@@ -1344,7 +1344,7 @@ static int prefill(float *out, int ldo, const float *x, int ldx, const ck_qmat *
 #endif
             per = ((N + nt - 1) / nt + 15) / 16 * 16, n0 = id * per, n1 = n0 + per > N ? N : n0 + per;
             r = n1 > n0 ? prefill_rows(&j, n0, n1, &tile) : 0;
-            free(tile);
+            ck_ws_free(tile); /* (the workspace's part: back at the reset below) */
             if (r) {
 #ifdef _OPENMP
 #pragma omp atomic write
@@ -1403,10 +1403,8 @@ int ck_linear_q(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, 
 
 size_t ck_linear_q_workspace(int T, int K)
 {
-    /* act_prepare's buffers for T tokens of K (a generous bound: 65.5 K bytes at T = 3 over every kind of part,
-     * counted from the allocations above, + 64-byte alignment of each piece) */
-    const size_t T8 = ((size_t)(T > 0 ? T : 1) + 7) / 8 * 8;
-    return T8 * (size_t)(K > 0 ? K : 0) * 32 + 4096;
+    /* counted from the allocations above (ck_quant.h) */
+    return CK_LINEAR_Q_WORKSPACE_BYTES(T > 0 ? T : 1, K > 0 ? K : 0);
 }
 
 int ck_linear_q_ref(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, const float *bias,

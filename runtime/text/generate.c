@@ -266,9 +266,14 @@ int ck_generate(ck_model *m, const ck_tokenizer *tok, const int32_t *prompt, int
     r.n_prompt = n_prompt;
     t0 = now_seconds();
     if (n_prompt > 0) {
-        if ((rc = ck_model_set_logits_all(m, 0)) != 0 || (rc = ck_model_embed_tokens(m, prompt, n_prompt)) != 0 ||
-            (rc = ck_model_forward(m)) != 0)
-            goto done;
+        /* in parts of the most tokens one call takes (a static build's --max-tokens); the KV cache joins them */
+        int part = ck_model_get_max_tokens(m), at;
+        if (part < 1) part = n_prompt;
+        if ((rc = ck_model_set_logits_all(m, 0)) != 0) goto done;
+        for (at = 0; at < n_prompt; at += part) {
+            int n = n_prompt - at < part ? n_prompt - at : part;
+            if ((rc = ck_model_embed_tokens(m, prompt + at, n)) != 0 || (rc = ck_model_forward(m)) != 0) goto done;
+        }
     } else if (!ck_model_get_logits(m)) {
         rc = ck_error_set(CK_ESTATE, "ck_generate: no prompt and no logits to continue from");
         goto done;

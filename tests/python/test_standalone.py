@@ -113,7 +113,7 @@ def gpt_graph(compile_graph, tmp_path_factory):
     with torch.no_grad():
         ref = m(idx).numpy()
     return {"c": sa, "weights": os.path.join(str(folder), "model.weights.safetensors"), "input": inp, "ref": ref,
-            "lib": c.model()(idx.numpy())}
+            "lib": c.model()(idx.numpy()), "graph": c.graph}
 
 
 def graph_output(target, exe, g):
@@ -297,6 +297,76 @@ def test_embed_weights_bad_input(tiny_llama, tmp_path):
 
 
 WRAP = "-Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free"
+
+
+@pytest.fixture(scope="module")
+def static_embedded(tiny_llama, tmp_path_factory):
+    """The tiny Llama as a microcontroller would take it: --static (8 tokens per call, 64 positions of KV cache: one
+    block of CK_MODEL_MEMORY_BYTES) with its weights compiled in."""
+    folder = tmp_path_factory.mktemp("static")
+    return ckc.compile_model(os.path.join(os.path.dirname(tiny_llama["weights"]), "config.json"), str(folder),
+                             args=["--standalone", "--static", "--max-tokens", "8", "--kv", "64",
+                                   "--embed-weights", tiny_llama["weights"]])
+
+
+def test_static_build_answers_as_the_allocating_one(tiny_llama, static_embedded, tmp_path):
+    """The static build gives the logits of the manifest build (a 12-token call with -DCK_STATIC_LOGITS_ROWS=12 and
+    --max-tokens 12: the bound is the C compiler's) and its 16 greedy tokens, the 12-token prompt fed in parts of 8."""
+    c12 = ckc.compile_model(os.path.join(os.path.dirname(tiny_llama["weights"]), "config.json"), str(tmp_path / "12"),
+                            args=["--standalone", "--static", "--max-tokens", "12"])
+    exe = cross.build(c12, str(tmp_path / "m12"), opt="-O1", flags=STRICT[1:] + ["-DCK_STATIC_LOGITS_ROWS=12"])
+    assert max_diff(logits_of("native", exe, tiny_llama["weights"]), reference_logits(tiny_llama)) < TOL
+    exe = cross.build(static_embedded, str(tmp_path / "m8"), opt="-O1", flags=STRICT[1:])
+    assert greedy_of("native", exe, "@embedded") == tiny_llama["ref_greedy"]
+    p = subprocess.run([exe, "@embedded", "--logits", *map(str, IDS[:3])], capture_output=True, text=True)
+    assert p.returncode == 1 and "keeps 1 row(s) (build model.c with -DCK_STATIC_LOGITS_ROWS=3)" in p.stderr, p.stderr
+
+
+def test_static_embedded_on_a_cortex_m7(static_embedded, tmp_path):
+    """Static memory and the weights as const data, for a Cortex-M7: the model's block is .bss (CK_MODEL_MEMORY_BYTES,
+    printed with the sizes), the weights .rodata."""
+    need("cortex-m7")
+    exe = cross.build(static_embedded, str(tmp_path / "model.elf"), "cortex-m7", opt="-Os", flags=STRICT[1:])
+    sizes = cross.size(exe)
+    print(f"cortex-m7 tiny Llama, --static --max-tokens 8 --kv 64 --embed-weights: {sizes}")
+    assert sizes["text"] > 497_000 and 60_000 < sizes["bss"] < 400_000, sizes
+
+
+@pytest.mark.parametrize("weights", ["f32", "q4_0"])
+def test_static_build_allocates_nothing_after_init(tiny_llama, weights, tmp_path):
+    """tests/c/alloc_check.c -DCHECK_STATIC: in the caller's block (ck_model_init_with_memory), a prefill of
+    --max-tokens tokens and 32 decode steps on one thread call no allocator, on every x86 kernel path; a call
+    past the bounds (tokens, KV positions, the block's size, a second model in the static array) is CK_ERANGE /
+    CK_ESTATE with a message that names the bound."""
+    cfg = os.path.join(os.path.dirname(tiny_llama["weights"]), "config.json")
+    c = ckc.compile_model(cfg, str(tmp_path), args=["--standalone", "--static", "--max-tokens", "24", "--kv", "64",
+                                                   "--weights", weights])
+    exe = cross.build(os.path.join(ckc.ROOT, "tests", "c", "alloc_check.c"), str(tmp_path / "check"), opt="-O1",
+                      main="-DCHECK_STATIC", flags=["-fopenmp", "-I", ckc.include_dir()], libs=[c, WRAP])
+    for path in ("auto", "avx2", "portable"):
+        out = run([exe, tiny_llama["weights"]], env=dict(os.environ, CK_KERNELS=path))
+        assert "24-token prefill and 32 decode steps: 0 allocator calls" in out, (path, out)
+    assert "KV cache holds 64 of 64 tokens" in out
+    assert "25 tokens: this static build takes at most 24 per call (ckc compile --static --max-tokens" in out
+    assert "capacity 65 outside 1..64" in out and "needs CK_MODEL_MEMORY_BYTES = " in out
+    assert "second model: -3 ck_model_init: the static memory holds one model and it is in use" in out, out
+
+
+def test_static_bad_input(tiny_llama, gpt_graph, tmp_path):
+    cfg = os.path.join(os.path.dirname(tiny_llama["weights"]), "config.json")
+
+    def compile_err(*args):
+        p = subprocess.run([ckc.ckc_binary(), "compile", *args, "-o", str(tmp_path / "m.c")], capture_output=True,
+                           text=True)
+        assert p.returncode != 0 and not os.path.exists(tmp_path / "m.c")
+        return p.stderr
+    assert "--static needs --max-tokens N" in compile_err(cfg, "--static")
+    assert "add --static" in compile_err(cfg, "--max-tokens", "8")
+    assert re.search(r"--max-tokens 4096 / --kv 4096 is more than .*config.json's context of 128 positions",
+                     compile_err(cfg, "--static", "--max-tokens", "4096"))
+    assert "--kv 4 is below --max-tokens 8" in compile_err(cfg, "--static", "--max-tokens", "8", "--kv", "4")
+    assert "--static builds for --target cpu" in compile_err(cfg, "--static", "--max-tokens", "8", "--target", "gcu")
+    assert "--static applies to language models" in compile_err(gpt_graph["graph"], "--static", "--max-tokens", "8")
 
 
 @pytest.mark.parametrize("weights", ["q4_K", "q4_0"])
