@@ -293,7 +293,7 @@ TEST_CASE("threads: enter sets OpenBLAS to one thread and leave restores it", "[
 TEST_CASE("blas: ckc's own GEMM and GEMV equal a double-precision reference on every path, any layout", "[kernels]")
 {
     // what a --standalone model.c runs instead of OpenBLAS: both transposes, alpha, beta (0: C not read, NaN
-    // there stays out), sizes that are not multiples of the 4 x 16 block or the 256-deep panel, row strides
+    // there stays out), sizes that are not multiples of the 4 x 16 block (6 x 16 on AVX2) or the 256-deep panel, row strides
     // wider than the matrix. Each kernel path the CPU has runs; the others are reported as skipped.
     for (const char *path : kernel_paths()) {
         KernelPath forced(path);
