@@ -241,19 +241,27 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     }
     cfg.line(fmt::format("#define CK_OPTIONAL_PREFIX \"{}\" /* checkpoint names may lack it (base-model files) */",
                          p.info.optional_prefix));
+    // values the weights' metadata must hold (ck_gguf_expect tables): checked by ck_model_init
+    auto expect_table = [&](const std::string &name, const std::vector<ModelInfo::HeaderValue> &values) {
+        using K = ModelInfo::HeaderValue;
+        cfg.line(fmt::format("#define CK_N_{} {}", name, values.size()));
+        cfg.open(fmt::format("static const ck_gguf_expect CK_{}[] =", name));
+        for (const auto &h : values)
+            cfg.line(h.kind == K::Int      ? fmt::format("{{{}, 0, {}, 0.0, NULL}},", c_string(h.key), h.i)
+                     : h.kind == K::Number ? fmt::format("{{{}, 1, 0, {:.17g}, NULL}},", c_string(h.key), h.number)
+                                           : fmt::format("{{{}, 2, 0, 0.0, {}}},", c_string(h.key), c_string(h.str)));
+        if (values.empty()) cfg.line("{NULL, 0, 0, 0.0, NULL} /* (none: C has no empty arrays) */");
+        cfg.close("};");
+    };
     // a GGUF input: the metadata it was compiled from, checked in the file ck_model_init loads
     cfg.line(fmt::format("/* the GGUF metadata this model was compiled from ({} values; ck_model_init checks them) */",
                          p.info.gguf_header.size()));
-    cfg.line(fmt::format("#define CK_N_GGUF_HEADER {}", p.info.gguf_header.size()));
-    cfg.open("static const ck_gguf_expect CK_GGUF_HEADER[] =");
-    for (const auto &h : p.info.gguf_header) {
-        using K = ModelInfo::HeaderValue;
-        cfg.line(h.kind == K::Int      ? fmt::format("{{{}, 0, {}, 0.0, NULL}},", c_string(h.key), h.i)
-                 : h.kind == K::Number ? fmt::format("{{{}, 1, 0, {:.17g}, NULL}},", c_string(h.key), h.number)
-                                       : fmt::format("{{{}, 2, 0, 0.0, {}}},", c_string(h.key), c_string(h.str)));
-    }
-    if (p.info.gguf_header.empty()) cfg.line("{NULL, 0, 0, 0.0, NULL} /* (none: C has no empty arrays) */");
-    cfg.close("};");
+    expect_table("GGUF_HEADER", p.info.gguf_header);
+    // a config.json input: the values that decide the numbers, checked in a config.json beside the safetensors
+    cfg.line(fmt::format("/* the config.json values this model was compiled from ({}; fnv1a64 {}): ck_model_init "
+                         "checks a config.json beside the weights */", p.info.config_expect.size(),
+                         hex64(p.info.config_hash)));
+    expect_table("CONFIG_EXPECT", p.info.config_expect);
 
     std::map<std::string, std::string> slots;
     slots["EMBEDDED"] = embedded_weights_c(o);

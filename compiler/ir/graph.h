@@ -312,6 +312,11 @@ struct ModelInfo {
         std::string str;
     };
     std::vector<HeaderValue> gguf_header;
+    // A config.json input: the values of the keys that decide the numbers (heads, eps, RoPE base, activation...,
+    // those the file has), which ck_model_init checks in a config.json beside the safetensors it loads
+    // (ck_checkpoint_check_config); config_hash is fnv1a64 over them, in the frontmatter.
+    std::vector<HeaderValue> config_expect;
+    uint64_t config_hash = 0;
 };
 
 // Values of one attribute across layers (index = layer).

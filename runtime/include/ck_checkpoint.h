@@ -102,6 +102,11 @@ typedef struct ck_gguf_expect {
  * 'llama.attention.head_count' is 8 in FILE; the model was compiled for 4"). A checkpoint without metadata
  * (safetensors) and n == 0 pass. */
 int ck_checkpoint_check_gguf(const ck_checkpoint *ck, const ck_gguf_expect *expect, int n, char *err, size_t errlen);
+/* The same for a safetensors checkpoint and the config.json beside it (the folder of its first file): 0 when
+ * each expected key that file has holds the expected value, or there is no such file (weights alone: their
+ * tensors are checked one by one), or the checkpoint is a GGUF or in memory; else CK_EFORMAT naming the file and
+ * the key ("FOLDER/config.json: 'num_attention_heads' is 8; the model was compiled for 4"). */
+int ck_checkpoint_check_config(const ck_checkpoint *ck, const ck_gguf_expect *expect, int n, char *err, size_t errlen);
 
 const char *ck_dtype_name(ck_dtype dt);
 size_t ck_dtype_size(ck_dtype dt);

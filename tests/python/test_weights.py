@@ -50,3 +50,39 @@ def test_random_weights_are_deterministic(build, tmp_path):
                    "--std", "0.15"])
     a = open(os.path.join(b.weights, "model.safetensors"), "rb").read()
     assert a == open(again / "model.safetensors", "rb").read()
+
+
+def test_weights_of_another_config_are_refused(build, tmp_path):
+    """ck_model_init checks the config.json beside the safetensors against the values the model was compiled from
+    (the keys that decide the numbers beyond the tensors' shapes, those the compiled config.json sets): 8 heads
+    instead of 4 give the same shapes, and another RoPE base none at all, yet each is an error naming the file, the
+    key and both values. Weights without a config.json load (their tensors are checked one by one); an unreadable
+    config.json is an error naming it."""
+    import json
+    import shutil
+    b = build(tiny(rope_theta=10000.0, hidden_act="silu"))
+    toks = prompt(6, 256, seed=13)
+    want = b.model().forward(toks)
+
+    def weights_with(**change):
+        folder = tmp_path / ("w-" + "-".join(f"{k}{v}" for k, v in change.items()))
+        shutil.copytree(b.weights, folder)
+        cfg = json.load(open(folder / "config.json"))
+        cfg.update(change)
+        json.dump(cfg, open(folder / "config.json", "w"))
+        return str(folder)
+
+    for change, message in [({"num_attention_heads": 8}, "'num_attention_heads' is 8; the model was compiled for 4"),
+                            ({"rope_theta": 500000.0}, "'rope_theta' is 500000; the model was compiled for 10000"),
+                            ({"hidden_act": "gelu"}, "'hidden_act' is \"gelu\"; the model was compiled for \"silu\"")]:
+        path = weights_with(**change)
+        with pytest.raises(ckc.CkError, match=f"{os.path.join(path, 'config.json')}: {message}"):
+            b.model(path)
+    assert max_diff(b.model(weights_with(rope_theta=10000, max_position_embeddings=64)).forward(toks), want) == 0.0
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(os.path.join(b.weights, "model.safetensors"), bare)
+    assert max_diff(b.model(str(bare)).forward(toks), want) == 0.0
+    (bare / "config.json").write_text("{\"hidden_size\": 64,")
+    with pytest.raises(ckc.CkError, match="bare/config.json: JSON error at byte 19"):
+        b.model(str(bare))

@@ -92,9 +92,52 @@ Program build_from_config(const ConfigReader &r, const HfOptions &opts)
     return p;
 }
 
+namespace {
+
+// The config.json keys whose values decide a model's numbers beyond its tensors' shapes, in every family: a
+// checkpoint beside a config.json that differs in one was made for another model (max_position_embeddings is
+// not here: --max-context caps it).
+constexpr const char *kCheckedKeys[] = {
+    "model_type", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta",
+    "partial_rotary_factor", "hidden_act", "hidden_activation", "activation_function", "tie_word_embeddings",
+    "attention_bias", "mlp_bias", "sliding_window", "query_pre_attn_scalar", "final_logit_softcapping",
+    "attn_logit_softcapping", "n_embd", "n_layer", "n_head", "n_inner"};
+
+void collect_config_expect(const ConfigReader &r, ModelInfo &info)
+{
+    std::string canonical;
+    for (const char *key : kCheckedKeys) {
+        auto it = r.raw().find(key);
+        if (it == r.raw().end()) continue;
+        ModelInfo::HeaderValue h;
+        h.key = key;
+        if (it->is_boolean()) {
+            h.i = it->get<bool>() ? 1 : 0;
+        } else if (it->is_number_integer()) {
+            h.i = it->get<int64_t>();
+        } else if (it->is_number()) {
+            h.kind = ModelInfo::HeaderValue::Number;
+            h.number = it->get<double>();
+        } else if (it->is_string()) {
+            h.kind = ModelInfo::HeaderValue::String;
+            h.str = it->get<std::string>();
+        } else {
+            continue;  // null (the class default), or an object
+        }
+        canonical += std::string(key) + "=" + it->dump() + ";";
+        info.config_expect.push_back(std::move(h));
+    }
+    info.config_hash = fnv1a64(canonical);
+}
+
+}  // namespace
+
 Program build_from_hf_config(const std::string &config_path, const HfOptions &opts)
 {
-    Program p = build_from_config(ConfigReader::load(config_path), opts);
+    ConfigReader r = ConfigReader::load(config_path);
+    Program p = build_from_config(r, opts);
+    collect_config_expect(r, p.info);
     p.info.source_hash = fnv1a64(read_file(config_path));
     for (Section s : kSections) p.section(s).verify(std::string("front end, ") + Program::section_name(s));
     return p;
