@@ -80,6 +80,12 @@ size_t ck_linear_workspace(int K);
 #define CK_LINEAR_WORKSPACE_BYTES(K) (sizeof(float) * (size_t)(K) * 32 + CK_FGEMM_PANEL_BYTES + 256)
 
 /* ---- CPU features (cpu.c) -------------------------------------------------- */
+/* 1 where the runtime is compiled with NEON bodies (ARM64), which run when ck_cpu_neon() */
+#if defined(__aarch64__) && defined(__ARM_NEON)
+#define CK_NEON 1
+#else
+#define CK_NEON 0
+#endif
 int ck_cpu_avx2(void);                 /* 1 when the AVX2 + FMA kernel bodies run */
 int ck_cpu_neon(void);                 /* 1 when the ARM64 NEON bodies run (off with ck_cpu_force_portable) */
 void ck_cpu_force_portable(int on);    /* tests: use the SSE2 / scalar bodies */

@@ -16,8 +16,9 @@
  * -march, no -ffast-math), so the compiler keeps float clamps as branches and
  * will not vectorize exp, nor reassociate a dot product. Each primitive has
  * an AVX2+FMA body, picked at run time when the CPU has it, an SSE2 body
- * (always there on x86-64), and a scalar body for other architectures. The
- * bodies differ only in the last bits of rounding.
+ * (always there on x86-64), NEON bodies on ARM64 (exp, dots, macc, sqrt) and
+ * a scalar body for other architectures. The bodies differ only in the last
+ * bits of rounding.
  */
 #ifndef CK_SIMD_H
 #define CK_SIMD_H
@@ -27,6 +28,10 @@
 #include <string.h>
 
 #include "ck_kernels.h"
+
+#if CK_NEON /* (ck_kernels.h) ARM64: NEON bodies, when ck_cpu_neon() (CK_KERNELS=portable: the scalar ones) */
+#include <arm_neon.h>
+#endif
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define CK_X86 1
@@ -230,6 +235,32 @@ CK_AVX512_TRANSPOSE static inline void ck_transpose16(__m512 m[16])
 }
 #endif /* CK_X86 */
 
+#if CK_NEON
+/* ck_exp1 four at a time, the same operations (no fused multiply-adds: the scalar body's bits) */
+static inline float32x4_t ck_exp4_neon(float32x4_t v)
+{
+    float32x4_t fn, r, p;
+    int32x4_t e;
+    const uint32x4_t under = vcltq_f32(v, vdupq_n_f32(CK_EXP_LO)), nan = vmvnq_u32(vceqq_f32(v, v));
+    const float32x4_t x = v, magic = vdupq_n_f32(12582912.0f);
+    v = vminq_f32(vmaxq_f32(v, vdupq_n_f32(CK_EXP_LO)), vdupq_n_f32(CK_EXP_HI));
+    fn = vsubq_f32(vaddq_f32(vmulq_f32(v, vdupq_n_f32(CK_LOG2E)), magic), magic);
+    r = vsubq_f32(v, vmulq_f32(fn, vdupq_n_f32(CK_LN2_HI)));
+    r = vsubq_f32(r, vmulq_f32(fn, vdupq_n_f32(CK_LN2_LO)));
+    p = vdupq_n_f32(CK_EXP_P0);
+    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(CK_EXP_P1));
+    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(CK_EXP_P2));
+    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(CK_EXP_P3));
+    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(CK_EXP_P4));
+    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(CK_EXP_P5));
+    p = vaddq_f32(vaddq_f32(vmulq_f32(vmulq_f32(p, r), r), r), vdupq_n_f32(1.0f));
+    e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(fn), vdupq_n_s32(127)), 23);
+    p = vmulq_f32(p, vreinterpretq_f32_s32(e));
+    p = vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(p), under));
+    return vbslq_f32(nan, x, p);
+}
+#endif
+
 static inline void ck_vexp(float *y, const float *x, int n)
 {
     int i = 0;
@@ -239,6 +270,10 @@ static inline void ck_vexp(float *y, const float *x, int n)
         return;
     }
     for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, ck_exp4(_mm_loadu_ps(x + i)));
+#endif
+#if CK_NEON
+    if (ck_cpu_neon())
+        for (; i + 4 <= n; i += 4) vst1q_f32(y + i, ck_exp4_neon(vld1q_f32(x + i)));
 #endif
     for (; i < n; i++) y[i] = ck_exp1(x[i]);
 }
@@ -284,6 +319,25 @@ static inline void ck_vdots(float *s, const float *q, const float *K, size_t ld,
         return;
     }
 #endif
+#if CK_NEON
+    if (ck_cpu_neon()) { /* the 8 partial sums below in two registers */
+        for (b = 0; b < nb; b++) {
+            const float *kr = K + (size_t)b * ld;
+            float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0;
+            float acc[8], t;
+            for (i = 0; i + 8 <= D; i += 8) {
+                a0 = vaddq_f32(a0, vmulq_f32(vld1q_f32(q + i), vld1q_f32(kr + i)));
+                a1 = vaddq_f32(a1, vmulq_f32(vld1q_f32(q + i + 4), vld1q_f32(kr + i + 4)));
+            }
+            vst1q_f32(acc, a0);
+            vst1q_f32(acc + 4, a1);
+            t = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+            for (; i < D; i++) t += q[i] * kr[i];
+            s[b] = t;
+        }
+        return;
+    }
+#endif
     for (b = 0; b < nb; b++) {
         const float *kr = K + (size_t)b * ld;
         float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, t; /* 8 partial sums: vectorizes without reassociation */
@@ -302,6 +356,17 @@ static inline void ck_vmacc(float *acc, const float *p, const float *V, size_t l
 #ifdef CK_X86
     if (ck_has_avx2()) {
         ck_vmacc_avx2(acc, p, V, ld, nb, D);
+        return;
+    }
+#endif
+#if CK_NEON
+    if (ck_cpu_neon()) {
+        for (b = 0; b < nb; b++) {
+            const float *v = V + (size_t)b * ld;
+            const float32x4_t pb = vdupq_n_f32(p[b]);
+            for (i = 0; i + 4 <= D; i += 4) vst1q_f32(acc + i, vaddq_f32(vld1q_f32(acc + i), vmulq_f32(pb, vld1q_f32(v + i))));
+            for (; i < D; i++) acc[i] += p[b] * v[i];
+        }
         return;
     }
 #endif
@@ -354,6 +419,10 @@ static inline void ck_vsqrt(float *y, const float *x, int n)
     for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, _mm_sqrt_ps(_mm_loadu_ps(x + i)));
     for (; i < n; i++) _mm_store_ss(y + i, _mm_sqrt_ss(_mm_load_ss(x + i)));
 #else
+#if CK_NEON
+    if (ck_cpu_neon())
+        for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vsqrtq_f32(vld1q_f32(x + i)));
+#endif
     for (; i < n; i++) y[i] = sqrtf(x[i]);
 #endif
 }

@@ -9,12 +9,27 @@
 #include <math.h>
 
 #include "ck_kernels.h"
+#if CK_NEON
+#include <arm_neon.h>
+#endif
 
 static void rmsnorm_row(float *o, const float *x, const float *w, int C, float eps, float w_offset)
 {
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     float ss, inv;
     int i = 0, k;
+#if CK_NEON
+    if (ck_cpu_neon()) { /* the 8 partial sums in two registers (the compiler's -O2 keeps them scalar) */
+        float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0;
+        for (; i + 8 <= C; i += 8) {
+            const float32x4_t x0 = vld1q_f32(x + i), x1 = vld1q_f32(x + i + 4);
+            a0 = vaddq_f32(a0, vmulq_f32(x0, x0));
+            a1 = vaddq_f32(a1, vmulq_f32(x1, x1));
+        }
+        vst1q_f32(acc, a0);
+        vst1q_f32(acc + 4, a1);
+    }
+#endif
     for (; i + 8 <= C; i += 8)
         for (k = 0; k < 8; k++) acc[k] += x[i + k] * x[i + k];
     ss = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));

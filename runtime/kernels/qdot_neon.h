@@ -9,11 +9,7 @@
 
 #include <stdint.h>
 
-#if defined(__aarch64__) && defined(__ARM_NEON)
-#define CK_NEON 1
-#else
-#define CK_NEON 0
-#endif
+#include "ck_kernels.h" /* CK_NEON */
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,6 +24,9 @@ float ck_dot_neon_bf16(int64_t n, const void *w, const void *a);
 float ck_dot_neon_q8_0(int64_t n, const void *w, const void *a);
 float ck_dot_neon_q4_0(int64_t n, const void *w, const void *a);
 float ck_dot_neon_q4_1(int64_t n, const void *w, const void *a);
+float ck_dot_neon_q4_K(int64_t n, const void *w, const void *a);
+float ck_dot_neon_q5_K(int64_t n, const void *w, const void *a);
+float ck_dot_neon_q6_K(int64_t n, const void *w, const void *a);
 #endif
 
 #ifdef __cplusplus

@@ -885,9 +885,9 @@ static const ck_qtype_cpu kCpu[] = {
     {CK_Q_Q4_1, dot_ref_q4_1, CK_ON_X86(dot_avx2_q4_1), NULL, CK_ON_NEON(ck_dot_neon_q4_1), CK_GEMM_INT8},
     {CK_Q_Q5_0, dot_ref_q5_0, CK_ON_X86(dot_avx2_q5_0), NULL, NULL, CK_GEMM_INT8},
     {CK_Q_Q5_1, dot_ref_q5_1, CK_ON_X86(dot_avx2_q5_1), NULL, NULL, CK_GEMM_INT8},
-    {CK_Q_Q4_K, dot_ref_q4_K, CK_ON_X86(dot_avx2_q4_K), CK_ON_X86(dot_avx512_q4_K), NULL, CK_GEMM_INT8},
-    {CK_Q_Q5_K, dot_ref_q5_K, CK_ON_X86(dot_avx2_q5_K), NULL, NULL, CK_GEMM_INT8},
-    {CK_Q_Q6_K, dot_ref_q6_K, CK_ON_X86(dot_avx2_q6_K), CK_ON_X86(dot_avx512_q6_K), NULL, CK_GEMM_INT8},
+    {CK_Q_Q4_K, dot_ref_q4_K, CK_ON_X86(dot_avx2_q4_K), CK_ON_X86(dot_avx512_q4_K), CK_ON_NEON(ck_dot_neon_q4_K), CK_GEMM_INT8},
+    {CK_Q_Q5_K, dot_ref_q5_K, CK_ON_X86(dot_avx2_q5_K), NULL, CK_ON_NEON(ck_dot_neon_q5_K), CK_GEMM_INT8},
+    {CK_Q_Q6_K, dot_ref_q6_K, CK_ON_X86(dot_avx2_q6_K), CK_ON_X86(dot_avx512_q6_K), CK_ON_NEON(ck_dot_neon_q6_K), CK_GEMM_INT8},
 };
 #undef CK_ON_X86
 #undef CK_ON_NEON

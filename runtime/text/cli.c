@@ -377,6 +377,7 @@ int ck_model_cli(int argc, char **argv)
             for (i = 0; i < n_ids; i++) printf("%ld ", (long)ids[i]);
             for (i = 0; i < r.n_new; i++) printf("%ld ", (long)out[i]);
             printf("\n");
+            if (r.prefill_seconds > 0) fprintf(stderr, "prefill: %.1f tok/s\n", n_ids / r.prefill_seconds);
             if (r.n_new > 1) fprintf(stderr, "decode: %.1f tok/s\n", (r.n_new - 1) / r.decode_seconds);
         }
         free(out);

@@ -50,7 +50,8 @@ int main(void)
             for (k = 0; k < n; k++) mag += fabs((double)wd[k] * x[k]);
             got = ck_vec_dot(t->type, n, wq, xq);
             ref = ck_vec_dot_ref(t->type, n, wq, xq);
-            if (!(fabs((double)got - ref) <= 2e-6 * mag + 1e-6)) {
+            /* the K-quants' bodies keep the reference's integer sums and float order: its bits */
+            if (!(fabs((double)got - ref) <= 2e-6 * mag + 1e-6) || (strstr(t->name, "_K") && got != ref)) {
                 printf("MISMATCH %s n=%lld: %.9g, reference %.9g\n", t->name, (long long)n, (double)got, (double)ref);
                 bad++;
             }
