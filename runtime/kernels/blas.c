@@ -5,9 +5,8 @@
  * block B's columns packed 16 at a time into a contiguous [KC][16] panel (either stored layout becomes the
  * same panel), then every 4 rows of A against the panel in a 4 x 16 block of accumulators, one
  * multiply-add per accumulator per k. Written as plain loops over fixed-size arrays, the compiler keeps the
- * block in vector registers: SSE2 on any x86-64, NEON on ARM64, SIMD128 on wasm. On x86 the same
- * microkernel has an AVX2+FMA twin in intrinsics (6 x 16), picked at run time (cpu.c). Each output element
- * sums over k in order, so the result does not depend on M, N or on how the caller splits the columns
+ * block in vector registers: NEON on ARM64, SIMD128 on wasm. On x86-64 the microkernel is in intrinsics:
+ * 6 x 16 with AVX2+FMA, picked at run time (cpu.c), else 3 x 16 in SSE2. Each output element sums over k in order, so the result does not depend on M, N or on how the caller splits the columns
  * over threads. Single-threaded: the kernels split their GEMMs over the team themselves (see threads.c).
  * Scratch is the panel on the stack (KC x 16 floats, 16 KiB): no allocation. The own GEMM is compiled in
  * either build (as ck_sgemm_builtin, so that tests compare it with a reference; scripts/bench_standalone.py times
@@ -70,7 +69,9 @@ static void pack_b(float *P, const float *B, int ldb, int trans_b, int k0, int k
         memcpy(acc, c, sizeof c);                                                                                   \
     }
 
+#ifndef CK_X86 /* (x86-64: the SSE2 and AVX2 bodies below) */
 CK_GEMM_MICRO(micro_c, )
+#endif
 
 #ifdef CK_X86
 #define GM_AVX2 6 /* rows of A per block on AVX2: 6 x 2 ymm accumulators, 2 for the panel's row, 1 broadcast */
@@ -121,6 +122,49 @@ CK_AVX2 static void micro_avx2(float acc[GM_AVX2][GN], const float *A, ptrdiff_t
         _mm256_storeu_ps(acc[i] + 8, c[i][1]);
     }
 }
+
+#define GM_SSE2 3 /* rows of A per block with SSE2 alone: 3 x 4 xmm accumulators, 4 for the panel's row */
+
+/* the same for GM_SSE2 rows in SSE2 (every x86-64; no FMA): 12 multiplies and adds per k on 4 loads and 3
+ * broadcasts. The compiler's SSE2 code of the C above kept 16 accumulators in 16 registers and spilled. */
+static void micro_sse2(float acc[GM_AVX2][GN], const float *A, ptrdiff_t rs, ptrdiff_t cs, int mr, const float *P,
+                       int kc)
+{
+    __m128 c[GM_SSE2][4];
+    int i, j, k;
+    for (i = 0; i < GM_SSE2; i++)
+        for (j = 0; j < 4; j++) c[i][j] = _mm_setzero_ps();
+    if (mr == GM_SSE2) {
+        __m128 c00 = c[0][0], c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00, c12 = c00, c13 = c00,
+               c20 = c00, c21 = c00, c22 = c00, c23 = c00;
+        for (k = 0; k < kc; k++) {
+            const float *p = P + (size_t)k * GN, *a = A + k * cs;
+            const __m128 b0 = _mm_loadu_ps(p), b1 = _mm_loadu_ps(p + 4), b2 = _mm_loadu_ps(p + 8),
+                         b3 = _mm_loadu_ps(p + 12);
+            __m128 ai;
+#define CK_ROW(r, x0, x1, x2, x3)                     \
+    ai = _mm_set1_ps(a[(r) * rs]);                  \
+    x0 = _mm_add_ps(x0, _mm_mul_ps(ai, b0));        \
+    x1 = _mm_add_ps(x1, _mm_mul_ps(ai, b1));        \
+    x2 = _mm_add_ps(x2, _mm_mul_ps(ai, b2));        \
+    x3 = _mm_add_ps(x3, _mm_mul_ps(ai, b3))
+            CK_ROW(0, c00, c01, c02, c03);
+            CK_ROW(1, c10, c11, c12, c13);
+            CK_ROW(2, c20, c21, c22, c23);
+#undef CK_ROW
+        }
+        c[0][0] = c00, c[0][1] = c01, c[0][2] = c02, c[0][3] = c03, c[1][0] = c10, c[1][1] = c11;
+        c[1][2] = c12, c[1][3] = c13, c[2][0] = c20, c[2][1] = c21, c[2][2] = c22, c[2][3] = c23;
+    } else {
+        for (i = 0; i < mr; i++)
+            for (k = 0; k < kc; k++) {
+                const __m128 ai = _mm_set1_ps(A[i * rs + k * cs]);
+                for (j = 0; j < 4; j++) c[i][j] = _mm_add_ps(c[i][j], _mm_mul_ps(ai, _mm_loadu_ps(P + (size_t)k * GN + 4 * j)));
+            }
+    }
+    for (i = 0; i < GM_SSE2; i++)
+        for (j = 0; j < 4; j++) _mm_storeu_ps(acc[i] + 4 * j, c[i][j]);
+}
 #define GM_MAX GM_AVX2
 #else
 #define GM_MAX GM
@@ -134,7 +178,7 @@ void ck_sgemm_builtin(int trans_a, int trans_b, int M, int N, int K, float alpha
     int i, j, k0, n0, gm = GM;
 #ifdef CK_X86
     const int avx2 = ck_cpu_avx2();
-    if (avx2) gm = GM_AVX2;
+    gm = avx2 ? GM_AVX2 : GM_SSE2;
 #endif
     if (M <= 0 || N <= 0) return;
     /* beta first, once: C = beta C (beta 0 never reads C: it may hold NaN) */
@@ -159,8 +203,10 @@ void ck_sgemm_builtin(int trans_a, int trans_b, int M, int N, int K, float alpha
                 if (avx2)
                     micro_avx2(acc, a, rs, cs, mr, P, kc);
                 else
+                    micro_sse2(acc, a, rs, cs, mr, P, kc);
+#else
+                micro_c(acc, a, rs, cs, mr, P, kc);
 #endif
-                    micro_c(acc, a, rs, cs, mr, P, kc);
                 for (r = 0; r < mr; r++) {
                     float *c = C + (size_t)(i + r) * ldc + n0;
                     for (j = 0; j < nb; j++) c[j] += alpha * acc[r][j];
@@ -195,6 +241,7 @@ void ck_sgemv_builtin(int trans, int M, int N, float alpha, const float *A, int 
 
 #undef GM
 #undef GM_AVX2
+#undef GM_SSE2
 #undef GM_MAX
 #undef GN
 #undef GK
