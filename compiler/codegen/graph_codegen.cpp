@@ -266,12 +266,8 @@ GraphCodegenResult generate_graph_c(Program &p, const Plan &plan, const CodegenO
 
     CWriter cfg;
     cfg.line(fmt::format("#define CK_N_LAYERS {} /* times the block runs */", p.info.n_layers));
-    int64_t max_k = 0;  // the widest K of a GEMM: sizes the kernels' workspace (ck_linear_workspace)
-    for (Section s : kSections)
-        for (const Node &n : p.section(s).nodes())
-            if ((n.op == Op::MATMUL || n.op == Op::MATMUL_ADD) && !p.section(s).tensor(n.inputs[0]).shape.empty())
-                max_k = std::max(max_k, p.section(s).tensor(n.inputs[0]).shape.back());
-    cfg.line(fmt::format("#define CK_MAX_K {} /* the widest K of a GEMM: sizes the kernels' workspace */", max_k));
+    cfg.line(fmt::format("#define CK_MAX_K {} /* the widest K of a GEMM: sizes the kernels' workspace */",
+                         widest_gemm_k(p)));
     cfg.line(fmt::format("#define CK_CARRY_ELEMS {} /* floats of the value passed from layer to layer */",
                          p.info.n_layers ? shape_numel_fixed(p.carry_shape) : 0));
 

@@ -222,11 +222,7 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     if (p.info.size_named("CK_KV_HEADS")->value != kv->i("kv_heads") ||
         p.info.size_named("CK_HEAD_DIM")->value != kv->i("head_dim"))
         internal_error("codegen: the KV store's heads or head_dim differ from the program's");
-    int64_t max_k = 0;  // the widest K of a GEMM (ck_linear_q with stored weights): sizes the workspace
-    for (Section s : kSections)
-        for (const Node &n : p.section(s).nodes())
-            if ((n.op == Op::MATMUL || n.op == Op::MATMUL_ADD) && !p.section(s).tensor(n.inputs[0]).shape.empty())
-                max_k = std::max(max_k, p.section(s).tensor(n.inputs[0]).shape.back());
+    const int64_t max_k = widest_gemm_k(p);  // (ck_linear_q's with stored weights)
     define("CK_MAX_K", max_k, "widest K of a GEMM: sizes the kernels' workspace");
     define("CK_MAX_QK", p.info.stored_weights ? max_k : 0, "the same of a stored-format matrix (0: none)");
     cfg.line(fmt::format("#define CK_TABLE_FLOATS ((size_t)CK_CONTEXT * {}) /* the RoPE tables: floats */", table_floats));

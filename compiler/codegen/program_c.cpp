@@ -258,6 +258,16 @@ std::string weights_c(const WeightTable &wt, const std::string &prefix)
     return w.str();
 }
 
+int64_t widest_gemm_k(const Program &p)
+{
+    int64_t k = 0;
+    for (Section s : kSections)
+        for (const Node &n : p.section(s).nodes())
+            if ((n.op == Op::MATMUL || n.op == Op::MATMUL_ADD) && !p.section(s).tensor(n.inputs[0]).shape.empty())
+                k = std::max(k, p.section(s).tensor(n.inputs[0]).shape.back());
+    return k;
+}
+
 std::string plan_c(const Program &p, const Plan &plan)
 {
     CWriter w;

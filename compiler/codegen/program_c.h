@@ -142,6 +142,8 @@ std::string weights_c(const WeightTable &wt, const std::string &prefix);
 std::string inline_constants_c(const WeightTable &wt, const Program &p);
 // CK_ACT_PER_TOKEN, CK_ACT_FIXED and one #define per arena allocation.
 std::string plan_c(const Program &p, const Plan &plan);
+// The widest K of a GEMM (MATMUL / MATMUL_ADD) in any section: sizes the kernels' workspace (CK_MAX_K)
+int64_t widest_gemm_k(const Program &p);
 std::string offset_name(Section section, const std::string &root);  // CK_OFF_BLOCK_QKV
 // static const CK_LAYER_<NAME>[] tables of per-layer attributes.
 std::string layer_tables_c(const Program &p);

@@ -269,15 +269,21 @@ def test_an_embedded_gguf_brings_its_tokenizer(build, tmp_path):
     assert p.stdout.startswith("hello world") and p.stdout == run([exe, gguf, *prompt])
 
 
-def test_embed_weights_bad_input(tiny_llama, tmp_path):
-    from references import smollm2_gguf
-    cfg = os.path.join(os.path.dirname(tiny_llama["weights"]), "config.json")
-
+def failing_compile(tmp_path):
+    """compile_err(*args): `ckc compile *args -o m.c`, which must fail and write nothing; returns its stderr"""
     def compile_err(*args):
         p = subprocess.run([ckc.ckc_binary(), "compile", *args, "-o", str(tmp_path / "m.c")], capture_output=True,
                            text=True)
         assert p.returncode != 0 and not os.path.exists(tmp_path / "m.c")
         return p.stderr
+    return compile_err
+
+
+def test_embed_weights_bad_input(tiny_llama, tmp_path):
+    from references import smollm2_gguf
+    cfg = os.path.join(os.path.dirname(tiny_llama["weights"]), "config.json")
+
+    compile_err = failing_compile(tmp_path)
     big = smollm2_gguf()
     assert re.search(r"--embed-weights .*SmolLM2.*: [\d.]+ MiB is more than the 32.0 MiB a C file sensibly holds",
                      compile_err(big, "--embed-weights"))
@@ -356,11 +362,7 @@ def test_static_build_allocates_nothing_after_init(tiny_llama, weights, tmp_path
 def test_static_bad_input(tiny_llama, gpt_graph, tmp_path):
     cfg = os.path.join(os.path.dirname(tiny_llama["weights"]), "config.json")
 
-    def compile_err(*args):
-        p = subprocess.run([ckc.ckc_binary(), "compile", *args, "-o", str(tmp_path / "m.c")], capture_output=True,
-                           text=True)
-        assert p.returncode != 0 and not os.path.exists(tmp_path / "m.c")
-        return p.stderr
+    compile_err = failing_compile(tmp_path)
     assert "--static needs --max-tokens N" in compile_err(cfg, "--static")
     assert "add --static" in compile_err(cfg, "--max-tokens", "8")
     assert re.search(r"--max-tokens 4096 / --kv 4096 is more than .*config.json's context of 128 positions",
