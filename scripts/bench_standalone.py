@@ -13,6 +13,10 @@ for (OPENBLAS_CORETYPE: SkylakeX, Haswell or Prescott), not whatever its detecti
 with AVX-512 the float GEMMs from 8 tokens on are fgemm.c's either way, so `avx2` shows what a CPU without it runs
 (the own GEMM against OpenBLAS's in every linear layer). The logits of the two builds are compared too.
 The first line names the CPU: a ratio holds for the machine it was measured on.
+
+Before / after: --baseline CKC compares two versions of ckc instead, each compiling the same model to a standalone
+file built the default way (cc -O3 -fopenmp -DCK_BLAS=1 ... -lopenblas): "baseline" from the ckc binary given (e.g.
+a worktree of an older commit, built with cmake), "current" from this checkout's; the ratio is current / baseline.
 """
 import argparse
 import os
@@ -53,16 +57,28 @@ def main():
     ap.add_argument("--decode", type=int, default=64)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--out", default=os.path.join(ckc.ROOT or ".", "out", "bench-standalone"))
+    ap.add_argument("--baseline", help="a ckc binary (another version): compare this checkout's ckc with it")
     a = ap.parse_args()
     print(machine())
     config = os.path.join(ckc.ROOT, "models", SHAPES[a.shape], "config.json")
     out = os.path.join(a.out, f"{a.shape}-{a.weights}")
-    c = ckc.compile_model(config, out, args=["--standalone", "--weights", a.weights])
+    args = ["--standalone", "--weights", a.weights]
+    if a.baseline:  # (name, model.c, flags, libs): the same default build of two versions' files
+        base = os.path.join(out, "baseline")
+        os.makedirs(base, exist_ok=True)
+        subprocess.run([a.baseline, "compile", config, *args, "-o", os.path.join(base, "model.c")], check=True)
+        builds = [("baseline", os.path.join(base, "model.c"), *BUILDS["openblas"]),
+                  ("current", ckc.compile_model(config, out, args=args), *BUILDS["openblas"])]
+    else:
+        c = ckc.compile_model(config, out, args=args)
+        builds = [(name, c, flags, libs) for name, (flags, libs) in BUILDS.items()]
     sos = {}
-    for name, (flags, libs) in BUILDS.items():
+    for name, c, flags, libs in builds:
         print(f"== build {name}", file=sys.stderr)
         sos[name] = cross.build(c, os.path.join(out, f"lib{name}.so"), opt="-O3", main=None,
                                 flags=["-fPIC", "-shared", "-fopenmp", *flags], libs=libs)
+    names = list(sos)  # the ratio: builtin / openblas, or current / baseline
+    num, den = (names[1], names[0]) if a.baseline else (names[0], names[1])
     weights = os.path.join(out, "weights")
     if not os.path.exists(os.path.join(weights, "model.safetensors")):
         ckc.random_weights(config, weights, seed=0)
@@ -78,7 +94,7 @@ def main():
                 cmd = [sys.executable, os.path.join(HERE, "bench_llm.py"), "--worker", "ckc", "--so", so, "--weights",
                        weights, "--config", config, "--threads", str(threads), "--prefill", str(a.prefill),
                        "--decode", str(a.decode), "--logits", os.path.join(out, f"logits-{name}.npy")]
-                wenv = dict(env, OPENBLAS_CORETYPE=core) if name == "openblas" else env
+                wenv = dict(env, OPENBLAS_CORETYPE=core) if name != "builtin" else env
                 procs[name] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=wenv)
             for name, p in procs.items():
                 if p.stdout.readline().strip() != "ready":
@@ -101,11 +117,10 @@ def main():
             rate = {n: {"prefill": a.prefill / statistics.median(t[n]["prefill"]),
                         "decode": a.decode / statistics.median(t[n]["decode"])} for n in sos}
             la, lb = (np.load(os.path.join(out, f"logits-{n}.npy")) for n in sos)
+            r = {w: f"{num} {rate[num][w]:.1f} / {den} {rate[den][w]:.1f} tok/s = {rate[num][w] / rate[den][w]:.2f}x"
+                 for w in ("prefill", "decode")}
             print(f"{a.shape} {a.weights}, kernels {path} (OpenBLAS core {core}), {threads} thread(s), median of {a.reps}: "
-                  f"prefill {a.prefill} builtin {rate['builtin']['prefill']:.1f} / openblas "
-                  f"{rate['openblas']['prefill']:.1f} tok/s = {rate['builtin']['prefill'] / rate['openblas']['prefill']:.2f}x; "
-                  f"decode builtin {rate['builtin']['decode']:.1f} / openblas {rate['openblas']['decode']:.1f} tok/s = "
-                  f"{rate['builtin']['decode'] / rate['openblas']['decode']:.2f}x; "
+                  f"prefill {a.prefill} {r['prefill']}; decode {r['decode']}; "
                   f"max |logit diff| {float(np.max(np.abs(la - lb))):.1e}", flush=True)
 
 
