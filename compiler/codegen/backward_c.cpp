@@ -306,10 +306,12 @@ Calls rmsnorm_bwd(BwdCtx &c)
     const Node &n = *c.n;
     Calls out;
     CArg a = c.acc({n.inputs[0]}, out);
+    const int64_t group = n.i("group", 0), per = group ? last(c.g.tensor(n.output).shape) / group : 1;
+    CArg rows = per == 1 ? c.tokens() : arg_expr("T", fmt::format("T * {}", per), {"T"});  // a row per group
     out.push_back(call("ck_rmsnorm_backward",
                        {c.write_grad(n.inputs[0]), a, c.param_grad(n.inputs[1]), c.read_grad(n.output), c.val(n.inputs[0]),
-                        c.val(n.inputs[1]), c.tokens(), c.width("C", n.output), arg_float("eps", n.f("eps")),
-                        arg_float("w_offset", n.f("w_offset", 0.0)), c.scratch(4)}));
+                        c.val(n.inputs[1]), rows, c.width("C", n.inputs[1]), arg_float("eps", n.f("eps")),
+                        arg_float("w_offset", n.f("w_offset", 0.0)), c.scratch(4 * per)}));
     return out;
 }
 

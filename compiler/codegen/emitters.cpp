@@ -75,8 +75,14 @@ Calls pos_embed_emit(EmitCtx &c)
 
 Calls rmsnorm_emit(EmitCtx &c)
 {
-    return {call("ck_rmsnorm", {c.out(), c.in(0), c.in(1), c.rows("T", c.n.inputs[0]), c.dim("C", c.n.inputs[0]),
-                                arg_float("eps", c.n.f("eps")), arg_float("w_offset", c.n.f("w_offset", 0.0))})};
+    CArg rows = c.rows("T", c.n.inputs[0]), width = c.dim("C", c.n.inputs[0]);
+    if (const int64_t group = c.n.i("group", 0)) {  // each group a row of its own (per-head norms)
+        const int64_t per = last(c.tin(0).shape) / group;
+        rows = arg_expr("T", fmt::format("{} * {}", rows.text, per), rows.reads);
+        width = c.dim("C", c.n.inputs[1]);
+    }
+    return {call("ck_rmsnorm", {c.out(), c.in(0), c.in(1), rows, width, arg_float("eps", c.n.f("eps")),
+                                arg_float("w_offset", c.n.f("w_offset", 0.0))})};
 }
 
 Calls layernorm_emit(EmitCtx &c)

@@ -103,7 +103,10 @@ Shape pos_embed_shape(const Node &n, const Inputs &in)
 // ---- normalization --------------------------------------------------------------
 Shape rmsnorm_shape(const Node &n, const Inputs &in)
 {
-    CK_EXPECT(in[1]->shape == Shape{last(in[0]->shape)}, n, "weight must be [dim]: " + shapes(in));
+    const int64_t group = n.i("group", 0), width = last(in[0]->shape);  // group: per-head norms (Qwen3's q/k)
+    CK_EXPECT(group >= 0 && (group == 0 || width % group == 0), n,
+              "group must divide the last dim: " + shapes(in) + ", group " + std::to_string(group));
+    CK_EXPECT(in[1]->shape == Shape{group ? group : width}, n, "weight must be [group or dim]: " + shapes(in));
     CK_EXPECT(n.has("eps"), n, "needs attr eps");
     return in[0]->shape;
 }

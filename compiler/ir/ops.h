@@ -38,7 +38,7 @@ namespace ckc {
     /* ---- language-model ops ------------------------------------------------------------ */ \
     X(EMBEDDING)     /* (ids[..] i32/i64, table[V,C]) -> [..,C]  row gather                   */ \
     X(POS_EMBED)     /* (x[T,C], table[P,C]) -> [T,C]  x + table[pos0 + t] (learned)          */ \
-    X(RMSNORM)       /* (x[..,C], w[C]) -> [..,C]  attrs eps, w_offset                        */ \
+    X(RMSNORM)       /* (x[..,C], w[G]) -> [..,C]  each G-wide group; attrs eps, w_offset, group G (0: C) */ \
     X(LAYERNORM)     /* (x[..,C], w[C], b[C]) -> [..,C]  attr eps                             */ \
     X(MATMUL)        /* (a[..,M,K] or [..,K,M], b[..,K,N] or [..,N,K]) -> [..,M,N]  transpose_a/_b, alpha */ \
     X(MATMUL_ADD)    /* (a, b, c[N] or c[..,M,N] [, bias[N]]) -> alpha a@b + c (+ bias)       */ \

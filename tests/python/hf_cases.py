@@ -37,6 +37,10 @@ CASES = {
     # Qwen2-0.5B: q/k/v biases, tied, theta 1e6; and windows on the layers past max_window_layers
     "qwen2": published("tiny-qwen2"),
     "qwen2_windows": published("tiny-qwen2", use_sliding_window=True, sliding_window=5, max_window_layers=1),
+    # Qwen3-0.6B: per-head q/k RMSNorm, head_dim (32) apart from hidden / heads (16), tied, theta 1e6; and with
+    # attention biases (q/k/v/o) and untied
+    "qwen3": published("tiny-qwen3"),
+    "qwen3_bias_untied": published("tiny-qwen3", attention_bias=True, tie_word_embeddings=False, num_key_value_heads=4),
     # GPT-2: learned positions, Conv1D, tied; and the inverse-layer attention scale
     "gpt2": published("tiny-gpt2", bos_token_id=0, eos_token_id=0),
     "gpt2_layer_scaled": published("tiny-gpt2", bos_token_id=0, eos_token_id=0, scale_attn_by_inverse_layer_idx=True),

@@ -186,7 +186,7 @@ TEST_CASE("config errors point at the key: file:line:col, the line, a caret", "[
 TEST_CASE("families: every supported model_type is listed in errors", "[config][families]")
 {
     std::string msg = build_error(tiny_llama({{"model_type", "falcon"}}).dump());
-    for (const char *t : {"llama", "mistral", "qwen2", "gpt2", "phi3", "gemma", "phi", "gemma2"})
+    for (const char *t : {"llama", "mistral", "qwen2", "qwen3", "gpt2", "phi3", "gemma", "phi", "gemma2"})
         CHECK_THAT(msg, Contains(t));
 }
 
@@ -214,6 +214,26 @@ TEST_CASE("families: Hugging Face class defaults", "[config][families]")
                                              {"sliding_window", 7}, {"max_window_layers", 1}}));
         CHECK(w.block.node("attn")->table("window") == "window");
         CHECK(w.layer_tables.at("window").values == std::vector<double>{0, 7, 7});
+    }
+    SECTION("qwen3: head_dim 128 apart from hidden / heads; per-head q/k RMSNorm before RoPE; no biases unless "
+            "attention_bias (then o_proj's too)")
+    {
+        LlmConfig c = parse({{"model_type", "qwen3"}, {"hidden_size", 1024}, {"num_attention_heads", 16},
+                             {"num_key_value_heads", 8}});
+        CHECK(c.head_dim == 128);
+        CHECK(c.vocab_size == 151936);
+        Program p = program_from(tiny_llama({{"model_type", "qwen3"}, {"head_dim", 32}}));
+        const Node *qn = p.block.node("q_normed");
+        REQUIRE(qn);
+        CHECK(qn->op == Op::RMSNORM);
+        CHECK(qn->i("group") == 32);
+        CHECK(p.block.tensor(qn->inputs[1]).shape == Shape{32});
+        CHECK(p.block.node("q_rope")->inputs[0] == "q_normed");
+        CHECK(p.block.node("k_normed")->i("group") == 32);
+        CHECK_FALSE(p.block.has_tensor("self_attn.q_proj.bias"));
+        Program b = program_from(tiny_llama({{"model_type", "qwen3"}, {"attention_bias", true}}));
+        CHECK(b.block.has_tensor("self_attn.q_proj.bias"));
+        CHECK(b.block.has_tensor("self_attn.o_proj.bias"));
     }
     SECTION("gemma: head_dim 256, tied, tanh GELU even when hidden_act says gelu")
     {

@@ -275,3 +275,25 @@ TEST_CASE("every op that runs has an emitter, and fold-only ops have none", "[ir
         CHECK(lowering(op).kernels.empty() == op_def(op).fold_only);
     }
 }
+
+TEST_CASE("RMSNORM's group: a norm over each group of the last dim, its weight [group] (Qwen3's per-head q/k)", "[ir]")
+{
+    auto graph = [](int64_t width, int64_t group, int64_t wlen) {
+        Graph g;
+        g.add_tensor(Tensor{"x", {kTokens, width}, DType::F32, Storage::Carry, {}});
+        g.add_tensor(Tensor{"w", {wlen}, DType::F32, Storage::Weight, {}});
+        Node n;
+        n.name = n.output = "y";
+        n.op = Op::RMSNORM;
+        n.inputs = {"x", "w"};
+        n.attrs["eps"] = 1e-6;
+        if (group) n.attrs["group"] = group;
+        g.add_node(n);
+        return g;
+    };
+    CHECK_NOTHROW(graph(8, 4, 4).verify("test"));
+    CHECK_NOTHROW(graph(8, 0, 8).verify("test"));
+    CHECK_THROWS_WITH(graph(8, 3, 3).verify("test"), Contains("group must divide the last dim"));
+    CHECK_THROWS_WITH(graph(8, 4, 8).verify("test"), Contains("weight must be [group or dim]"));
+    CHECK_THROWS_WITH(graph(8, 0, 4).verify("test"), Contains("weight must be [group or dim]"));
+}

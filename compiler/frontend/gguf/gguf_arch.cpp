@@ -69,6 +69,14 @@ const std::vector<GgufArch> &gguf_archs()
         qwen2.names = llama_names();
         t.push_back(qwen2);
 
+        GgufArch qwen3 = row("qwen3", "qwen3");
+        {
+            const std::string L = "model.layers.{L}.", B = "blk.{L}.";
+            qwen3.names = llama_names({{L + "self_attn.q_norm.weight", B + "attn_q_norm.weight"},
+                                       {L + "self_attn.k_norm.weight", B + "attn_k_norm.weight"}});
+        }
+        t.push_back(qwen3);
+
         GgufArch gemma = row("gemma", "gemma");
         gemma.norm_plus_one = true;
         gemma.names = llama_names();

@@ -100,9 +100,11 @@ struct AttentionSpec {
     Attr window = int64_t(0);  // sliding window, 0 = none; "@table" per layer
     Attr scale = 0.0;          // 0 = head_dim^-0.5; "@table" per layer
     double softcap = 0.0;      // attention logit soft-capping, 0 = none
+    bool qk_norm = false;      // a norm on each head of q and of k before RoPE (q_norm, k_norm: [head_dim]; Qwen3)
+    NormSpec qk_norm_spec;
 };
 
-// q/k/v projections, RoPE on q and k, KV store, causal GQA attention, o_proj.
+// q/k/v projections, per-head q/k norms, RoPE on q and k, KV store, causal GQA attention, o_proj.
 // Returns the o_proj output (before the residual add).
 std::string build_attention(SectionBuilder &b, const std::string &x, const LlmConfig &c, const AttentionSpec &spec);
 

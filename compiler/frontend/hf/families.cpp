@@ -14,6 +14,7 @@ namespace ckc {
     X(llama)   /* Llama 2/3, TinyLlama, SmolLM                                     */ \
     X(mistral) /* + sliding window                                                 */ \
     X(qwen2)   /* + q/k/v biases, per-layer windows                                */ \
+    X(qwen3)   /* + per-head q/k RMSNorm, head_dim apart from hidden / heads      */ \
     X(gpt2)    /* LayerNorm, learned positions, Conv1D, gelu_new                   */ \
     X(phi3)    /* fused qkv_proj and gate_up_proj                                  */ \
     X(gemma)   /* scaled embeddings, (1 + w) RMSNorm, GeGLU                        */ \
