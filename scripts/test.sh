@@ -3,7 +3,7 @@
 # ctest (unit, kernel and runtime tests + Python parity against PyTorch), then
 # the compiler and runtime tests again under AddressSanitizer +
 # UndefinedBehaviorSanitizer (including a generated model run end to end), then every fuzz harness (tests/fuzz)
-# for CKC_FUZZ_SECONDS (30) each.
+# for CKC_FUZZ_SECONDS (20) each, going on from the corpora earlier runs grew (~/.cache/ckc/fuzz, as scripts/fuzz.sh).
 # Exits non-zero when any test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,11 +26,15 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCKC_SANITIZE=ON -DCKC_PYTHON
 cmake --build build-asan -j"$JOBS"
 (cd build-asan && ctest --output-on-failure -j"$JOBS")
 
-echo "== build the fuzz harnesses (clang, ASan + UBSan + libFuzzer) and run each for ${CKC_FUZZ_SECONDS:-30} s"
+FUZZ_WORK="${CKC_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ckc}/fuzz"
+echo "== build the fuzz harnesses (clang, ASan + UBSan + libFuzzer) and run each for ${CKC_FUZZ_SECONDS:-20} s" \
+     "(corpora: $FUZZ_WORK)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCKC_FUZZ=ON -DCKC_BUILD_TESTS=OFF \
-    -DCKC_PYTHON_TESTS=OFF -DCKC_WERROR=ON -DCKC_FUZZ_SECONDS="${CKC_FUZZ_SECONDS:-30}" >/dev/null
+    -DCKC_PYTHON_TESTS=OFF -DCKC_WERROR=ON -DCKC_FUZZ_SECONDS="${CKC_FUZZ_SECONDS:-20}" \
+    -DCKC_FUZZ_WORK="$FUZZ_WORK" >/dev/null
 cmake --build build-fuzz -j"$JOBS"
-rm -f build-fuzz/fuzz-work/summary-*
+mkdir -p "$FUZZ_WORK"
+rm -f "$FUZZ_WORK"/summary-*
 (cd build-fuzz && ctest --output-on-failure -j"$JOBS" -L fuzz)
-cat build-fuzz/fuzz-work/summary-*  # per harness: inputs run, coverage
+cat "$FUZZ_WORK"/summary-*  # per harness: inputs run, coverage, corpus
 echo "== all tests passed"

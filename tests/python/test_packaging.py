@@ -32,7 +32,8 @@ def test_pip_install_into_a_fresh_venv_works_without_the_checkout(tmp_path):
     shutil.copy(src / "models" / "tiny-llama" / "config.json", config)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    sh(f"{venv}/bin/pip install -q {src}", cwd=tmp_path)
+    # the compiler's build on every core (scikit-build-core's make runs one job unless told)
+    sh(f"CMAKE_BUILD_PARALLEL_LEVEL={os.cpu_count() or 1} {venv}/bin/pip install -q {src}", cwd=tmp_path)
     shutil.rmtree(src)  # the installed package must not need the clone
 
     # nothing from the checkout: not its compiler (CKC_*) and not its python/ (a PYTHONPATH)
