@@ -41,6 +41,10 @@ CASES = {
     # attention biases (q/k/v/o) and untied
     "qwen3": published("tiny-qwen3"),
     "qwen3_bias_untied": published("tiny-qwen3", attention_bias=True, tie_word_embeddings=False, num_key_value_heads=4),
+    # OLMo-2-1B: norms after the sublayers, whole-width q/k RMSNorm, theta 5e5, untied; and GQA (OLMo-2-32B) with
+    # attention biases
+    "olmo2": published("tiny-olmo2"),
+    "olmo2_gqa_bias": published("tiny-olmo2", num_key_value_heads=2, attention_bias=True),
     # GPT-2: learned positions, Conv1D, tied; and the inverse-layer attention scale
     "gpt2": published("tiny-gpt2", bos_token_id=0, eos_token_id=0),
     "gpt2_layer_scaled": published("tiny-gpt2", bos_token_id=0, eos_token_id=0, scale_attn_by_inverse_layer_idx=True),

@@ -186,7 +186,7 @@ TEST_CASE("config errors point at the key: file:line:col, the line, a caret", "[
 TEST_CASE("families: every supported model_type is listed in errors", "[config][families]")
 {
     std::string msg = build_error(tiny_llama({{"model_type", "falcon"}}).dump());
-    for (const char *t : {"llama", "mistral", "qwen2", "qwen3", "gpt2", "phi3", "gemma", "phi", "gemma2"})
+    for (const char *t : {"llama", "mistral", "qwen2", "qwen3", "gpt2", "phi3", "gemma", "phi", "gemma2", "olmo2"})
         CHECK_THAT(msg, Contains(t));
 }
 
@@ -234,6 +234,21 @@ TEST_CASE("families: Hugging Face class defaults", "[config][families]")
         Program b = program_from(tiny_llama({{"model_type", "qwen3"}, {"attention_bias", true}}));
         CHECK(b.block.has_tensor("self_attn.q_proj.bias"));
         CHECK(b.block.has_tensor("self_attn.o_proj.bias"));
+    }
+    SECTION("olmo2: no norm before the sublayers, one after each; q/k RMSNorm over their whole width")
+    {
+        LlmConfig c = parse({{"model_type", "olmo2"}});
+        CHECK(c.vocab_size == 50304);
+        CHECK(c.norm_eps == 1e-5);
+        Program p = program_from(tiny_llama({{"model_type", "olmo2"}}));
+        CHECK_FALSE(p.block.has_tensor("input_layernorm.weight"));
+        CHECK(p.block.has_tensor("post_feedforward_layernorm.weight"));
+        const Node *qn = p.block.node("q_normed");
+        REQUIRE(qn);
+        CHECK_FALSE(qn->has("group"));
+        CHECK(p.block.tensor(qn->inputs[1]).shape == Shape{64});  // heads x head_dim
+        CHECK(p.block.tensor(p.block.node("k_normed")->inputs[1]).shape == Shape{32});  // kv_heads x head_dim
+        CHECK(p.block.node("attn_normed")->inputs[0] == "attn_out");
     }
     SECTION("gemma: head_dim 256, tied, tanh GELU even when hidden_act says gelu")
     {

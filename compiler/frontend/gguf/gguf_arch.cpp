@@ -117,6 +117,18 @@ const std::vector<GgufArch> &gguf_archs()
         };
         t.push_back(gemma2);
 
+        GgufArch olmo2 = row("olmo2", "olmo2");
+        {
+            const std::string L = "model.layers.{L}.", B = "blk.{L}.";
+            Names n = llama_names({{L + "post_feedforward_layernorm.weight", B + "post_ffw_norm.weight"},
+                                   {L + "self_attn.q_norm.weight", B + "attn_q_norm.weight"},
+                                   {L + "self_attn.k_norm.weight", B + "attn_k_norm.weight"}});
+            for (auto &p : n)  // the norm after attention, not the MLP's input norm
+                if (p.first == L + "post_attention_layernorm.weight") p.second = B + "post_attention_norm.weight";
+            olmo2.names = n;
+        }
+        t.push_back(olmo2);
+
         GgufArch phi3 = row("phi3", "phi3");
         {
             const std::string L = "model.layers.{L}.", B = "blk.{L}.";

@@ -171,12 +171,16 @@ std::string build_attention(SectionBuilder &b, const std::string &x, const LlmCo
         k = b.linear(x, m + "." + s.k, dims.hidden, dims.kv, s.qkv_bias, "k", s.conv1d);
         v = b.linear(x, m + "." + s.v, dims.hidden, dims.kv, s.qkv_bias, "v", s.conv1d);
     }
-    if (s.qk_norm) {  // RMSNorm over each head_dim-wide group of q and of k: one [head_dim] weight each
+    if (s.qk_norm != AttentionSpec::QkNorm::None) {  // RMSNorm of q and of k: per head_dim-wide group, or whole
+        const bool per_head = s.qk_norm == AttentionSpec::QkNorm::PerHead;
         const NamedDim head{D, "CK_HEAD_DIM"};
         const double offset = s.qk_norm_spec.kind == NormKind::RmsPlusOne ? 1.0 : 0.0;
-        std::map<std::string, Attr> attrs{{"eps", s.qk_norm_spec.eps}, {"w_offset", offset}, {"group", D}};
-        q = b.op(Op::RMSNORM, {q, b.weight(m + ".q_norm.weight", {head})}, "q_normed", attrs, m + ".q_norm");
-        k = b.op(Op::RMSNORM, {k, b.weight(m + ".k_norm.weight", {head})}, "k_normed", attrs, m + ".k_norm");
+        std::map<std::string, Attr> attrs{{"eps", s.qk_norm_spec.eps}, {"w_offset", offset}};
+        if (per_head) attrs["group"] = D;
+        q = b.op(Op::RMSNORM, {q, b.weight(m + ".q_norm.weight", {per_head ? head : dims.q})}, "q_normed", attrs,
+                 m + ".q_norm");
+        k = b.op(Op::RMSNORM, {k, b.weight(m + ".k_norm.weight", {per_head ? head : dims.kv})}, "k_normed", attrs,
+                 m + ".k_norm");
     }
     if (s.rope) {
         std::map<std::string, Attr> rope{{"head_dim", D},

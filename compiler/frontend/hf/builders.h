@@ -100,7 +100,9 @@ struct AttentionSpec {
     Attr window = int64_t(0);  // sliding window, 0 = none; "@table" per layer
     Attr scale = 0.0;          // 0 = head_dim^-0.5; "@table" per layer
     double softcap = 0.0;      // attention logit soft-capping, 0 = none
-    bool qk_norm = false;      // a norm on each head of q and of k before RoPE (q_norm, k_norm: [head_dim]; Qwen3)
+    // q_norm / k_norm on the projections, before RoPE: on each head ([head_dim] weights; Qwen3), or on the whole
+    // width ([heads x head_dim], [kv_heads x head_dim]; OLMo 2)
+    enum class QkNorm { None, PerHead, Whole } qk_norm = QkNorm::None;
     NormSpec qk_norm_spec;
 };
 

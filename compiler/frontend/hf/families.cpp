@@ -19,7 +19,8 @@ namespace ckc {
     X(phi3)    /* fused qkv_proj and gate_up_proj                                  */ \
     X(gemma)   /* scaled embeddings, (1 + w) RMSNorm, GeGLU                        */ \
     X(phi)     /* Phi-2: parallel attention + MLP, partial RoPE                    */ \
-    X(gemma2)  /* + sandwich norms, soft-capping, alternating windows              */
+    X(gemma2)  /* + sandwich norms, soft-capping, alternating windows              */ \
+    X(olmo2)   /* norms after each sublayer, whole-width q/k RMSNorm               */
 
 #define CK_FAMILY_DECLARE(name)                    \
     LlmConfig parse_##name(const ConfigReader &r); \

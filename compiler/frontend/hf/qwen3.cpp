@@ -35,7 +35,7 @@ Program build_qwen3(const ConfigReader &r, const LlmConfig &c)
     for (int64_t i = 0; i < c.n_layers; i++) sliding.push_back(window && i >= max_window_layers);
     PreNormBlock blk = llama_block(c);
     blk.attn.qkv_bias = blk.attn.o_bias = c.attention_bias;
-    blk.attn.qk_norm = true;
+    blk.attn.qk_norm = AttentionSpec::QkNorm::PerHead;
     blk.attn.qk_norm_spec = blk.norm;
     blk.attn.window = per_layer(p, "window", read_layer_windows(r, c.n_layers, window, sliding), true);
     build_llama_layout(p, c, blk);
