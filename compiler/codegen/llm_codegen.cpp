@@ -161,8 +161,8 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
         init.line(fmt::format("m->rope{0}_cos = ck_table_alloc(m, (size_t)CK_CONTEXT * {1});", i, rot / 2));
         init.line(fmt::format("m->rope{0}_sin = ck_table_alloc(m, (size_t)CK_CONTEXT * {1});", i, rot / 2));
         init.open(fmt::format("if (!m->rope{0}_cos || !m->rope{0}_sin)", i));
-        init.line(fmt::format("ck_table_release(m, m->rope{0}_cos); /* host memory: not the target's to free */", i));
-        init.line(fmt::format("ck_table_release(m, m->rope{0}_sin);", i));
+        init.line(fmt::format("ck_table_release(m->rope{0}_cos); /* host memory: not the target's to free */", i));
+        init.line(fmt::format("ck_table_release(m->rope{0}_sin);", i));
         init.line(fmt::format("m->rope{0}_cos = m->rope{0}_sin = NULL;", i));
         init.line("snprintf(err, sizeof err, \"out of memory for the RoPE tables (%d positions)\", CK_CONTEXT);");
         init.line("rc = CK_ENOMEM;");
@@ -181,8 +181,8 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
         init.line("return NULL;");
         init.close();
         init.close();
-        fr.line(fmt::format("ck_target_table_free(m, m->rope{0}_cos);", i));
-        fr.line(fmt::format("ck_target_table_free(m, m->rope{0}_sin);", i));
+        fr.line(fmt::format("ck_target_table_free(m->rope{0}_cos);", i));
+        fr.line(fmt::format("ck_target_table_free(m->rope{0}_sin);", i));
         table_floats += rot;  // cos and sin, rot / 2 each per position
     }
 

@@ -38,6 +38,9 @@
 #define NR (16 * NV) /* weight rows per panel */
 #define MR 8        /* tokens per microkernel block: MR x NV accumulators */
 #define KC CK_FGEMM_KC
+/* the workspace sizes (CK_LINEAR_WORKSPACE_BYTES) reserve CK_FGEMM_PANEL_BYTES for a thread's panel: it fits
+ * (0 off x86-64, where no fgemm body runs) */
+typedef char ck_fgemm_panel_fits[CK_FGEMM_PANEL_BYTES == 0 || sizeof(float) * KC * NR + 64 <= CK_FGEMM_PANEL_BYTES ? 1 : -1];
 
 int ck_fgemm_type(int type) { return type == CK_Q_F32 || type == CK_Q_F16 || type == CK_Q_BF16; }
 
@@ -277,7 +280,8 @@ int ck_fgemm_general(float *out, int ldo, const float *x, int64_t xs_t, int64_t 
     if (r1 <= r0) return 0;
     if (w_kn && type != CK_Q_F32) return -1;
     const size_t mark = ck_ws_mark();
-    mem = (float *)ck_ws_alloc(sizeof(float) * (size_t)KC * NR + 64); /* the workspace (ck_kernels.h), else malloc */
+    /* the workspace (ck_kernels.h), else malloc */
+    mem = (float *)ck_ws_alloc(sizeof(float) * (size_t)KC * NR + 64);
     if (!mem) return -1;
     P = (float *)((char *)mem + (64 - (uintptr_t)mem % 64) % 64);
     o.out = out, o.ldo = ldo, o.bias = bias, o.add = add, o.ld_add = ld_add;

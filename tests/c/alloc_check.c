@@ -64,6 +64,10 @@ int main(int argc, char **argv)
     for (i = 0; i < 32; i++)
         if (ck_model_decode(m, (i * 7) % 50)) return fprintf(stderr, "error: %s\n", ck_last_error()), 2;
     counting = 0;
+    { /* the buffers are the block's: the logits lie in it */
+        const unsigned char *l = (const unsigned char *)ck_model_get_logits(m);
+        if (!l || l < block || l >= block + bytes) return fprintf(stderr, "the logits are not in the block\n"), 1;
+    }
     printf("CK_MODEL_MEMORY_BYTES %zu\n", bytes);
     printf("%d-token prefill and 32 decode steps: %ld allocator calls\n", n, calls);
     while (ck_model_kv_cache_get_tokens(m) < kv)

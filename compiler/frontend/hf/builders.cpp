@@ -340,6 +340,15 @@ void build_llama_layout(Program &p, const LlmConfig &c, const PreNormBlock &blk,
     build_footer(p, c, f);
 }
 
+Attr qwen_layer_windows(Program &p, const ConfigReader &r, const LlmConfig &c)
+{
+    int64_t window = r.boolean("use_sliding_window", false) ? read_window(r, "sliding_window", 4096) : 0;
+    int64_t max_window_layers = r.non_negative_int("max_window_layers", 28);
+    std::vector<bool> sliding;
+    for (int64_t i = 0; i < c.n_layers; i++) sliding.push_back(window && i >= max_window_layers);
+    return per_layer(p, "window", read_layer_windows(r, c.n_layers, window, sliding), true);
+}
+
 Attr per_layer(Program &p, const std::string &name, const std::vector<double> &values, bool is_int)
 {
     bool same = true;

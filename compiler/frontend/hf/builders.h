@@ -168,5 +168,8 @@ void build_llama_layout(Program &p, const LlmConfig &c, const PreNormBlock &blk,
 // `values` as one attribute: a literal when every layer agrees, else a
 // per-layer table registered in the Program and referenced as "@name".
 Attr per_layer(Program &p, const std::string &name, const std::vector<double> &values, bool is_int);
+// Qwen2's and Qwen3's sliding windows: only when use_sliding_window (default false), on the layers whose
+// layer_types entry is "sliding_attention", by default those with index >= max_window_layers (28).
+Attr qwen_layer_windows(Program &p, const ConfigReader &r, const LlmConfig &c);
 
 }  // namespace ckc

@@ -1,9 +1,7 @@
 // qwen3.cpp — model_type "qwen3": the Llama block with an RMSNorm on each head of q and of k (q_norm, k_norm:
 // weights [head_dim], the config's eps) before RoPE, no q/k/v biases unless attention_bias (then on o_proj too),
-// head_dim 128 by default (independent of hidden / heads), and Qwen2's optional per-layer sliding windows.
-//
-// Qwen3Config: sliding_window applies only when use_sliding_window is true (default false), on the layers whose
-// layer_types entry is "sliding_attention" — by default those with index >= max_window_layers (28).
+// head_dim 128 by default (independent of hidden / heads), and Qwen2's optional per-layer sliding windows
+// (qwen_layer_windows).
 #include "frontend/hf/builders.h"
 #include "frontend/hf/families.h"
 
@@ -29,15 +27,11 @@ LlmConfig parse_qwen3(const ConfigReader &r)
 Program build_qwen3(const ConfigReader &r, const LlmConfig &c)
 {
     Program p = start_program(c);
-    int64_t window = r.boolean("use_sliding_window", false) ? read_window(r, "sliding_window", 4096) : 0;
-    int64_t max_window_layers = r.non_negative_int("max_window_layers", 28);
-    std::vector<bool> sliding;
-    for (int64_t i = 0; i < c.n_layers; i++) sliding.push_back(window && i >= max_window_layers);
     PreNormBlock blk = llama_block(c);
     blk.attn.qkv_bias = blk.attn.o_bias = c.attention_bias;
     blk.attn.qk_norm = AttentionSpec::QkNorm::PerHead;
     blk.attn.qk_norm_spec = blk.norm;
-    blk.attn.window = per_layer(p, "window", read_layer_windows(r, c.n_layers, window, sliding), true);
+    blk.attn.window = qwen_layer_windows(p, r, c);
     build_llama_layout(p, c, blk);
     return p;
 }
