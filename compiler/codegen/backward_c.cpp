@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "codegen/cwriter.h"
+#include "codegen/emit.h"
 #include "ir/op_rules.h"
 #include "support/error.h"
 #include "support/util.h"
@@ -70,7 +71,7 @@ public:
     CExpr weights(Section s) const override { return forward_.weights(s); }
     CExpr layer_weights() const override { return forward_.layer_weights(); }
     std::string weights_type() const override { return forward_.weights_type(); }
-    std::string rope_table(const Node &rope) override { return forward_.rope_table(rope); }  // the forward's tables
+    RopeRef rope_tables(const Node &rope) override { return forward_.rope_tables(rope); }  // the forward's tables
     std::string tracer() const override { return "m->trace"; }
 
 private:
@@ -379,14 +380,14 @@ Calls rope_bwd(BwdCtx &c)
 {
     const Node &n = *c.n;
     if (n.i("interleaved", 0)) internal_error("node '" + n.name + "': no backward for interleaved RoPE (GGUF weights)");
-    std::string t = c.l.target.rope_table(n);
+    RopeRef t = c.l.target.rope_tables(n);
     Calls out;
     CArg a = c.acc({n.inputs[0]}, out);
     out.push_back(call("ck_rope_backward",
                        {c.write_grad(n.inputs[0]), c.ld("lddx", n.inputs[0]), a, c.read_grad(n.output),
                         c.ld("lddy", n.output), c.tokens(), c.attr_size("heads", "heads", "kv_heads"),
-                        c.attr_size("head_dim", "head_dim"), c.attr_size("rot_dim", "rot_dim"), arg_int("pos0", 0),
-                        arg_pointer(t + "_cos", {"m"}), arg_pointer(t + "_sin", {"m"})}));
+                        c.attr_size("head_dim", "head_dim"), rope_rotated(c, n), arg_int("pos0", 0),
+                        arg_pointer(t.cos.text, t.cos.reads), arg_pointer(t.sin.text, t.sin.reads)}));
     return out;
 }
 

@@ -39,7 +39,7 @@ public:
     // `expr` itself on the host; on a device, a local() (kernels cannot read the handle or host tables)
     virtual CArg device_value(const std::string &type, const std::string &hint, const std::string &expr,
                               const std::string &note, std::vector<std::string> reads) = 0;
-    virtual std::string rope_table(const Node &rope) = 0;  // C prefix of the cos/sin tables: "m->rope0"
+    virtual RopeRef rope_tables(const Node &rope) = 0;  // its cos/sin tables in this layer: "m->rope_cos[0]"
     // A numeric attribute of the node: a literal, or CK_LAYER_<NAME>[layer] when it is a per-layer table.
     virtual CArg param(const std::string &label, const std::string &key, double dflt, bool is_int) = 0;
     virtual CArg scratch() = 0;  // the node's scratch buffer (float *)
@@ -64,5 +64,13 @@ public:
     const Tensor &tin(size_t i) const { return g.tensor(n.inputs.at(i)); }
     const Tensor &tout() const { return g.tensor(n.output); }
 };
+
+// The dims a ROPE node rotates in this layer: its rot_dim, or per layer where some layers have no RoPE
+// (SmolLM3's NoPE layers: attribute "rotated" = rot_dim or 0 by layer). Ctx: an op's or a backward's context.
+template <class Ctx>
+CArg rope_rotated(Ctx &c, const Node &rope)
+{
+    return rope.has("rotated") ? c.param("rot_dim", "rotated", 0, true) : c.attr_size("rot_dim", "rot_dim");
+}
 
 }  // namespace ckc

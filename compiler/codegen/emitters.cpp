@@ -206,12 +206,12 @@ Calls slice_emit(EmitCtx &c)
 
 Calls rope_emit(EmitCtx &c)
 {
-    std::string t = c.rope_table(c.n), m = t.substr(0, t.find("->"));
-    CArg cos = c.device_value("const float *", "rope_cos", t + "_cos", "RoPE cos table", {m});
-    CArg sin = c.device_value("const float *", "rope_sin", t + "_sin", "RoPE sin table", {m});
+    RopeRef t = c.rope_tables(c.n);
+    CArg cos = c.device_value("const float *", "rope_cos", t.cos.text, "RoPE cos table", t.cos.reads);
+    CArg sin = c.device_value("const float *", "rope_sin", t.sin.text, "RoPE sin table", t.sin.reads);
     return {call("ck_rope", {c.out(), c.ld_out(), c.in(0), c.ld_in(0), c.rows("T", c.n.output),
                              c.attr_size("heads", "heads", "kv_heads"), c.attr_size("head_dim", "head_dim"),
-                             c.attr_size("rot_dim", "rot_dim"), c.pos0(), cos, sin,
+                             rope_rotated(c, c.n), c.pos0(), cos, sin,
                              arg_int("interleaved", c.n.i("interleaved", 0))})};
 }
 

@@ -79,7 +79,7 @@ public:
     CExpr layer_weights() const override { return {"&g->w.layers[layer]", {"g", "layer"}}; }
     std::string weights_type() const override { return "ck_layer_weights"; }
     std::string tracer() const override { return "g->trace"; }
-    std::string rope_table(const Node &n) override
+    RopeRef rope_tables(const Node &n) override
     {
         internal_error("codegen: node '" + n.name + "': RoPE tables exist only in language models");
     }

@@ -17,6 +17,18 @@
 
 namespace ckc {
 
+// A C expression and the names (locals, parameters) it reads.
+struct CExpr {
+    std::string text;
+    std::vector<std::string> reads;
+};
+
+// The cos and sin tables a ROPE node reads in this layer: one pair for every layer ("m->rope_cos[0]"), or
+// the pair its layer's RoPE parameters chose (Gemma 3: "m->rope_cos[CK_ROPE_OF_LAYER0[layer]]").
+struct RopeRef {
+    CExpr cos, sin;
+};
+
 struct CArg {
     enum class Kind {
         Pointer,       // a tensor's memory (a local, a weight's field), or NULL

@@ -31,24 +31,82 @@ namespace ckc {
 
 namespace {
 
-// RoPE tables, one per distinct set of parameters, discovered while emitting.
-struct RopeTables {
-    std::vector<const Node *> tables;
-    std::map<std::string, int> by_key;
-
-    static std::string key(const Node &n)
+// The parameters of one RoPE table (ck_rope_params and its width).
+struct RopeParams {
+    int64_t rot_dim = 0;
+    std::string type;
+    double theta = 0, factor = 0, low_freq_factor = 0, high_freq_factor = 0, original_max_position_embeddings = 0;
+    std::string key() const
     {
-        return fmt::format("{}|{}|{}|{}|{}|{}|{}", n.i("rot_dim"), n.s("rope_type"), n.f("theta"), n.f("factor"),
-                           n.f("low_freq_factor"), n.f("high_freq_factor"), n.f("original_max_position_embeddings"));
+        return fmt::format("{}|{}|{}|{}|{}|{}|{}", rot_dim, type, theta, factor, low_freq_factor, high_freq_factor,
+                           original_max_position_embeddings);
     }
-    std::string prefix(const Node &n)
+};
+
+// RoPE tables m->rope_cos[i] / m->rope_sin[i], one per distinct set of parameters, discovered while emitting.
+// A node whose theta or factor differs by layer (a per-layer table: Gemma 3's local and global layers) reads
+// the table of its layer's parameters, chosen by an index table CK_ROPE_OF_LAYER<j>[layer].
+struct RopeTables {
+    explicit RopeTables(const Program &p) : p(p) {}
+    const Program &p;
+    std::vector<RopeParams> tables;
+    std::map<std::string, int> by_key;
+    std::vector<std::vector<int>> selectors;  // CK_ROPE_OF_LAYER<j>: the table of each layer
+
+    RopeRef ref(const Node &n)
     {
-        std::string k = key(n);
-        if (!by_key.count(k)) {
-            by_key[k] = static_cast<int>(tables.size());
-            tables.push_back(&n);
+        bool varies = !n.table("theta").empty() || !n.table("factor").empty();
+        if (!varies) return pair(std::to_string(add(params(n, 0))), {"m"});
+        std::vector<int> of_layer;
+        for (int64_t l = 0; l < p.info.n_layers; l++) of_layer.push_back(add(params(n, l)));
+        auto it = std::find(selectors.begin(), selectors.end(), of_layer);
+        size_t j = static_cast<size_t>(it - selectors.begin());
+        if (it == selectors.end()) selectors.push_back(of_layer);
+        return pair(fmt::format("CK_ROPE_OF_LAYER{}[layer]", j), {"m", "layer"});
+    }
+    std::string selectors_c() const
+    {
+        CWriter w;
+        for (size_t j = 0; j < selectors.size(); j++) {
+            std::vector<std::string> v;
+            for (int i : selectors[j]) v.push_back(std::to_string(i));
+            w.line(fmt::format("static const int CK_ROPE_OF_LAYER{}[CK_N_LAYERS] = {{{}}}; /* each layer's RoPE table "
+                               "(m->rope_cos[i]) */", j, join(v, ", ")));
         }
-        return fmt::format("m->rope{}", by_key[k]);
+        return w.str();
+    }
+
+private:
+    static RopeRef pair(const std::string &index, std::vector<std::string> reads)
+    {
+        return {{"m->rope_cos[" + index + "]", reads}, {"m->rope_sin[" + index + "]", reads}};
+    }
+    double value(const Node &n, const std::string &key, int64_t layer) const
+    {
+        std::string t = n.table(key);
+        if (t.empty()) return n.f(key);
+        auto it = p.layer_tables.find(t);
+        if (it == p.layer_tables.end() || layer >= static_cast<int64_t>(it->second.values.size()))
+            internal_error("codegen: node '" + n.name + "' uses unknown per-layer table '" + t + "'");
+        return it->second.values[static_cast<size_t>(layer)];
+    }
+    RopeParams params(const Node &n, int64_t layer) const
+    {
+        RopeParams r;
+        r.rot_dim = n.i("rot_dim");
+        r.type = n.s("rope_type");
+        r.theta = value(n, "theta", layer);
+        r.factor = value(n, "factor", layer);
+        r.low_freq_factor = n.f("low_freq_factor");
+        r.high_freq_factor = n.f("high_freq_factor");
+        r.original_max_position_embeddings = n.f("original_max_position_embeddings");
+        return r;
+    }
+    int add(const RopeParams &r)
+    {
+        auto [it, fresh] = by_key.emplace(r.key(), static_cast<int>(tables.size()));
+        if (fresh) tables.push_back(r);
+        return it->second;
     }
 };
 
@@ -62,7 +120,7 @@ std::string rope_kind(const std::string &type)
 
 class LlmTarget : public Target {
 public:
-    explicit LlmTarget(bool gcu) : gcu_(gcu) {}
+    LlmTarget(const Program &p, bool gcu) : rope(p), gcu_(gcu) {}
     RopeTables rope;
     bool device() const override { return gcu_; }
     std::vector<std::string> frame_params(Section) const override { return {"layer", "T", "pos0"}; }
@@ -94,7 +152,7 @@ public:
     CExpr layer_weights() const override { return {"&m->w.layers[layer]", {"m", "layer"}}; }
     std::string weights_type() const override { return "ck_layer_weights"; }
     std::string tracer() const override { return "m->trace"; }
-    std::string rope_table(const Node &n) override { return rope.prefix(n); }
+    RopeRef rope_tables(const Node &n) override { return rope.ref(n); }
 
 private:
     bool gcu_;
@@ -107,7 +165,7 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     WeightTable wt;
     wt.collect(p);
     bool gcu = o.target == "gcu";
-    LlmTarget target(gcu);
+    LlmTarget target(p, gcu);
     if (gcu && p.info.stored_weights)
         input_error("--target gcu runs float32 weights (the device has no quantized kernels yet): compile a "
                     "config.json without --weights");
@@ -147,33 +205,36 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     fields.indent();
     init.indent();
     fr.indent();
-    for (size_t i = 0; i < target.rope.tables.size(); i++) {
-        const Node &n = *target.rope.tables[i];
-        int64_t rot = n.i("rot_dim");
-        fields.line(fmt::format("float *rope{0}_cos, *rope{0}_sin; /* [CK_CONTEXT, {1}] RoPE table ({2}, theta {3}) */", i,
-                                rot / 2, n.s("rope_type"), n.f("theta")));
+    const size_t n_tables = target.rope.tables.size();
+    if (n_tables)
+        fields.line(fmt::format("float *rope_cos[{0}], *rope_sin[{0}]; /* RoPE tables [CK_CONTEXT, rot_dim / 2] */",
+                                n_tables));
+    for (size_t i = 0; i < n_tables; i++) {
+        const RopeParams &r = target.rope.tables[i];
+        int64_t rot = r.rot_dim;
+        fields.line(fmt::format("/*   [{}]: {}, theta {}, factor {}, {} rotated dims */", i, r.type, r.theta, r.factor, rot));
         init.line("{");
         init.indent();
-        init.line(fmt::format("static const ck_rope_params params = {{{}, {}, {}, {}, {}, {}}};", rope_kind(n.s("rope_type")),
-                              c_double(n.f("theta")), c_double(n.f("factor")), c_double(n.f("low_freq_factor")),
-                              c_double(n.f("high_freq_factor")), c_double(n.f("original_max_position_embeddings"))));
+        init.line(fmt::format("static const ck_rope_params params = {{{}, {}, {}, {}, {}, {}}};", rope_kind(r.type),
+                              c_double(r.theta), c_double(r.factor), c_double(r.low_freq_factor),
+                              c_double(r.high_freq_factor), c_double(r.original_max_position_embeddings)));
         init.line(fmt::format("float inv_freq[{}];", rot / 2));
-        init.line(fmt::format("m->rope{0}_cos = ck_table_alloc(m, (size_t)CK_CONTEXT * {1});", i, rot / 2));
-        init.line(fmt::format("m->rope{0}_sin = ck_table_alloc(m, (size_t)CK_CONTEXT * {1});", i, rot / 2));
-        init.open(fmt::format("if (!m->rope{0}_cos || !m->rope{0}_sin)", i));
-        init.line(fmt::format("ck_table_release(m->rope{0}_cos); /* host memory: not the target's to free */", i));
-        init.line(fmt::format("ck_table_release(m->rope{0}_sin);", i));
-        init.line(fmt::format("m->rope{0}_cos = m->rope{0}_sin = NULL;", i));
+        init.line(fmt::format("m->rope_cos[{0}] = ck_table_alloc(m, (size_t)CK_CONTEXT * {1});", i, rot / 2));
+        init.line(fmt::format("m->rope_sin[{0}] = ck_table_alloc(m, (size_t)CK_CONTEXT * {1});", i, rot / 2));
+        init.open(fmt::format("if (!m->rope_cos[{0}] || !m->rope_sin[{0}])", i));
+        init.line(fmt::format("ck_table_release(m->rope_cos[{0}]); /* host memory: not the target's to free */", i));
+        init.line(fmt::format("ck_table_release(m->rope_sin[{0}]);", i));
+        init.line(fmt::format("m->rope_cos[{0}] = m->rope_sin[{0}] = NULL;", i));
         init.line("snprintf(err, sizeof err, \"out of memory for the RoPE tables (%d positions)\", CK_CONTEXT);");
         init.line("rc = CK_ENOMEM;");
         init.line("goto fail;");
         init.close();
         init.line(fmt::format("ck_rope_inv_freq(inv_freq, {}, &params);", rot));
-        init.line(fmt::format("ck_rope_table(m->rope{0}_cos, m->rope{0}_sin, inv_freq, {1}, CK_CONTEXT);", i, rot));
+        init.line(fmt::format("ck_rope_table(m->rope_cos[{0}], m->rope_sin[{0}], inv_freq, {1}, CK_CONTEXT);", i, rot));
         // both calls run: each one takes its host table over or frees it, so ck_model_free frees only the target's
-        init.line(fmt::format("int placed_cos = ck_target_table(m, &m->rope{0}_cos, (size_t)CK_CONTEXT * {1});", i,
+        init.line(fmt::format("int placed_cos = ck_target_table(m, &m->rope_cos[{0}], (size_t)CK_CONTEXT * {1});", i,
                               rot / 2));
-        init.line(fmt::format("int placed_sin = ck_target_table(m, &m->rope{0}_sin, (size_t)CK_CONTEXT * {1});", i,
+        init.line(fmt::format("int placed_sin = ck_target_table(m, &m->rope_sin[{0}], (size_t)CK_CONTEXT * {1});", i,
                               rot / 2));
         init.open("if (placed_cos != CK_OK || placed_sin != CK_OK)");
         init.line("ck_fail_in(\"ck_model_init\");");
@@ -181,8 +242,8 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
         init.line("return NULL;");
         init.close();
         init.close();
-        fr.line(fmt::format("ck_target_table_free(m->rope{0}_cos);", i));
-        fr.line(fmt::format("ck_target_table_free(m->rope{0}_sin);", i));
+        fr.line(fmt::format("ck_target_table_free(m->rope_cos[{0}]);", i));
+        fr.line(fmt::format("ck_target_table_free(m->rope_sin[{0}]);", i));
         table_floats += rot;  // cos and sin, rot / 2 each per position
     }
 
@@ -262,7 +323,7 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     std::map<std::string, std::string> slots;
     slots["EMBEDDED"] = embedded_weights_c(o);
     slots["FRONTMATTER"] = fm.str();
-    slots["CONFIG"] = cfg.str() + train_config + layer_tables_c(p);
+    slots["CONFIG"] = cfg.str() + train_config + layer_tables_c(p) + target.rope.selectors_c();
     slots["TRAIN_FIELDS"] = train_fields;
     slots["TRAINING"] = training;
     slots["WEIGHTS"] = weights_c(wt, "ck_");

@@ -503,7 +503,7 @@ public:
         std::string name = l_.value(type, hint, expr, note, std::move(reads));
         return arg_pointer(name, {name});
     }
-    std::string rope_table(const Node &rope) override { return l_.target.rope_table(rope); }
+    RopeRef rope_tables(const Node &rope) override { return l_.target.rope_tables(rope); }
     CArg param(const std::string &label, const std::string &key, double dflt, bool is_int) override
     {
         std::string table = n.table(key);

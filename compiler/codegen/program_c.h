@@ -20,12 +20,6 @@
 
 namespace ckc {
 
-// A C expression and the names (locals, parameters) it reads.
-struct CExpr {
-    std::string text;
-    std::vector<std::string> reads;
-};
-
 // A parameter of a section function.
 struct CParam {
     std::string type, name;  // "ck_model *", "m"
@@ -44,7 +38,7 @@ public:
     // The block's local `w` (its layer's weights) with what it reads.
     virtual CExpr layer_weights() const = 0;                         // "&m->w.layers[layer]"
     virtual std::string weights_type() const = 0;                    // "ck_layer_weights"
-    virtual std::string rope_table(const Node &rope) = 0;            // C prefix of a RoPE table: "m->rope0"
+    virtual RopeRef rope_tables(const Node &rope) = 0;               // "m->rope_cos[0]", "m->rope_sin[0]"
     virtual std::string tracer() const = 0;                          // the handle's ck_tracer: "m->trace"
 
     // ---- device targets (--target gcu): every node's calls become a kernel `static void <fn>_k<i>(void *frame)`

@@ -230,6 +230,9 @@ std::optional<ViewOf> slice_view(const Node &n, const Inputs &in)
 }
 
 // ---- ROPE / KV (language models) ---------------------------------------------------
+// ROPE: heads, head_dim, rot_dim (the width of its cos/sin tables), rope_type and its parameters (theta, factor,
+// ...); theta and factor may be per-layer tables (one cos/sin table per distinct value), and "rotated", a
+// per-layer table of rot_dim or 0, turns it off in some layers (a copy, or nothing in place).
 Shape rope_shape(const Node &n, const Inputs &in)
 {
     expect_2d(n, *in[0]);

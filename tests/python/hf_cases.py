@@ -45,6 +45,11 @@ CASES = {
     # attention biases
     "olmo2": published("tiny-olmo2"),
     "olmo2_gqa_bias": published("tiny-olmo2", num_key_value_heads=2, attention_bias=True),
+    # SmolLM3-3B: no RoPE in every 4th layer (NoPE), theta 5e6, tied, GQA 4/1; and NoPE layers elsewhere with
+    # the sliding window on them (layer_types' default), biases on attention and MLP
+    "smollm3": published("tiny-smollm3"),
+    "smollm3_windows_bias": published("tiny-smollm3", no_rope_layers=[0, 1, 0, 1], use_sliding_window=True,
+                                      sliding_window=5, attention_bias=True, mlp_bias=True, num_key_value_heads=2),
     # GPT-2: learned positions, Conv1D, tied; and the inverse-layer attention scale
     "gpt2": published("tiny-gpt2", bos_token_id=0, eos_token_id=0),
     "gpt2_layer_scaled": published("tiny-gpt2", bos_token_id=0, eos_token_id=0, scale_attn_by_inverse_layer_idx=True),

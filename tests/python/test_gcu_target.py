@@ -170,7 +170,7 @@ def test_a_language_model_on_gcu_gives_the_cpu_numbers_bit_for_bit(llm, family):
 def test_generated_gcu_language_model_touches_the_device_only_through_the_shim(llm):
     _, _, c_path = llm("tiny-gemma2")  # per-layer windows and softcaps, two RoPE uses, a KV cache
     src = check_device_only_through_the_shim(c_path, "ck", "m", ["m->tokens", "m->logits"],
-                                             ["dev_", "m->act", "m->x", "k_cache", "v_cache", "rope0_"])
+                                             ["dev_", "m->act", "m->x", "k_cache", "v_cache", "rope_cos", "rope_sin"])
     assert "int window = CK_LAYER_WINDOW[layer];" in src  # a per-layer table is read on the host
     # the logits come back once per run, the tokens go over once per run
     assert len(re.findall(r"gcu_memcpy_async\(m->logits, m->dev_logits", src)) == 1

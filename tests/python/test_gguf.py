@@ -313,3 +313,12 @@ def test_cli_refusals(llama_files, tmp_path):
                        text=True)
     assert r.returncode != 0 and "query_pre_attn_scalar" in r.stderr and "llama.cpp" in r.stderr
     assert not (tmp_path / "g.gguf").exists()
+    # what llama.cpp's architecture cannot say: SmolLM3's NoPE layers elsewhere than every 4th, a window
+    for over, key in [({"no_rope_layers": [1, 0, 1, 1]}, "no_rope_layers"),
+                      ({"no_rope_layer_interval": 2, "no_rope_layers": None}, "no_rope_layer_interval"),
+                      ({"use_sliding_window": True, "sliding_window": 8}, "use_sliding_window")]:
+        cfg.write_text(json.dumps(dict(family_config("smollm3"), **over)))
+        r = subprocess.run([ckc.ckc_binary(), "quantize", str(cfg), "-o", str(tmp_path / "s.gguf")],
+                           capture_output=True, text=True)
+        assert r.returncode != 0 and f'key "{key}"' in r.stderr and "llama.cpp" in r.stderr, r.stderr
+        assert not (tmp_path / "s.gguf").exists()

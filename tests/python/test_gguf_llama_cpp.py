@@ -89,7 +89,7 @@ def test_ckc_gguf_in_llama_cpp_gives_ckc_logits(tiny_model, qtype):
     assert nmse < {"f32": 1e-10, "f16": 2e-6}.get(qtype, 2e-4)
 
 
-@pytest.mark.parametrize("family", ["qwen2", "qwen3", "olmo2", "gemma", "gemma2", "phi3", "phi", "gpt2", "mistral"])
+@pytest.mark.parametrize("family", ["qwen2", "qwen3", "olmo2", "smollm3", "gemma", "gemma2", "phi3", "phi", "gpt2", "mistral"])
 def test_every_family_in_llama_cpp(build, tmp_path, family):
     """ckc quantize's conventions per architecture (names, norms stored as 1 + w, transposes, keys) are llama.cpp's:
     the f32 file gives the same logits in both. 12 tokens: inside every tiny config's sliding window (llama.cpp's

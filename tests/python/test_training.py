@@ -90,7 +90,16 @@ def test_gradients_match_transformers(name, workdir):
     assert loss == pytest.approx(ref_loss.item(), rel=1e-5)
     params = dict(ref.named_parameters())
     assert sorted(m.param_names()) == sorted(params)
-    errs = {n: rel_err(m.grad(n), params[n].grad) for n in params}
+    # a gradient that is exactly zero in real numbers is rounding noise in both (the key bias of a layer without
+    # RoPE: softmax ignores a shift of all a row's scores by q . b): there, both must stay below 1e-6 of the largest
+    zero = 1e-6 * max(float(p.grad.abs().max()) for p in params.values())
+    errs = {}
+    for n, p in params.items():
+        ours = np.abs(m.grad(n)).max()
+        if float(p.grad.abs().max()) < zero:
+            errs[n] = 0.0 if ours < zero else float("inf")
+        else:
+            errs[n] = rel_err(m.grad(n), p.grad)
     worst = max(errs, key=errs.get)
     print(f"{name}: loss {loss:.6f}, worst gradient {worst} {errs[worst]:.2e}")
     assert errs[worst] < 1e-4, f"{worst}: relative error {errs[worst]:.2e}"

@@ -186,7 +186,8 @@ TEST_CASE("config errors point at the key: file:line:col, the line, a caret", "[
 TEST_CASE("families: every supported model_type is listed in errors", "[config][families]")
 {
     std::string msg = build_error(tiny_llama({{"model_type", "falcon"}}).dump());
-    for (const char *t : {"llama", "mistral", "qwen2", "qwen3", "gpt2", "phi3", "gemma", "phi", "gemma2", "olmo2"})
+    for (const char *t : {"llama", "mistral", "qwen2", "qwen3", "gpt2", "phi3", "gemma", "phi", "gemma2", "olmo2",
+                          "smollm3"})
         CHECK_THAT(msg, Contains(t));
 }
 
@@ -249,6 +250,32 @@ TEST_CASE("families: Hugging Face class defaults", "[config][families]")
         CHECK(p.block.tensor(qn->inputs[1]).shape == Shape{64});  // heads x head_dim
         CHECK(p.block.tensor(p.block.node("k_normed")->inputs[1]).shape == Shape{32});  // kv_heads x head_dim
         CHECK(p.block.node("attn_normed")->inputs[0] == "attn_out");
+    }
+    SECTION("smollm3: no RoPE in every 4th layer (or per no_rope_layers); theta 2e6; windows on the NoPE layers")
+    {
+        LlmConfig c = parse({{"model_type", "smollm3"}});
+        CHECK(c.rope.theta == 2e6);
+        CHECK(c.tie_word_embeddings);
+        Program p = program_from(tiny_llama({{"model_type", "smollm3"}, {"num_hidden_layers", 8}}));
+        const Node *q = p.block.node("q_rope");
+        REQUIRE(q);
+        CHECK(q->table("rotated") == "rope_dims");
+        CHECK(p.block.node("k_rope")->table("rotated") == "rope_dims");
+        CHECK(p.layer_tables.at("rope_dims").values == std::vector<double>{16, 16, 16, 0, 16, 16, 16, 0});
+        CHECK(p.block.node("attn")->i("window") == 0);
+        Program w = program_from(tiny_llama({{"model_type", "smollm3"}, {"num_hidden_layers", 3},
+                                             {"no_rope_layers", {0, 1, 0}}, {"use_sliding_window", true},
+                                             {"sliding_window", 5}}));
+        CHECK(w.layer_tables.at("rope_dims").values == std::vector<double>{0, 16, 0});
+        CHECK(w.layer_tables.at("window").values == std::vector<double>{5, 0, 5});
+        Program all = program_from(tiny_llama({{"model_type", "smollm3"}, {"no_rope_layers", {1, 1}}}));
+        CHECK_FALSE(all.block.node("q_rope")->has("rotated"));  // every layer rotates: no table
+        Program none = program_from(tiny_llama({{"model_type", "smollm3"}, {"no_rope_layers", {0, 0}}}));
+        CHECK_FALSE(none.block.node("q_rope"));  // no layer rotates: no ROPE node
+        CHECK_THAT(build_error(tiny_llama({{"model_type", "smollm3"}, {"no_rope_layers", {1, 1, 0}}}).dump()),
+                   Contains("key \"no_rope_layers\": has 3 entries for 2 layers"));
+        CHECK_THAT(build_error(tiny_llama({{"model_type", "smollm3"}, {"no_rope_layers", {1, 2}}}).dump()),
+                   Contains("key \"no_rope_layers\": has the element 2; each must be in [0, 1]"));
     }
     SECTION("gemma: head_dim 256, tied, tanh GELU even when hidden_act says gelu")
     {

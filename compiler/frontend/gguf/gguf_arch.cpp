@@ -5,6 +5,10 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
+#include "frontend/hf/families.h"
+
 #include "support/error.h"
 
 namespace ckc {
@@ -64,6 +68,24 @@ const std::vector<GgufArch> &gguf_archs()
         llama.permuted_qk = true;
         llama.names = llama_names();
         t.push_back(llama);
+
+        // SmolLM3: the Llama layout; llama.cpp has no key for the NoPE layers (every 4th, fixed) nor a window
+        GgufArch smollm3 = row("smollm3", "smollm3");
+        smollm3.permuted_qk = true;
+        smollm3.names = llama_names();
+        smollm3.write_extra = [](const ConfigReader &r, const LlmConfig &c, GgufMeta &) {
+            std::vector<int64_t> on = smollm3_rope_layers(r, c.n_layers);
+            for (int64_t i = 0; i < c.n_layers; i++)
+                if (on[static_cast<size_t>(i)] != ((i + 1) % 4 != 0))
+                    r.fail(r.has("no_rope_layers") ? "no_rope_layers" : "no_rope_layer_interval",
+                           fmt::format("puts RoPE {} layer {}; llama.cpp's smollm3 has none in every 4th layer "
+                                       "(3, 7, ...) and RoPE in all others, so this model cannot be written to GGUF",
+                                       on[static_cast<size_t>(i)] ? "in" : "not in", i));
+            if (r.boolean("use_sliding_window", false) && read_window(r, "sliding_window", 0) > 0)
+                r.fail("use_sliding_window", "llama.cpp's smollm3 has no sliding window: this model cannot be "
+                                             "written to GGUF");
+        };
+        t.push_back(smollm3);
 
         GgufArch qwen2 = row("qwen2", "qwen2");
         qwen2.names = llama_names();

@@ -191,6 +191,9 @@ std::string build_attention(SectionBuilder &b, const std::string &x, const LlmCo
                                          {"low_freq_factor", c.rope.low_freq_factor},
                                          {"high_freq_factor", c.rope.high_freq_factor},
                                          {"original_max_position_embeddings", c.rope.original_max_position_embeddings}};
+        if (s.rotated) rope["rotated"] = *s.rotated;
+        if (s.theta) rope["theta"] = *s.theta;
+        if (s.factor) rope["factor"] = *s.factor;
         auto rope_q = rope, rope_k = rope;
         rope_q["heads"] = H;
         rope_k["heads"] = KVH;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,9 @@ struct AttentionSpec {
     bool qkv_bias = false, o_bias = false;
     bool conv1d = false;    // GPT-2: c_attn / c_proj stored [in, out]
     bool rope = true;       // rotary embedding on q and k (rot_dim from the config)
+    // RoPE that differs by layer ("@table" attributes): the dims rotated, rot_dim or 0 (SmolLM3's NoPE layers);
+    // theta and the scaling factor (Gemma 3's local and global layers). Unset: the config's, in every layer.
+    std::optional<Attr> rotated, theta, factor;
     Attr window = int64_t(0);  // sliding window, 0 = none; "@table" per layer
     Attr scale = 0.0;          // 0 = head_dim^-0.5; "@table" per layer
     double softcap = 0.0;      // attention logit soft-capping, 0 = none

@@ -56,6 +56,21 @@ std::optional<std::vector<std::string>> ConfigReader::string_list(const std::str
     return out;
 }
 
+std::optional<std::vector<int64_t>> ConfigReader::int_list(const std::string &key, int64_t lo, int64_t hi) const
+{
+    if (!has(key)) return std::nullopt;
+    const json &v = j_.at(key);
+    if (!v.is_array()) fail(key, "must be a list of integers, got " + v.dump().substr(0, 40));
+    std::vector<int64_t> out;
+    for (const auto &e : v) {
+        if (!e.is_number_integer()) fail(key, "must be a list of integers, got an element " + e.dump().substr(0, 40));
+        int64_t x = e.get<int64_t>();
+        if (x < lo || x > hi) fail(key, fmt::format("has the element {}; each must be in [{}, {}]", x, lo, hi));
+        out.push_back(x);
+    }
+    return out;
+}
+
 const json &ConfigReader::require(const std::string &key) const
 {
     if (!j_.contains(key)) fail(key, "is required but missing");
@@ -147,17 +162,17 @@ void check_gqa(const ConfigReader &r, int64_t heads, int64_t kv_heads)
         r.fail("num_key_value_heads", fmt::format("{} does not divide num_attention_heads {}", kv_heads, heads));
 }
 
-RopeConfig read_rope(const ConfigReader &r, int64_t head_dim, double partial_default)
+RopeConfig read_rope(const ConfigReader &r, int64_t head_dim, double partial_default, double theta_default)
 {
     RopeConfig rope;
     // transformers >= 4.5x: "rope_parameters": {"rope_type", "rope_theta", "partial_rotary_factor", ...}
     std::optional<ConfigReader> s = r.object("rope_parameters");
     double partial = r.number("partial_rotary_factor", partial_default);
     if (s) {
-        rope.theta = s->positive_number("rope_theta", r.positive_number("rope_theta", 10000.0));
+        rope.theta = s->positive_number("rope_theta", r.positive_number("rope_theta", theta_default));
         partial = s->number("partial_rotary_factor", partial);
     } else {
-        rope.theta = r.positive_number("rope_theta", 10000.0);
+        rope.theta = r.positive_number("rope_theta", theta_default);
         s = r.object("rope_scaling");
     }
     if (!(partial > 0 && partial <= 1)) r.fail("partial_rotary_factor", fmt::format("must be in (0, 1], got {}", partial));
@@ -165,26 +180,30 @@ RopeConfig read_rope(const ConfigReader &r, int64_t head_dim, double partial_def
     if (rope.rot_dim < 2 || rope.rot_dim % 2)
         r.fail("partial_rotary_factor",
                fmt::format("gives {} rotary dims of head_dim {}; they must be even", rope.rot_dim, head_dim));
-    if (!s) return rope;
-    std::string type = s->has("rope_type") ? s->string("rope_type") : s->string("type", "default");
-    if (type == "default") return rope;
+    if (s) read_rope_scaling(*s, rope);
+    return rope;
+}
+
+void read_rope_scaling(const ConfigReader &s, RopeConfig &rope)
+{
+    std::string type = s.has("rope_type") ? s.string("rope_type") : s.string("type", "default");
+    if (type == "default") return;
     if (type == "linear") {
         rope.type = type;
-        rope.factor = s->positive_number("factor");
+        rope.factor = s.positive_number("factor");
     } else if (type == "llama3") {
         rope.type = type;
-        rope.factor = s->positive_number("factor");
-        rope.low_freq_factor = s->positive_number("low_freq_factor");
-        rope.high_freq_factor = s->positive_number("high_freq_factor");
-        rope.original_max_position_embeddings = s->positive_number("original_max_position_embeddings");
+        rope.factor = s.positive_number("factor");
+        rope.low_freq_factor = s.positive_number("low_freq_factor");
+        rope.high_freq_factor = s.positive_number("high_freq_factor");
+        rope.original_max_position_embeddings = s.positive_number("original_max_position_embeddings");
         if (rope.high_freq_factor <= rope.low_freq_factor)
-            s->fail("high_freq_factor", fmt::format("must be greater than low_freq_factor ({} <= {})",
-                                                    rope.high_freq_factor, rope.low_freq_factor));
+            s.fail("high_freq_factor", fmt::format("must be greater than low_freq_factor ({} <= {})",
+                                                   rope.high_freq_factor, rope.low_freq_factor));
     } else {
-        s->fail(s->has("rope_type") ? "rope_type" : "type",
-                "\"" + type + "\" is not supported; supported: default, linear, llama3");
+        s.fail(s.has("rope_type") ? "rope_type" : "type",
+               "\"" + type + "\" is not supported; supported: default, linear, llama3");
     }
-    return rope;
 }
 
 std::string activation_from_hf(const ConfigReader &r, const std::string &key, const std::string &act)
@@ -242,7 +261,7 @@ LlmConfig read_llama_like(const ConfigReader &r, const std::string &model_type, 
     c.norm_eps = r.positive_number(d.eps_key, d.norm_eps);
     c.tie_word_embeddings = r.boolean("tie_word_embeddings", d.tie_word_embeddings);
     c.hidden_act = read_activation(r, "hidden_act", d.hidden_act);
-    c.rope = read_rope(r, c.head_dim, d.partial_rotary_factor);
+    c.rope = read_rope(r, c.head_dim, d.partial_rotary_factor, d.rope_theta);
     return c;
 }
 

@@ -40,6 +40,8 @@ public:
     std::optional<ConfigReader> object(const std::string &key) const;
     // A list of strings (layer_types); nullopt if absent or null.
     std::optional<std::vector<std::string>> string_list(const std::string &key) const;
+    // A list of integers (no_rope_layers), each in [lo, hi]; nullopt if absent or null.
+    std::optional<std::vector<int64_t>> int_list(const std::string &key, int64_t lo, int64_t hi) const;
 
     [[noreturn]] void fail(const std::string &key, const std::string &msg) const;
 
@@ -86,6 +88,7 @@ struct FamilyDefaults {
     bool tie_word_embeddings = false;
     const char *hidden_act = "silu";
     double partial_rotary_factor = 1.0;
+    double rope_theta = 10000.0;  // the class's default_theta
 };
 LlmConfig read_llama_like(const ConfigReader &r, const std::string &model_type, const FamilyDefaults &d);
 
@@ -95,7 +98,10 @@ int64_t read_head_dim(const ConfigReader &r, int64_t hidden, int64_t heads);
 // rope_theta + rope_scaling (null, "default", "linear", "llama3"); newer
 // transformers' "rope_parameters" object is accepted too. rot_dim is
 // head_dim * partial_rotary_factor (the key, else `partial_default`).
-RopeConfig read_rope(const ConfigReader &r, int64_t head_dim, double partial_default = 1.0);
+RopeConfig read_rope(const ConfigReader &r, int64_t head_dim, double partial_default = 1.0,
+                     double theta_default = 10000.0);
+// The scaling of `s` (a rope_scaling or rope_parameters object: rope_type/type and its keys) over `rope`.
+void read_rope_scaling(const ConfigReader &s, RopeConfig &rope);
 // num_key_value_heads must divide num_attention_heads.
 void check_gqa(const ConfigReader &r, int64_t heads, int64_t kv_heads);
 // A Hugging Face activation name (ACT2FN) as a kernel activation:

@@ -20,7 +20,8 @@ namespace ckc {
     X(gemma)   /* scaled embeddings, (1 + w) RMSNorm, GeGLU                        */ \
     X(phi)     /* Phi-2: parallel attention + MLP, partial RoPE                    */ \
     X(gemma2)  /* + sandwich norms, soft-capping, alternating windows              */ \
-    X(olmo2)   /* norms after each sublayer, whole-width q/k RMSNorm               */
+    X(olmo2)   /* norms after each sublayer, whole-width q/k RMSNorm               */ \
+    X(smollm3) /* Llama with no RoPE in some layers (NoPE)                         */
 
 #define CK_FAMILY_DECLARE(name)                    \
     LlmConfig parse_##name(const ConfigReader &r); \
@@ -104,7 +105,8 @@ constexpr const char *kCheckedKeys[] = {
     "num_key_value_heads", "head_dim", "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta",
     "partial_rotary_factor", "hidden_act", "hidden_activation", "activation_function", "tie_word_embeddings",
     "attention_bias", "mlp_bias", "sliding_window", "query_pre_attn_scalar", "final_logit_softcapping",
-    "attn_logit_softcapping", "n_embd", "n_layer", "n_head", "n_inner"};
+    "attn_logit_softcapping", "n_embd", "n_layer", "n_head", "n_inner", "no_rope_layer_interval", "use_sliding_window",
+    "rope_local_base_freq", "sliding_window_pattern"};
 
 void collect_config_expect(const ConfigReader &r, ModelInfo &info)
 {

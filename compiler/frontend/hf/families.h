@@ -35,4 +35,8 @@ Program build_from_hf_config(const std::string &config_path, const HfOptions &op
 Program build_from_config(const ConfigReader &r, const HfOptions &opts = {});
 LlmConfig parse_hf_config(const ConfigReader &r);
 
+// What a family reads that the GGUF table checks too (frontend/gguf/gguf_arch.cpp):
+// SmolLM3's layers with RoPE (1) and without (0), from no_rope_layers or no_rope_layer_interval.
+std::vector<int64_t> smollm3_rope_layers(const ConfigReader &r, int64_t n_layers);
+
 }  // namespace ckc
