@@ -61,6 +61,19 @@ CASES = {
     "phi": published("tiny-phi"),
     # Gemma-2: sandwich norms, attention and final soft-capping, query_pre_attn_scalar, alternating windows
     "gemma2": published("tiny-gemma2"),
+    # Gemma-3-270m: Gemma 2's layer with per-head q/k norms (1 + w), 5 local layers (window 8, theta 1e4) to 1
+    # global (theta 1e6), no soft-capping; the 4B's linear x8 RoPE scaling on the global layers, final
+    # soft-capping (attn_logit_softcapping, which Gemma3Attention ignores, too), a query_pre_attn_scalar apart from
+    # head_dim and GQA; and transformers 5's rope_parameters per layer type with layer_types given
+    "gemma3": published("tiny-gemma3_text"),
+    "gemma3_scaled_capped": published("tiny-gemma3_text", rope_scaling={"rope_type": "linear", "factor": 8.0},
+                                      query_pre_attn_scalar=48, attn_logit_softcapping=50.0,
+                                      final_logit_softcapping=30.0, num_key_value_heads=2),
+    "gemma3_rope_parameters": published(
+        "tiny-gemma3_text", rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 20000.0},
+                                        "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 5e5}},
+        layer_types=["full_attention", "sliding_attention", "sliding_attention", "full_attention",
+                     "sliding_attention", "full_attention"]),
 }
 EAGER = {"gemma2"}  # transformers wants eager attention with soft-capping
 

@@ -110,8 +110,8 @@ def test_quantized_gguf_gives_transformers_logits_of_its_dequantized_weights(lla
 
 def family_config(name):
     cfg = json.load(open(os.path.join(ROOT, "models", f"tiny-{name}", "config.json")))
-    if name == "gemma2":  # llama.cpp derives gemma2's attention scale from head_dim (ckc quantize refuses others)
-        cfg["query_pre_attn_scalar"] = cfg["head_dim"]
+    if name in ("gemma2", "gemma3_text"):  # llama.cpp derives the attention scale from head_dim (ckc quantize
+        cfg["query_pre_attn_scalar"] = cfg["head_dim"]  # refuses others)
     return cfg
 
 
@@ -322,3 +322,14 @@ def test_cli_refusals(llama_files, tmp_path):
                            capture_output=True, text=True)
         assert r.returncode != 0 and f'key "{key}"' in r.stderr and "llama.cpp" in r.stderr, r.stderr
         assert not (tmp_path / "s.gguf").exists()
+    # Gemma 3: global layers off llama.cpp's every-n-th pattern, a scaled local RoPE, another attention scale
+    lt = ["sliding_attention"] * 6
+    lt[2] = "full_attention"
+    for over, key in [({"layer_types": lt}, "layer_types"), ({"query_pre_attn_scalar": 48}, "query_pre_attn_scalar"),
+                      ({"rope_parameters": {"sliding_attention": {"rope_type": "linear", "factor": 2.0}}},
+                       "rope_parameters"), ({"sliding_window": None}, "sliding_window")]:
+        cfg.write_text(json.dumps(dict(family_config("gemma3_text"), **over)))
+        r = subprocess.run([ckc.ckc_binary(), "quantize", str(cfg), "-o", str(tmp_path / "g3.gguf")],
+                           capture_output=True, text=True)
+        assert r.returncode != 0 and f'key "{key}"' in r.stderr and "llama.cpp" in r.stderr, r.stderr
+        assert not (tmp_path / "g3.gguf").exists()

@@ -89,7 +89,25 @@ def test_ckc_gguf_in_llama_cpp_gives_ckc_logits(tiny_model, qtype):
     assert nmse < {"f32": 1e-10, "f16": 2e-6}.get(qtype, 2e-4)
 
 
-@pytest.mark.parametrize("family", ["qwen2", "qwen3", "olmo2", "smollm3", "gemma", "gemma2", "phi3", "phi", "gpt2", "mistral"])
+def test_gemma3_scaled_global_rope_in_llama_cpp(build, tmp_path):
+    """Gemma 3 4B's linear x8 RoPE on the global layers only (rope.scaling.*; the local ones at rope.freq_base_swa,
+    unscaled), a local base of 2e4, the final soft-capping: llama.cpp reads ckc quantize's file as ckc does."""
+    from test_gguf import family_config
+    cfg = dict(family_config("gemma3_text"), rope_scaling={"rope_type": "linear", "factor": 8.0},
+               rope_local_base_freq=20000.0, final_logit_softcapping=30.0, sliding_window=16)
+    ref = build(cfg, std=0.05)
+    g = quantize(ref.weights, str(tmp_path / "g3.gguf"), "f32")
+    so = ckc.build_library(ckc.compile_model(g, str(tmp_path / "c")))
+    ids = prompt(12, cfg["vocab_size"], seed=13)
+    want = llama_cpp_logits(g, ids, n_ctx=64)
+    got = ckc.LlmModel(so, g).forward(ids)
+    assert np.max(np.abs(got - ref.model().forward(ids))) < 1e-4 * max(1.0, np.max(np.abs(got)))
+    err = float(np.max(np.abs(got - want)) / max(1.0, np.max(np.abs(want))))
+    print(f"gemma3 scaled: max |ckc - llama.cpp| {err:.2e} of the largest logit")
+    assert err < 2e-3
+
+
+@pytest.mark.parametrize("family", ["qwen2", "qwen3", "olmo2", "smollm3", "gemma3_text", "gemma", "gemma2", "phi3", "phi", "gpt2", "mistral"])
 def test_every_family_in_llama_cpp(build, tmp_path, family):
     """ckc quantize's conventions per architecture (names, norms stored as 1 + w, transposes, keys) are llama.cpp's:
     the f32 file gives the same logits in both. 12 tokens: inside every tiny config's sliding window (llama.cpp's

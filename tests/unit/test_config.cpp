@@ -187,7 +187,7 @@ TEST_CASE("families: every supported model_type is listed in errors", "[config][
 {
     std::string msg = build_error(tiny_llama({{"model_type", "falcon"}}).dump());
     for (const char *t : {"llama", "mistral", "qwen2", "qwen3", "gpt2", "phi3", "gemma", "phi", "gemma2", "olmo2",
-                          "smollm3"})
+                          "smollm3", "gemma3_text"})
         CHECK_THAT(msg, Contains(t));
 }
 
@@ -276,6 +276,50 @@ TEST_CASE("families: Hugging Face class defaults", "[config][families]")
                    Contains("key \"no_rope_layers\": has 3 entries for 2 layers"));
         CHECK_THAT(build_error(tiny_llama({{"model_type", "smollm3"}, {"no_rope_layers", {1, 2}}}).dump()),
                    Contains("key \"no_rope_layers\": has the element 2; each must be in [0, 1]"));
+    }
+    SECTION("gemma3_text: 5 local layers to 1 global, each kind its RoPE; q/k norms (1 + w) per head")
+    {
+        LlmConfig c = parse({{"model_type", "gemma3_text"}});
+        CHECK(c.rope.theta == 1e6);  // the global layers'
+        CHECK(c.vocab_size == 262208);
+        CHECK(c.hidden_act == "gelu_tanh");
+        auto gemma3 = [](nlohmann::json more) {
+            nlohmann::json j = tiny_llama({{"model_type", "gemma3_text"}, {"num_hidden_layers", 7}, {"head_dim", 16}});
+            for (auto &[k, v] : more.items()) j[k] = v;
+            return program_from(j);
+        };
+        Program p = gemma3({{"sliding_window", 8}});
+        CHECK(p.layer_tables.at("window").values == std::vector<double>{8, 8, 8, 8, 8, 0, 8});
+        CHECK(p.layer_tables.at("rope_theta").values == std::vector<double>{1e4, 1e4, 1e4, 1e4, 1e4, 1e6, 1e4});
+        CHECK_FALSE(p.layer_tables.count("rope_factor"));
+        const Node *q = p.block.node("q_rope");
+        REQUIRE(q);
+        CHECK(q->table("theta") == "rope_theta");
+        CHECK(q->s("rope_type") == "default");
+        CHECK(p.block.node("q_normed")->i("group") == 16);
+        CHECK(p.block.node("q_normed")->f("w_offset") == 1.0);
+        CHECK(p.block.node("attn")->f("softcap") == 0.0);  // Gemma3Attention ignores attn_logit_softcapping
+        CHECK_FALSE(p.footer.node("logits")->op == Op::SOFTCAP);
+        // linear scaling on the global layers: the local ones are linear x1 (the default, exactly)
+        Program s = gemma3({{"rope_scaling", {{"rope_type", "linear"}, {"factor", 8.0}}}, {"sliding_window_pattern", 3},
+                            {"rope_local_base_freq", 5e3}, {"attn_logit_softcapping", 50.0}});
+        CHECK(s.block.node("q_rope")->s("rope_type") == "linear");
+        CHECK(s.layer_tables.at("rope_factor").values == std::vector<double>{1, 1, 8, 1, 1, 8, 1});
+        CHECK(s.layer_tables.at("rope_theta").values == std::vector<double>{5e3, 5e3, 1e6, 5e3, 5e3, 1e6, 5e3});
+        CHECK(s.block.node("attn")->f("softcap") == 0.0);
+        REQUIRE_FALSE(s.info.notes.empty());
+        CHECK_THAT(s.info.notes.back(), Contains("attn_logit_softcapping is set, but Gemma 3's attention does not"));
+        // transformers 5's rope_parameters per layer type
+        Program n = gemma3({{"rope_parameters", {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 2e4}}},
+                                                 {"full_attention", {{"rope_type", "default"}, {"rope_theta", 3e5}}}}}});
+        CHECK(n.layer_tables.at("rope_theta").values == std::vector<double>{2e4, 2e4, 2e4, 2e4, 2e4, 3e5, 2e4});
+        CHECK_THAT(build_error(tiny_llama({{"model_type", "gemma3_text"}, {"use_bidirectional_attention", true}}).dump()),
+                   Contains("key \"use_bidirectional_attention\": is true"));
+        CHECK_THAT(build_error(tiny_llama({{"model_type", "gemma3_text"}, {"layer_types", {"full_attention"}}}).dump()),
+                   Contains("key \"layer_types\": has 1 entries for 2 layers"));
+        CHECK_THAT(build_error(tiny_llama({{"model_type", "gemma3_text"},
+                                           {"rope_parameters", {{"full_attention", {{"rope_type", "yarn"}}}}}}).dump()),
+                   Contains("key \"rope_parameters.full_attention.rope_type\": \"yarn\" is not supported"));
     }
     SECTION("gemma: head_dim 256, tied, tanh GELU even when hidden_act says gelu")
     {

@@ -139,6 +139,69 @@ const std::vector<GgufArch> &gguf_archs()
         };
         t.push_back(gemma2);
 
+        // Gemma 3 (text): Gemma 2's names + q/k norms. llama.cpp keys the local layers' RoPE base
+        // (rope.freq_base_swa), the window and its pattern (every n-th layer global); without a window every layer
+        // is global. The attention scale is derived as for gemma2; there is no attention soft-capping.
+        GgufArch gemma3 = row("gemma3", "gemma3_text");
+        gemma3.norm_plus_one = true;
+        {
+            const std::string L = "model.layers.{L}.", B = "blk.{L}.";
+            Names n = gemma2.names;
+            n.push_back({L + "self_attn.q_norm.weight", B + "attn_q_norm.weight"});
+            n.push_back({L + "self_attn.k_norm.weight", B + "attn_k_norm.weight"});
+            gemma3.names = n;
+        }
+        gemma3.read_extra = [](const GgufNumber &get, nlohmann::json &cfg) {
+            cfg["hidden_activation"] = "gelu_pytorch_tanh";
+            copy_number(get, cfg, "final_logit_softcapping", "final_logit_softcapping");
+            copy_number(get, cfg, "rope.freq_base_swa", "rope_local_base_freq");
+            int64_t layers = cfg["num_hidden_layers"];
+            auto window = get("attention.sliding_window");
+            if (window && *window > 0) {
+                cfg["sliding_window"] = *window;
+                copy_number(get, cfg, "attention.sliding_window_pattern", "sliding_window_pattern");
+            } else {
+                cfg["sliding_window"] = nullptr;
+                cfg["layer_types"] = std::vector<std::string>(static_cast<size_t>(std::max<int64_t>(layers, 0)),
+                                                              "full_attention");
+            }
+            int64_t hidden = cfg["hidden_size"], heads = cfg["num_attention_heads"];
+            int64_t hd = cfg.contains("head_dim") ? cfg["head_dim"].get<int64_t>() : hidden / heads;
+            cfg["query_pre_attn_scalar"] = layers == 62 ? hidden / heads : hd;  // llama.cpp: the 27B by its depth
+        };
+        gemma3.write_extra = [](const ConfigReader &r, const LlmConfig &c, GgufMeta &meta) {
+            double q = r.positive_number("query_pre_attn_scalar", 256);
+            if (q != static_cast<double>(c.n_layers == 62 ? c.hidden_size / c.n_heads : c.head_dim))
+                r.fail("query_pre_attn_scalar", "differs from head_dim; llama.cpp's gemma3 derives the attention scale "
+                                                "from head_dim, so this model cannot be written to GGUF");
+            std::vector<bool> sliding = gemma3_sliding(r, c.n_layers);
+            int64_t n_local = 0;
+            for (bool s : sliding) n_local += s;
+            int64_t window = read_window(r, "sliding_window", 4096);
+            if (n_local > 0) {
+                if (window == 0)
+                    r.fail("sliding_window", "is null while some layers are local (their RoPE base differs); "
+                                             "llama.cpp's gemma3 has local layers only with a window");
+                int64_t pattern = r.positive_int("sliding_window_pattern", 6);
+                for (int64_t i = 0; i < c.n_layers; i++)
+                    if (sliding[static_cast<size_t>(i)] != ((i + 1) % pattern != 0))
+                        r.fail("layer_types", fmt::format("makes layer {} {}, which llama.cpp's pattern of every {}th "
+                                                          "layer global cannot say: this model cannot be written to "
+                                                          "GGUF", i, sliding[static_cast<size_t>(i)] ? "local" : "global",
+                                                          pattern));
+                RopeConfig local = gemma3_local_rope(r, c);
+                if (local.type != "default")
+                    r.fail("rope_parameters", "scales the local layers' RoPE; llama.cpp's gemma3 scales only the "
+                                              "global ones: this model cannot be written to GGUF");
+                meta.push_back({"gemma3.attention.sliding_window", static_cast<double>(window), true});
+                meta.push_back({"gemma3.attention.sliding_window_pattern", static_cast<double>(pattern), true});
+                meta.push_back({"gemma3.rope.freq_base_swa", local.theta, false});
+            }
+            if (r.has("final_logit_softcapping"))
+                meta.push_back({"gemma3.final_logit_softcapping", r.positive_number("final_logit_softcapping"), false});
+        };
+        t.push_back(gemma3);
+
         GgufArch olmo2 = row("olmo2", "olmo2");
         {
             const std::string L = "model.layers.{L}.", B = "blk.{L}.";

@@ -225,23 +225,26 @@ int64_t read_window(const ConfigReader &r, const std::string &key, int64_t dflt)
     return r.non_negative_int(key, dflt);
 }
 
+std::vector<bool> read_layer_types(const ConfigReader &r, int64_t n_layers, const std::vector<bool> &sliding)
+{
+    auto given = r.string_list("layer_types");
+    if (!given) return sliding;
+    if (static_cast<int64_t>(given->size()) != n_layers)
+        r.fail("layer_types", fmt::format("has {} entries for {} layers", given->size(), n_layers));
+    std::vector<bool> out;
+    for (const auto &t : *given) {
+        if (t != "sliding_attention" && t != "full_attention")
+            r.fail("layer_types", "\"" + t + "\" is not sliding_attention or full_attention");
+        out.push_back(t == "sliding_attention");
+    }
+    return out;
+}
+
 std::vector<double> read_layer_windows(const ConfigReader &r, int64_t n_layers, int64_t window,
                                        const std::vector<bool> &sliding)
 {
-    std::vector<std::string> types;
-    if (auto given = r.string_list("layer_types")) {
-        types = *given;
-        if (static_cast<int64_t>(types.size()) != n_layers)
-            r.fail("layer_types", fmt::format("has {} entries for {} layers", types.size(), n_layers));
-    } else {
-        for (bool s : sliding) types.push_back(s ? "sliding_attention" : "full_attention");
-    }
     std::vector<double> windows;
-    for (const auto &t : types) {
-        if (t != "sliding_attention" && t != "full_attention")
-            r.fail("layer_types", "\"" + t + "\" is not sliding_attention or full_attention");
-        windows.push_back(t == "sliding_attention" ? static_cast<double>(window) : 0.0);
-    }
+    for (bool s : read_layer_types(r, n_layers, sliding)) windows.push_back(s ? static_cast<double>(window) : 0.0);
     return windows;
 }
 

@@ -116,5 +116,8 @@ int64_t read_window(const ConfigReader &r, const std::string &key, int64_t dflt)
 // (the family's default: which layers slide). Errors name the key.
 std::vector<double> read_layer_windows(const ConfigReader &r, int64_t n_layers, int64_t window,
                                        const std::vector<bool> &sliding);
+// Which layers slide: "layer_types" (sliding_attention / full_attention, one entry per layer), or when absent
+// `sliding` (the family's default). Errors name the key.
+std::vector<bool> read_layer_types(const ConfigReader &r, int64_t n_layers, const std::vector<bool> &sliding);
 
 }  // namespace ckc

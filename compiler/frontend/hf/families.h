@@ -38,5 +38,8 @@ LlmConfig parse_hf_config(const ConfigReader &r);
 // What a family reads that the GGUF table checks too (frontend/gguf/gguf_arch.cpp):
 // SmolLM3's layers with RoPE (1) and without (0), from no_rope_layers or no_rope_layer_interval.
 std::vector<int64_t> smollm3_rope_layers(const ConfigReader &r, int64_t n_layers);
+// Gemma 3's sliding (local) layers, from layer_types or sliding_window_pattern; the local layers' RoPE.
+std::vector<bool> gemma3_sliding(const ConfigReader &r, int64_t n_layers);
+RopeConfig gemma3_local_rope(const ConfigReader &r, const LlmConfig &c);
 
 }  // namespace ckc
