@@ -273,6 +273,27 @@ Calls glu_emit(EmitCtx &c)
                             c.rows("T", c.n.inputs[0]), c.dim("F", c.n.inputs[0]), act_enum(c.n)})};
 }
 
+Calls moe_route_emit(EmitCtx &c)
+{
+    return {call("ck_moe_route", {c.out(), c.ld_out(), c.in(0), c.ld_in(0), c.rows("T", c.n.inputs[0]),
+                                  c.dim("E", c.n.inputs[0]), arg_size("k", c.n.i("top_k")),
+                                  arg_int("norm_topk", c.n.i("norm_topk", 0))})};
+}
+
+Calls moe_experts_emit(EmitCtx &c)
+{
+    const Node &n = c.n;
+    KernelCall k = call("ck_moe_experts", {c.out(), c.ld_out(), c.in(0), c.ld_in(0), c.in(1), c.ld("ldr", n.inputs[1]),
+                                           c.rows("T", n.inputs[0]), c.dim("E", n.inputs[1]), c.dim("C", n.inputs[0]),
+                                           c.dim("F", n.inputs[2], 1), c.in(2), c.in(3), c.in(4), act_enum(n),
+                                           c.scratch()});
+    k.fails_if = "!= CK_OK";
+    k.fail_code = "CK_ENOMEM";
+    k.fail_message = fmt::format("'{}': out of memory for an expert's GEMM buffers (or its format has no kernels)",
+                                 n.name);
+    return {k};
+}
+
 // [outer, n, inner] around the node's axis of tensor t, as sizes
 std::vector<CArg> around_axis(const EmitCtx &c, const Tensor &t)
 {
@@ -451,7 +472,8 @@ Calls ew_emit(EmitCtx &c)
 
 const char *const K_EMB = "kernels/embedding.c", *const K_NORM = "kernels/norm.c", *const K_LIN = "kernels/linear.c",
                   *const K_EW = "kernels/elementwise.c", *const K_BIN = "kernels/binary.c", *const K_ROPE = "kernels/rope.c",
-                  *const K_ATT = "kernels/attention.c", *const K_RED = "kernels/reduce.c", *const K_LAY = "kernels/layout.c";
+                  *const K_ATT = "kernels/attention.c", *const K_RED = "kernels/reduce.c", *const K_LAY = "kernels/layout.c",
+                  *const K_MOE = "kernels/moe.c";
 
 std::vector<Lowering> build_lowerings()
 {
@@ -470,6 +492,8 @@ std::vector<Lowering> build_lowerings()
         {Op::KV_ATTENTION, kv_attention_emit, {K_ATT}},
         {Op::GELU, gelu_emit, {K_EW}},
         {Op::GLU, glu_emit, {K_EW}},
+        {Op::MOE_ROUTE, moe_route_emit, {K_MOE}},
+        {Op::MOE_EXPERTS, moe_experts_emit, {K_MOE, "kernels/qlinear.c", K_EW}},
         {Op::SOFTMAX, softmax_emit, {K_RED}},
         {Op::RESHAPE, reshape_emit, {K_LAY}},
         {Op::TRANSPOSE, permute_emit, {K_LAY}},

@@ -166,6 +166,9 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     wt.collect(p);
     bool gcu = o.target == "gcu";
     LlmTarget target(p, gcu);
+    for (const Node &n : p.block.nodes())
+        if (gcu && n.op == Op::MOE_EXPERTS)
+            input_error("--target gcu has no mixture-of-experts kernels yet (node '" + n.name + "'): compile for --target cpu");
     if (gcu && p.info.stored_weights)
         input_error("--target gcu runs float32 weights (the device has no quantized kernels yet): compile a "
                     "config.json without --weights");

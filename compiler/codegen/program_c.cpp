@@ -76,7 +76,8 @@ std::string spec_row(const std::string &strct, const WeightField &f)
                                                      CK_WEIGHT_MAX_PARTS, CK_WEIGHT_MAX_DIMS));
     std::vector<std::string> names, shapes;
     for (size_t i = 0; i < t.source.parts.size(); i++) {
-        names.push_back(c_string(replace_all(replace_all(t.source.parts[i], "%", "%%"), "{L}", "%d")));
+        names.push_back(c_string(replace_all(replace_all(replace_all(t.source.parts[i], "%", "%%"), "{L}", "%d"), "{E}",
+                                             "%d")));
         std::vector<std::string> dims;
         for (int64_t d : t.source.part_shapes[i]) dims.push_back(std::to_string(d));
         if (dims.empty()) dims.push_back("1");
@@ -85,9 +86,9 @@ std::string spec_row(const std::string &strct, const WeightField &f)
     std::string format = f.format == CK_WEIGHT_FLOAT      ? "CK_WEIGHT_FLOAT"
                          : f.format == CK_WEIGHT_AS_STORED ? "CK_WEIGHT_AS_STORED"
                                                            : fmt::format("CK_Q_{}", upper(ck_qtype_name(f.format)));
-    return fmt::format("{{offsetof({}, {}), {}, {{{}}}, {}, {{{}}}, {}, {}}},", strct, f.field, t.source.parts.size(),
+    return fmt::format("{{offsetof({}, {}), {}, {{{}}}, {}, {{{}}}, {}, {}{}}},", strct, f.field, t.source.parts.size(),
                        join(names, ", "), t.source.part_shapes[0].size(), join(shapes, ", "), t.source.transposed ? 1 : 0,
-                       format);
+                       format, f.experts ? fmt::format(", {}", f.experts) : "");
 }
 
 }  // namespace
@@ -115,6 +116,7 @@ bool matrix_use(const Graph &g, const Node &n, size_t i)
 }  // namespace
 
 bool WeightTable::matrix(const Tensor &t) const { return matrix_keys.count(source_key(t)) != 0; }
+bool WeightTable::experts(const Tensor &t) const { return expert_keys.count(source_key(t)) != 0; }
 
 void WeightTable::collect(const Program &p)
 {
@@ -132,6 +134,9 @@ void WeightTable::collect(const Program &p)
         for (const auto &[key, ok] : all_matrix)
             if (ok) matrix_keys.insert(key);
     }
+    for (const Node &n : p.block.nodes())  // a mixture's experts: inputs 2..4 of MOE_EXPERTS
+        if (n.op == Op::MOE_EXPERTS)
+            for (size_t i = 2; i < n.inputs.size(); i++) expert_keys.insert(source_key(p.block.tensor(n.inputs[i])));
     for (Section s : {Section::Header, Section::Footer, Section::Block})
         for (const Node &n : p.section(s).nodes())
             for (const auto &name : n.inputs) {
@@ -150,12 +155,24 @@ void WeightTable::collect(const Program &p)
                 }
                 auto &by_key = s == Section::Block ? layer_by_key : global_by_key;
                 if (by_key.count(key)) continue;
-                std::string want = s == Section::Block ? name : merge_names(t.source.parts);
+                std::string want = replace_all(s == Section::Block ? name : merge_names(t.source.parts), ".{E}", "");
                 if (starts_with(want, "model.")) want = want.substr(6);
                 std::string field = (s == Section::Block ? lnames : gnames).take(want);
                 by_key[key] = field;
                 WeightField wf{field, &t};
-                if (matrix_keys.count(key)) {
+                if (expert_keys.count(key)) {  // per expert: the stored format, the one asked for, or f32
+                    wf.experts = t.shape[0];
+                    wf.format = CK_Q_F32;
+                    if (p.info.stored_weights) wf.format = CK_WEIGHT_AS_STORED;
+                    if (p.info.weight_type >= 0) {
+                        int64_t K = t.shape[2];
+                        wf.format = ck_qtype_for_rows(p.info.weight_type, K);
+                        if (wf.format != p.info.weight_type)
+                            notes.push_back(fmt::format("{}: rows of {} are not whole {} blocks of {}; stored as {}",
+                                                        merge_names(t.source.parts), K, ck_qtype_name(p.info.weight_type),
+                                                        ck_qtype_block(p.info.weight_type), ck_qtype_name(wf.format)));
+                    }
+                } else if (matrix_keys.count(key)) {
                     wf.matrix = true;
                     wf.format = CK_WEIGHT_AS_STORED;
                     if (p.info.weight_type >= 0) {
@@ -228,8 +245,9 @@ std::string weights_c(const WeightTable &wt, const std::string &prefix)
 {
     CWriter w;
     auto field_line = [&](const WeightField &f) {
-        std::string decl = f.matrix ? fmt::format("ck_qmat {};", f.field)
-                                    : fmt::format("const {} *{};", c_type(f.t->dtype == DType::F32 ? DType::F32 : f.t->dtype), f.field);
+        std::string decl = f.experts ? fmt::format("const ck_qmat *{};", f.field)
+                           : f.matrix ? fmt::format("ck_qmat {};", f.field)
+                                      : fmt::format("const {} *{};", c_type(f.t->dtype == DType::F32 ? DType::F32 : f.t->dtype), f.field);
         w.line(fmt::format("{:<40} /* {} {}{} */", decl, shape_str(f.t->shape), comment_safe(merge_names(f.t->source.parts)),
                            f.t->source.transposed ? " (stored [in, out], loaded transposed)" : ""));
     };
@@ -445,6 +463,7 @@ CArg SectionLocals::tensor(const std::string &t)
     std::string e = wt.expr(sec, tt, prefix.text);
     std::vector<std::string> reads = tt.dtype == DType::F32 ? prefix.reads : std::vector<std::string>{};
     if (wt.matrix(tt)) return arg_pointer("&" + e, reads);
+    if (wt.experts(tt)) return arg_pointer(e, reads);
     if (tt.dtype != DType::F32) e = target.inline_const(tt, e);
     if (!target.device()) return arg_pointer(e, reads);
     // a device kernel reads weights through pointer locals passed in its frame, never through the handle
@@ -519,7 +538,7 @@ public:
     {
         auto it = l_.sp.scratch.find(n.name);
         if (it == l_.sp.scratch.end()) internal_error("codegen: node '" + n.name + "' has no scratch");
-        CExpr arena = l_.target.arena(offset_name(l_.sec, it->second), false);
+        CExpr arena = l_.target.arena(offset_name(l_.sec, it->second), l_.sp.alloc.at(it->second).per_token);
         CArg s = device_value("float *", "scratch_" + c_identifier(n.name), "(float *)(" + arena.text + ")",
                               "scratch of " + n.name, arena.reads);
         s.label = "scratch";

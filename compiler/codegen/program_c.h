@@ -67,6 +67,7 @@ struct WeightField {
     std::string field;
     const Tensor *t;
     bool matrix = false;  // a ck_qmat in a stored format (ModelInfo::stored_weights), else const float *
+    int64_t experts = 0;  // > 0: a mixture's [experts, N, K] matrices, `const ck_qmat *` (one per expert)
     int format = -2;      // the spec's format: CK_WEIGHT_FLOAT, CK_WEIGHT_AS_STORED or a ck_qtype
 };
 
@@ -78,9 +79,11 @@ struct WeightTable {
     std::vector<WeightField> global, layer, inline_consts;
     std::map<std::string, std::string> global_by_key, layer_by_key, inline_by_key;
     std::set<std::string> matrix_keys;  // sources kept as ck_qmat
+    std::set<std::string> expert_keys;  // sources kept as one ck_qmat per expert (MOE_EXPERTS' matrices)
     std::vector<std::string> notes;     // per-tensor format fallbacks worth telling the user
     void collect(const Program &p);
     bool matrix(const Tensor &t) const;
+    bool experts(const Tensor &t) const;
     // the C expression reading weight `t` in `section` (prefix: the target's weights())
     std::string expr(Section section, const Tensor &t, const std::string &prefix) const;
     std::string field(Section section, const Tensor &t) const;

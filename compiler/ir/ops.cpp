@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "ck_kernels.h"
+#include "ck_quant.h"  // CK_MOE_EXPERTS_SCRATCH, CK_MOE_MAX_EXPERTS
 #include "ir/eval.h"
 #include "ir/ew_program.h"
 #include "ir/graph.h"
@@ -270,6 +271,35 @@ Shape glu_shape(const Node &n, const Inputs &in)
     return in[0]->shape;
 }
 
+// ---- mixture of experts (runtime/kernels/moe.c) ---------------------------------------------
+Shape moe_route_shape(const Node &n, const Inputs &in)
+{
+    expect_2d(n, *in[0]);
+    int64_t E = in[0]->shape[1], k = n.i("top_k");
+    CK_EXPECT(E >= 1 && E <= CK_MOE_MAX_EXPERTS, n, fmt::format("{} experts (1..{} supported)", E, CK_MOE_MAX_EXPERTS));
+    CK_EXPECT(k >= 1 && k <= E, n, fmt::format("top_k {} must be in 1..{} (the experts)", k, E));
+    return in[0]->shape;
+}
+Shape moe_experts_shape(const Node &n, const Inputs &in)
+{
+    expect_2d(n, *in[0]);
+    expect_2d(n, *in[1]);
+    int64_t T = in[0]->shape[0], C = in[0]->shape[1], E = in[1]->shape[1];
+    CK_EXPECT(in[1]->shape[0] == T, n, "route must have x's rows: " + shapes(in));
+    CK_EXPECT(in[2]->shape.size() == 3 && in[2]->shape[0] == E && in[2]->shape[2] == C, n,
+              "gate must be [experts, F, C]: " + shapes(in));
+    int64_t F = in[2]->shape[1];
+    CK_EXPECT(in[3]->shape == in[2]->shape, n, "up must be gate's shape: " + shapes(in));
+    CK_EXPECT(in[4]->shape == (Shape{E, C, F}), n, "down must be [experts, C, F]: " + shapes(in));
+    act_of(n);
+    return in[0]->shape;
+}
+int64_t moe_experts_scratch(const Node &, const Inputs &in)  // per token
+{
+    return static_cast<int64_t>(CK_MOE_EXPERTS_SCRATCH(1, in[0]->shape[1], in[2]->shape[1]));
+}
+std::vector<std::string> moe_experts_names(const Node &, const Inputs &in) { return in[0]->dims; }
+
 // ---- SOFTMAX / reductions / CAUSAL_MASK ---------------------------------------------
 Shape reduce_shape(const Node &n, const Inputs &in)
 {
@@ -501,6 +531,12 @@ struct Def {
     Def &eval(bool (*f)(const Node &, const std::vector<const ConstData *> &, ConstData &)) { d.eval = f; return *this; }
     Def &fold_only() { d.fold_only = true; return *this; }
     Def &scratch(int64_t (*f)(const Node &, const Inputs &)) { d.scratch = f; return *this; }
+    Def &scratch_per_token(int64_t (*f)(const Node &, const Inputs &))
+    {
+        d.scratch = f;
+        d.scratch_per_token = true;
+        return *this;
+    }
     Def &any_dtype(uint32_t bits) { d.any_dtype = bits; return *this; }
     Def &elementwise() { d.elementwise = true; return *this; }
     Def &dims(std::vector<std::string> (*f)(const Node &, const Inputs &)) { d.dims = f; return *this; }
@@ -528,6 +564,9 @@ std::vector<OpDef> build_table()
         Def("KV_ATTENTION", 2, 2, kv_attention_shape).strided(in0 | kStridedOut).dims(same_dims).llm(),
         Def("GELU", 1, 1, gelu_shape).inplace({0}).eval(eval_unary).elementwise().dims(same_dims),
         Def("GLU", 2, 2, glu_shape).inplace({0, 1}).strided(in0 | in1 | kStridedOut).dims(same_dims).llm(),
+        Def("MOE_ROUTE", 1, 1, moe_route_shape).inplace({0}).strided(in0 | kStridedOut).dims(same_dims).llm(),
+        Def("MOE_EXPERTS", 5, 5, moe_experts_shape).strided(in0 | kStridedOut).scratch_per_token(moe_experts_scratch)
+            .dims(moe_experts_names).llm(),
         // ---- graph ops
         // every row of CK_BINARY_OPS (runtime/include/ck_kernels.h), in that order
 #define CK_BINARY_DEF(name, formula, ints) \

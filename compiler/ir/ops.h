@@ -50,6 +50,8 @@ namespace ckc {
     X(KV_ATTENTION)  /* (q[T,H*D], kv) -> [T,H*D]  causal GQA over the KV store               */ \
     X(GELU)          /* (x) -> gelu(x)  attr act: gelu_tanh | gelu                            */ \
     X(GLU)           /* (gate, up) -> act(gate) * up  attr act: silu | gelu_tanh | gelu        */ \
+    X(MOE_ROUTE)     /* (logits[T,E]) -> [T,E] softmax kept at the top_k (norm_topk: sum 1), 0 elsewhere */ \
+    X(MOE_EXPERTS)   /* (x[T,C], route[T,E], gate[E,F,C], up[E,F,C], down[E,C,F]) -> [T,C] the routed GLUs */ \
     /* ---- graph ops (exported PyTorch graphs) ------------------------------------------ */ \
     CK_BINARY_OPS(X) /* (a, b) or (a) op scalar (attr reverse: scalar op a), numpy broadcasting:  */ \
                      /* ADD SUB MUL DIV... (ck_kernels.h)                                      */ \
@@ -132,8 +134,10 @@ struct OpDef {
     // Each output element depends only on the same element of input 0 (and a scalar or a broadcast
     // operand): reshapes may move across it (eliminate_reshapes).
     bool elementwise = false;
-    // Scratch bytes the kernel needs while it runs (planned into the arena).
+    // Scratch bytes the kernel needs while it runs (planned into the arena); per token of the section's T when
+    // scratch_per_token (an LLM op whose scratch grows with the tokens of a call).
     int64_t (*scratch)(const Node &n, const Inputs &in) = nullptr;
+    bool scratch_per_token = false;
     // What puts it in a Program: the exporter (an ATen op of python/ckc/export.py maps to it; a test checks that
     // every such op has a mapping), the LLM front end alone, or a pass (a fusion or a fold).
     MadeBy made_by = MadeBy::Exporter;

@@ -269,7 +269,7 @@ private:
         if (bytes <= 0) return;
         Allocation a;
         a.root = nd.name + "#scratch";
-        a.per_token = false;
+        a.per_token = d.scratch_per_token;
         a.size = align_up(bytes, o_.align);
         a.birth = a.death = s;
         sp_.alloc[a.root] = a;

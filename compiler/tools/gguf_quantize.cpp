@@ -132,7 +132,7 @@ size_t quantize_to_gguf(const std::string &folder, const std::string &out_path, 
     ck_checkpoint_set_optional_prefix(ck.ck, p.info.optional_prefix.c_str());
 
     // every checkpoint tensor the model reads, once (tied embeddings appear under one name)
-    struct Item { std::string hf, gg; Shape shape; bool transposed; bool block; };
+    struct Item { std::string hf, gg; Shape shape; bool transposed; bool block; int64_t experts; };
     std::map<std::string, Item> items;
     for (Section s : kSections)
         for (const auto &[name, t] : p.section(s).tensors()) {
@@ -140,7 +140,9 @@ size_t quantize_to_gguf(const std::string &folder, const std::string &out_path, 
             for (size_t i = 0; i < t.source.parts.size(); i++) {
                 std::string gg = gguf_tensor_name(*arch, t.source.parts[i]);
                 if (gg.empty()) internal_error("quantize: no GGUF name for " + t.source.parts[i]);
-                items[gg] = {t.source.parts[i], gg, t.source.part_shapes[i], t.source.transposed, s == Section::Block};
+                bool experts = t.source.parts[i].find("{E}") != std::string::npos;  // one tensor each -> stacked
+                items[gg] = {t.source.parts[i], gg, t.source.part_shapes[i], t.source.transposed, s == Section::Block,
+                             experts ? t.shape[0] : 0};
             }
         }
     std::vector<std::pair<std::string, const Item *>> order;  // llama.cpp's order: globals, then block by block
@@ -155,20 +157,38 @@ size_t quantize_to_gguf(const std::string &folder, const std::string &out_path, 
     for (const auto &[gg_name, it] : order) {
         int64_t layer = -1;
         if (it->block) layer = std::stoll(gg_name.substr(4, gg_name.find('.', 4) - 4));
-        std::string hf_name = replace_all(it->hf, "{L}", "%d");
-        ck_weight_spec spec{};
-        spec.field = 0;
-        spec.n_parts = 1;
-        spec.names[0] = hf_name.c_str();
-        spec.ndim = static_cast<int>(it->shape.size());
-        for (size_t d = 0; d < it->shape.size(); d++) spec.shape[0][d] = it->shape[d];
-        spec.transpose = it->transposed ? 1 : 0;
-        spec.format = CK_WEIGHT_FLOAT;
-        const float *f = nullptr;
-        char err[1024] = "";
-        if (ck_weights_load(ck.ck, &spec, static_cast<int>(layer), &f, &store, err, sizeof err)) input_error(err);
+        // float32 of the tensor (a mixture's experts: each expert's, stacked [experts, rows, K])
+        auto load = [&](const std::string &hf_template) {
+            std::string hf_name = replace_all(replace_all(hf_template, "%", "%%"), "{L}", "%d");
+            ck_weight_spec spec{};
+            spec.field = 0;
+            spec.n_parts = 1;
+            spec.names[0] = hf_name.c_str();
+            spec.ndim = static_cast<int>(it->shape.size());
+            for (size_t d = 0; d < it->shape.size(); d++) spec.shape[0][d] = it->shape[d];
+            spec.transpose = it->transposed ? 1 : 0;
+            spec.format = CK_WEIGHT_FLOAT;
+            const float *f = nullptr;
+            char err[1024] = "";
+            if (ck_weights_load(ck.ck, &spec, static_cast<int>(layer), &f, &store, err, sizeof err)) input_error(err);
+            return f;
+        };
         Shape shape = it->shape;
         if (it->transposed) shape = {shape[1], shape[0]};
+        std::vector<float> stacked;
+        const float *f = nullptr;
+        if (it->experts) {
+            int64_t n = shape[0] * shape[1];
+            stacked.resize(static_cast<size_t>(it->experts * n));
+            for (int64_t e = 0; e < it->experts; e++) {
+                const float *fe = load(replace_all(it->hf, "{E}", std::to_string(e)));
+                std::copy(fe, fe + n, stacked.begin() + e * n);
+            }
+            shape.insert(shape.begin(), it->experts);
+            f = stacked.data();
+        } else {
+            f = load(it->hf);
+        }
         std::vector<float> changed;
         bool is_q = ends_with(it->hf, "q_proj.weight"), is_k = ends_with(it->hf, "k_proj.weight");
         if (arch->permuted_qk && (is_q || is_k)) {
@@ -183,7 +203,7 @@ size_t quantize_to_gguf(const std::string &folder, const std::string &out_path, 
         int64_t K = shape.back(), rows = 1;
         for (size_t d = 0; d + 1 < shape.size(); d++) rows *= shape[d];
         // matrices in the format; vectors and GPT-2's learned positions (added, not multiplied) in f32
-        int type = shape.size() == 2 && gg_name != "position_embd.weight" ? ck_qtype_for_rows(want, K) : CK_Q_F32;
+        int type = shape.size() >= 2 && gg_name != "position_embd.weight" ? ck_qtype_for_rows(want, K) : CK_Q_F32;
         size_t rb = ck_qtype_row_bytes(type, K);
         std::vector<uint8_t> data(rb * static_cast<size_t>(rows));
         for (int64_t i = 0; i < rows * K; i++)  // (before quantizing: a block cannot hold them)

@@ -58,12 +58,19 @@ std::vector<std::pair<std::string, Shape>> required_tensors(const Program &p)
         for (const auto &[name, t] : p.section(s).tensors()) {
             if (t.storage != Storage::Weight) continue;
             for (size_t i = 0; i < t.source.parts.size(); i++) {
-                const std::string &part = t.source.parts[i];
-                if (s == Section::Block) {
-                    for (int64_t l = 0; l < p.info.n_layers; l++)
-                        out[replace_all(part, "{L}", std::to_string(l))] = t.source.part_shapes[i];
-                } else {
-                    out[part] = t.source.part_shapes[i];
+                // a mixture's experts, one tensor each: {E} in the name, the experts first in the shape
+                std::vector<std::string> parts;
+                if (t.source.parts[i].find("{E}") == std::string::npos) parts.push_back(t.source.parts[i]);
+                else
+                    for (int64_t e = 0; e < t.shape[0]; e++)
+                        parts.push_back(replace_all(t.source.parts[i], "{E}", std::to_string(e)));
+                for (const std::string &part : parts) {
+                    if (s == Section::Block) {
+                        for (int64_t l = 0; l < p.info.n_layers; l++)
+                            out[replace_all(part, "{L}", std::to_string(l))] = t.source.part_shapes[i];
+                    } else {
+                        out[part] = t.source.part_shapes[i];
+                    }
                 }
             }
         }

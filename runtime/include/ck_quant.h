@@ -163,6 +163,22 @@ int ck_embedding_q(float *out, const ck_qmat *table, const int32_t *ids, int T, 
 /* row r of a matrix, dequantized into y[K]; as ck_embedding_q */
 int ck_qmat_row(const ck_qmat *w, int64_t r, int K, float *y);
 
+/* ---- mixture of experts (moe.c) ---------------------------------------------------------------------
+ * route[t][e] = softmax(logits[t])[e] for the k largest (the lower index first among equals; a NaN is never
+ * larger, so exactly k are chosen whatever the logits), renormalized to sum 1 over the k when norm_topk, and
+ * 0 for the others. E <= CK_MOE_MAX_EXPERTS, 1 <= k <= E (the compiler checks). */
+#define CK_MOE_MAX_EXPERTS 512
+void ck_moe_route(float *route, int ldr, const float *logits, int ldl, int T, int E, int k, int norm_topk);
+void ck_moe_route_ref(float *route, int ldr, const float *logits, int ldl, int T, int E, int k, int norm_topk);
+/* out[t] = sum over the experts e with route[t][e] != 0, in order, of route[t][e] * down_e(act(gate_e x) * up_e x):
+ * each expert's matrices over only the rows routed to it (gate[e], up[e]: F x C; down[e]: C x F, any stored
+ * format). scratch: CK_MOE_EXPERTS_SCRATCH(T, C, F) bytes. Returns ck_linear_q's code. act: a ck_act. */
+#define CK_MOE_EXPERTS_SCRATCH(T, C, F) ((size_t)(T) * ((size_t)2 * (size_t)(C) + (size_t)2 * (size_t)(F) + 1) * 4)
+int ck_moe_experts(float *out, int ldo, const float *x, int ldx, const float *route, int ldr, int T, int E, int C,
+                   int F, const ck_qmat *gate, const ck_qmat *up, const ck_qmat *down, int act, float *scratch);
+int ck_moe_experts_ref(float *out, int ldo, const float *x, int ldx, const float *route, int ldr, int T, int E, int C,
+                       int F, const ck_qmat *gate, const ck_qmat *up, const ck_qmat *down, int act, float *scratch);
+
 #ifdef __cplusplus
 }
 #endif

@@ -37,6 +37,11 @@ typedef struct ck_weight_spec {
     int64_t shape[CK_WEIGHT_MAX_PARTS][CK_WEIGHT_MAX_DIMS]; /* expected shape of each part, as in the file */
     int transpose;  /* 1: a single [in][out] part, loaded transposed */
     int format;     /* CK_WEIGHT_FLOAT, CK_WEIGHT_AS_STORED, or a ck_qtype every part is converted to */
+    /* > 0: a mixture's experts, the field a `const ck_qmat *` to n_experts matrices (each [N][K], in `format`;
+     * never CK_WEIGHT_FLOAT). The one part is either one tensor per expert, its name a template of the layer's
+     * %d and then the expert's, of rank 2 ([N, K]); or all of them stacked, of rank 3 ([n_experts, N, K]:
+     * GGUF's ffn_*_exps), used in place. */
+    int n_experts;
 } ck_weight_spec;
 
 /* Memory the loader had to allocate (dtype conversion, concatenation). */

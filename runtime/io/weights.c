@@ -143,11 +143,84 @@ int ck_weights_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int lay
     return 0;
 }
 
+/* A mixture's experts (spec->n_experts > 0): an array of one ck_qmat per expert, owned by the store. */
+static int load_experts(const ck_checkpoint *ck, const ck_weight_spec *spec, int layer, void *base,
+                        ck_weight_store *store, char *err, size_t errlen)
+{
+    const int E = spec->n_experts;
+    ck_qmat *m;
+    int e, rc;
+    if (E > CK_MOE_MAX_EXPERTS || spec->n_parts != 1 || spec->transpose || (spec->ndim != 2 && spec->ndim != 3) ||
+        spec->format == CK_WEIGHT_FLOAT || (spec->ndim == 3 && spec->shape[0][0] != E)) {
+        ck_io_seterr(err, errlen, "weight spec '%s': %d experts of rank %d (1..%d experts, one part of rank 2 or a "
+                     "stacked rank 3, a matrix format)", spec->names[0], E, spec->ndim, CK_MOE_MAX_EXPERTS);
+        return CK_EFORMAT;
+    }
+    m = (ck_qmat *)calloc((size_t)E, sizeof *m);
+    if (!m || !store_keep(store, m, (size_t)E * sizeof *m)) {
+        free(m);
+        ck_io_seterr(err, errlen, "out of memory for the experts of '%s'", spec->names[0]);
+        return CK_ENOMEM;
+    }
+    *(const ck_qmat **)((char *)base + spec->field) = m;
+    if (spec->ndim == 3) { /* stacked: expert e is rows [e N, (e + 1) N) of the one tensor */
+        char name[256], got[96], want[96];
+        const ck_tensor_info *t;
+        int64_t N = spec->shape[0][1], K = spec->shape[0][2];
+        size_t rb;
+        snprintf(name, sizeof name, spec->names[0], layer);
+        t = find_weight(ck, name);
+        if (!t) {
+            ck_io_seterr(err, errlen, "missing tensor '%s' (the checkpoint has %d tensors)", name,
+                         ck_checkpoint_count(ck));
+            return CK_EFORMAT;
+        }
+        if (t->ndim != 3 || t->shape[0] != E || t->shape[1] != N || t->shape[2] != K) {
+            shape_str(got, sizeof got, t->shape, t->ndim);
+            shape_str(want, sizeof want, spec->shape[0], 3);
+            ck_io_seterr(err, errlen, "tensor '%s' in %s has shape %s, but the model expects %s (experts x rows x "
+                         "columns)", name, t->file, got, want);
+            return CK_EFORMAT;
+        }
+        if (t->qtype < 0 || !ck_qtype_valid(t->qtype) || !(rb = ck_qtype_row_bytes(t->qtype, K)) ||
+            (spec->format != CK_WEIGHT_AS_STORED && spec->format != t->qtype) || (uintptr_t)t->data % 4 != 0) {
+            ck_io_seterr(err, errlen, "tensor '%s' in %s: experts stacked in one tensor are used as stored, and "
+                         "its type (%s) cannot be", name, t->file, t->qtype >= 0 ? ck_qtype_name(t->qtype) : "?");
+            return CK_EFORMAT;
+        }
+        for (e = 0; e < E; e++) {
+            m[e].n_parts = 1;
+            m[e].type[0] = t->qtype;
+            m[e].rows[0] = N;
+            m[e].data[0] = (const char *)t->data + (size_t)e * (size_t)N * rb;
+        }
+        store->bytes_mapped += t->nbytes;
+        return 0;
+    }
+    for (e = 0; e < E; e++) { /* one tensor each: the name with the layer and the expert filled in */
+        char full[256], esc[512];
+        size_t i, j = 0;
+        ck_weight_spec one = *spec;
+        snprintf(full, sizeof full, spec->names[0], layer, e);
+        for (i = 0; full[i] && j + 2 < sizeof esc; i++) { /* a template again, for ck_weight_load's snprintf */
+            if (full[i] == '%') esc[j++] = '%';
+            esc[j++] = full[i];
+        }
+        esc[j] = '\0';
+        one.n_experts = 0;
+        one.names[0] = esc;
+        one.field = 0;
+        if ((rc = ck_weight_load(ck, &one, layer, &m[e], store, err, errlen))) return rc;
+    }
+    return 0;
+}
+
 int ck_weight_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int layer, void *base, ck_weight_store *store,
                    char *err, size_t errlen)
 {
     ck_qmat *m = (ck_qmat *)((char *)base + spec->field);
     int i, rc;
+    if (spec->n_experts > 0) return load_experts(ck, spec, layer, base, store, err, errlen);
     if (spec->format == CK_WEIGHT_FLOAT)
         return ck_weights_load(ck, spec, layer, (const float **)((char *)base + spec->field), store, err, errlen);
     if (spec->ndim != 2 || spec->n_parts < 1 || spec->n_parts > CK_QMAT_MAX_PARTS ||

@@ -50,6 +50,11 @@ CASES = {
     "smollm3": published("tiny-smollm3"),
     "smollm3_windows_bias": published("tiny-smollm3", no_rope_layers=[0, 1, 0, 1], use_sliding_window=True,
                                       sliding_window=5, attention_bias=True, mlp_bias=True, num_key_value_heads=2),
+    # Qwen3-30B-A3B: Qwen3's attention and a mixture of experts (8 experts of width 32 here, top 2, renormalized);
+    # and 16 experts top 4 as they come out of the softmax (norm_topk_prob false: OLMoE's choice) with biases
+    "qwen3_moe": published("tiny-qwen3_moe"),
+    "qwen3_moe_16x4_bias": published("tiny-qwen3_moe", num_experts=16, num_experts_per_tok=4, norm_topk_prob=False,
+                                     attention_bias=True),
     # GPT-2: learned positions, Conv1D, tied; and the inverse-layer attention scale
     "gpt2": published("tiny-gpt2", bos_token_id=0, eos_token_id=0),
     "gpt2_layer_scaled": published("tiny-gpt2", bos_token_id=0, eos_token_id=0, scale_attn_by_inverse_layer_idx=True),

@@ -119,7 +119,8 @@ def test_generated_gcu_code_touches_the_device_only_through_the_shim(built):
 
 
 # ---- language models ------------------------------------------------------------------------------------------
-FAMILIES = sorted(d for d in os.listdir(os.path.join(ROOT, "models")) if d.startswith("tiny-"))
+# (a mixture of experts has no gcu kernels yet: test_a_mixture_of_experts_is_refused_on_gcu)
+FAMILIES = sorted(d for d in os.listdir(os.path.join(ROOT, "models")) if d.startswith("tiny-") and "_moe" not in d)
 
 
 @pytest.fixture(scope="module")
@@ -215,3 +216,11 @@ def test_a_resident_input_slot_given_a_plain_tensor_in_between(workdir, runner, 
         for t in (w, plain, w, plain, w):
             got = run(x, t)[0]
             assert torch.allclose(got, x @ t, atol=1e-5), runner
+
+
+def test_a_mixture_of_experts_is_refused_on_gcu(tmp_path):
+    cfg = os.path.join(ROOT, "models", "tiny-qwen3_moe", "config.json")
+    r = subprocess.run([ckc.ckc_binary(), "compile", cfg, "--target", "gcu", "-o", str(tmp_path / "m.c")],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "--target gcu has no mixture-of-experts kernels yet" in r.stderr, r.stderr
+    assert not (tmp_path / "m.c").exists()

@@ -25,6 +25,8 @@ from conftest import max_diff, prompt
 from hf_cases import CASES, hf_kwargs, perturb
 
 T = 12  # tokens per step: longer than the sliding windows of the mistral / qwen2_windows / gemma2 cases
+# mixtures of experts have no backward yet (MOE_ROUTE, MOE_EXPERTS): test_a_mixture_of_experts_refuses_train
+TRAINABLE = sorted(n for n in CASES if "_moe" not in n)
 
 
 class Trainee:
@@ -75,7 +77,7 @@ def rel_err(ours, theirs):
     return float(np.abs(np.asarray(ours, dtype=np.float64) - theirs).max() / max(np.abs(theirs).max(), 1e-30))
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", TRAINABLE)
 def test_gradients_match_transformers(name, workdir):
     t = trainee(name, workdir)
     m = t.ckc()
@@ -114,7 +116,7 @@ def test_gradients_match_transformers(name, workdir):
     assert not np.any(m.grad(worst))
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", TRAINABLE)
 def test_adamw_matches_torch(name, workdir):
     t = trainee(name, workdir)
     lr, betas, eps, wd, clip = 3e-3, (0.9, 0.95), 1e-8, 0.1, 1.0
@@ -154,7 +156,7 @@ def test_adamw_matches_torch(name, workdir):
     assert err < 3e-3
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", TRAINABLE)
 def test_save_reloads_in_transformers_and_inference_runs_trained_weights(name, workdir):
     t = trainee(name, workdir)
     m = t.ckc()
@@ -278,3 +280,13 @@ def test_text_run_learns_and_generates(workdir):
     assert r["last_loss"] < r["first_loss"] - 2.0, out
     assert r["text"].startswith("A compiler") and len(r["text"]) > len("A compiler") + 20  # 40 bytes, UTF-8 decoded
     assert "step   120" in out and "|" in out  # the progress lines and the printed curve
+
+
+def test_a_mixture_of_experts_refuses_train(workdir):
+    """Until the router and the experts have a backward: an error that names the node, not a wrong gradient."""
+    import subprocess
+    from conftest import ROOT
+    cfg = os.path.join(ROOT, "models", "tiny-qwen3_moe", "config.json")
+    r = subprocess.run([ckc.ckc_binary(), "compile", cfg, "--train", "-o", os.path.join(workdir, "moe-train", "m.c")],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "has no backward in ckc" in r.stderr and "MOE_" in r.stderr, r.stderr

@@ -187,7 +187,7 @@ TEST_CASE("families: every supported model_type is listed in errors", "[config][
 {
     std::string msg = build_error(tiny_llama({{"model_type", "falcon"}}).dump());
     for (const char *t : {"llama", "mistral", "qwen2", "qwen3", "gpt2", "phi3", "gemma", "phi", "gemma2", "olmo2",
-                          "smollm3", "gemma3_text"})
+                          "smollm3", "gemma3_text", "qwen3_moe"})
         CHECK_THAT(msg, Contains(t));
 }
 
@@ -320,6 +320,43 @@ TEST_CASE("families: Hugging Face class defaults", "[config][families]")
         CHECK_THAT(build_error(tiny_llama({{"model_type", "gemma3_text"},
                                            {"rope_parameters", {{"full_attention", {{"rope_type", "yarn"}}}}}}).dump()),
                    Contains("key \"rope_parameters.full_attention.rope_type\": \"yarn\" is not supported"));
+    }
+    SECTION("qwen3_moe: a router and a mixture of experts in place of the MLP; the keys that would break it")
+    {
+        auto moe = [](nlohmann::json more) {
+            nlohmann::json j = tiny_llama({{"model_type", "qwen3_moe"}, {"num_experts", 8}, {"num_experts_per_tok", 2},
+                                           {"moe_intermediate_size", 32}});
+            for (auto &[k, v] : more.items()) {
+                if (v.is_string() && v.get<std::string>() == "<delete>") j.erase(k);
+                else j[k] = v;
+            }
+            return j;
+        };
+        Program p = program_from(moe({}));
+        const Node *route = p.block.node("route");
+        REQUIRE(route);
+        CHECK(route->op == Op::MOE_ROUTE);
+        CHECK(route->i("top_k") == 2);
+        CHECK(route->i("norm_topk") == 0);  // norm_topk_prob's default
+        const Node *ex = p.block.node("moe_out");
+        REQUIRE(ex);
+        CHECK(ex->op == Op::MOE_EXPERTS);
+        CHECK(p.block.tensor(ex->inputs[2]).shape == Shape{8, 32, 64});
+        CHECK(p.block.tensor(ex->inputs[4]).shape == Shape{8, 64, 32});
+        CHECK(p.block.tensor(ex->inputs[2]).source.parts[0] == "model.layers.{L}.mlp.experts.{E}.gate_proj.weight");
+        CHECK(p.block.tensor(p.block.node("router_logits")->inputs[1]).shape == Shape{8, 64});
+        CHECK_FALSE(p.block.has_tensor("mlp.gate_proj.weight"));
+        // transformers 5 writes num_local_experts
+        Program l = program_from(moe({{"num_experts", "<delete>"}, {"num_local_experts", 4}, {"norm_topk_prob", true}}));
+        CHECK(l.block.tensor(l.block.node("moe_out")->inputs[2]).shape[0] == 4);
+        CHECK(l.block.node("route")->i("norm_topk") == 1);
+        CHECK_THAT(build_error(moe({{"num_experts_per_tok", 9}}).dump()),
+                   Contains("key \"num_experts_per_tok\": 9 is more than the 8 experts"));
+        CHECK_THAT(build_error(moe({{"decoder_sparse_step", 2}}).dump()),
+                   Contains("key \"decoder_sparse_step\": is 2: layers without experts"));
+        CHECK_THAT(build_error(moe({{"mlp_only_layers", {1}}}).dump()), Contains("key \"mlp_only_layers\": lists layers"));
+        CHECK_THAT(build_error(moe({{"num_experts", 1000}}).dump()),
+                   Contains("key \"num_experts\": 1000 experts is above ckc's limit of 512"));
     }
     SECTION("gemma: head_dim 256, tied, tanh GELU even when hidden_act says gelu")
     {

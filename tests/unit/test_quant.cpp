@@ -501,3 +501,130 @@ TEST_CASE("quant: every kernel path's decode gives the reference's integers (tai
             }
     }
 }
+
+TEST_CASE("moe: the router keeps the top k of the softmax; a NaN chooses k experts all the same", "[quant][moe]")
+{
+    const int T = 5, E = 8, ld = E + 3;
+    auto logits = rnd(static_cast<size_t>(T) * ld, 7u, 2.0f);
+    logits[ld + 2] = logits[ld + 5] = 3.0f;  // a tie: the lower index first
+    logits[ld + 0] = logits[ld + 1] = logits[ld + 3] = logits[ld + 4] = logits[ld + 6] = logits[ld + 7] = -1.0f;
+    for (int norm : {0, 1})
+        for (int k : {1, 2, 3, 8}) {
+            std::vector<float> r(static_cast<size_t>(T) * ld, -7.0f), ref(r);
+            ck_moe_route(r.data(), ld, logits.data(), ld, T, E, k, norm);
+            ck_moe_route_ref(ref.data(), ld, logits.data(), ld, T, E, k, norm);
+            for (int t = 0; t < T; t++) {
+                double mx = -1e30, sum = 0, kept = 0;
+                for (int e = 0; e < E; e++) mx = std::max<double>(mx, logits[t * ld + e]);
+                for (int e = 0; e < E; e++) sum += std::exp(logits[t * ld + e] - mx);
+                int chosen = 0;
+                for (int e = 0; e < E; e++) {
+                    double p = std::exp(logits[t * ld + e] - mx) / sum;
+                    int above = 0;  // experts that beat e: larger, or as large at a lower index
+                    for (int j = 0; j < E; j++) {
+                        float lj = logits[t * ld + j], le = logits[t * ld + e];
+                        above += lj > le || (lj == le && j < e);
+                    }
+                    if (above < k) {
+                        chosen++;
+                        kept += p;
+                        REQUIRE(r[t * ld + e] > 0.0f);
+                    } else {
+                        REQUIRE(r[t * ld + e] == 0.0f);
+                    }
+                    REQUIRE(std::fabs(r[t * ld + e] - ref[t * ld + e]) <= 1e-6f);
+                }
+                REQUIRE(chosen == k);
+                double total = 0;
+                for (int e = 0; e < E; e++) total += r[t * ld + e];
+                REQUIRE(std::fabs(total - (norm ? 1.0 : kept)) < 1e-5);
+                REQUIRE(r[t * ld + E] == -7.0f);  // the row stride's gap untouched
+            }
+            if (k == 2) {  // the tie at token 1: experts 2 and 5, not 5 and 2 or a third
+                REQUIRE(r[ld + 2] > 0.0f);
+                REQUIRE(r[ld + 5] > 0.0f);
+            }
+        }
+    // NaN and infinite logits: exactly k experts chosen (in range by construction), their weights NaN
+    std::vector<float> bad(E, std::nanf("")), r(E, 1.0f);
+    bad[3] = INFINITY;
+    ck_moe_route(r.data(), E, bad.data(), E, 1, E, 2, 1);
+    int nonzero = 0;
+    for (float v : r) nonzero += v != 0.0f;
+    REQUIRE(nonzero == 2);
+}
+
+TEST_CASE("moe: the experts over the rows routed to them equal a dense loop, in every format", "[quant][moe]")
+{
+    const int T = 7, E = 4, C = 64, F = 96, ldx = C + 4, ldo = C + 2, ldr = E;
+    auto type = GENERATE(CK_Q_F32, CK_Q_Q8_0, CK_Q_Q4_K);
+    INFO("type " << ck_qtype_name(type));
+    std::vector<std::vector<uint8_t>> store;
+    std::vector<ck_qmat> gate(E), up(E), down(E);
+    std::vector<std::vector<float>> gd(E), ud(E), dd(E);  // dequantized
+    auto make = [&](ck_qmat &m, std::vector<float> &deq, int rows, int K, unsigned seed) {
+        auto w = rnd(static_cast<size_t>(rows) * K, seed, 0.2f);
+        int t = ck_qtype_for_rows(type, K);
+        store.push_back(quantize(t, w));
+        m = ck_qmat{};
+        m.n_parts = 1;
+        m.type[0] = t;
+        m.rows[0] = rows;
+        m.data[0] = store.back().data();
+        deq.resize(w.size());
+        ck_dequantize_row(t, store.back().data(), deq.data(), static_cast<int64_t>(w.size()));
+    };
+    store.reserve(3 * E);
+    for (int e = 0; e < E; e++) {
+        make(gate[e], gd[e], F, C, 10u + e);
+        make(up[e], ud[e], F, C, 20u + e);
+        make(down[e], dd[e], C, F, 30u + e);
+    }
+    auto x = rnd(static_cast<size_t>(T) * ldx, 3u);
+    std::vector<float> route(static_cast<size_t>(T) * ldr, 0.0f);
+    for (int t = 0; t < T; t++) {  // two experts per token, expert 3 never (skipped), some tokens share
+        route[t * ldr + t % 3] = 0.25f + 0.1f * t;
+        route[t * ldr + (t + 1) % 3] = 0.5f;
+    }
+    std::vector<float> scratch(CK_MOE_EXPERTS_SCRATCH(T, C, F) / sizeof(float) + 1);
+    std::vector<float> out(static_cast<size_t>(T) * ldo, 9.0f), ref(out);
+    for (int threads : {1, 2}) {
+        Threads th(threads);
+        REQUIRE(ck_moe_experts(out.data(), ldo, x.data(), ldx, route.data(), ldr, T, E, C, F, gate.data(), up.data(),
+                               down.data(), CK_ACT_SILU, scratch.data()) == CK_OK);
+        REQUIRE(ck_moe_experts_ref(ref.data(), ldo, x.data(), ldx, route.data(), ldr, T, E, C, F, gate.data(),
+                                   up.data(), down.data(), CK_ACT_SILU, scratch.data()) == CK_OK);
+        for (int t = 0; t < T; t++) {
+            std::vector<double> want(C, 0.0), mag(C, 0.0);
+            for (int e = 0; e < E; e++) {
+                double w = route[t * ldr + e];
+                if (w == 0) continue;
+                std::vector<double> h(F);
+                for (int f = 0; f < F; f++) {
+                    double g = 0, u = 0;
+                    for (int c = 0; c < C; c++) {
+                        g += gd[e][f * C + c] * x[t * ldx + c];
+                        u += ud[e][f * C + c] * x[t * ldx + c];
+                    }
+                    h[f] = g / (1 + std::exp(-g)) * u;
+                }
+                for (int c = 0; c < C; c++) {
+                    double y = 0, a = 0;
+                    for (int f = 0; f < F; f++) {
+                        y += dd[e][c * F + f] * h[f];
+                        a += std::fabs(dd[e][c * F + f] * h[f]);
+                    }
+                    want[c] += w * y;
+                    mag[c] += w * a;
+                }
+            }
+            // 8-bit activations in the quantized formats: within 2% of sum |w x|
+            double tol = type == CK_Q_F32 ? 1e-4 : 2e-2;
+            for (int c = 0; c < C; c++) {
+                REQUIRE(std::fabs(out[t * ldo + c] - want[c]) <= tol * (1e-3 + mag[c]));
+                REQUIRE(std::fabs(ref[t * ldo + c] - want[c]) <= tol * (1e-3 + mag[c]));
+            }
+            REQUIRE(out[t * ldo + C] == 9.0f);  // the row stride's gap untouched
+        }
+    }
+}

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "frontend/hf/builders.h"  // read_moe
 #include "frontend/hf/families.h"
 
 #include "support/error.h"
@@ -98,6 +99,35 @@ const std::vector<GgufArch> &gguf_archs()
                                        {L + "self_attn.k_norm.weight", B + "attn_k_norm.weight"}});
         }
         t.push_back(qwen3);
+
+        // Qwen3-MoE: Qwen3's names, the router (ffn_gate_inp) and the experts stacked per layer (ffn_*_exps);
+        // llama.cpp always renormalizes the chosen experts' weights
+        GgufArch qwen3moe = row("qwen3moe", "qwen3_moe");
+        {
+            const std::string L = "model.layers.{L}.", B = "blk.{L}.";
+            qwen3moe.names = llama_names({{L + "self_attn.q_norm.weight", B + "attn_q_norm.weight"},
+                                          {L + "self_attn.k_norm.weight", B + "attn_k_norm.weight"},
+                                          {L + "mlp.gate.weight", B + "ffn_gate_inp.weight"},
+                                          {L + "mlp.experts.{E}.gate_proj.weight", B + "ffn_gate_exps.weight"},
+                                          {L + "mlp.experts.{E}.up_proj.weight", B + "ffn_up_exps.weight"},
+                                          {L + "mlp.experts.{E}.down_proj.weight", B + "ffn_down_exps.weight"}});
+        }
+        qwen3moe.read_extra = [](const GgufNumber &get, nlohmann::json &cfg) {
+            copy_number(get, cfg, "expert_count", "num_experts");
+            copy_number(get, cfg, "expert_used_count", "num_experts_per_tok");
+            copy_number(get, cfg, "expert_feed_forward_length", "moe_intermediate_size");
+            cfg["norm_topk_prob"] = true;
+        };
+        qwen3moe.write_extra = [](const ConfigReader &r, const LlmConfig &, GgufMeta &meta) {
+            MoeSpec m = read_moe(r, 128, 8, "moe_intermediate_size", 768, false);
+            if (!m.norm_topk)
+                r.fail("norm_topk_prob", "is false; llama.cpp's qwen3moe always renormalizes the chosen experts' "
+                                         "weights, so this model cannot be written to GGUF");
+            meta.push_back({"qwen3moe.expert_count", static_cast<double>(m.n_experts), true});
+            meta.push_back({"qwen3moe.expert_used_count", static_cast<double>(m.top_k), true});
+            meta.push_back({"qwen3moe.expert_feed_forward_length", static_cast<double>(m.ffn), true});
+        };
+        t.push_back(qwen3moe);
 
         GgufArch gemma = row("gemma", "gemma");
         gemma.norm_plus_one = true;

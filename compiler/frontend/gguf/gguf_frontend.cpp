@@ -182,6 +182,8 @@ Program build_from_gguf(const std::string &path, const HfOptions &opts)
                     t.source.transposed = false;
                     t.source.part_shapes[i] = {t.source.part_shapes[i][1], t.source.part_shapes[i][0]};
                 }
+                if (t.source.parts[i].find("{E}") != std::string::npos)  // experts: stacked in one tensor
+                    t.source.part_shapes[i] = t.shape;
                 t.source.parts[i] = gg;
                 const Shape &want = t.source.part_shapes[i];
                 for (int64_t layer = 0; layer < (s == Section::Block ? p.info.n_layers : 1); layer++) {

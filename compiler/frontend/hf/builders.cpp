@@ -233,15 +233,42 @@ std::string build_mlp(SectionBuilder &b, const std::string &x, const LlmConfig &
     return b.linear(act, m + "." + s.down, d.ffn, d.hidden, s.bias, "ffn_out", s.conv1d);
 }
 
+std::string build_moe(SectionBuilder &b, const std::string &x, const LlmConfig &c, const MoeSpec &s)
+{
+    const std::string &m = s.module;
+    const LlmDims d = llm_dims(c);
+    const NamedDim E{s.n_experts, "CK_EXPERTS"}, F{s.ffn, "CK_EXPERT_FFN"};
+    std::string logits = b.linear(x, m + "." + s.router, d.hidden, E, false, "router_logits");
+    std::string route = b.op(Op::MOE_ROUTE, {logits}, "route",
+                             {{"top_k", s.top_k}, {"norm_topk", int64_t(s.norm_topk ? 1 : 0)}}, m + "." + s.router);
+    auto experts = [&](const std::string &proj, const NamedDim &rows, const NamedDim &cols) {
+        std::string name = m + "." + s.experts + proj + ".weight";
+        std::string w = b.weight(name, {E, rows, cols});
+        Tensor &t = b.g.tensor(w);
+        t.source.part_shapes = {{rows.value, cols.value}};  // one tensor per expert, {E} its index
+        return w;
+    };
+    std::string gate = experts(s.gate, F, d.hidden), up = experts(s.up, F, d.hidden), down = experts(s.down, d.hidden, F);
+    std::string y = b.op(Op::MOE_EXPERTS, {x, route, gate, up, down}, "moe_out", {{"act", s.act}}, m);
+    b.module_output(y, m);
+    return y;
+}
+
 void build_pre_norm_block(Program &p, const LlmConfig &c, const std::string &layer_prefix, const PreNormBlock &spec)
 {
     SectionBuilder b(p.block, layer_prefix);
+    if (spec.moe) {  // the sizes build_moe names
+        p.info.sizes.push_back({"CK_EXPERTS", spec.moe->n_experts, "experts of each mixture", "", {}});
+        p.info.sizes.push_back({"CK_EXPERT_FFN", spec.moe->ffn, "an expert's MLP width", "", {}});
+        p.info.summary += fmt::format(", {} experts of width {}, top {}{}", spec.moe->n_experts, spec.moe->ffn,
+                                      spec.moe->top_k, spec.moe->norm_topk ? " renormalized" : "");
+    }
     std::string x = b.carry(p);
     std::string n1 = b.norm(x, spec.attn_norm, spec.norm, "attn_in");
     std::string a = build_attention(b, n1, c, spec.attn);
     std::string h = b.add(x, a, "h", "");
     std::string n2 = b.norm(h, spec.mlp_norm, spec.norm, "ffn_in");
-    std::string f = build_mlp(b, n2, c, spec.mlp);
+    std::string f = spec.moe ? build_moe(b, n2, c, *spec.moe) : build_mlp(b, n2, c, spec.mlp);
     b.layer_output(h, f);
 }
 

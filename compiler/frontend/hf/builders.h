@@ -128,6 +128,26 @@ struct MlpSpec {
 // Returns the MLP output (before the residual add).
 std::string build_mlp(SectionBuilder &b, const std::string &x, const LlmConfig &c, const MlpSpec &spec);
 
+// A mixture of experts in place of the MLP (Qwen3-MoE, Mixtral, OLMoE): a router (`router`: [experts, hidden],
+// no bias) whose softmax keeps the top_k experts per token (renormalized to sum 1 when norm_topk), and that
+// many GLU experts of width `ffn` (experts.{E}.gate / up / down), weighted by the kept probabilities.
+struct MoeSpec {
+    std::string module = "mlp";
+    std::string router = "gate";
+    std::string experts = "experts.{E}.";
+    std::string gate = "gate_proj", up = "up_proj", down = "down_proj";
+    int64_t n_experts = 0, top_k = 0, ffn = 0;
+    bool norm_topk = false;
+    std::string act = "silu";
+};
+// Returns the mixture's output (before the residual add).
+std::string build_moe(SectionBuilder &b, const std::string &x, const LlmConfig &c, const MoeSpec &spec);
+// The mixture's config keys as Qwen3-MoE and OLMoE name them (num_experts or num_local_experts,
+// num_experts_per_tok, the width `ffn_key`, norm_topk_prob), with the class defaults; errors name the key.
+constexpr int64_t CK_MOE_MAX_EXPERTS_LIMIT = 512;  // = CK_MOE_MAX_EXPERTS (ck_quant.h)
+MoeSpec read_moe(const ConfigReader &r, int64_t experts_default, int64_t top_k_default, const char *ffn_key,
+                 int64_t ffn_default, bool norm_default);
+
 // The pre-norm decoder layer of Llama, Mistral, Qwen2, Phi-3, Gemma, GPT-2:
 //   h = x + attn(norm1(x));  out = h + mlp(norm2(h))
 struct PreNormBlock {
@@ -135,6 +155,7 @@ struct PreNormBlock {
     NormSpec norm;
     AttentionSpec attn;
     MlpSpec mlp;
+    std::optional<MoeSpec> moe;  // set: a mixture of experts in place of the MLP
 };
 void build_pre_norm_block(Program &p, const LlmConfig &c, const std::string &layer_prefix, const PreNormBlock &spec);
 

@@ -22,7 +22,8 @@ namespace ckc {
     X(gemma2)  /* + sandwich norms, soft-capping, alternating windows              */ \
     X(olmo2)   /* norms after each sublayer, whole-width q/k RMSNorm               */ \
     X(smollm3) /* Llama with no RoPE in some layers (NoPE)                         */ \
-    X(gemma3_text) /* Gemma 2's layer + q/k norm, 5 local : 1 global, two RoPEs    */
+    X(gemma3_text) /* Gemma 2's layer + q/k norm, 5 local : 1 global, two RoPEs    */ \
+    X(qwen3_moe) /* Qwen3's attention + a mixture of experts                       */
 
 #define CK_FAMILY_DECLARE(name)                    \
     LlmConfig parse_##name(const ConfigReader &r); \

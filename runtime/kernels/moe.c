@@ -1,0 +1,123 @@
+/*
+ * moe.c — a mixture-of-experts MLP: the router's choice (ck_moe_route) and the experts over only the tokens
+ * routed to each (ck_moe_experts), as transformers' Qwen3-MoE / Mixtral / OLMoE blocks compute them.
+ *
+ * The choice is a dense [T][E] matrix of weights, zero where an expert is not chosen: the experts read it
+ * without indexing by a value computed from the data, so no router output (a NaN logit included) can reach
+ * outside the expert table. Each expert runs its SwiGLU over the rows gathered for it, in expert order, and
+ * adds its weighted output to those rows: the order of transformers' index_add over the experts it hit.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "ck_errors.h"
+#include "ck_kernels.h"
+#include "ck_quant.h"
+
+void ck_moe_route(float *route, int ldr, const float *logits, int ldl, int T, int E, int k, int norm_topk)
+{
+    int t;
+#pragma omp parallel for schedule(static) if ((long)T * E >= CK_PAR_MIN)
+    for (t = 0; t < T; t++) {
+        const float *l = logits + (size_t)t * ldl;
+        float *r = route + (size_t)t * ldr;
+        float mx = l[0], sum = 0.0f, chosen_sum = 0.0f;
+        unsigned char taken[CK_MOE_MAX_EXPERTS];
+        int chosen[CK_MOE_MAX_EXPERTS];
+        int e, j;
+        for (e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
+        for (e = 0; e < E; e++) {
+            r[e] = expf(l[e] - mx); /* the probabilities, in place until the choice is made */
+            sum += r[e];
+            taken[e] = 0;
+        }
+        for (e = 0; e < E; e++) r[e] /= sum;
+        for (j = 0; j < k; j++) { /* the k largest, the lower index first among equals; NaN is never larger */
+            int best = -1;
+            for (e = 0; e < E; e++)
+                if (!taken[e] && (best < 0 || r[e] > r[best])) best = e;
+            taken[best] = 1;
+            chosen[j] = best;
+            chosen_sum += r[best];
+        }
+        for (e = 0; e < E; e++)
+            if (!taken[e]) r[e] = 0.0f;
+        if (norm_topk)
+            for (j = 0; j < k; j++) r[chosen[j]] /= chosen_sum;
+    }
+}
+
+void ck_moe_route_ref(float *route, int ldr, const float *logits, int ldl, int T, int E, int k, int norm_topk)
+{
+    int t, e, j;
+    for (t = 0; t < T; t++) {
+        const float *l = logits + (size_t)t * ldl;
+        float *r = route + (size_t)t * ldr;
+        double mx = l[0], sum = 0, chosen_sum = 0;
+        double p[CK_MOE_MAX_EXPERTS];
+        int taken[CK_MOE_MAX_EXPERTS];
+        for (e = 1; e < E; e++)
+            if (l[e] > mx) mx = l[e];
+        for (e = 0; e < E; e++) sum += exp((double)l[e] - mx);
+        for (e = 0; e < E; e++) {
+            p[e] = exp((double)l[e] - mx) / sum;
+            taken[e] = 0;
+            r[e] = 0.0f;
+        }
+        for (j = 0; j < k; j++) {
+            int best = -1;
+            for (e = 0; e < E; e++)
+                if (!taken[e] && (best < 0 || p[e] > p[best])) best = e;
+            taken[best] = 1;
+            chosen_sum += p[best];
+        }
+        for (e = 0; e < E; e++)
+            if (taken[e]) r[e] = (float)(norm_topk ? p[e] / chosen_sum : p[e]);
+    }
+}
+
+static int moe_experts(float *out, int ldo, const float *x, int ldx, const float *route, int ldr, int T, int E, int C,
+                       int F, const ck_qmat *gate, const ck_qmat *up, const ck_qmat *down, ck_act act, float *scratch,
+                       int ref)
+{
+    float *xs = scratch, *g = xs + (size_t)T * C, *u = g + (size_t)T * F, *ys = u + (size_t)T * F;
+    int *rows = (int *)(ys + (size_t)T * C);
+    int t, e, i, c, rc;
+    for (t = 0; t < T; t++) memset(out + (size_t)t * ldo, 0, (size_t)C * sizeof *out);
+    for (e = 0; e < E; e++) {
+        int n = 0;
+        for (t = 0; t < T; t++)
+            if (route[(size_t)t * ldr + e] != 0.0f) rows[n++] = t; /* chosen (a NaN weight too: it shows) */
+        if (!n) continue;
+        for (i = 0; i < n; i++) memcpy(xs + (size_t)i * C, x + (size_t)rows[i] * ldx, (size_t)C * sizeof *xs);
+        if (ref) {
+            if ((rc = ck_linear_q_ref(g, F, xs, C, &gate[e], NULL, NULL, 0, n, C, F)) != CK_OK) return rc;
+            if ((rc = ck_linear_q_ref(u, F, xs, C, &up[e], NULL, NULL, 0, n, C, F)) != CK_OK) return rc;
+            ck_glu_ref(g, F, g, F, u, F, n, F, act);
+            if ((rc = ck_linear_q_ref(ys, C, g, F, &down[e], NULL, NULL, 0, n, F, C)) != CK_OK) return rc;
+        } else {
+            if ((rc = ck_linear_q(g, F, xs, C, &gate[e], NULL, NULL, 0, n, C, F)) != CK_OK) return rc;
+            if ((rc = ck_linear_q(u, F, xs, C, &up[e], NULL, NULL, 0, n, C, F)) != CK_OK) return rc;
+            ck_glu(g, F, g, F, u, F, n, F, act);
+            if ((rc = ck_linear_q(ys, C, g, F, &down[e], NULL, NULL, 0, n, F, C)) != CK_OK) return rc;
+        }
+        for (i = 0; i < n; i++) {
+            float w = route[(size_t)rows[i] * ldr + e], *o = out + (size_t)rows[i] * ldo;
+            const float *y = ys + (size_t)i * C;
+            for (c = 0; c < C; c++) o[c] += y[c] * w;
+        }
+    }
+    return CK_OK;
+}
+
+int ck_moe_experts(float *out, int ldo, const float *x, int ldx, const float *route, int ldr, int T, int E, int C,
+                   int F, const ck_qmat *gate, const ck_qmat *up, const ck_qmat *down, int act, float *scratch)
+{
+    return moe_experts(out, ldo, x, ldx, route, ldr, T, E, C, F, gate, up, down, (ck_act)act, scratch, 0);
+}
+
+int ck_moe_experts_ref(float *out, int ldo, const float *x, int ldx, const float *route, int ldr, int T, int E, int C,
+                       int F, const ck_qmat *gate, const ck_qmat *up, const ck_qmat *down, int act, float *scratch)
+{
+    return moe_experts(out, ldo, x, ldx, route, ldr, T, E, C, F, gate, up, down, (ck_act)act, scratch, 1);
+}
