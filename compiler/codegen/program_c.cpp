@@ -88,7 +88,7 @@ std::string spec_row(const std::string &strct, const WeightField &f)
                                                            : fmt::format("CK_Q_{}", upper(ck_qtype_name(f.format)));
     return fmt::format("{{offsetof({}, {}), {}, {{{}}}, {}, {{{}}}, {}, {}{}}},", strct, f.field, t.source.parts.size(),
                        join(names, ", "), t.source.part_shapes[0].size(), join(shapes, ", "), t.source.transposed ? 1 : 0,
-                       format, f.experts ? fmt::format(", {}", f.experts) : "");
+                       format, fmt::format(", {}", f.experts));
 }
 
 }  // namespace
@@ -265,11 +265,11 @@ std::string weights_c(const WeightTable &wt, const std::string &prefix)
     w.comment("load tables: field, parts (concatenated along dim 0), names, rank, file shape of each part, transpose, format");
     w.open("static const ck_weight_spec CK_GLOBAL_WEIGHTS[] =");
     for (const auto &f : wt.global) w.line(spec_row(prefix + "weights", f));
-    if (wt.global.empty()) w.line("{0, 0, {NULL}, 0, {{0}}, 0, CK_WEIGHT_FLOAT} /* none */");
+    if (wt.global.empty()) w.line("{0, 0, {NULL}, 0, {{0}}, 0, CK_WEIGHT_FLOAT, 0} /* none */");
     w.close("};");
     w.open("static const ck_weight_spec CK_LAYER_WEIGHTS[] =");
     for (const auto &f : wt.layer) w.line(spec_row(prefix + "layer_weights", f));
-    if (wt.layer.empty()) w.line("{0, 0, {NULL}, 0, {{0}}, 0, CK_WEIGHT_FLOAT} /* none */");
+    if (wt.layer.empty()) w.line("{0, 0, {NULL}, 0, {{0}}, 0, CK_WEIGHT_FLOAT, 0} /* none */");
     w.close("};");
     w.line(fmt::format("#define CK_N_GLOBAL_WEIGHTS {}", wt.global.size()));
     w.line(fmt::format("#define CK_N_LAYER_WEIGHTS {}", wt.layer.size()));

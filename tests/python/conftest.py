@@ -33,6 +33,14 @@ def registry():
     return json.loads(ckc.build.run([ckc.ckc_binary(), "list", "--json"]).stdout)
 
 
+def mixture_of_experts(config):
+    """Whether a config (a dict, or a model_type with models/tiny-<type>/config.json) is a mixture of experts:
+    those have no backward and no gcu kernels yet (the tests that refuse them say so)."""
+    if isinstance(config, str):
+        config = json.load(open(os.path.join(ROOT, "models", f"tiny-{config}", "config.json")))
+    return any(k in config for k in ("num_experts", "num_local_experts"))
+
+
 def formats(*, floats=True):
     """The names of the stored weight formats (registry), f32 included unless floats=False drops f32."""
     return [f["name"] for f in registry()["formats"] if floats or f["name"] != "f32"]

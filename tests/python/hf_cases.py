@@ -55,6 +55,14 @@ CASES = {
     "qwen3_moe": published("tiny-qwen3_moe"),
     "qwen3_moe_16x4_bias": published("tiny-qwen3_moe", num_experts=16, num_experts_per_tok=4, norm_topk_prob=False,
                                      attention_bias=True),
+    # Mixtral-8x7B: Mistral's attention, 8 experts top 2 always renormalized (block_sparse_moe, w1/w3/w2); and a
+    # sliding window
+    "mixtral": published("tiny-mixtral"),
+    "mixtral_window": published("tiny-mixtral", sliding_window=8),
+    # OLMoE-1B-7B: whole-width q/k RMSNorm, 64 experts top 8 (16 top 4 here) as they come out of the softmax; and
+    # renormalized with GQA
+    "olmoe": published("tiny-olmoe"),
+    "olmoe_norm_gqa": published("tiny-olmoe", norm_topk_prob=True, num_key_value_heads=2),
     # GPT-2: learned positions, Conv1D, tied; and the inverse-layer attention scale
     "gpt2": published("tiny-gpt2", bos_token_id=0, eos_token_id=0),
     "gpt2_layer_scaled": published("tiny-gpt2", bos_token_id=0, eos_token_id=0, scale_attn_by_inverse_layer_idx=True),

@@ -12,7 +12,7 @@ import torch
 import ckc
 from ckc.examples import GPT, MLP, Block, randomize
 from ckc.trace import recording
-from conftest import ROOT
+from conftest import ROOT, mixture_of_experts
 
 CASES = {
     "mlp": lambda: (randomize(MLP(64, 96), seed=1), torch.randn(4, 64, generator=torch.Generator().manual_seed(1))),
@@ -120,7 +120,8 @@ def test_generated_gcu_code_touches_the_device_only_through_the_shim(built):
 
 # ---- language models ------------------------------------------------------------------------------------------
 # (a mixture of experts has no gcu kernels yet: test_a_mixture_of_experts_is_refused_on_gcu)
-FAMILIES = sorted(d for d in os.listdir(os.path.join(ROOT, "models")) if d.startswith("tiny-") and "_moe" not in d)
+FAMILIES = sorted(d for d in os.listdir(os.path.join(ROOT, "models"))
+                  if d.startswith("tiny-") and not mixture_of_experts(d[len("tiny-"):]))
 
 
 @pytest.fixture(scope="module")

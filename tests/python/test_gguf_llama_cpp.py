@@ -107,7 +107,7 @@ def test_gemma3_scaled_global_rope_in_llama_cpp(build, tmp_path):
     assert err < 2e-3
 
 
-@pytest.mark.parametrize("family", ["qwen2", "qwen3", "qwen3_moe", "olmo2", "smollm3", "gemma3_text", "gemma", "gemma2", "phi3", "phi", "gpt2", "mistral"])
+@pytest.mark.parametrize("family", ["qwen2", "qwen3", "qwen3_moe", "mixtral", "olmoe", "olmo2", "smollm3", "gemma3_text", "gemma", "gemma2", "phi3", "phi", "gpt2", "mistral"])
 def test_every_family_in_llama_cpp(build, tmp_path, family):
     """ckc quantize's conventions per architecture (names, norms stored as 1 + w, transposes, keys) are llama.cpp's:
     the f32 file gives the same logits in both. 12 tokens: inside every tiny config's sliding window (llama.cpp's

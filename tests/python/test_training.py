@@ -21,12 +21,12 @@ import torch.nn.functional as F
 from transformers import AutoConfig, AutoModelForCausalLM
 
 import ckc
-from conftest import max_diff, prompt
+from conftest import max_diff, mixture_of_experts, prompt
 from hf_cases import CASES, hf_kwargs, perturb
 
 T = 12  # tokens per step: longer than the sliding windows of the mistral / qwen2_windows / gemma2 cases
 # mixtures of experts have no backward yet (MOE_ROUTE, MOE_EXPERTS): test_a_mixture_of_experts_refuses_train
-TRAINABLE = sorted(n for n in CASES if "_moe" not in n)
+TRAINABLE = sorted(n for n in CASES if not mixture_of_experts(CASES[n]))
 
 
 class Trainee:

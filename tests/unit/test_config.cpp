@@ -187,7 +187,7 @@ TEST_CASE("families: every supported model_type is listed in errors", "[config][
 {
     std::string msg = build_error(tiny_llama({{"model_type", "falcon"}}).dump());
     for (const char *t : {"llama", "mistral", "qwen2", "qwen3", "gpt2", "phi3", "gemma", "phi", "gemma2", "olmo2",
-                          "smollm3", "gemma3_text", "qwen3_moe"})
+                          "smollm3", "gemma3_text", "qwen3_moe", "mixtral", "olmoe"})
         CHECK_THAT(msg, Contains(t));
 }
 
@@ -357,6 +357,25 @@ TEST_CASE("families: Hugging Face class defaults", "[config][families]")
         CHECK_THAT(build_error(moe({{"mlp_only_layers", {1}}}).dump()), Contains("key \"mlp_only_layers\": lists layers"));
         CHECK_THAT(build_error(moe({{"num_experts", 1000}}).dump()),
                    Contains("key \"num_experts\": 1000 experts is above ckc's limit of 512"));
+    }
+    SECTION("mixtral and olmoe: their mixtures' names and choices")
+    {
+        Program m = program_from(tiny_llama({{"model_type", "mixtral"}}));
+        const Node *ex = m.block.node("moe_out");
+        REQUIRE(ex);
+        CHECK(m.block.tensor(ex->inputs[2]).source.parts[0] == "model.layers.{L}.block_sparse_moe.experts.{E}.w1.weight");
+        CHECK(m.block.tensor(ex->inputs[3]).source.parts[0] == "model.layers.{L}.block_sparse_moe.experts.{E}.w3.weight");
+        CHECK(m.block.tensor(ex->inputs[4]).source.parts[0] == "model.layers.{L}.block_sparse_moe.experts.{E}.w2.weight");
+        CHECK(m.block.tensor(ex->inputs[2]).shape == Shape{8, 172, 64});  // 8 experts of intermediate_size
+        CHECK(m.block.node("route")->i("norm_topk") == 1);
+        CHECK(m.block.node("route")->i("top_k") == 2);
+        CHECK_THAT(build_error(tiny_llama({{"model_type", "mixtral"}, {"norm_topk_prob", false}}).dump()),
+                   Contains("key \"norm_topk_prob\": is false, but Mixtral always renormalizes"));
+        Program o = program_from(tiny_llama({{"model_type", "olmoe"}, {"num_experts", 16}, {"num_experts_per_tok", 4}}));
+        CHECK(o.block.node("route")->i("norm_topk") == 0);
+        CHECK(o.block.tensor(o.block.node("q_normed")->inputs[1]).shape == Shape{64});  // the whole width
+        CHECK_THAT(build_error(tiny_llama({{"model_type", "olmoe"}, {"clip_qkv", 8.0}}).dump()),
+                   Contains("key \"clip_qkv\": is set"));
     }
     SECTION("gemma: head_dim 256, tied, tanh GELU even when hidden_act says gelu")
     {

@@ -3,6 +3,7 @@
 // families build).
 #include "frontend/gguf/gguf_arch.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -50,6 +51,28 @@ void copy_number(const GgufNumber &get, nlohmann::json &cfg, const char *gguf, c
     if (auto v = get(gguf)) cfg[key] = *v;
 }
 
+// A mixture's router and stacked experts (llama.cpp's ffn_gate_inp, ffn_{gate,up,down}_exps) under `module`.
+Names moe_names(const std::string &module, const std::string &gate, const std::string &up, const std::string &down)
+{
+    const std::string L = "model.layers.{L}." + module + ".", B = "blk.{L}.";
+    return {{L + "gate.weight", B + "ffn_gate_inp.weight"},
+            {L + "experts.{E}." + gate + ".weight", B + "ffn_gate_exps.weight"},
+            {L + "experts.{E}." + up + ".weight", B + "ffn_up_exps.weight"},
+            {L + "experts.{E}." + down + ".weight", B + "ffn_down_exps.weight"}};
+}
+
+// The mixture's counts llama.cpp keys for every architecture, as HF config keys (`experts_key`: the family's).
+void read_moe_counts(const GgufNumber &get, nlohmann::json &cfg, const char *experts_key)
+{
+    copy_number(get, cfg, "expert_count", experts_key);
+    copy_number(get, cfg, "expert_used_count", "num_experts_per_tok");
+}
+void write_moe_counts(const char *arch, const MoeSpec &m, GgufMeta &meta)
+{
+    meta.push_back({std::string(arch) + ".expert_count", static_cast<double>(m.n_experts), true});
+    meta.push_back({std::string(arch) + ".expert_used_count", static_cast<double>(m.top_k), true});
+}
+
 GgufArch row(const char *arch, const char *model_type)
 {
     GgufArch a;
@@ -65,10 +88,24 @@ const std::vector<GgufArch> &gguf_archs()
     static const std::vector<GgufArch> table = [] {
         std::vector<GgufArch> t;
         // Llama 2/3, TinyLlama, SmolLM, and Mistral (llama.cpp writes HF Mistral as "llama")
+        // Mixtral too: llama.cpp writes it as "llama" with expert_count (the llama row reads it as mixtral)
         GgufArch llama = row("llama", "llama");
         llama.permuted_qk = true;
-        llama.names = llama_names();
+        llama.names = llama_names(moe_names("block_sparse_moe", "w1", "w3", "w2"));
+        llama.read_extra = [](const GgufNumber &get, nlohmann::json &cfg) {
+            if (auto e = get("expert_count"); e && *e > 0) {
+                cfg["model_type"] = "mixtral";
+                read_moe_counts(get, cfg, "num_local_experts");
+            }
+        };
         t.push_back(llama);
+        GgufArch mixtral = llama;  // HF -> GGUF: found by model_type; GGUF -> HF: the llama row comes first
+        mixtral.model_type = "mixtral";
+        mixtral.read_extra = nullptr;
+        mixtral.write_extra = [](const ConfigReader &r, const LlmConfig &c, GgufMeta &meta) {
+            write_moe_counts("llama", read_moe(r, 8, 2, "intermediate_size", c.intermediate_size, true), meta);
+        };
+        t.push_back(mixtral);
 
         // SmolLM3: the Llama layout; llama.cpp has no key for the NoPE layers (every 4th, fixed) nor a window
         GgufArch smollm3 = row("smollm3", "smollm3");
@@ -107,14 +144,12 @@ const std::vector<GgufArch> &gguf_archs()
             const std::string L = "model.layers.{L}.", B = "blk.{L}.";
             qwen3moe.names = llama_names({{L + "self_attn.q_norm.weight", B + "attn_q_norm.weight"},
                                           {L + "self_attn.k_norm.weight", B + "attn_k_norm.weight"},
-                                          {L + "mlp.gate.weight", B + "ffn_gate_inp.weight"},
-                                          {L + "mlp.experts.{E}.gate_proj.weight", B + "ffn_gate_exps.weight"},
-                                          {L + "mlp.experts.{E}.up_proj.weight", B + "ffn_up_exps.weight"},
-                                          {L + "mlp.experts.{E}.down_proj.weight", B + "ffn_down_exps.weight"}});
+                                          });
+            Names m = moe_names("mlp", "gate_proj", "up_proj", "down_proj");
+            qwen3moe.names.insert(qwen3moe.names.end(), m.begin(), m.end());
         }
         qwen3moe.read_extra = [](const GgufNumber &get, nlohmann::json &cfg) {
-            copy_number(get, cfg, "expert_count", "num_experts");
-            copy_number(get, cfg, "expert_used_count", "num_experts_per_tok");
+            read_moe_counts(get, cfg, "num_experts");
             copy_number(get, cfg, "expert_feed_forward_length", "moe_intermediate_size");
             cfg["norm_topk_prob"] = true;
         };
@@ -123,8 +158,7 @@ const std::vector<GgufArch> &gguf_archs()
             if (!m.norm_topk)
                 r.fail("norm_topk_prob", "is false; llama.cpp's qwen3moe always renormalizes the chosen experts' "
                                          "weights, so this model cannot be written to GGUF");
-            meta.push_back({"qwen3moe.expert_count", static_cast<double>(m.n_experts), true});
-            meta.push_back({"qwen3moe.expert_used_count", static_cast<double>(m.top_k), true});
+            write_moe_counts("qwen3moe", m, meta);
             meta.push_back({"qwen3moe.expert_feed_forward_length", static_cast<double>(m.ffn), true});
         };
         t.push_back(qwen3moe);
@@ -244,6 +278,30 @@ const std::vector<GgufArch> &gguf_archs()
         }
         t.push_back(olmo2);
 
+        // OLMoE: OLMo 2's whole-width q/k norms (before the sublayers), a mixture whose weights llama.cpp never
+        // renormalizes
+        GgufArch olmoe = row("olmoe", "olmoe");
+        {
+            const std::string L = "model.layers.{L}.", B = "blk.{L}.";
+            Names n = llama_names({{L + "self_attn.q_norm.weight", B + "attn_q_norm.weight"},
+                                   {L + "self_attn.k_norm.weight", B + "attn_k_norm.weight"}});
+            Names m = moe_names("mlp", "gate_proj", "up_proj", "down_proj");
+            n.insert(n.end(), m.begin(), m.end());
+            olmoe.names = n;
+        }
+        olmoe.read_extra = [](const GgufNumber &get, nlohmann::json &cfg) {
+            read_moe_counts(get, cfg, "num_experts");
+            cfg["norm_topk_prob"] = false;
+        };
+        olmoe.write_extra = [](const ConfigReader &r, const LlmConfig &c, GgufMeta &meta) {
+            MoeSpec m = read_moe(r, 64, 8, "intermediate_size", c.intermediate_size, false);
+            if (m.norm_topk)
+                r.fail("norm_topk_prob", "is true; llama.cpp's olmoe never renormalizes the chosen experts' weights, "
+                                         "so this model cannot be written to GGUF");
+            write_moe_counts("olmoe", m, meta);
+        };
+        t.push_back(olmoe);
+
         GgufArch phi3 = row("phi3", "phi3");
         {
             const std::string L = "model.layers.{L}.", B = "blk.{L}.";
@@ -354,7 +412,8 @@ bool gguf_transposed(const GgufArch &a, const std::string &hf_name)
 std::vector<std::string> gguf_arch_names()
 {
     std::vector<std::string> out;
-    for (const auto &a : gguf_archs()) out.push_back(a.arch);
+    for (const auto &a : gguf_archs())
+        if (std::find(out.begin(), out.end(), a.arch) == out.end()) out.push_back(a.arch);  // (llama: 2 rows)
     return out;
 }
 

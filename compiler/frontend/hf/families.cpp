@@ -23,7 +23,9 @@ namespace ckc {
     X(olmo2)   /* norms after each sublayer, whole-width q/k RMSNorm               */ \
     X(smollm3) /* Llama with no RoPE in some layers (NoPE)                         */ \
     X(gemma3_text) /* Gemma 2's layer + q/k norm, 5 local : 1 global, two RoPEs    */ \
-    X(qwen3_moe) /* Qwen3's attention + a mixture of experts                       */
+    X(qwen3_moe) /* Qwen3's attention + a mixture of experts                       */ \
+    X(mixtral) /* Mistral's attention + a mixture of experts (block_sparse_moe)      */ \
+    X(olmoe)   /* whole-width q/k RMSNorm + a mixture of experts                   */
 
 #define CK_FAMILY_DECLARE(name)                    \
     LlmConfig parse_##name(const ConfigReader &r); \
