@@ -14,10 +14,10 @@ The parent interleaves single measurements round-robin, so every contender sees
 the same machine conditions (shared VMs drift), and reports medians. Logits of
 every contender are compared, so a fast wrong answer cannot pass.
 
-    scripts/bench_llm.py [--shape stories110m|1.1b | --config CONFIG] [--threads 2] [--reps 7]
+    scripts/bench_llm.py [--shape stories110m|1.1b|moe | --config CONFIG] [--threads 2] [--reps 7]
 
 Against llama.cpp (llama-cpp-python; scripts/llama_cpp.sh builds it once):
-    scripts/bench_llm.py --against llama.cpp [--shape 1.1b] [--threads 1,2]
+    scripts/bench_llm.py --against llama.cpp [--shape 1.1b|moe] [--threads 1,2]
                          [--formats f32,f16,q8_0,q4_0,q4_1,q4_K_M,q4_0-mix] [--gguf FILE]
 writes the random weights as one GGUF per format with `ckc quantize` (pure: every
 matrix in that type; or, for q4_K_M, q5_K_M and the NAME-mix formats, with
@@ -215,7 +215,8 @@ def main():
 
 # ---- ckc vs llama.cpp on GGUF files ------------------------------------------------
 
-SHAPES = {"stories110m": "stories110m", "1.1b": "tinyllama-1.1b"}  # folders of models/
+# folders of models/; moe: a scaled-down Qwen3-MoE (16 experts of 512, top 2, 12 layers of 1024)
+SHAPES = {"stories110m": "stories110m", "1.1b": "tinyllama-1.1b", "moe": "qwen3-moe-mini"}
 
 # llama-quantize's ftypes (llama.h's LLAMA_FTYPE_MOSTLY_*) for the formats written by llama.cpp itself, with its
 # default mix (the embedding / output matrix in a wider type, as in the files people download)
@@ -242,14 +243,20 @@ def read_bandwidth(threads, folder):
 
 
 def decode_bytes(path):
-    """Bytes of weights one decode step reads: every tensor but the token embedding's unread rows."""
+    """Bytes of weights one decode step reads: every tensor but the token embedding's unread rows and, in a
+    mixture of experts, the experts a token does not choose (k of n: attention + router + k experts)."""
     import gguf
     r = gguf.GGUFReader(path)
     names = {t.name for t in r.tensors}
+    arch = str(bytes(r.fields["general.architecture"].parts[-1]), "utf-8")
+    used = r.fields.get(f"{arch}.expert_used_count")
+    count = r.fields.get(f"{arch}.expert_count")
     total = 0
     for t in r.tensors:
         if t.name == "token_embd.weight" and "output.weight" in names:
             total += int(t.n_bytes) // int(t.shape[1])  # one row
+        elif "_exps." in t.name and used and count:
+            total += int(t.n_bytes) * int(used.parts[-1][0]) // int(count.parts[-1][0])
         else:
             total += int(t.n_bytes)
     return total, int(next(t for t in r.tensors if t.name == "token_embd.weight").shape[1])
@@ -361,6 +368,9 @@ def compare_with_llama_cpp(a, name, out, files, sos, threads):
               f"{r['llama.cpp']['decode']:11.1f}{r['ckc']['decode'] / r['llama.cpp']['decode']:6.2f}x | "
               f"{100 * nb * r['ckc']['decode'] / 1e9 / bw:7.0f}%{100 * nb * r['llama.cpp']['decode'] / 1e9 / bw:9.0f}% | "
               f"{rss[f, 'ckc']:8.0f}{rss[f, 'llama.cpp']:7.0f} | max|diff| {np.max(np.abs(la - lb)):.2e}, {agree}")
+    for f, path in files.items():  # what %bw divides by: a mixture reads the chosen experts only
+        print(f"  {f}: a decode step reads {decode_bytes(path)[0] / 1e6:.0f} MB of the file's "
+              f"{os.path.getsize(path) / 1e6:.0f} MB")
 
 
 if __name__ == "__main__":

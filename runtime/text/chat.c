@@ -51,6 +51,7 @@ static long chat_fail(char *err, size_t errlen, int code, const char *fmt, ...)
 const char *ck_chat_format_name(const char *t)
 {
     if (!t) return NULL;
+    if (strstr(t, "<|im_start|>") && strstr(t, "</think>") && strstr(t, "last_query_index")) return "qwen3";
     if (strstr(t, "<|im_start|>")) return "chatml";
     if (strstr(t, "<|start_header_id|>")) return "llama3";
     if (strstr(t, "<start_of_turn>")) return "gemma";
@@ -90,6 +91,45 @@ static char *chatml_default_system(const char *t)
     return s;
 }
 
+/* s[a, n) without the '\n's Python's strip('\n') / lstrip('\n') / rstrip('\n') take off */
+static void put_nl_stripped(sb *b, const char *s, size_t n, int left, int right)
+{
+    size_t a = 0;
+    while (left && a < n && s[a] == '\n') a++;
+    while (right && n > a && s[n - 1] == '\n') n--;
+    put(b, s + a, n - a);
+}
+
+/* Qwen3's assistant turn: the reasoning (between <think> and the first </think>) and the answer (after the last
+ * </think>) split as its template does; the reasoning shown only after the last user message, where the last
+ * message always shows its <think> block, empty or not. */
+static void qwen3_assistant(sb *b, const char *content, int after_last_query, int last)
+{
+    const char *first_end = strstr(content, "</think>"), *answer = content, *p, *r = "";
+    size_t rn = 0;
+    if (first_end) {
+        const char *open = content, *q;
+        for (p = first_end; (q = strstr(p + 1, "</think>")); p = q) {}
+        answer = p + strlen("</think>");
+        for (q = content; (q = strstr(q, "<think>")) && q < first_end; q += strlen("<think>"))
+            open = q + strlen("<think>");
+        r = open, rn = (size_t)(first_end - open);
+        while (rn && r[rn - 1] == '\n') rn--; /* .rstrip('\n') before the split, .lstrip('\n') after */
+        while (rn && *r == '\n') r++, rn--;
+        while (*answer == '\n') answer++;
+    }
+    puts_(b, "<|im_start|>assistant\n");
+    if (after_last_query && (last || rn)) {
+        puts_(b, "<think>\n");
+        put_nl_stripped(b, r, rn, 1, 1);
+        puts_(b, "\n</think>\n\n");
+        put_nl_stripped(b, answer, strlen(answer), 1, 0);
+    } else {
+        puts_(b, answer);
+    }
+    puts_(b, "<|im_end|>\n");
+}
+
 static int known_role(const char *r)
 {
     return r && (strcmp(r, "system") == 0 || strcmp(r, "user") == 0 || strcmp(r, "assistant") == 0);
@@ -104,8 +144,8 @@ long ck_chat_render(const char *tmpl, const ck_chat_message *msgs, int n, int ad
     if (err && errlen) err[0] = 0;
     if (!tmpl) return chat_fail(err, errlen, CK_ENOTSUP, "the model has no chat template");
     if (!fmt)
-        return chat_fail(err, errlen, CK_ENOTSUP, "the chat template is not one ckc knows (ChatML, Llama-2, Llama-3, Mistral, "
-                                             "Gemma, Phi-3)");
+        return chat_fail(err, errlen, CK_ENOTSUP, "the chat template is not one ckc knows (ChatML, Qwen3, Llama-2, Llama-3, "
+                                             "Mistral, Gemma, Phi-3)");
     if (n < 0 || (n && !msgs) || cap < 0 || (cap && !out)) return chat_fail(err, errlen, CK_EINVAL, "bad arguments");
     if (n == 0) return chat_fail(err, errlen, CK_EINVAL, "no messages (an empty conversation)");
     for (i = 0; i < n; i++) {
@@ -117,7 +157,26 @@ long ck_chat_render(const char *tmpl, const ck_chat_message *msgs, int n, int ad
     bos = bos ? bos : "";
     eos = eos ? eos : "";
     b.out = out, b.cap = cap, b.n = 0;
-    if (strcmp(fmt, "chatml") == 0) {
+    if (strcmp(fmt, "qwen3") == 0) { /* ChatML with no default system prompt, and <think> blocks */
+        int last_query = n - 1;
+        for (i = n - 1; i >= 0; i--)
+            if (strcmp(msgs[i].role, "user") == 0) {
+                last_query = i;
+                break;
+            }
+        for (i = 0; i < n; i++) {
+            if (strcmp(msgs[i].role, "assistant") == 0) {
+                qwen3_assistant(&b, msgs[i].content, i > last_query, i == n - 1);
+                continue;
+            }
+            puts_(&b, "<|im_start|>");
+            puts_(&b, msgs[i].role);
+            puts_(&b, "\n");
+            puts_(&b, msgs[i].content);
+            puts_(&b, "<|im_end|>\n");
+        }
+        if (add_generation_prompt) puts_(&b, "<|im_start|>assistant\n");
+    } else if (strcmp(fmt, "chatml") == 0) {
         if (n > 0 && strcmp(msgs[0].role, "system") != 0) {
             char *sys = chatml_default_system(tmpl);
             if (sys) {

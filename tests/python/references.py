@@ -193,3 +193,29 @@ STORY = ("Once upon a time, there was a little girl named Lily. She loved to pla
          "Tom was very happy and said thank you. The next day, Tom brought the ball back to the park and they played "
          "again. The little dog from the house next door came to play too. Everyone laughed when the dog chased the "
          "ball around the big oak tree. ") * 2
+
+
+def llama_cpp_chat_template(name):
+    """A published model's Jinja chat template as llama.cpp keeps it (models/templates/<name>.jinja in the
+    llama-cpp-python sdist requirements.txt pins: pip download, once; the templates cached)."""
+    import re
+    import tarfile
+    import tempfile
+    folder = os.path.join(CACHE, "chat-templates")
+    path = os.path.join(folder, name + ".jinja")
+    if not os.path.exists(path):
+        pin = next(line[len("#opt-in "):].strip() for line in open(os.path.join(ROOT, "requirements.txt"))
+                   if re.match(r"#opt-in llama-cpp-python==", line))
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=folder) as tmp:
+            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", pin,
+                            "-d", tmp], check=True, capture_output=True)
+            sdist = next(os.path.join(tmp, f) for f in os.listdir(tmp) if f.endswith(".tar.gz"))
+            with tarfile.open(sdist) as t:
+                for m in t.getmembers():
+                    if m.isfile() and "/vendor/llama.cpp/models/templates/" in m.name and m.name.endswith(".jinja"):
+                        dst = os.path.join(folder, os.path.basename(m.name))
+                        with t.extractfile(m) as src, open(dst + ".part", "wb") as out:
+                            out.write(src.read())
+                        os.replace(dst + ".part", dst)
+    return open(path, encoding="utf-8").read()

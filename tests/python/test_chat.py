@@ -9,7 +9,7 @@ import pytest
 from ckc.text import TokenizerError, chat_format_name, render_chat
 
 import tokenizer_cases
-from references import CACHE, smollm2_gguf
+from references import CACHE, llama_cpp_chat_template, smollm2_gguf
 
 TEMPLATES = {
     "chatml_qwen2": (
@@ -102,6 +102,21 @@ def test_smollm2_chat_template_from_its_gguf():
             want = hf_render(template, "<|im_start|>", "<|im_end|>", messages, gen)
             assert render_chat(template, messages, gen) == want
     assert "You are a helpful AI assistant named SmolLM" in render_chat(template, TURNS)
+
+
+def test_qwen3_chat_template():
+    """Qwen3's template (as published with Qwen3-0.6B; llama.cpp's copy): ChatML with no default system prompt, an
+    empty <think> block on the assistant turn after the last user message, the reasoning of earlier turns dropped."""
+    template = llama_cpp_chat_template("Qwen-Qwen3-0.6B")
+    assert chat_format_name(template) == "qwen3"
+    think = {"role": "assistant", "content": "<think>\nAdd them.\n\n</think>\n\n4."}
+    cases = conversations() + [TURNS + [think], TURNS + [think, {"role": "user", "content": "And 3+3?"}],
+                               [SYSTEM, TURNS[0], {"role": "assistant", "content": "\n\nNo think block"}],
+                               [TURNS[0], {"role": "assistant", "content": "a</think>b</think>\nc"}]]
+    for messages in cases:
+        for gen in (True, False):
+            want = hf_render(template, "<|endoftext|>", "<|im_end|>", messages, gen)
+            assert render_chat(template, messages, gen, "<|endoftext|>", "<|im_end|>") == want, (messages, gen)
 
 
 def test_bad_chat_input():
