@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "codegen/cwriter.h"
+#include "ck_quant.h"  // CK_MOE_EXPERTS_BACKWARD_SCRATCH
 #include "codegen/emit.h"
 #include "ir/op_rules.h"
 #include "support/error.h"
@@ -438,6 +439,42 @@ Calls glu_bwd(BwdCtx &c)
     return out;
 }
 
+// The router: d logits through the renormalization and the softmax (the choice recomputed from the logits).
+Calls moe_route_bwd(BwdCtx &c)
+{
+    const Node &n = *c.n;
+    const std::string &logits = n.inputs[0];
+    Calls out;
+    CArg a = c.acc({logits}, out);
+    out.push_back(call("ck_moe_route_backward",
+                       {c.write_grad(logits), c.ld("lddl", logits), a, c.read_grad(n.output), c.ld("lddr", n.output),
+                        c.val(logits), c.ld("ldl", logits), c.tokens(), c.width("E", logits),
+                        arg_size("k", n.i("top_k")), arg_int("norm_topk", n.i("norm_topk", 0))}));
+    return out;
+}
+
+// The experts (float32): dx, d route and the experts' gradients, each expert's forward recomputed.
+Calls moe_experts_bwd(BwdCtx &c)
+{
+    const Node &n = *c.n;
+    const std::string &x = n.inputs[0], &route = n.inputs[1];
+    Calls out;
+    CArg a = c.acc({x}, out);
+    if (c.acc({route}, out).text != "0")  // the kernel writes d route whole: the router is its only reader
+        internal_error("training: the route of '" + n.name + "' has another reader");
+    const Tensor &gate = c.g.tensor(n.inputs[2]);
+    const int64_t C = last(c.g.tensor(x).shape), F = gate.shape[1];
+    out.push_back(call("ck_moe_experts_backward",
+                       {c.write_grad(x), c.ld("lddx", x), a, c.write_grad(route), c.ld("lddr", route),
+                        c.param_grad(n.inputs[2]), c.param_grad(n.inputs[3]), c.param_grad(n.inputs[4]),
+                        c.read_grad(n.output), c.ld("lddy", n.output), c.val(x), c.ld("ldx", x), c.val(route),
+                        c.ld("ldr", route), c.tokens(), c.width("E", route), c.width("C", x),
+                        arg_size("F", F, "CK_EXPERT_FFN"), c.val(n.inputs[2]), c.val(n.inputs[3]),
+                        c.val(n.inputs[4]), act_c(n),
+                        c.scratch(static_cast<int64_t>(CK_MOE_EXPERTS_BACKWARD_SCRATCH(1, C, F)))}));
+    return out;
+}
+
 void contiguous(BwdCtx &c, const std::string &t)
 {
     if (!c.contiguous(t))
@@ -498,6 +535,7 @@ const std::map<Op, Calls (*)(BwdCtx &)> kBackward = {
     {Op::SLICE, slice_bwd},         {Op::ROPE, rope_bwd},             {Op::KV_STORE, kv_store_bwd},
     {Op::KV_ATTENTION, kv_attention_bwd}, {Op::GLU, glu_bwd},         {Op::GELU, gelu_bwd},
     {Op::ADD, add_bwd},             {Op::SCALE, scale_bwd},           {Op::SOFTCAP, softcap_bwd},
+    {Op::MOE_ROUTE, moe_route_bwd}, {Op::MOE_EXPERTS, moe_experts_bwd},
 };
 
 // Runs the backward rows of a section in reverse forward order; prints their calls into `body` (not in a dry

@@ -283,7 +283,7 @@ Calls moe_route_emit(EmitCtx &c)
 Calls moe_experts_emit(EmitCtx &c)
 {
     const Node &n = c.n;
-    KernelCall k = call("ck_moe_experts", {c.out(), c.ld_out(), c.in(0), c.ld_in(0), c.in(1), c.ld("ldr", n.inputs[1]),
+    KernelCall k = call(c.info().stored_weights ? "ck_moe_experts" : "ck_moe_experts_f32", {c.out(), c.ld_out(), c.in(0), c.ld_in(0), c.in(1), c.ld("ldr", n.inputs[1]),
                                            c.rows("T", n.inputs[0]), c.dim("E", n.inputs[1]), c.dim("C", n.inputs[0]),
                                            c.dim("F", n.inputs[2], 1), c.in(2), c.in(3), c.in(4), act_enum(n),
                                            c.scratch()});

@@ -160,9 +160,9 @@ void WeightTable::collect(const Program &p)
                 std::string field = (s == Section::Block ? lnames : gnames).take(want);
                 by_key[key] = field;
                 WeightField wf{field, &t};
-                if (expert_keys.count(key)) {  // per expert: the stored format, the one asked for, or f32
-                    wf.experts = t.shape[0];
-                    wf.format = CK_Q_F32;
+                if (expert_keys.count(key)) {  // per expert: the stored format, the one asked for; or float32, all
+                    wf.experts = t.shape[0];      // experts in one array (a float field, trainable)
+                    wf.format = CK_WEIGHT_FLOAT;
                     if (p.info.stored_weights) wf.format = CK_WEIGHT_AS_STORED;
                     if (p.info.weight_type >= 0) {
                         int64_t K = t.shape[2];
@@ -245,7 +245,7 @@ std::string weights_c(const WeightTable &wt, const std::string &prefix)
 {
     CWriter w;
     auto field_line = [&](const WeightField &f) {
-        std::string decl = f.experts ? fmt::format("const ck_qmat *{};", f.field)
+        std::string decl = f.experts && f.format != CK_WEIGHT_FLOAT ? fmt::format("const ck_qmat *{};", f.field)
                            : f.matrix ? fmt::format("ck_qmat {};", f.field)
                                       : fmt::format("const {} *{};", c_type(f.t->dtype == DType::F32 ? DType::F32 : f.t->dtype), f.field);
         w.line(fmt::format("{:<40} /* {} {}{} */", decl, shape_str(f.t->shape), comment_safe(merge_names(f.t->source.parts)),
@@ -463,7 +463,7 @@ CArg SectionLocals::tensor(const std::string &t)
     std::string e = wt.expr(sec, tt, prefix.text);
     std::vector<std::string> reads = tt.dtype == DType::F32 ? prefix.reads : std::vector<std::string>{};
     if (wt.matrix(tt)) return arg_pointer("&" + e, reads);
-    if (wt.experts(tt)) return arg_pointer(e, reads);
+    if (wt.experts(tt) && p.info.stored_weights) return arg_pointer(e, reads);  // one ck_qmat per expert
     if (tt.dtype != DType::F32) e = target.inline_const(tt, e);
     if (!target.device()) return arg_pointer(e, reads);
     // a device kernel reads weights through pointer locals passed in its frame, never through the handle

@@ -178,6 +178,21 @@ int ck_moe_experts(float *out, int ldo, const float *x, int ldx, const float *ro
                    int F, const ck_qmat *gate, const ck_qmat *up, const ck_qmat *down, int act, float *scratch);
 int ck_moe_experts_ref(float *out, int ldo, const float *x, int ldx, const float *route, int ldr, int T, int E, int C,
                        int F, const ck_qmat *gate, const ck_qmat *up, const ck_qmat *down, int act, float *scratch);
+/* the same with float32 experts, each [F][C] (down [C][F]) one after the other: a model without stored formats */
+int ck_moe_experts_f32(float *out, int ldo, const float *x, int ldx, const float *route, int ldr, int T, int E, int C,
+                       int F, const float *gate, const float *up, const float *down, int act, float *scratch);
+/* Backward (ckc compile --train). The router: d logits (=/+=) from d route, the choice recomputed from the
+ * logits; through the renormalization and the softmax. The experts (float32): dx (=/+=), d route (=, 0 where not
+ * chosen), the experts' weight gradients (+=), the forward recomputed per expert. scratch:
+ * CK_MOE_EXPERTS_BACKWARD_SCRATCH(T, C, F) bytes. */
+#define CK_MOE_EXPERTS_BACKWARD_SCRATCH(T, C, F) \
+    ((size_t)(T) * ((size_t)4 * (size_t)(C) + (size_t)6 * (size_t)(F) + 1) * 4)
+void ck_moe_route_backward(float *dlogits, int lddl, int acc, const float *droute, int lddr, const float *logits,
+                           int ldl, int T, int E, int k, int norm_topk);
+void ck_moe_experts_backward(float *dx, int lddx, int acc, float *droute, int lddr, float *dgate, float *dup,
+                             float *ddown, const float *dy, int lddy, const float *x, int ldx, const float *route,
+                             int ldr, int T, int E, int C, int F, const float *gate, const float *up,
+                             const float *down, int act, float *scratch);
 
 #ifdef __cplusplus
 }

@@ -150,6 +150,40 @@ static int load_experts(const ck_checkpoint *ck, const ck_weight_spec *spec, int
     const int E = spec->n_experts;
     ck_qmat *m;
     int e, rc;
+    if (spec->format == CK_WEIGHT_FLOAT && spec->ndim == 2 && E <= CK_MOE_MAX_EXPERTS && spec->n_parts == 1 &&
+        !spec->transpose) { /* float32, [E][N][K] in one array: each expert's tensor converted and copied in */
+        size_t per = (size_t)spec->shape[0][0] * (size_t)spec->shape[0][1];
+        float *all = (float *)malloc((size_t)E * per * sizeof(float) + 1);
+        if (!all || !store_keep(store, all, (size_t)E * per * sizeof(float))) {
+            free(all);
+            ck_io_seterr(err, errlen, "out of memory for the experts of '%s'", spec->names[0]);
+            return CK_ENOMEM;
+        }
+        for (e = 0; e < E; e++) {
+            char full[256], esc[512];
+            size_t i, j = 0;
+            const float *f = NULL;
+            ck_weight_spec one = *spec;
+            ck_weight_store tmp;
+            memset(&tmp, 0, sizeof tmp);
+            snprintf(full, sizeof full, spec->names[0], layer, e);
+            for (i = 0; full[i] && j + 2 < sizeof esc; i++) {
+                if (full[i] == '%') esc[j++] = '%';
+                esc[j++] = full[i];
+            }
+            esc[j] = '\0';
+            one.n_experts = 0;
+            one.names[0] = esc;
+            if ((rc = ck_weights_load(ck, &one, layer, &f, &tmp, err, errlen))) {
+                ck_weight_store_free(&tmp);
+                return rc;
+            }
+            memcpy(all + (size_t)e * per, f, per * sizeof(float));
+            ck_weight_store_free(&tmp);
+        }
+        *(const float **)((char *)base + spec->field) = all;
+        return 0;
+    }
     if (E > CK_MOE_MAX_EXPERTS || spec->n_parts != 1 || spec->transpose || (spec->ndim != 2 && spec->ndim != 3) ||
         spec->format == CK_WEIGHT_FLOAT || (spec->ndim == 3 && spec->shape[0][0] != E)) {
         ck_io_seterr(err, errlen, "weight spec '%s': %d experts of rank %d (1..%d experts, one part of rank 2 or a "

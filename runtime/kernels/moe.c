@@ -76,30 +76,45 @@ void ck_moe_route_ref(float *route, int ldr, const float *logits, int ldl, int T
     }
 }
 
+/* expert e's matrix: q[e], or a float32 view of f's e-th [rows][K] (float experts: --train, f32 models) */
+static const ck_qmat *expert(const ck_qmat *q, const float *f, int e, int rows, int K, ck_qmat *view)
+{
+    if (q) return &q[e];
+    memset(view, 0, sizeof *view);
+    view->n_parts = 1;
+    view->type[0] = CK_Q_F32;
+    view->rows[0] = rows;
+    view->data[0] = f + (size_t)e * (size_t)rows * (size_t)K;
+    return view;
+}
+
 static int moe_experts(float *out, int ldo, const float *x, int ldx, const float *route, int ldr, int T, int E, int C,
-                       int F, const ck_qmat *gate, const ck_qmat *up, const ck_qmat *down, ck_act act, float *scratch,
-                       int ref)
+                       int F, const ck_qmat *gate, const ck_qmat *up, const ck_qmat *down, const float *fgate,
+                       const float *fup, const float *fdown, ck_act act, float *scratch, int ref)
 {
     float *xs = scratch, *g = xs + (size_t)T * C, *u = g + (size_t)T * F, *ys = u + (size_t)T * F;
     int *rows = (int *)(ys + (size_t)T * C);
     int t, e, i, c, rc;
     for (t = 0; t < T; t++) memset(out + (size_t)t * ldo, 0, (size_t)C * sizeof *out);
     for (e = 0; e < E; e++) {
+        ck_qmat vg, vu, vd;
+        const ck_qmat *wg = expert(gate, fgate, e, F, C, &vg), *wu = expert(up, fup, e, F, C, &vu),
+                      *wd = expert(down, fdown, e, C, F, &vd);
         int n = 0;
         for (t = 0; t < T; t++)
             if (route[(size_t)t * ldr + e] != 0.0f) rows[n++] = t; /* chosen (a NaN weight too: it shows) */
         if (!n) continue;
         for (i = 0; i < n; i++) memcpy(xs + (size_t)i * C, x + (size_t)rows[i] * ldx, (size_t)C * sizeof *xs);
         if (ref) {
-            if ((rc = ck_linear_q_ref(g, F, xs, C, &gate[e], NULL, NULL, 0, n, C, F)) != CK_OK) return rc;
-            if ((rc = ck_linear_q_ref(u, F, xs, C, &up[e], NULL, NULL, 0, n, C, F)) != CK_OK) return rc;
+            if ((rc = ck_linear_q_ref(g, F, xs, C, wg, NULL, NULL, 0, n, C, F)) != CK_OK) return rc;
+            if ((rc = ck_linear_q_ref(u, F, xs, C, wu, NULL, NULL, 0, n, C, F)) != CK_OK) return rc;
             ck_glu_ref(g, F, g, F, u, F, n, F, act);
-            if ((rc = ck_linear_q_ref(ys, C, g, F, &down[e], NULL, NULL, 0, n, F, C)) != CK_OK) return rc;
+            if ((rc = ck_linear_q_ref(ys, C, g, F, wd, NULL, NULL, 0, n, F, C)) != CK_OK) return rc;
         } else {
-            if ((rc = ck_linear_q(g, F, xs, C, &gate[e], NULL, NULL, 0, n, C, F)) != CK_OK) return rc;
-            if ((rc = ck_linear_q(u, F, xs, C, &up[e], NULL, NULL, 0, n, C, F)) != CK_OK) return rc;
+            if ((rc = ck_linear_q(g, F, xs, C, wg, NULL, NULL, 0, n, C, F)) != CK_OK) return rc;
+            if ((rc = ck_linear_q(u, F, xs, C, wu, NULL, NULL, 0, n, C, F)) != CK_OK) return rc;
             ck_glu(g, F, g, F, u, F, n, F, act);
-            if ((rc = ck_linear_q(ys, C, g, F, &down[e], NULL, NULL, 0, n, F, C)) != CK_OK) return rc;
+            if ((rc = ck_linear_q(ys, C, g, F, wd, NULL, NULL, 0, n, F, C)) != CK_OK) return rc;
         }
         for (i = 0; i < n; i++) {
             float w = route[(size_t)rows[i] * ldr + e], *o = out + (size_t)rows[i] * ldo;
@@ -113,11 +128,20 @@ static int moe_experts(float *out, int ldo, const float *x, int ldx, const float
 int ck_moe_experts(float *out, int ldo, const float *x, int ldx, const float *route, int ldr, int T, int E, int C,
                    int F, const ck_qmat *gate, const ck_qmat *up, const ck_qmat *down, int act, float *scratch)
 {
-    return moe_experts(out, ldo, x, ldx, route, ldr, T, E, C, F, gate, up, down, (ck_act)act, scratch, 0);
+    return moe_experts(out, ldo, x, ldx, route, ldr, T, E, C, F, gate, up, down, NULL, NULL, NULL, (ck_act)act,
+                       scratch, 0);
 }
 
 int ck_moe_experts_ref(float *out, int ldo, const float *x, int ldx, const float *route, int ldr, int T, int E, int C,
                        int F, const ck_qmat *gate, const ck_qmat *up, const ck_qmat *down, int act, float *scratch)
 {
-    return moe_experts(out, ldo, x, ldx, route, ldr, T, E, C, F, gate, up, down, (ck_act)act, scratch, 1);
+    return moe_experts(out, ldo, x, ldx, route, ldr, T, E, C, F, gate, up, down, NULL, NULL, NULL, (ck_act)act,
+                       scratch, 1);
+}
+
+int ck_moe_experts_f32(float *out, int ldo, const float *x, int ldx, const float *route, int ldr, int T, int E, int C,
+                       int F, const float *gate, const float *up, const float *down, int act, float *scratch)
+{
+    return moe_experts(out, ldo, x, ldx, route, ldr, T, E, C, F, NULL, NULL, NULL, gate, up, down, (ck_act)act,
+                       scratch, 0);
 }

@@ -762,3 +762,90 @@ void ck_adamw_ref(float *w, const float *g, float *m, float *v, size_t n, float 
         w[i] = (float)((double)w[i] * (1.0 - (double)lr * wd) - lr * mhat / (sqrt(vhat) + eps));
     }
 }
+
+/* ---- the mixture of experts' backward (moe.c has the forward) ---- */
+
+void ck_moe_route_backward(float *dlogits, int lddl, int acc, const float *droute, int lddr, const float *logits,
+                           int ldl, int T, int E, int k, int norm_topk)
+{
+    int t;
+#pragma omp parallel for schedule(static) if ((long)T * E >= CK_PAR_MIN)
+    for (t = 0; t < T; t++) {
+        const float *l = logits + (size_t)t * ldl, *dr = droute + (size_t)t * lddr;
+        float *dl = dlogits + (size_t)t * lddl;
+        float p[CK_MOE_MAX_EXPERTS], dp[CK_MOE_MAX_EXPERTS], mx = l[0], sum = 0.0f, kept = 0.0f, dot = 0.0f, pdp = 0.0f;
+        unsigned char taken[CK_MOE_MAX_EXPERTS];
+        int e, j;
+        for (e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
+        for (e = 0; e < E; e++) {
+            p[e] = expf(l[e] - mx);
+            sum += p[e];
+            taken[e] = 0;
+        }
+        for (e = 0; e < E; e++) p[e] /= sum;
+        for (j = 0; j < k; j++) { /* the forward's choice, recomputed */
+            int best = -1;
+            for (e = 0; e < E; e++)
+                if (!taken[e] && (best < 0 || p[e] > p[best])) best = e;
+            taken[best] = 1;
+            kept += p[best];
+        }
+        /* route_e = p_e (/ kept when norm_topk) on the chosen, 0 elsewhere: d p from d route */
+        if (norm_topk)
+            for (e = 0; e < E; e++)
+                if (taken[e]) dot += dr[e] * (p[e] / kept);
+        for (e = 0; e < E; e++) dp[e] = !taken[e] ? 0.0f : norm_topk ? (dr[e] - dot) / kept : dr[e];
+        /* softmax: d l_e = p_e (d p_e - sum_j p_j d p_j) */
+        for (e = 0; e < E; e++) pdp += p[e] * dp[e];
+        for (e = 0; e < E; e++) {
+            float v = p[e] * (dp[e] - pdp);
+            dl[e] = acc ? dl[e] + v : v;
+        }
+    }
+}
+
+void ck_moe_experts_backward(float *dx, int lddx, int acc, float *droute, int lddr, float *dgate, float *dup,
+                             float *ddown, const float *dy, int lddy, const float *x, int ldx, const float *route,
+                             int ldr, int T, int E, int C, int F, const float *gate, const float *up,
+                             const float *down, int act, float *scratch)
+{
+    float *xs = scratch, *g = xs + (size_t)T * C, *u = g + (size_t)T * F, *h = u + (size_t)T * F;
+    float *ys = h + (size_t)T * F, *dys = ys + (size_t)T * C, *dh = dys + (size_t)T * C;
+    float *dg = dh + (size_t)T * F, *du = dg + (size_t)T * F, *dxs = du + (size_t)T * F;
+    int *rows = (int *)(dxs + (size_t)T * C);
+    int t, e, i, c;
+    if (!acc)
+        for (t = 0; t < T; t++) memset(dx + (size_t)t * lddx, 0, (size_t)C * sizeof *dx);
+    for (t = 0; t < T; t++) memset(droute + (size_t)t * lddr, 0, (size_t)E * sizeof *droute);
+    for (e = 0; e < E; e++) {
+        const float *wg = gate + (size_t)e * F * C, *wu = up + (size_t)e * F * C, *wd = down + (size_t)e * C * F;
+        int n = 0;
+        for (t = 0; t < T; t++)
+            if (route[(size_t)t * ldr + e] != 0.0f) rows[n++] = t;
+        if (!n) continue;
+        for (i = 0; i < n; i++) memcpy(xs + (size_t)i * C, x + (size_t)rows[i] * ldx, (size_t)C * sizeof *xs);
+        /* the forward again: g, u, h = act(g) u, ys = h Wd^T */
+        ck_linear(g, F, xs, C, wg, NULL, NULL, 0, n, C, F);
+        ck_linear(u, F, xs, C, wu, NULL, NULL, 0, n, C, F);
+        ck_glu(h, F, g, F, u, F, n, F, (ck_act)act);
+        ck_linear(ys, C, h, F, wd, NULL, NULL, 0, n, F, C);
+        for (i = 0; i < n; i++) { /* d route = dy . ys; d ys = route dy */
+            const float *d = dy + (size_t)rows[i] * lddy, *y = ys + (size_t)i * C;
+            float w = route[(size_t)rows[i] * ldr + e], s = 0.0f;
+            for (c = 0; c < C; c++) {
+                s += d[c] * y[c];
+                dys[(size_t)i * C + c] = w * d[c];
+            }
+            droute[(size_t)rows[i] * lddr + e] = s;
+        }
+        ck_linear_backward(dh, F, 0, ddown + (size_t)e * C * F, NULL, dys, C, h, F, wd, n, F, C);
+        ck_glu_backward(dg, F, du, F, 0, dh, F, g, F, u, F, n, F, (ck_act)act);
+        ck_linear_backward(dxs, C, 0, dgate + (size_t)e * F * C, NULL, dg, F, xs, C, wg, n, C, F);
+        ck_linear_backward(dxs, C, 1, dup + (size_t)e * F * C, NULL, du, F, xs, C, wu, n, C, F);
+        for (i = 0; i < n; i++) {
+            float *o = dx + (size_t)rows[i] * lddx;
+            const float *s = dxs + (size_t)i * C;
+            for (c = 0; c < C; c++) o[c] += s[c];
+        }
+    }
+}

@@ -35,7 +35,7 @@ def registry():
 
 def mixture_of_experts(config):
     """Whether a config (a dict, or a model_type with models/tiny-<type>/config.json) is a mixture of experts:
-    those have no backward and no gcu kernels yet (the tests that refuse them say so)."""
+    those have no gcu kernels yet (test_a_mixture_of_experts_is_refused_on_gcu)."""
     if isinstance(config, str):
         config = json.load(open(os.path.join(ROOT, "models", f"tiny-{config}", "config.json")))
     return any(k in config for k in ("num_experts", "num_local_experts"))

@@ -340,3 +340,22 @@ def test_cli_refusals(llama_files, tmp_path):
                            capture_output=True, text=True)
         assert r.returncode != 0 and 'key "norm_topk_prob"' in r.stderr and "llama.cpp" in r.stderr, r.stderr
         assert not (tmp_path / "m.gguf").exists()
+
+
+def test_a_mixture_of_experts_gguf_that_disagrees_with_itself(build, tmp_path):
+    """Expert tensors that disagree with the header's counts, more experts per token than experts: errors that
+    name the tensor or the key, from compile and from init."""
+    cfg = family_config("qwen3_moe")
+    ref = build(cfg, std=0.05)
+    src = quantize(ref.weights, str(tmp_path / "moe.gguf"), "f32")
+    so = compile_gguf(src, str(tmp_path / "c"))
+    t = gguf_with(str(tmp_path / "count.gguf"), src=src, arch="qwen3moe", meta={"qwen3moe.expert_count": 4})
+    err = compile_error(t, tmp_path)
+    assert "count.gguf" in err and "ffn_" in err and "_exps.weight" in err and "[8, " in err, err
+    assert "count.gguf" in init_error(so, t)
+    t = gguf_with(str(tmp_path / "used.gguf"), src=src, arch="qwen3moe", meta={"qwen3moe.expert_used_count": 9})
+    assert "num_experts_per_tok" in compile_error(t, tmp_path) and "more than the 8 experts" in compile_error(t, tmp_path)
+    t = gguf_with(str(tmp_path / "shape.gguf"), src=src, arch="qwen3moe",
+                  reshape={"blk.0.ffn_up_exps.weight": [8, 32, 32]})
+    for err in (compile_error(t, tmp_path), init_error(so, t)):
+        assert "blk.0.ffn_up_exps.weight" in err and "[8, 32, 32]" in err, err

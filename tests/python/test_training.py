@@ -25,8 +25,37 @@ from conftest import max_diff, mixture_of_experts, prompt
 from hf_cases import CASES, hf_kwargs, perturb
 
 T = 12  # tokens per step: longer than the sliding windows of the mistral / qwen2_windows / gemma2 cases
-# mixtures of experts have no backward yet (MOE_ROUTE, MOE_EXPERTS): test_a_mixture_of_experts_refuses_train
-TRAINABLE = sorted(n for n in CASES if not mixture_of_experts(CASES[n]))
+TRAINABLE = sorted(CASES)
+# a mixture's experts as checkpoints name them (one tensor per expert) and as transformers 5's modules hold them
+# (stacked, gate and up fused): the family's module, gate, up, down
+EXPERT_NAMES = {"qwen3_moe": ("mlp", "gate_proj", "up_proj", "down_proj"), "olmoe": ("mlp", "gate_proj", "up_proj",
+                "down_proj"), "mixtral": ("block_sparse_moe", "w1", "w3", "w2")}
+
+
+def checkpoint_params(model):
+    """{checkpoint name: (parameter, its gradient)} of a transformers model: its named parameters, a mixture's
+    stacked experts split into the per-expert tensors checkpoints (and ckc) name."""
+    out = {}
+    names = EXPERT_NAMES.get(model.config.model_type)
+    for name, p in model.named_parameters():
+        grad = None if p.grad is None else p.grad.detach()
+        if names and name.endswith((".mlp.experts.gate_up_proj", ".mlp.experts.down_proj", ".mlp.gate.weight")):
+            prefix = name[:name.index(".mlp.")] + "." + names[0] + "."
+            if name.endswith(".mlp.gate.weight"):
+                out[prefix + "gate.weight"] = (p.detach(), grad)
+                continue
+            for e in range(p.shape[0]):
+                if name.endswith("down_proj"):
+                    out[f"{prefix}experts.{e}.{names[3]}.weight"] = (p[e].detach(), None if grad is None else grad[e])
+                else:
+                    f = p.shape[1] // 2
+                    out[f"{prefix}experts.{e}.{names[1]}.weight"] = (p[e, :f].detach(),
+                                                                      None if grad is None else grad[e, :f])
+                    out[f"{prefix}experts.{e}.{names[2]}.weight"] = (p[e, f:].detach(),
+                                                                      None if grad is None else grad[e, f:])
+            continue
+        out[name] = (p.detach(), grad)
+    return out
 
 
 class Trainee:
@@ -90,18 +119,18 @@ def test_gradients_match_transformers(name, workdir):
     ref_loss = t.loss(ref)
     ref_loss.backward()
     assert loss == pytest.approx(ref_loss.item(), rel=1e-5)
-    params = dict(ref.named_parameters())
+    params = {n: g for n, (_, g) in checkpoint_params(ref).items()}
     assert sorted(m.param_names()) == sorted(params)
     # a gradient that is exactly zero in real numbers is rounding noise in both (the key bias of a layer without
     # RoPE: softmax ignores a shift of all a row's scores by q . b): there, both must stay below 1e-6 of the largest
-    zero = 1e-6 * max(float(p.grad.abs().max()) for p in params.values())
+    zero = 1e-6 * max(float(g.abs().max()) for g in params.values())
     errs = {}
-    for n, p in params.items():
+    for n, g in params.items():
         ours = np.abs(m.grad(n)).max()
-        if float(p.grad.abs().max()) < zero:
+        if float(g.abs().max()) < zero:
             errs[n] = 0.0 if ours < zero else float("inf")
         else:
-            errs[n] = rel_err(m.grad(n), p.grad)
+            errs[n] = rel_err(m.grad(n), g)
     worst = max(errs, key=errs.get)
     print(f"{name}: loss {loss:.6f}, worst gradient {worst} {errs[worst]:.2e}")
     assert errs[worst] < 1e-4, f"{worst}: relative error {errs[worst]:.2e}"
@@ -137,7 +166,10 @@ def test_adamw_matches_torch(name, workdir):
         # (Gemma 3's six layers: loss 6.8 -> 0.006 in 8) ends with gradients 1000x smaller, whose last digits
         # carry the rounding of every step before
         first_norm = first_norm if step else norm.item()
-        assert m.lib.ck_model_get_grad_norm(m.h) == pytest.approx(norm.item(), rel=1e-4, abs=1e-5 * first_norm)
+        # a mixture's top-k choice is discontinuous: the two agree to rounding until a token's choice sits at a tie
+        # and one side flips first (measured 1.4e-4 .. 5.6e-4 at some steps, then agreeing again)
+        rel = 2e-3 if mixture_of_experts(CASES[name]) else 1e-4
+        assert m.lib.ck_model_get_grad_norm(m.h) == pytest.approx(norm.item(), rel=rel, abs=1e-5 * first_norm)
         opt.step()
         theirs.append(loss.item())
     print(f"{name}: loss {ours[0]:.4f} -> {ours[-1]:.4f} (torch {theirs[-1]:.4f})")
@@ -281,12 +313,3 @@ def test_text_run_learns_and_generates(workdir):
     assert r["text"].startswith("A compiler") and len(r["text"]) > len("A compiler") + 20  # 40 bytes, UTF-8 decoded
     assert "step   120" in out and "|" in out  # the progress lines and the printed curve
 
-
-def test_a_mixture_of_experts_refuses_train(workdir):
-    """Until the router and the experts have a backward: an error that names the node, not a wrong gradient."""
-    import subprocess
-    from conftest import ROOT
-    cfg = os.path.join(ROOT, "models", "tiny-qwen3_moe", "config.json")
-    r = subprocess.run([ckc.ckc_binary(), "compile", cfg, "--train", "-o", os.path.join(workdir, "moe-train", "m.c")],
-                       capture_output=True, text=True)
-    assert r.returncode != 0 and "has no backward in ckc" in r.stderr and "MOE_" in r.stderr, r.stderr

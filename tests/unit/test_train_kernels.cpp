@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ck_kernels.h"
+#include "ck_quant.h"
 #include "kernel_helpers.h"
 
 using namespace ckc_kernel_test;
@@ -369,4 +370,76 @@ TEST_CASE("ck_adamw and ck_sum_squares: fast = ref over steps, weight decay, cli
     CHECK(ck_sum_squares(s.data(), 3) == 14.0);
     s[1] = NAN;
     CHECK(std::isnan(ck_sum_squares(s.data(), 3)));
+}
+
+TEST_CASE("ck_moe_route_backward, ck_moe_experts_backward: finite differences, acc", "[train][moe]")
+{
+    const int T = 3, E = 6, k = 2, C = 8, F = 12, ld = E + 2;
+    for (int norm : {0, 1}) {
+        INFO("norm_topk " << norm);
+        // logits far from ties, so that the central differences keep the choice
+        Vec logits(static_cast<size_t>(T) * ld, 0.0f);
+        for (int t = 0; t < T; t++)
+            for (int e = 0; e < E; e++) logits[t * ld + e] = 0.9f * static_cast<float>((e * 5 + t * 3) % E) - 1.5f;
+        Vec r = rnd(static_cast<size_t>(T) * ld, 11), dl(logits.size(), 0.0f);
+        auto route_loss = [&] {
+            Vec y(logits.size(), 0.0f);
+            ck_moe_route_ref(y.data(), ld, logits.data(), ld, T, E, k, norm);
+            double s = 0;
+            for (int t = 0; t < T; t++)
+                for (int e = 0; e < E; e++) s += static_cast<double>(y[t * ld + e]) * r[t * ld + e];
+            return s;
+        };
+        ck_moe_route_backward(dl.data(), ld, 0, r.data(), ld, logits.data(), ld, T, E, k, norm);
+        fd_check(logits, dl, route_loss, "d logits", 1e-3);
+        Vec twice(dl);
+        ck_moe_route_backward(twice.data(), ld, 1, r.data(), ld, logits.data(), ld, T, E, k, norm);
+        for (size_t i = 0; i < dl.size(); i++) CHECK(twice[i] == Approx(2 * dl[i]).margin(1e-7));
+    }
+    // the experts: route fixed (two of E per token, one expert unused)
+    Vec x = strided(T, C, C + 1, 21), route(static_cast<size_t>(T) * E, 0.0f);
+    for (int t = 0; t < T; t++) {
+        route[t * E + t % 3] = 0.6f;
+        route[t * E + 3 + t % 2] = 0.4f;
+    }
+    Vec gate = rnd(static_cast<size_t>(E) * F * C, 22, 0.4f), up = rnd(gate.size(), 23, 0.4f),
+        down = rnd(static_cast<size_t>(E) * C * F, 24, 0.4f), r = rnd(static_cast<size_t>(T) * C, 25);
+    Vec fwd_scratch(CK_MOE_EXPERTS_SCRATCH(T, C, F) / 4 + 1), bwd_scratch(CK_MOE_EXPERTS_BACKWARD_SCRATCH(T, C, F) / 4 + 1);
+    auto loss = [&] {
+        Vec y(static_cast<size_t>(T) * C);
+        REQUIRE(ck_moe_experts_f32(y.data(), C, x.data(), C + 1, route.data(), E, T, E, C, F, gate.data(), up.data(),
+                                   down.data(), CK_ACT_SILU, fwd_scratch.data()) == 0);
+        return weighted(y, r);
+    };
+    Vec dx(x.size(), 0.0f), droute(route.size(), 5.0f), dg(gate.size(), 0.0f), du(up.size(), 0.0f), dd(down.size(), 0.0f);
+    ck_moe_experts_backward(dx.data(), C + 1, 0, droute.data(), E, dg.data(), du.data(), dd.data(), r.data(), C, x.data(),
+                            C + 1, route.data(), E, T, E, C, F, gate.data(), up.data(), down.data(), CK_ACT_SILU,
+                            bwd_scratch.data());
+    for (int t = 0; t < T; t++) dx[t * (C + 1) + C] = 0.0f;  // the stride's gap: no gradient (x's gap is data)
+    fd_check(x, dx, loss, "dx", 1e-2);
+    fd_check(gate, dg, loss, "d gate", 1e-2);
+    fd_check(up, du, loss, "d up", 1e-2);
+    fd_check(down, dd, loss, "d down", 1e-2);
+    for (int t = 0; t < T; t++)
+        for (int e = 0; e < E; e++)
+            if (route[t * E + e] == 0.0f) CHECK(droute[t * E + e] == 0.0f);  // not chosen: written 0
+    // d route of a chosen expert: the expert's output against r (finite differences keep the choice: > 0)
+    for (int t = 0; t < T; t++)
+        for (int e = 0; e < E; e++) {
+            if (route[t * E + e] == 0.0f) continue;
+            float keep = route[t * E + e];
+            route[t * E + e] = keep + 1e-2f;
+            double a = loss();
+            route[t * E + e] = keep - 1e-2f;
+            double b = loss();
+            route[t * E + e] = keep;
+            CHECK(std::fabs((a - b) / 2e-2 - droute[t * E + e]) <= 2e-3 * std::max(1.0, std::fabs((a - b) / 2e-2)));
+        }
+    Vec dx2(dx), dg2(dg);  // acc: dx adds; the weights' gradients always add
+    ck_moe_experts_backward(dx2.data(), C + 1, 1, droute.data(), E, dg2.data(), du.data(), dd.data(), r.data(), C,
+                            x.data(), C + 1, route.data(), E, T, E, C, F, gate.data(), up.data(), down.data(),
+                            CK_ACT_SILU, bwd_scratch.data());
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < C; c++) CHECK(dx2[t * (C + 1) + c] == Approx(2 * dx[t * (C + 1) + c]).margin(1e-6));
+    for (size_t i = 0; i < dg.size(); i++) CHECK(dg2[i] == Approx(2 * dg[i]).margin(1e-6));
 }

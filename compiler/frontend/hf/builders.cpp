@@ -262,6 +262,9 @@ void build_pre_norm_block(Program &p, const LlmConfig &c, const std::string &lay
         p.info.sizes.push_back({"CK_EXPERT_FFN", spec.moe->ffn, "an expert's MLP width", "", {}});
         p.info.summary += fmt::format(", {} experts of width {}, top {}{}", spec.moe->n_experts, spec.moe->ffn,
                                       spec.moe->top_k, spec.moe->norm_topk ? " renormalized" : "");
+        if (spec.moe->aux_loss)
+            p.info.notes.push_back("output_router_logits is true: transformers adds the router's load-balancing loss to "
+                                   "the training loss; ckc's training loss (--train) is the cross-entropy alone");
     }
     std::string x = b.carry(p);
     std::string n1 = b.norm(x, spec.attn_norm, spec.norm, "attn_in");

@@ -138,6 +138,7 @@ struct MoeSpec {
     std::string gate = "gate_proj", up = "up_proj", down = "down_proj";
     int64_t n_experts = 0, top_k = 0, ffn = 0;
     bool norm_topk = false;
+    bool aux_loss = false;  // output_router_logits: transformers' training loss adds the load-balancing loss
     std::string act = "silu";
 };
 // Returns the mixture's output (before the residual add).

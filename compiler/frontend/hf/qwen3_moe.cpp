@@ -37,6 +37,7 @@ MoeSpec read_moe(const ConfigReader &r, int64_t experts_default, int64_t top_k_d
     m.top_k = r.positive_int("num_experts_per_tok", top_k_default);
     m.ffn = r.positive_int(ffn_key, ffn_default);
     m.norm_topk = r.boolean("norm_topk_prob", norm_default);
+    m.aux_loss = r.boolean("output_router_logits", false);
     if (m.n_experts > CK_MOE_MAX_EXPERTS_LIMIT)
         r.fail(experts_key, fmt::format("{} experts is above ckc's limit of {}", m.n_experts, CK_MOE_MAX_EXPERTS_LIMIT));
     if (m.top_k > m.n_experts)
