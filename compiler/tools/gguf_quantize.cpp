@@ -158,15 +158,16 @@ size_t quantize_to_gguf(const std::string &folder, const std::string &out_path, 
         int64_t layer = -1;
         if (it->block) layer = std::stoll(gg_name.substr(4, gg_name.find('.', 4) - 4));
         // float32 of the tensor (a mixture's experts: each expert's, stacked [experts, rows, K])
-        auto load = [&](const std::string &hf_template) {
+        const Item *item = it;  // (a structured binding cannot be captured before C++20)
+        auto load = [&, item](const std::string &hf_template) {
             std::string hf_name = replace_all(replace_all(hf_template, "%", "%%"), "{L}", "%d");
             ck_weight_spec spec{};
             spec.field = 0;
             spec.n_parts = 1;
             spec.names[0] = hf_name.c_str();
-            spec.ndim = static_cast<int>(it->shape.size());
-            for (size_t d = 0; d < it->shape.size(); d++) spec.shape[0][d] = it->shape[d];
-            spec.transpose = it->transposed ? 1 : 0;
+            spec.ndim = static_cast<int>(item->shape.size());
+            for (size_t d = 0; d < item->shape.size(); d++) spec.shape[0][d] = item->shape[d];
+            spec.transpose = item->transposed ? 1 : 0;
             spec.format = CK_WEIGHT_FLOAT;
             const float *f = nullptr;
             char err[1024] = "";
