@@ -4,8 +4,10 @@
 // Adding a family: write frontend/hf/<family>.cpp defining parse_<family>
 // (its config class defaults, via read_llama_like where the keys match) and
 // build_<family> (header / block / footer from the shared builders); add one
-// line to CK_FAMILIES in families.cpp, a tiny config under models/, and a
-// parity-test row in tests/python/test_families.py. Nothing else.
+// line to CK_FAMILIES in families.cpp, a tiny config under models/tiny-<model_type>/, and a
+// parity case in tests/python/hf_cases.py (HF parity, training, GGUF and the gcu target
+// pick it up). Nothing else in the compiler; a GGUF architecture is one row in
+// frontend/gguf/gguf_arch.cpp.
 #pragma once
 
 #include <string>
