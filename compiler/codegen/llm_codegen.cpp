@@ -288,7 +288,8 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
         internal_error("codegen: the KV store's heads or head_dim differ from the program's");
     const int64_t max_k = widest_gemm_k(p);  // (ck_linear_q's with stored weights)
     define("CK_MAX_K", max_k, "widest K of a GEMM: sizes the kernels' workspace");
-    define("CK_MAX_QK", p.info.stored_weights ? max_k : 0, "the same of a stored-format matrix (0: none)");
+    define("CK_MAX_QK", p.info.stored_weights ? max_k : widest_expert_k(p),
+           "the same of the matrices ck_linear_q multiplies: stored formats, a mixture's experts (0: none)");
     cfg.line(fmt::format("#define CK_TABLE_FLOATS ((size_t)CK_CONTEXT * {}) /* the RoPE tables: floats */", table_floats));
     if (o.static_tokens > 0) {
         if (gcu) input_error("--static builds for --target cpu (a gcu model's buffers are device memory)");

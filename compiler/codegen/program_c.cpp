@@ -283,6 +283,15 @@ int64_t widest_gemm_k(const Program &p)
         for (const Node &n : p.section(s).nodes())
             if ((n.op == Op::MATMUL || n.op == Op::MATMUL_ADD) && !p.section(s).tensor(n.inputs[0]).shape.empty())
                 k = std::max(k, p.section(s).tensor(n.inputs[0]).shape.back());
+    return std::max(k, widest_expert_k(p));
+}
+
+int64_t widest_expert_k(const Program &p)
+{
+    int64_t k = 0;
+    for (const Node &n : p.block.nodes())
+        if (n.op == Op::MOE_EXPERTS)  // gate/up read the width, down the experts' width
+            k = std::max({k, p.block.tensor(n.inputs[2]).shape[2], p.block.tensor(n.inputs[4]).shape[2]});
     return k;
 }
 

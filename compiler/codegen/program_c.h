@@ -140,7 +140,9 @@ std::string inline_constants_c(const WeightTable &wt, const Program &p);
 // CK_ACT_PER_TOKEN, CK_ACT_FIXED and one #define per arena allocation.
 std::string plan_c(const Program &p, const Plan &plan);
 // The widest K of a GEMM (MATMUL / MATMUL_ADD) in any section: sizes the kernels' workspace (CK_MAX_K)
-int64_t widest_gemm_k(const Program &p);
+int64_t widest_gemm_k(const Program &p);  // (the experts' GEMMs included)
+// The widest K of a mixture's experts: they multiply through ck_linear_q in every format (f32 too).
+int64_t widest_expert_k(const Program &p);
 std::string offset_name(Section section, const std::string &root);  // CK_OFF_BLOCK_QKV
 // static const CK_LAYER_<NAME>[] tables of per-layer attributes.
 std::string layer_tables_c(const Program &p);

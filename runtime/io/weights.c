@@ -143,6 +143,20 @@ int ck_weights_load(const ck_checkpoint *ck, const ck_weight_spec *spec, int lay
     return 0;
 }
 
+/* Expert e's tensor name (the spec's template with the layer and e filled in) as a template again, '%' doubled,
+ * for the one-part spec ck_weight(s)_load formats with the layer */
+static void expert_name(const ck_weight_spec *spec, int layer, int e, char *esc, size_t n)
+{
+    char full[256];
+    size_t i, j = 0;
+    snprintf(full, sizeof full, spec->names[0], layer, e);
+    for (i = 0; full[i] && j + 2 < n; i++) {
+        if (full[i] == '%') esc[j++] = '%';
+        esc[j++] = full[i];
+    }
+    esc[j] = '\0';
+}
+
 /* A mixture's experts (spec->n_experts > 0): an array of one ck_qmat per expert, owned by the store. */
 static int load_experts(const ck_checkpoint *ck, const ck_weight_spec *spec, int layer, void *base,
                         ck_weight_store *store, char *err, size_t errlen)
@@ -160,18 +174,12 @@ static int load_experts(const ck_checkpoint *ck, const ck_weight_spec *spec, int
             return CK_ENOMEM;
         }
         for (e = 0; e < E; e++) {
-            char full[256], esc[512];
-            size_t i, j = 0;
+            char esc[512];
             const float *f = NULL;
             ck_weight_spec one = *spec;
             ck_weight_store tmp;
             memset(&tmp, 0, sizeof tmp);
-            snprintf(full, sizeof full, spec->names[0], layer, e);
-            for (i = 0; full[i] && j + 2 < sizeof esc; i++) {
-                if (full[i] == '%') esc[j++] = '%';
-                esc[j++] = full[i];
-            }
-            esc[j] = '\0';
+            expert_name(spec, layer, e, esc, sizeof esc);
             one.n_experts = 0;
             one.names[0] = esc;
             if ((rc = ck_weights_load(ck, &one, layer, &f, &tmp, err, errlen))) {
@@ -217,7 +225,8 @@ static int load_experts(const ck_checkpoint *ck, const ck_weight_spec *spec, int
             return CK_EFORMAT;
         }
         if (t->qtype < 0 || !ck_qtype_valid(t->qtype) || !(rb = ck_qtype_row_bytes(t->qtype, K)) ||
-            (spec->format != CK_WEIGHT_AS_STORED && spec->format != t->qtype) || (uintptr_t)t->data % 4 != 0) {
+            (spec->format != CK_WEIGHT_AS_STORED && spec->format != t->qtype) || (uintptr_t)t->data % 4 != 0 ||
+            t->nbytes != (size_t)E * (size_t)N * rb) { /* (the views below stay inside the tensor's bytes) */
             ck_io_seterr(err, errlen, "tensor '%s' in %s: experts stacked in one tensor are used as stored, and "
                          "its type (%s) cannot be", name, t->file, t->qtype >= 0 ? ck_qtype_name(t->qtype) : "?");
             return CK_EFORMAT;
@@ -231,16 +240,10 @@ static int load_experts(const ck_checkpoint *ck, const ck_weight_spec *spec, int
         store->bytes_mapped += t->nbytes;
         return 0;
     }
-    for (e = 0; e < E; e++) { /* one tensor each: the name with the layer and the expert filled in */
-        char full[256], esc[512];
-        size_t i, j = 0;
+    for (e = 0; e < E; e++) { /* one tensor each */
+        char esc[512];
         ck_weight_spec one = *spec;
-        snprintf(full, sizeof full, spec->names[0], layer, e);
-        for (i = 0; full[i] && j + 2 < sizeof esc; i++) { /* a template again, for ck_weight_load's snprintf */
-            if (full[i] == '%') esc[j++] = '%';
-            esc[j++] = full[i];
-        }
-        esc[j] = '\0';
+        expert_name(spec, layer, e, esc, sizeof esc);
         one.n_experts = 0;
         one.names[0] = esc;
         one.field = 0;

@@ -130,6 +130,16 @@ static void qwen3_assistant(sb *b, const char *content, int after_last_query, in
     puts_(b, "<|im_end|>\n");
 }
 
+/* a ChatML turn: <|im_start|>role\ncontent<|im_end|>\n */
+static void chatml_turn(sb *b, const char *role, const char *content)
+{
+    puts_(b, "<|im_start|>");
+    puts_(b, role);
+    puts_(b, "\n");
+    puts_(b, content);
+    puts_(b, "<|im_end|>\n");
+}
+
 static int known_role(const char *r)
 {
     return r && (strcmp(r, "system") == 0 || strcmp(r, "user") == 0 || strcmp(r, "assistant") == 0);
@@ -165,34 +175,19 @@ long ck_chat_render(const char *tmpl, const ck_chat_message *msgs, int n, int ad
                 break;
             }
         for (i = 0; i < n; i++) {
-            if (strcmp(msgs[i].role, "assistant") == 0) {
-                qwen3_assistant(&b, msgs[i].content, i > last_query, i == n - 1);
-                continue;
-            }
-            puts_(&b, "<|im_start|>");
-            puts_(&b, msgs[i].role);
-            puts_(&b, "\n");
-            puts_(&b, msgs[i].content);
-            puts_(&b, "<|im_end|>\n");
+            if (strcmp(msgs[i].role, "assistant") == 0) qwen3_assistant(&b, msgs[i].content, i > last_query, i == n - 1);
+            else chatml_turn(&b, msgs[i].role, msgs[i].content);
         }
         if (add_generation_prompt) puts_(&b, "<|im_start|>assistant\n");
     } else if (strcmp(fmt, "chatml") == 0) {
         if (n > 0 && strcmp(msgs[0].role, "system") != 0) {
             char *sys = chatml_default_system(tmpl);
             if (sys) {
-                puts_(&b, "<|im_start|>system\n");
-                puts_(&b, sys);
-                puts_(&b, "<|im_end|>\n");
+                chatml_turn(&b, "system", sys);
                 free(sys);
             }
         }
-        for (i = 0; i < n; i++) {
-            puts_(&b, "<|im_start|>");
-            puts_(&b, msgs[i].role);
-            puts_(&b, "\n");
-            puts_(&b, msgs[i].content);
-            puts_(&b, "<|im_end|>\n");
-        }
+        for (i = 0; i < n; i++) chatml_turn(&b, msgs[i].role, msgs[i].content);
         if (add_generation_prompt) puts_(&b, "<|im_start|>assistant\n");
     } else if (strcmp(fmt, "llama3") == 0) {
         for (i = 0; i < n; i++) {

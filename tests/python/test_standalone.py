@@ -374,13 +374,22 @@ def test_static_bad_input(tiny_llama, gpt_graph, tmp_path):
     assert "--static applies to language models" in compile_err(gpt_graph["graph"], "--static", "--max-tokens", "8")
 
 
-@pytest.mark.parametrize("weights", ["q4_K", "q4_0"])
-def test_no_allocation_while_decoding(weights, tmp_path):
+@pytest.mark.parametrize("family,weights", [("llama", "q4_K"), ("llama", "q4_0"), ("qwen3_moe", "f32"),
+                                            ("qwen3_moe", "q4_K")])
+def test_no_allocation_while_decoding(family, weights, tmp_path):
     """tests/c/alloc_check.c: 32 decode steps at 1 and 2 threads call no malloc/calloc/realloc/free (the
     quantized matmuls' activations come from the workspace the model allocated at init), on every x86 kernel path
-    (q4_K: the K-quant activations, q4_0: the 4-block and block-sum bodies; f32 and q6_K measured the same)."""
+    (q4_K: the K-quant activations, q4_0: the 4-block and block-sum bodies; f32 and q6_K measured the same). A
+    mixture of experts too (router, gathers, the experts' ck_linear_q calls in f32 and q4_K), with experts wider
+    than every other GEMM (CK_MAX_QK counts them; the workspace's generous per-K bound fit them before it did)."""
+    import json
     cfg = tmp_path / "config.json"
-    cfg.write_text(__import__("json").dumps(dict(TINY, hidden_size=256, intermediate_size=768)))  # whole q4_K blocks
+    if family == "llama":
+        config = dict(TINY, hidden_size=256, intermediate_size=768)  # whole q4_K blocks
+    else:
+        config = dict(json.load(open(os.path.join(ckc.ROOT, "models", "tiny-qwen3_moe", "config.json"))),
+                      hidden_size=256, head_dim=64, moe_intermediate_size=512)  # down's K wider than any other
+    cfg.write_text(json.dumps(config))
     ckc.random_weights(str(cfg), str(tmp_path / "w"))
     c = ckc.compile_model(str(cfg), str(tmp_path), args=["--standalone", "--weights", weights])
     exe = cross.build(os.path.join(ckc.ROOT, "tests", "c", "alloc_check.c"), str(tmp_path / "check"), opt="-O1",

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "ck_quant.h"  // CK_MOE_MAX_EXPERTS
 #include "support/error.h"
 #include "support/util.h"
 
@@ -371,6 +372,60 @@ void build_llama_layout(Program &p, const LlmConfig &c, const PreNormBlock &blk,
     FooterSpec f;
     f.norm = blk.norm;
     build_footer(p, c, f);
+}
+
+void build_sandwich_layout(Program &p, const LlmConfig &c, AttentionSpec attn, double final_softcap)
+{
+    p.info.optional_prefix = "model.";
+    HeaderSpec h;
+    h.scale = std::sqrt(static_cast<double>(c.hidden_size));
+    build_header(p, c, h);
+
+    const NormSpec norm{NormKind::RmsPlusOne, c.norm_eps};
+    attn.qk_norm_spec = norm;
+    SectionBuilder b(p.block, "model.layers.{L}.");
+    std::string x = b.carry(p);
+    std::string a = build_attention(b, b.norm(x, "input_layernorm", norm, "attn_in"), c, attn);
+    std::string h1 = b.add(x, b.norm(a, "post_attention_layernorm", norm, "attn_normed"), "h", "");
+    MlpSpec mlp;
+    mlp.act = c.hidden_act;
+    std::string f = build_mlp(b, b.norm(h1, "pre_feedforward_layernorm", norm, "ffn_in"), c, mlp);
+    b.layer_output(h1, b.norm(f, "post_feedforward_layernorm", norm, "ffn_normed"));
+
+    FooterSpec foot;
+    foot.norm = norm;
+    foot.final_softcap = final_softcap;
+    build_footer(p, c, foot);
+}
+
+// The mixture's keys, as Qwen3-MoE and OLMoE name them: the experts (num_experts, or num_local_experts as
+// transformers 5 writes it), the experts per token, their width.
+MoeSpec read_moe(const ConfigReader &r, int64_t experts_default, int64_t top_k_default, const char *ffn_key,
+                 int64_t ffn_default, bool norm_default)
+{
+    MoeSpec m;
+    const char *experts_key = r.has("num_local_experts") && !r.has("num_experts") ? "num_local_experts" : "num_experts";
+    m.n_experts = r.positive_int(experts_key, experts_default);
+    m.top_k = r.positive_int("num_experts_per_tok", top_k_default);
+    m.ffn = r.positive_int(ffn_key, ffn_default);
+    m.norm_topk = r.boolean("norm_topk_prob", norm_default);
+    m.aux_loss = r.boolean("output_router_logits", false);
+    if (m.n_experts > CK_MOE_MAX_EXPERTS)
+        r.fail(experts_key, fmt::format("{} experts is above ckc's limit of {}", m.n_experts, CK_MOE_MAX_EXPERTS));
+    if (m.top_k > m.n_experts)
+        r.fail("num_experts_per_tok", fmt::format("{} is more than the {} experts ({})", m.top_k, m.n_experts,
+                                                  experts_key));
+    return m;
+}
+
+PreNormBlock qwen3_block(Program &p, const ConfigReader &r, const LlmConfig &c)
+{
+    PreNormBlock blk = llama_block(c);
+    blk.attn.qkv_bias = blk.attn.o_bias = c.attention_bias;
+    blk.attn.qk_norm = AttentionSpec::QkNorm::PerHead;
+    blk.attn.qk_norm_spec = blk.norm;
+    blk.attn.window = qwen_layer_windows(p, r, c);
+    return blk;
 }
 
 Attr qwen_layer_windows(Program &p, const ConfigReader &r, const LlmConfig &c)

@@ -144,8 +144,8 @@ struct MoeSpec {
 // Returns the mixture's output (before the residual add).
 std::string build_moe(SectionBuilder &b, const std::string &x, const LlmConfig &c, const MoeSpec &spec);
 // The mixture's config keys as Qwen3-MoE and OLMoE name them (num_experts or num_local_experts,
-// num_experts_per_tok, the width `ffn_key`, norm_topk_prob), with the class defaults; errors name the key.
-constexpr int64_t CK_MOE_MAX_EXPERTS_LIMIT = 512;  // = CK_MOE_MAX_EXPERTS (ck_quant.h)
+// num_experts_per_tok, the width `ffn_key`, norm_topk_prob), with the class defaults; errors name the key
+// (more experts than the kernels take: CK_MOE_MAX_EXPERTS).
 MoeSpec read_moe(const ConfigReader &r, int64_t experts_default, int64_t top_k_default, const char *ffn_key,
                  int64_t ffn_default, bool norm_default);
 
@@ -159,6 +159,12 @@ struct PreNormBlock {
     std::optional<MoeSpec> moe;  // set: a mixture of experts in place of the MLP
 };
 void build_pre_norm_block(Program &p, const LlmConfig &c, const std::string &layer_prefix, const PreNormBlock &spec);
+
+// Gemma 2's and Gemma 3's layout: embeddings x sqrt(hidden), (1 + w) RMSNorms around each sublayer
+//   h = x + post_attention_layernorm(attn(input_layernorm(x)))
+//   out = h + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(h)))
+// (the attention's q/k norms, when set, the same kind), the final norm, the head soft-capped when final_softcap.
+void build_sandwich_layout(Program &p, const LlmConfig &c, AttentionSpec attn, double final_softcap);
 
 // A Program with info and the residual-stream carry "x" [T, hidden] set up.
 Program start_program(const LlmConfig &c);
@@ -197,5 +203,8 @@ Attr per_layer(Program &p, const std::string &name, const std::vector<double> &v
 // Qwen2's and Qwen3's sliding windows: only when use_sliding_window (default false), on the layers whose
 // layer_types entry is "sliding_attention", by default those with index >= max_window_layers (28).
 Attr qwen_layer_windows(Program &p, const ConfigReader &r, const LlmConfig &c);
+// Qwen3's layer (Qwen3-MoE's attention too): the Llama block with per-head q/k RMSNorm, biases on q/k/v/o when
+// attention_bias, Qwen2's windows.
+PreNormBlock qwen3_block(Program &p, const ConfigReader &r, const LlmConfig &c);
 
 }  // namespace ckc

@@ -42,7 +42,6 @@ static double optional_cap(const ConfigReader &r, const std::string &key, double
 Program build_gemma2(const ConfigReader &r, const LlmConfig &c)
 {
     Program p = start_program(c);
-    p.info.optional_prefix = "model.";
     int64_t window = read_window(r, "sliding_window", 4096);
     std::vector<bool> sliding;  // even layers slide
     for (int64_t i = 0; i < c.n_layers; i++) sliding.push_back(i % 2 == 0);
@@ -52,29 +51,12 @@ Program build_gemma2(const ConfigReader &r, const LlmConfig &c)
     double final_cap = optional_cap(r, "final_logit_softcapping", 30.0);
     p.info.summary += fmt::format(", sliding window {} on alternate layers, softcaps {}/{}", window, attn_cap, final_cap);
 
-    HeaderSpec h;
-    h.scale = std::sqrt(static_cast<double>(c.hidden_size));
-    build_header(p, c, h);
-
-    NormSpec norm{NormKind::RmsPlusOne, c.norm_eps};
-    SectionBuilder b(p.block, "model.layers.{L}.");
-    std::string x = b.carry(p);
     AttentionSpec attn;
     attn.qkv_bias = attn.o_bias = c.attention_bias;
     attn.scale = 1.0 / std::sqrt(query_scalar);
     attn.softcap = attn_cap;
     attn.window = per_layer(p, "window", windows, true);
-    std::string a = build_attention(b, b.norm(x, "input_layernorm", norm, "attn_in"), c, attn);
-    std::string h1 = b.add(x, b.norm(a, "post_attention_layernorm", norm, "attn_normed"), "h", "");
-    MlpSpec mlp;
-    mlp.act = c.hidden_act;
-    std::string f = build_mlp(b, b.norm(h1, "pre_feedforward_layernorm", norm, "ffn_in"), c, mlp);
-    b.layer_output(h1, b.norm(f, "post_feedforward_layernorm", norm, "ffn_normed"));
-
-    FooterSpec foot;
-    foot.norm = norm;
-    foot.final_softcap = final_cap;
-    build_footer(p, c, foot);
+    build_sandwich_layout(p, c, attn, final_cap);
     return p;
 }
 

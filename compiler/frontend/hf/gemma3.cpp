@@ -93,7 +93,6 @@ LlmConfig parse_gemma3_text(const ConfigReader &r)
 Program build_gemma3_text(const ConfigReader &r, const LlmConfig &c)
 {
     Program p = start_program(c);
-    p.info.optional_prefix = "model.";
     const std::vector<bool> sliding = gemma3_sliding(r, c.n_layers);
     int64_t window = read_window(r, "sliding_window", 4096);
     std::vector<double> windows, thetas, factors;
@@ -125,33 +124,15 @@ Program build_gemma3_text(const ConfigReader &r, const LlmConfig &c)
                                                                                    rope.global.factor));
     if (final_cap > 0) p.info.summary += fmt::format(", final softcap {}", final_cap);
 
-    HeaderSpec h;
-    h.scale = std::sqrt(static_cast<double>(c.hidden_size));
-    build_header(p, c, h);
-
-    NormSpec norm{NormKind::RmsPlusOne, c.norm_eps};
-    SectionBuilder b(p.block, "model.layers.{L}.");
-    std::string x = b.carry(p);
     AttentionSpec attn;
     attn.qkv_bias = attn.o_bias = c.attention_bias;
     attn.scale = 1.0 / std::sqrt(query_scalar);
     attn.window = per_layer(p, "window", windows, true);
     attn.qk_norm = AttentionSpec::QkNorm::PerHead;
-    attn.qk_norm_spec = norm;
     Attr theta = per_layer(p, "rope_theta", thetas, false), factor = per_layer(p, "rope_factor", factors, false);
     if (std::holds_alternative<LayerTableRef>(theta)) attn.theta = theta;
     if (std::holds_alternative<LayerTableRef>(factor)) attn.factor = factor;
-    std::string a = build_attention(b, b.norm(x, "input_layernorm", norm, "attn_in"), cr, attn);
-    std::string h1 = b.add(x, b.norm(a, "post_attention_layernorm", norm, "attn_normed"), "h", "");
-    MlpSpec mlp;
-    mlp.act = c.hidden_act;
-    std::string f = build_mlp(b, b.norm(h1, "pre_feedforward_layernorm", norm, "ffn_in"), c, mlp);
-    b.layer_output(h1, b.norm(f, "post_feedforward_layernorm", norm, "ffn_normed"));
-
-    FooterSpec foot;
-    foot.norm = norm;
-    foot.final_softcap = final_cap;
-    build_footer(p, c, foot);
+    build_sandwich_layout(p, cr, attn, final_cap);  // (cr: c with the RoPE type the layers share)
     return p;
 }
 

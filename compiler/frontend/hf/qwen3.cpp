@@ -27,12 +27,7 @@ LlmConfig parse_qwen3(const ConfigReader &r)
 Program build_qwen3(const ConfigReader &r, const LlmConfig &c)
 {
     Program p = start_program(c);
-    PreNormBlock blk = llama_block(c);
-    blk.attn.qkv_bias = blk.attn.o_bias = c.attention_bias;
-    blk.attn.qk_norm = AttentionSpec::QkNorm::PerHead;
-    blk.attn.qk_norm_spec = blk.norm;
-    blk.attn.window = qwen_layer_windows(p, r, c);
-    build_llama_layout(p, c, blk);
+    build_llama_layout(p, c, qwen3_block(p, r, c));
     return p;
 }
 

@@ -26,34 +26,10 @@ LlmConfig parse_qwen3_moe(const ConfigReader &r)
     return c;
 }
 
-// The mixture's keys, as Qwen3-MoE and OLMoE name them: the experts (num_experts, or num_local_experts as
-// transformers 5 writes it), the experts per token, their width.
-MoeSpec read_moe(const ConfigReader &r, int64_t experts_default, int64_t top_k_default, const char *ffn_key,
-                 int64_t ffn_default, bool norm_default)
-{
-    MoeSpec m;
-    const char *experts_key = r.has("num_local_experts") && !r.has("num_experts") ? "num_local_experts" : "num_experts";
-    m.n_experts = r.positive_int(experts_key, experts_default);
-    m.top_k = r.positive_int("num_experts_per_tok", top_k_default);
-    m.ffn = r.positive_int(ffn_key, ffn_default);
-    m.norm_topk = r.boolean("norm_topk_prob", norm_default);
-    m.aux_loss = r.boolean("output_router_logits", false);
-    if (m.n_experts > CK_MOE_MAX_EXPERTS_LIMIT)
-        r.fail(experts_key, fmt::format("{} experts is above ckc's limit of {}", m.n_experts, CK_MOE_MAX_EXPERTS_LIMIT));
-    if (m.top_k > m.n_experts)
-        r.fail("num_experts_per_tok", fmt::format("{} is more than the {} experts ({})", m.top_k, m.n_experts,
-                                                  experts_key));
-    return m;
-}
-
 Program build_qwen3_moe(const ConfigReader &r, const LlmConfig &c)
 {
     Program p = start_program(c);
-    PreNormBlock blk = llama_block(c);
-    blk.attn.qkv_bias = blk.attn.o_bias = c.attention_bias;
-    blk.attn.qk_norm = AttentionSpec::QkNorm::PerHead;
-    blk.attn.qk_norm_spec = blk.norm;
-    blk.attn.window = qwen_layer_windows(p, r, c);
+    PreNormBlock blk = qwen3_block(p, r, c);
     MoeSpec moe = read_moe(r, 128, 8, "moe_intermediate_size", 768, false);
     moe.act = c.hidden_act;
     int64_t step = r.positive_int("decoder_sparse_step", 1);
