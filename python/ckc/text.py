@@ -61,7 +61,7 @@ _CHAT_SIGNATURES = {
 
 
 def chat_format_name(template, lib=None):
-    """"chatml", "qwen3", "llama2", "llama3", "mistral", "gemma", "phi3", or None: which format ckc renders template as."""
+    """"chatml", "qwen3", "smollm3", "llama2", "llama3", "mistral", "gemma", "gemma3", "phi3", or None: which format ckc renders template as."""
     lib = bind(lib or tokenizer_library())
     v = lib.ck_chat_format_name(template.encode() if template else None)
     return v.decode() if v else None

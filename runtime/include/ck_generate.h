@@ -81,14 +81,15 @@ int ck_generate(ck_model *m, const ck_tokenizer *tok, const int32_t *prompt, int
 
 /* ---- chat (runtime/text/chat.c) ---------------------------------------------------------------------------
  * The chat templates of the supported families, rendered exactly as transformers' apply_chat_template renders
- * their Jinja: ChatML (SmolLM2, Qwen2; with the template's default system prompt), Llama-2, Llama-3, Mistral,
- * Gemma, Phi-3. The template is recognized from the model's own template text. */
+ * their Jinja: ChatML (SmolLM2, Qwen2; with the template's default system prompt), Qwen3, SmolLM3, Llama-2,
+ * Llama-3, Mistral, Gemma, Gemma 3, Phi-3. The template is recognized from the model's own template text. */
 typedef struct ck_chat_message {
     const char *role; /* "system", "user", "assistant" */
     const char *content;
 } ck_chat_message;
 
-/* The format name for a template ("chatml", "llama2", "llama3", "mistral", "gemma", "phi3"), or NULL. */
+/* The format name for a template ("chatml", "qwen3", "smollm3", "llama2", "llama3", "mistral", "gemma", "gemma3",
+ * "phi3"), or NULL. */
 const char *ck_chat_format_name(const char *chat_template);
 /* Renders messages; bos / eos: the tokenizer's texts for bos_token / eos_token. Returns the byte count (at
  * most cap - 1 written, NUL-terminated), or CK_ENOTSUP (template not recognized) / CK_EINVAL (a role the

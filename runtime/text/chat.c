@@ -4,10 +4,12 @@
  * markers, then rendered with the same string operations (trim where the Jinja trims, the same role checks
  * and messages). tests/python/test_chat.py compares every format with transformers' apply_chat_template.
  */
+#define _POSIX_C_SOURCE 200809L /* localtime_r */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ck_errors.h"
 #include "ck_generate.h"
@@ -52,8 +54,10 @@ const char *ck_chat_format_name(const char *t)
 {
     if (!t) return NULL;
     if (strstr(t, "<|im_start|>") && strstr(t, "</think>") && strstr(t, "last_query_index")) return "qwen3";
+    if (strstr(t, "<|im_start|>") && strstr(t, "Reasoning Mode: ") && strstr(t, "/no_think")) return "smollm3";
     if (strstr(t, "<|im_start|>")) return "chatml";
     if (strstr(t, "<|start_header_id|>")) return "llama3";
+    if (strstr(t, "<start_of_turn>") && strstr(t, "first_user_prefix")) return "gemma3";
     if (strstr(t, "<start_of_turn>")) return "gemma";
     if (strstr(t, "<|assistant|>") && strstr(t, "<|end|>")) return "phi3";
     if (strstr(t, "[INST]") && strstr(t, "<<SYS>>")) return "llama2";
@@ -140,6 +144,103 @@ static void chatml_turn(sb *b, const char *role, const char *content)
     puts_(b, "<|im_end|>\n");
 }
 
+/* s with every occurrence of each of the n words removed (Python's str.replace(w, "") in order), then
+ * .rstrip() (ASCII whitespace); malloc'd */
+static char *without_words(const char *s, const char *const *words, int n)
+{
+    size_t len = strlen(s);
+    char *out = (char *)malloc(len + 1), *tmp;
+    int w;
+    if (!out) return NULL;
+    memcpy(out, s, len + 1);
+    for (w = 0; w < n; w++) {
+        size_t wl = strlen(words[w]), k = 0;
+        const char *p = out, *q;
+        if (!(tmp = (char *)malloc(strlen(out) + 1))) {
+            free(out);
+            return NULL;
+        }
+        while ((q = strstr(p, words[w]))) {
+            memcpy(tmp + k, p, (size_t)(q - p));
+            k += (size_t)(q - p);
+            p = q + wl;
+        }
+        strcpy(tmp + k, p);
+        free(out);
+        out = tmp;
+    }
+    for (len = strlen(out); len && is_ws(out[len - 1]); len--) out[len - 1] = 0;
+    return out;
+}
+
+/* SmolLM3's template: a system block with metadata and the reasoning mode ("/think" unless the system message
+ * says "/no_think"), custom instructions (the system message without its flags, or a default per mode); user
+ * turns in ChatML; assistant turns with an empty <think> block in /no_think mode. Its published variants differ
+ * by what the template holds: a "Today Date" line (strftime_now: local time, as transformers renders it), a
+ * "Tools" section (empty: ckc passes no tools), and "/system_override" (the system message verbatim). */
+static int smollm3_render(sb *b, const char *tmpl, const ck_chat_message *msgs, int n, int add_generation_prompt)
+{
+    static const char *const flags[] = {"/no_think", "/think"};
+    static const char *const override_flag[] = {"/system_override"};
+    const char *system = n > 0 && strcmp(msgs[0].role, "system") == 0 ? msgs[0].content : NULL;
+    int think = !(system && strstr(system, "/no_think")), i;
+    char *custom = system ? without_words(system, flags, 2) : NULL;
+    if (system && !custom) return CK_ENOMEM;
+    puts_(b, "<|im_start|>system\n");
+    if (system && strstr(tmpl, "/system_override") && strstr(system, "/system_override")) {
+        char *text = without_words(custom, override_flag, 1);
+        if (!text) {
+            free(custom);
+            return CK_ENOMEM;
+        }
+        puts_(b, text);
+        free(text);
+    } else {
+        puts_(b, "## Metadata\n\nKnowledge Cutoff Date: June 2025\n");
+        if (strstr(tmpl, "strftime_now")) {
+            char date[64];
+            time_t now = time(NULL);
+            struct tm tm_now;
+            if (!localtime_r(&now, &tm_now) || !strftime(date, sizeof date, "%d %B %Y", &tm_now)) date[0] = 0;
+            puts_(b, "Today Date: ");
+            puts_(b, date);
+            puts_(b, "\n");
+        }
+        puts_(b, think ? "Reasoning Mode: /think\n\n" : "Reasoning Mode: /no_think\n\n");
+        puts_(b, "## Custom Instructions\n\n");
+        if (custom && custom[0]) puts_(b, custom);
+        else if (think)
+            puts_(b, "You are a helpful AI assistant named SmolLM, trained by Hugging Face. Your role as an assistant "
+                     "involves thoroughly exploring questions through a systematic thinking process before providing the "
+                     "final precise and accurate solutions. This requires engaging in a comprehensive cycle of analysis, "
+                     "summarizing, exploration, reassessment, reflection, backtracking, and iteration to develop "
+                     "well-considered thinking process. Please structure your response into two main sections: Thought "
+                     "and Solution using the specified format: <think> Thought section </think> Solution section. In the "
+                     "Thought section, detail your reasoning process in steps. Each step should include detailed "
+                     "considerations such as analysing questions, summarizing relevant findings, brainstorming new ideas, "
+                     "verifying the accuracy of the current steps, refining any errors, and revisiting previous steps. In "
+                     "the Solution section, based on various attempts, explorations, and reflections from the Thought "
+                     "section, systematically present the final solution that you deem correct. The Solution section "
+                     "should be logical, accurate, and concise and detail necessary steps needed to reach the conclusion.");
+        else puts_(b, "You are a helpful AI assistant named SmolLM, trained by Hugging Face.");
+        puts_(b, "\n\n");
+        if (strstr(tmpl, "### XML Tools")) puts_(b, "## Tools\n\n### XML Tools\n\nNone\n\n### Python Tools\n\nNone\n\n");
+    }
+    puts_(b, "<|im_end|>\n");
+    free(custom);
+    for (i = 0; i < n; i++) {
+        if (strcmp(msgs[i].role, "user") == 0) {
+            chatml_turn(b, "user", msgs[i].content);
+        } else if (strcmp(msgs[i].role, "assistant") == 0) {
+            puts_(b, think ? "<|im_start|>assistant\n" : "<|im_start|>assistant\n<think>\n\n</think>\n");
+            put_nl_stripped(b, msgs[i].content, strlen(msgs[i].content), 1, 0);
+            puts_(b, "<|im_end|>\n");
+        } /* the system message is the header's */
+    }
+    if (add_generation_prompt) puts_(b, think ? "<|im_start|>assistant\n" : "<|im_start|>assistant\n<think>\n\n</think>\n");
+    return 0;
+}
+
 static int known_role(const char *r)
 {
     return r && (strcmp(r, "system") == 0 || strcmp(r, "user") == 0 || strcmp(r, "assistant") == 0);
@@ -154,8 +255,8 @@ long ck_chat_render(const char *tmpl, const ck_chat_message *msgs, int n, int ad
     if (err && errlen) err[0] = 0;
     if (!tmpl) return chat_fail(err, errlen, CK_ENOTSUP, "the model has no chat template");
     if (!fmt)
-        return chat_fail(err, errlen, CK_ENOTSUP, "the chat template is not one ckc knows (ChatML, Qwen3, Llama-2, Llama-3, "
-                                             "Mistral, Gemma, Phi-3)");
+        return chat_fail(err, errlen, CK_ENOTSUP, "the chat template is not one ckc knows (ChatML, Qwen3, SmolLM3, Llama-2, "
+                                             "Llama-3, Mistral, Gemma, Gemma 3, Phi-3)");
     if (n < 0 || (n && !msgs) || cap < 0 || (cap && !out)) return chat_fail(err, errlen, CK_EINVAL, "bad arguments");
     if (n == 0) return chat_fail(err, errlen, CK_EINVAL, "no messages (an empty conversation)");
     for (i = 0; i < n; i++) {
@@ -167,7 +268,10 @@ long ck_chat_render(const char *tmpl, const ck_chat_message *msgs, int n, int ad
     bos = bos ? bos : "";
     eos = eos ? eos : "";
     b.out = out, b.cap = cap, b.n = 0;
-    if (strcmp(fmt, "qwen3") == 0) { /* ChatML with no default system prompt, and <think> blocks */
+    if (strcmp(fmt, "smollm3") == 0) {
+        int rc = smollm3_render(&b, tmpl, msgs, n, add_generation_prompt);
+        if (rc) return chat_fail(err, errlen, rc, "out of memory");
+    } else if (strcmp(fmt, "qwen3") == 0) { /* ChatML with no default system prompt, and <think> blocks */
         int last_query = n - 1;
         for (i = n - 1; i >= 0; i--)
             if (strcmp(msgs[i].role, "user") == 0) {
@@ -207,11 +311,12 @@ long ck_chat_render(const char *tmpl, const ck_chat_message *msgs, int n, int ad
             puts_(&b, "<|end|>\n");
         }
         puts_(&b, add_generation_prompt ? "<|assistant|>\n" : eos);
-    } else { /* llama2, mistral, gemma: user / assistant alternate */
+    } else { /* llama2, mistral, gemma, gemma3: user / assistant alternate */
         const char *sys = NULL;
+        int gemma = strcmp(fmt, "gemma") == 0 || strcmp(fmt, "gemma3") == 0;
         if (n > 0 && strcmp(msgs[0].role, "system") == 0) {
             if (strcmp(fmt, "gemma") == 0) return chat_fail(err, errlen, CK_EINVAL, "System role not supported");
-            if (strcmp(fmt, "llama2") == 0) sys = msgs[0].content, first = 1;
+            if (strcmp(fmt, "llama2") == 0 || strcmp(fmt, "gemma3") == 0) sys = msgs[0].content, first = 1;
         }
         if (strcmp(fmt, "llama2") != 0) puts_(&b, bos);
         for (i = first; i < n; i++) {
@@ -252,15 +357,19 @@ long ck_chat_render(const char *tmpl, const ck_chat_message *msgs, int n, int ad
                     puts_(&b, msgs[i].content);
                     puts_(&b, eos);
                 }
-            } else { /* gemma */
+            } else { /* gemma; Gemma 3 puts the system message (untrimmed) + "\n\n" before the first turn's text */
                 puts_(&b, "<start_of_turn>");
                 puts_(&b, user ? "user" : "model");
                 puts_(&b, "\n");
+                if (sys && i == first) {
+                    puts_(&b, sys);
+                    puts_(&b, "\n\n");
+                }
                 put_trimmed(&b, msgs[i].content);
                 puts_(&b, "<end_of_turn>\n");
             }
         }
-        if (add_generation_prompt && strcmp(fmt, "gemma") == 0) puts_(&b, "<start_of_turn>model\n");
+        if (add_generation_prompt && gemma) puts_(&b, "<start_of_turn>model\n");
     }
     if (cap > 0) out[b.n < cap - 1 ? b.n : cap - 1] = 0;
     return b.n;

@@ -200,7 +200,12 @@ def python_seeds():
 def chat_seeds():
     import test_chat
     turns = [("system", "You are terse."), ("user", "Hi"), ("assistant", "Hello."), ("user", "Sum 2+2?")]
-    for name, (template, _, _) in sorted(test_chat.TEMPLATES.items()):
+    templates = {name: t for name, (t, _, _) in test_chat.TEMPLATES.items()}
+    folder = os.path.join(os.path.dirname(os.path.abspath(test_chat.__file__)), "chat_templates")
+    for f in sorted(os.listdir(folder)):  # published templates kept as files (SmolLM3's)
+        templates[os.path.splitext(f)[0]] = open(os.path.join(folder, f), encoding="utf-8").read()
+    turns[0] = ("system", "You are terse. /no_think")
+    for name, template in sorted(templates.items()):
         parts = [template] + [x for t in turns for x in t]
         out("chat", name, "\0".join(parts) + "\0\1")
         out("chat", name + "-no-system", "\0".join([template] + [x for t in turns[1:] for x in t]))

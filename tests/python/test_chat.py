@@ -44,6 +44,26 @@ TEMPLATES = {
         "(message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif "
         "%}{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}{% if "
         "add_generation_prompt %}{{'<start_of_turn>model\\n'}}{% endif %}", "<bos>", "<eos>"),
+    # Gemma 3's (google/gemma-3-*-it tokenizer_config.json): the system message goes before the first user turn
+    "gemma3": (
+        "{{ bos_token }}\n{%- if messages[0]['role'] == 'system' -%}\n    {%- if messages[0]['content'] is string -%}\n"
+        "        {%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}\n    {%- else -%}\n"
+        "        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\\n\\n' -%}\n    {%- endif -%}\n"
+        "    {%- set loop_messages = messages[1:] -%}\n{%- else -%}\n    {%- set first_user_prefix = \"\" -%}\n"
+        "    {%- set loop_messages = messages -%}\n{%- endif -%}\n{%- for message in loop_messages -%}\n"
+        "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
+        "        {{ raise_exception(\"Conversation roles must alternate user/assistant/user/assistant/...\") }}\n"
+        "    {%- endif -%}\n    {%- if (message['role'] == 'assistant') -%}\n        {%- set role = \"model\" -%}\n"
+        "    {%- else -%}\n        {%- set role = message['role'] -%}\n    {%- endif -%}\n"
+        "    {{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else \"\") }}\n"
+        "    {%- if message['content'] is string -%}\n        {{ message['content'] | trim }}\n"
+        "    {%- elif message['content'] is iterable -%}\n        {%- for item in message['content'] -%}\n"
+        "            {%- if item['type'] == 'image' -%}\n                {{ '<start_of_image>' }}\n"
+        "            {%- elif item['type'] == 'text' -%}\n                {{ item['text'] | trim }}\n"
+        "            {%- endif -%}\n        {%- endfor -%}\n    {%- else -%}\n"
+        "        {{ raise_exception(\"Invalid content type\") }}\n    {%- endif -%}\n    {{ '<end_of_turn>\\n' }}\n"
+        "{%- endfor -%}\n{%- if add_generation_prompt -%}\n    {{'<start_of_turn>model\\n'}}\n{%- endif -%}\n",
+        "<bos>", "<eos>"),
     "phi3": (
         "{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\\n' + message['content'] + "
         "'<|end|>\\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\\n' + message['content'] + '<|end|>\\n'}}{% elif "
@@ -117,6 +137,29 @@ def test_qwen3_chat_template():
         for gen in (True, False):
             want = hf_render(template, "<|endoftext|>", "<|im_end|>", messages, gen)
             assert render_chat(template, messages, gen, "<|endoftext|>", "<|im_end|>") == want, (messages, gen)
+
+
+@pytest.mark.parametrize("source", ["llama.cpp", "published"])
+def test_smollm3_chat_template(source):
+    """SmolLM3's template, both as llama.cpp keeps it (the GGUFs' copy) and as HuggingFaceTB/SmolLM3-3B publishes it
+    (chat_templates/: with its "Today Date" line, an empty tools section and /system_override): reasoning mode from
+    the system message's /think or /no_think, those flags taken out of the custom instructions, a default system
+    prompt per mode, the empty <think> block of /no_think on assistant turns."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    template = (llama_cpp_chat_template("HuggingFaceTB-SmolLM3-3B") if source == "llama.cpp" else
+                open(os.path.join(here, "chat_templates", "HuggingFaceTB-SmolLM3-3B.jinja"), encoding="utf-8").read())
+    assert chat_format_name(template) == "smollm3"
+    no_think = {"role": "system", "content": "Be brief. /no_think  \n"}
+    flags_only = {"role": "system", "content": "/think"}
+    override = {"role": "system", "content": "/system_override You are a pirate. \n"}
+    cases = conversations() + [[no_think] + TURNS, [flags_only] + TURNS[:2], [override] + TURNS,
+                               [TURNS[0], {"role": "assistant", "content": "\n\nlead"}]]
+    for messages in cases:
+        for gen in (True, False):
+            want = hf_render(template, "<|im_start|>", "<|im_end|>", messages, gen)
+            assert render_chat(template, messages, gen) == want, (messages, gen)
+    if source == "published":
+        assert "Today Date: " in render_chat(template, TURNS)
 
 
 def test_bad_chat_input():
