@@ -446,11 +446,55 @@ Calls moe_route_bwd(BwdCtx &c)
     const std::string &logits = n.inputs[0];
     Calls out;
     CArg a = c.acc({logits}, out);
+    double coef = n.f("aux_coef", 0.0);  // the load-balancing loss's gradient too (m->moe_aux: ck_block_moe_aux)
     out.push_back(call("ck_moe_route_backward",
                        {c.write_grad(logits), c.ld("lddl", logits), a, c.read_grad(n.output), c.ld("lddr", n.output),
                         c.val(logits), c.ld("ldl", logits), c.tokens(), c.width("E", logits),
-                        arg_size("k", n.i("top_k")), arg_int("norm_topk", n.i("norm_topk", 0))}));
+                        arg_size("k", n.i("top_k")), arg_int("norm_topk", n.i("norm_topk", 0)),
+                        coef > 0 ? arg_pointer("m->moe_aux", {"m"}) : arg_null("aux"), arg_float("aux_coef", coef)}));
     return out;
+}
+
+// The routers whose load-balancing loss joins the training loss (transformers' output_router_logits): before the
+// backward, ck_block_moe_aux adds each layer's counts and probabilities to m->moe_aux, since every layer's
+// gradient depends on the counts over all of them. Returns the number of such routers in the block.
+int moe_aux_c(const Program &p, const SectionPlan &sp, const WeightTable &wt, BackwardTarget &target, TrainingC &out)
+{
+    BwdCtx c(p, Section::Block, sp, wt, target, false);
+    CWriter body;
+    body.indent();
+    std::set<std::string> reads;
+    int count = 0;
+    int64_t experts = 0;
+    double coef = 0.0;
+    for (const std::string &id : sp.order) {
+        const Node &n = *c.g.node(id);
+        if (n.op != Op::MOE_ROUTE || n.f("aux_coef", 0.0) <= 0) continue;
+        c.n = &n;
+        const std::string &logits = n.inputs[0];
+        int64_t E = last(c.g.tensor(logits).shape);
+        if (count && (E != experts || n.f("aux_coef") != coef))
+            internal_error("training: two routers of one layer with different load-balancing losses");
+        experts = E, coef = n.f("aux_coef");
+        count++;
+        KernelCall k = call("ck_moe_aux_stats", {arg_pointer("m->moe_aux", {"m"}), c.val(logits), c.ld("ldl", logits),
+                                                 c.tokens(), c.width("E", logits), arg_size("k", n.i("top_k"))});
+        render_call(k, body, [](const std::string &, const std::string &) -> std::string {
+            internal_error("training: a statistics kernel that can fail");
+        });
+        for (const auto &r : k.reads()) reads.insert(r);
+    }
+    out.config = fmt::format("#define CK_MOE_AUX {} /* routers per layer whose load-balancing loss is trained */\n", count);
+    if (!count) return 0;
+    out.config += fmt::format("#define CK_MOE_AUX_EXPERTS {}\n#define CK_MOE_AUX_COEF {} /* router_aux_loss_coef */\n",
+                              experts, c_double(coef));
+    body.line("return CK_OK;");
+    auto params = target.params(Section::Block);
+    out.functions += function_c("/* The layer's routers' load-balancing statistics, into m->moe_aux (before the backward). */",
+                                signature_c("ck_block_moe_aux", params), c.l, params, {reads.begin(), reads.end()},
+                                body.str());
+    out.functions += "\n";
+    return count;
 }
 
 // The experts (float32): dx, d route and the experts' gradients, each expert's forward recomputed.
@@ -657,6 +701,7 @@ TrainingC training_c(const Program &p, const Plan &plan, const WeightTable &wt, 
                           out.stats.max_per_token));
     out.plan = defs.str();
     out.functions = fns.str();
+    moe_aux_c(p, plan.section(Section::Block), wt, target, out);
     return out;
 }
 

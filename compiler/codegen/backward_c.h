@@ -27,8 +27,9 @@ struct GradientPlanStats {
 };
 
 struct TrainingC {
+    std::string config;     // #defines the model struct reads: CK_MOE_AUX (mixture layers with a load-balancing loss)
     std::string plan;       // #defines of the gradient arena
-    std::string functions;  // ck_<section>_backward
+    std::string functions;  // ck_<section>_backward; ck_block_moe_aux when CK_MOE_AUX
     GradientPlanStats stats;
 };
 

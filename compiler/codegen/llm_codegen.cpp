@@ -195,6 +195,7 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
                                     plan.section(Section::Header).per_token.arena);
         train_config += fmt::format("#define CK_SAVED_BLOCK {}\n", plan.section(Section::Block).per_token.arena);
         train_config += fmt::format("#define CK_SAVED_FOOTER {}\n", plan.section(Section::Footer).per_token.arena);
+        train_config += tc.config;
         training = tc.plan + "\n" + tc.functions + train_parts["CODE"];
         train_fields = train_parts["FIELDS"];
         std::ostringstream rep;

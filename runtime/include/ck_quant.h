@@ -188,7 +188,15 @@ int ck_moe_experts_f32(float *out, int ldo, const float *x, int ldx, const float
 #define CK_MOE_EXPERTS_BACKWARD_SCRATCH(T, C, F) \
     ((size_t)(T) * ((size_t)4 * (size_t)(C) + (size_t)6 * (size_t)(F) + 1) * 4)
 void ck_moe_route_backward(float *dlogits, int lddl, int acc, const float *droute, int lddr, const float *logits,
-                           int ldl, int T, int E, int k, int norm_topk);
+                           int ldl, int T, int E, int k, int norm_topk, const double *aux, float aux_coef);
+/* The router's load-balancing loss, as transformers' load_balancing_loss_func (Switch Transformer):
+ *   aux = coef * E * sum_e (count_e / R) * (P_e / R)
+ * over every mixture layer's R rows together: count_e how often expert e is among a row's top k, P_e the sum of
+ * its softmax probabilities. ck_moe_aux_stats adds one layer's rows to aux[2E + 1] (count, P, R; zero it before
+ * the first layer); ck_moe_aux_loss is the loss. With aux (else NULL), ck_moe_route_backward adds the loss's
+ * gradient: d p_e = coef * E * count_e / R^2 (the counts are constant), through the softmax. */
+void ck_moe_aux_stats(double *aux, const float *logits, int ldl, int T, int E, int k);
+double ck_moe_aux_loss(const double *aux, int E, double coef);
 void ck_moe_experts_backward(float *dx, int lddx, int acc, float *droute, int lddr, float *dgate, float *dup,
                              float *ddown, const float *dy, int lddy, const float *x, int ldx, const float *route,
                              int ldr, int T, int E, int C, int F, const float *gate, const float *up,

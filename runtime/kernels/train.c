@@ -765,36 +765,73 @@ void ck_adamw_ref(float *w, const float *g, float *m, float *v, size_t n, float 
 
 /* ---- the mixture of experts' backward (moe.c has the forward) ---- */
 
-void ck_moe_route_backward(float *dlogits, int lddl, int acc, const float *droute, int lddr, const float *logits,
-                           int ldl, int T, int E, int k, int norm_topk)
+/* softmax(l) into p[E] and its k largest marked in taken (the forward's choice: the lower index first among
+ * equals, a NaN never larger); returns the chosen probabilities' sum */
+static float moe_choice(const float *l, int E, int k, float *p, unsigned char *taken)
 {
-    int t;
+    float mx = l[0], sum = 0.0f, kept = 0.0f;
+    int e, j;
+    for (e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
+    for (e = 0; e < E; e++) {
+        p[e] = expf(l[e] - mx);
+        sum += p[e];
+        taken[e] = 0;
+    }
+    for (e = 0; e < E; e++) p[e] /= sum;
+    for (j = 0; j < k; j++) {
+        int best = -1;
+        for (e = 0; e < E; e++)
+            if (!taken[e] && (best < 0 || p[e] > p[best])) best = e;
+        taken[best] = 1;
+        kept += p[best];
+    }
+    return kept;
+}
+
+void ck_moe_aux_stats(double *aux, const float *logits, int ldl, int T, int E, int k)
+{
+    float p[CK_MOE_MAX_EXPERTS];
+    unsigned char taken[CK_MOE_MAX_EXPERTS];
+    int t, e;
+    for (t = 0; t < T; t++) {
+        moe_choice(logits + (size_t)t * ldl, E, k, p, taken);
+        for (e = 0; e < E; e++) {
+            aux[e] += taken[e];
+            aux[E + e] += p[e];
+        }
+    }
+    aux[2 * E] += T;
+}
+
+double ck_moe_aux_loss(const double *aux, int E, double coef)
+{
+    double R = aux[2 * E], s = 0.0;
+    int e;
+    if (R <= 0) return 0.0;
+    for (e = 0; e < E; e++) s += (aux[e] / R) * (aux[E + e] / R);
+    return coef * E * s;
+}
+
+void ck_moe_route_backward(float *dlogits, int lddl, int acc, const float *droute, int lddr, const float *logits,
+                           int ldl, int T, int E, int k, int norm_topk, const double *aux, float aux_coef)
+{
+    float gaux[CK_MOE_MAX_EXPERTS];
+    int t, i;
+    for (i = 0; i < E; i++) /* the load-balancing loss's d p_e, the same for every row */
+        gaux[i] = aux && aux[2 * E] > 0 ? (float)(aux_coef * E * aux[i] / (aux[2 * E] * aux[2 * E])) : 0.0f;
 #pragma omp parallel for schedule(static) if ((long)T * E >= CK_PAR_MIN)
     for (t = 0; t < T; t++) {
         const float *l = logits + (size_t)t * ldl, *dr = droute + (size_t)t * lddr;
         float *dl = dlogits + (size_t)t * lddl;
-        float p[CK_MOE_MAX_EXPERTS], dp[CK_MOE_MAX_EXPERTS], mx = l[0], sum = 0.0f, kept = 0.0f, dot = 0.0f, pdp = 0.0f;
+        float p[CK_MOE_MAX_EXPERTS], dp[CK_MOE_MAX_EXPERTS], dot = 0.0f, pdp = 0.0f;
         unsigned char taken[CK_MOE_MAX_EXPERTS];
-        int e, j;
-        for (e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
-        for (e = 0; e < E; e++) {
-            p[e] = expf(l[e] - mx);
-            sum += p[e];
-            taken[e] = 0;
-        }
-        for (e = 0; e < E; e++) p[e] /= sum;
-        for (j = 0; j < k; j++) { /* the forward's choice, recomputed */
-            int best = -1;
-            for (e = 0; e < E; e++)
-                if (!taken[e] && (best < 0 || p[e] > p[best])) best = e;
-            taken[best] = 1;
-            kept += p[best];
-        }
+        float kept = moe_choice(l, E, k, p, taken); /* the forward's choice, recomputed */
+        int e;
         /* route_e = p_e (/ kept when norm_topk) on the chosen, 0 elsewhere: d p from d route */
         if (norm_topk)
             for (e = 0; e < E; e++)
                 if (taken[e]) dot += dr[e] * (p[e] / kept);
-        for (e = 0; e < E; e++) dp[e] = !taken[e] ? 0.0f : norm_topk ? (dr[e] - dot) / kept : dr[e];
+        for (e = 0; e < E; e++) dp[e] = (!taken[e] ? 0.0f : norm_topk ? (dr[e] - dot) / kept : dr[e]) + gaux[e];
         /* softmax: d l_e = p_e (d p_e - sum_j p_j d p_j) */
         for (e = 0; e < E; e++) pdp += p[e] * dp[e];
         for (e = 0; e < E; e++) {

@@ -51,14 +51,15 @@ CASES = {
     "smollm3_windows_bias": published("tiny-smollm3", no_rope_layers=[0, 1, 0, 1], use_sliding_window=True,
                                       sliding_window=5, attention_bias=True, mlp_bias=True, num_key_value_heads=2),
     # Qwen3-30B-A3B: Qwen3's attention and a mixture of experts (8 experts of width 32 here, top 2, renormalized);
-    # and 16 experts top 4 as they come out of the softmax (norm_topk_prob false: OLMoE's choice) with biases
+    # and 16 experts top 4 as they come out of the softmax (norm_topk_prob false: OLMoE's choice) with biases, and
+    # the router's load-balancing loss in training (output_router_logits, a weight that makes it count)
     "qwen3_moe": published("tiny-qwen3_moe"),
     "qwen3_moe_16x4_bias": published("tiny-qwen3_moe", num_experts=16, num_experts_per_tok=4, norm_topk_prob=False,
-                                     attention_bias=True),
+                                     attention_bias=True, output_router_logits=True, router_aux_loss_coef=0.2),
     # Mixtral-8x7B: Mistral's attention, 8 experts top 2 always renormalized (block_sparse_moe, w1/w3/w2); and a
-    # sliding window
+    # sliding window with the load-balancing loss at its default weight
     "mixtral": published("tiny-mixtral"),
-    "mixtral_window": published("tiny-mixtral", sliding_window=8),
+    "mixtral_window": published("tiny-mixtral", sliding_window=8, output_router_logits=True),
     # OLMoE-1B-7B: whole-width q/k RMSNorm, 64 experts top 8 (16 top 4 here) as they come out of the softmax; and
     # renormalized with GQA
     "olmoe": published("tiny-olmoe"),

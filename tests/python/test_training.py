@@ -1,7 +1,7 @@
 """Training (ckc compile --train) against PyTorch and transformers, for every supported family.
 
   gradients  one forward + backward of a tiny random model (hf_cases.CASES) on a batch with an ignored
-             target: the loss and the gradient of every parameter against transformers' autograd
+             target: the loss (with a mixture's load-balancing loss where output_router_logits) and the gradient of every parameter against transformers' autograd
              (within 1e-4 relative to the tensor's largest gradient); the parameter names are exactly
              transformers' named_parameters()
   AdamW      20 steps of ckc's optimizer_step against torch.optim.AdamW + clip_grad_norm_ on the same
@@ -83,8 +83,13 @@ class Trainee:
         return perturb(AutoModelForCausalLM.from_config(self.config, **hf_kwargs(self.name)), seed=2)
 
     def loss(self, model):
-        logits = model(torch.tensor(self.tokens[None])).logits[0]
-        return F.cross_entropy(logits, torch.tensor(self.targets), ignore_index=ckc.llm.IGNORE_INDEX)
+        """transformers' training loss: the cross-entropy, + router_aux_loss_coef x the routers' load-balancing
+        loss when output_router_logits (as its forward adds it with labels)."""
+        out = model(torch.tensor(self.tokens[None]))
+        loss = F.cross_entropy(out.logits[0], torch.tensor(self.targets), ignore_index=ckc.llm.IGNORE_INDEX)
+        if getattr(self.config, "output_router_logits", False):
+            loss = loss + self.config.router_aux_loss_coef * out.aux_loss
+        return loss
 
     def ckc(self, max_tokens=32):
         m = ckc.LlmModel(self.so, self.folder)

@@ -390,11 +390,42 @@ TEST_CASE("ck_moe_route_backward, ck_moe_experts_backward: finite differences, a
                 for (int e = 0; e < E; e++) s += static_cast<double>(y[t * ld + e]) * r[t * ld + e];
             return s;
         };
-        ck_moe_route_backward(dl.data(), ld, 0, r.data(), ld, logits.data(), ld, T, E, k, norm);
+        ck_moe_route_backward(dl.data(), ld, 0, r.data(), ld, logits.data(), ld, T, E, k, norm, nullptr, 0.0f);
         fd_check(logits, dl, route_loss, "d logits", 1e-3);
         Vec twice(dl);
-        ck_moe_route_backward(twice.data(), ld, 1, r.data(), ld, logits.data(), ld, T, E, k, norm);
+        ck_moe_route_backward(twice.data(), ld, 1, r.data(), ld, logits.data(), ld, T, E, k, norm, nullptr, 0.0f);
         for (size_t i = 0; i < dl.size(); i++) CHECK(twice[i] == Approx(2 * dl[i]).margin(1e-7));
+        // with the load-balancing loss (two "layers": the rows twice), its gradient joins the route's
+        const float coef = 0.5f;
+        auto aux_of = [&](std::vector<double> &aux) {
+            aux.assign(2 * E + 1, 0.0);
+            ck_moe_aux_stats(aux.data(), logits.data(), ld, T, E, k);
+            ck_moe_aux_stats(aux.data(), logits.data(), ld, T, E, k);
+            return ck_moe_aux_loss(aux.data(), E, coef);
+        };
+        std::vector<double> aux;
+        aux_of(aux);
+        Vec dla(logits.size(), 0.0f);
+        ck_moe_route_backward(dla.data(), ld, 0, r.data(), ld, logits.data(), ld, T, E, k, norm, aux.data(), coef);
+        for (size_t i = 0; i < dla.size(); i++) dla[i] *= 2;  // the same rows in both layers
+        for (size_t i = 0; i < dla.size(); i++) dla[i] -= dl[i];  // d (2 route_loss + aux) - d route_loss
+        fd_check(logits, dla, [&] {
+            std::vector<double> a2;
+            return route_loss() + aux_of(a2);
+        }, "d logits (load-balancing loss)", 1e-3);
+    }
+    {  // the loss's value: coef E sum_e (count_e / R)(P_e / R), by hand for 2 rows of 3 experts, top 1
+        const float l2[6] = {0.0f, 1.0f, 2.0f, 3.0f, 0.0f, 0.0f};
+        std::vector<double> aux(7, 0.0);
+        ck_moe_aux_stats(aux.data(), l2, 3, 2, 3, 1);
+        double p0[3] = {std::exp(0.0), std::exp(1.0), std::exp(2.0)}, p1[3] = {std::exp(3.0), 1.0, 1.0};
+        double s0 = p0[0] + p0[1] + p0[2], s1 = p1[0] + p1[1] + p1[2];
+        double want = 0.1 * 3 * ((0.5) * (p0[0] / s0 + p1[0] / s1) / 2 + 0.5 * (p0[2] / s0 + p1[2] / s1) / 2);
+        CHECK(aux[0] == 1.0);
+        CHECK(aux[1] == 0.0);
+        CHECK(aux[2] == 1.0);
+        CHECK(aux[6] == 2.0);
+        CHECK(ck_moe_aux_loss(aux.data(), 3, 0.1) == Approx(want).epsilon(1e-6));
     }
     // the experts: route fixed (two of E per token, one expert unused)
     Vec x = strided(T, C, C + 1, 21), route(static_cast<size_t>(T) * E, 0.0f);

@@ -103,7 +103,7 @@ const std::vector<GgufArch> &gguf_archs()
         mixtral.model_type = "mixtral";
         mixtral.read_extra = nullptr;
         mixtral.write_extra = [](const ConfigReader &r, const LlmConfig &c, GgufMeta &meta) {
-            write_moe_counts("llama", read_moe(r, 8, 2, "intermediate_size", c.intermediate_size, true), meta);
+            write_moe_counts("llama", mixtral_moe(r, c), meta);
         };
         t.push_back(mixtral);
 
@@ -153,8 +153,8 @@ const std::vector<GgufArch> &gguf_archs()
             copy_number(get, cfg, "expert_feed_forward_length", "moe_intermediate_size");
             cfg["norm_topk_prob"] = true;
         };
-        qwen3moe.write_extra = [](const ConfigReader &r, const LlmConfig &, GgufMeta &meta) {
-            MoeSpec m = read_moe(r, 128, 8, "moe_intermediate_size", 768, false);
+        qwen3moe.write_extra = [](const ConfigReader &r, const LlmConfig &c, GgufMeta &meta) {
+            MoeSpec m = qwen3_moe_moe(r, c);
             if (!m.norm_topk)
                 r.fail("norm_topk_prob", "is false; llama.cpp's qwen3moe always renormalizes the chosen experts' "
                                          "weights, so this model cannot be written to GGUF");
@@ -294,7 +294,7 @@ const std::vector<GgufArch> &gguf_archs()
             cfg["norm_topk_prob"] = false;
         };
         olmoe.write_extra = [](const ConfigReader &r, const LlmConfig &c, GgufMeta &meta) {
-            MoeSpec m = read_moe(r, 64, 8, "intermediate_size", c.intermediate_size, false);
+            MoeSpec m = olmoe_moe(r, c);
             if (m.norm_topk)
                 r.fail("norm_topk_prob", "is true; llama.cpp's olmoe never renormalizes the chosen experts' weights, "
                                          "so this model cannot be written to GGUF");

@@ -241,7 +241,8 @@ std::string build_moe(SectionBuilder &b, const std::string &x, const LlmConfig &
     const NamedDim E{s.n_experts, "CK_EXPERTS"}, F{s.ffn, "CK_EXPERT_FFN"};
     std::string logits = b.linear(x, m + "." + s.router, d.hidden, E, false, "router_logits");
     std::string route = b.op(Op::MOE_ROUTE, {logits}, "route",
-                             {{"top_k", s.top_k}, {"norm_topk", int64_t(s.norm_topk ? 1 : 0)}}, m + "." + s.router);
+                             {{"top_k", s.top_k}, {"norm_topk", int64_t(s.norm_topk ? 1 : 0)}, {"aux_coef", s.aux_coef}},
+                             m + "." + s.router);
     auto experts = [&](const std::string &proj, const NamedDim &rows, const NamedDim &cols) {
         std::string name = m + "." + s.experts + proj + ".weight";
         std::string w = b.weight(name, {E, rows, cols});
@@ -263,9 +264,8 @@ void build_pre_norm_block(Program &p, const LlmConfig &c, const std::string &lay
         p.info.sizes.push_back({"CK_EXPERT_FFN", spec.moe->ffn, "an expert's MLP width", "", {}});
         p.info.summary += fmt::format(", {} experts of width {}, top {}{}", spec.moe->n_experts, spec.moe->ffn,
                                       spec.moe->top_k, spec.moe->norm_topk ? " renormalized" : "");
-        if (spec.moe->aux_loss)
-            p.info.notes.push_back("output_router_logits is true: transformers adds the router's load-balancing loss to "
-                                   "the training loss; ckc's training loss (--train) is the cross-entropy alone");
+        if (spec.moe->aux_coef > 0)
+            p.info.summary += fmt::format(", load-balancing loss x {} in training", spec.moe->aux_coef);
     }
     std::string x = b.carry(p);
     std::string n1 = b.norm(x, spec.attn_norm, spec.norm, "attn_in");
@@ -401,7 +401,7 @@ void build_sandwich_layout(Program &p, const LlmConfig &c, AttentionSpec attn, d
 // The mixture's keys, as Qwen3-MoE and OLMoE name them: the experts (num_experts, or num_local_experts as
 // transformers 5 writes it), the experts per token, their width.
 MoeSpec read_moe(const ConfigReader &r, int64_t experts_default, int64_t top_k_default, const char *ffn_key,
-                 int64_t ffn_default, bool norm_default)
+                 int64_t ffn_default, bool norm_default, double aux_coef_default)
 {
     MoeSpec m;
     const char *experts_key = r.has("num_local_experts") && !r.has("num_experts") ? "num_local_experts" : "num_experts";
@@ -409,7 +409,11 @@ MoeSpec read_moe(const ConfigReader &r, int64_t experts_default, int64_t top_k_d
     m.top_k = r.positive_int("num_experts_per_tok", top_k_default);
     m.ffn = r.positive_int(ffn_key, ffn_default);
     m.norm_topk = r.boolean("norm_topk_prob", norm_default);
-    m.aux_loss = r.boolean("output_router_logits", false);
+    if (r.boolean("output_router_logits", false)) {
+        m.aux_coef = r.number("router_aux_loss_coef", aux_coef_default);
+        if (!std::isfinite(m.aux_coef) || m.aux_coef < 0)
+            r.fail("router_aux_loss_coef", fmt::format("is {}: a load-balancing loss weight is finite and >= 0", m.aux_coef));
+    }
     if (m.n_experts > CK_MOE_MAX_EXPERTS)
         r.fail(experts_key, fmt::format("{} experts is above ckc's limit of {}", m.n_experts, CK_MOE_MAX_EXPERTS));
     if (m.top_k > m.n_experts)

@@ -138,16 +138,20 @@ struct MoeSpec {
     std::string gate = "gate_proj", up = "up_proj", down = "down_proj";
     int64_t n_experts = 0, top_k = 0, ffn = 0;
     bool norm_topk = false;
-    bool aux_loss = false;  // output_router_logits: transformers' training loss adds the load-balancing loss
+    double aux_coef = 0.0;  // output_router_logits: the training loss adds router_aux_loss_coef x the load-balancing loss
     std::string act = "silu";
 };
 // Returns the mixture's output (before the residual add).
 std::string build_moe(SectionBuilder &b, const std::string &x, const LlmConfig &c, const MoeSpec &spec);
 // The mixture's config keys as Qwen3-MoE and OLMoE name them (num_experts or num_local_experts,
-// num_experts_per_tok, the width `ffn_key`, norm_topk_prob), with the class defaults; errors name the key
-// (more experts than the kernels take: CK_MOE_MAX_EXPERTS).
+// num_experts_per_tok, the width `ffn_key`, norm_topk_prob, output_router_logits and router_aux_loss_coef), with
+// the class defaults; errors name the key (more experts than the kernels take: CK_MOE_MAX_EXPERTS).
 MoeSpec read_moe(const ConfigReader &r, int64_t experts_default, int64_t top_k_default, const char *ffn_key,
-                 int64_t ffn_default, bool norm_default);
+                 int64_t ffn_default, bool norm_default, double aux_coef_default);
+// Each mixture family's reading of its config (in its file): what the builder builds and `ckc quantize` writes.
+MoeSpec mixtral_moe(const ConfigReader &r, const LlmConfig &c);
+MoeSpec qwen3_moe_moe(const ConfigReader &r, const LlmConfig &c);
+MoeSpec olmoe_moe(const ConfigReader &r, const LlmConfig &c);
 
 // The pre-norm decoder layer of Llama, Mistral, Qwen2, Phi-3, Gemma, GPT-2:
 //   h = x + attn(norm1(x));  out = h + mlp(norm2(h))

@@ -22,12 +22,9 @@ LlmConfig parse_mixtral(const ConfigReader &r)
     return read_llama_like(r, "mixtral", d);
 }
 
-Program build_mixtral(const ConfigReader &r, const LlmConfig &c)
+MoeSpec mixtral_moe(const ConfigReader &r, const LlmConfig &c)
 {
-    Program p = start_program(c);
-    PreNormBlock blk = llama_block(c);
-    blk.attn.window = read_window(r, "sliding_window", 0);
-    MoeSpec moe = read_moe(r, 8, 2, "intermediate_size", c.intermediate_size, true);
+    MoeSpec moe = read_moe(r, 8, 2, "intermediate_size", c.intermediate_size, true, 0.001);
     if (r.has("norm_topk_prob") && !moe.norm_topk)
         r.fail("norm_topk_prob", "is false, but Mixtral always renormalizes the chosen experts' weights");
     moe.norm_topk = true;
@@ -36,7 +33,15 @@ Program build_mixtral(const ConfigReader &r, const LlmConfig &c)
     moe.up = "w3";
     moe.down = "w2";
     moe.act = c.hidden_act;
-    blk.moe = moe;
+    return moe;
+}
+
+Program build_mixtral(const ConfigReader &r, const LlmConfig &c)
+{
+    Program p = start_program(c);
+    PreNormBlock blk = llama_block(c);
+    blk.attn.window = read_window(r, "sliding_window", 0);
+    blk.moe = mixtral_moe(r, c);
     build_llama_layout(p, c, blk);
     return p;
 }

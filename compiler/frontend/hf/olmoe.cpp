@@ -24,6 +24,13 @@ LlmConfig parse_olmoe(const ConfigReader &r)
     return c;
 }
 
+MoeSpec olmoe_moe(const ConfigReader &r, const LlmConfig &c)
+{
+    MoeSpec moe = read_moe(r, 64, 8, "intermediate_size", c.intermediate_size, false, 0.01);
+    moe.act = c.hidden_act;
+    return moe;
+}
+
 Program build_olmoe(const ConfigReader &r, const LlmConfig &c)
 {
     Program p = start_program(c);
@@ -31,9 +38,7 @@ Program build_olmoe(const ConfigReader &r, const LlmConfig &c)
     blk.attn.qkv_bias = blk.attn.o_bias = c.attention_bias;
     blk.attn.qk_norm = AttentionSpec::QkNorm::Whole;
     blk.attn.qk_norm_spec = blk.norm;
-    MoeSpec moe = read_moe(r, 64, 8, "intermediate_size", c.intermediate_size, false);
-    moe.act = c.hidden_act;
-    blk.moe = moe;
+    blk.moe = olmoe_moe(r, c);
     build_llama_layout(p, c, blk);
     return p;
 }

@@ -26,12 +26,18 @@ LlmConfig parse_qwen3_moe(const ConfigReader &r)
     return c;
 }
 
+MoeSpec qwen3_moe_moe(const ConfigReader &r, const LlmConfig &c)
+{
+    MoeSpec moe = read_moe(r, 128, 8, "moe_intermediate_size", 768, false, 0.001);
+    moe.act = c.hidden_act;
+    return moe;
+}
+
 Program build_qwen3_moe(const ConfigReader &r, const LlmConfig &c)
 {
     Program p = start_program(c);
     PreNormBlock blk = qwen3_block(p, r, c);
-    MoeSpec moe = read_moe(r, 128, 8, "moe_intermediate_size", 768, false);
-    moe.act = c.hidden_act;
+    MoeSpec moe = qwen3_moe_moe(r, c);
     int64_t step = r.positive_int("decoder_sparse_step", 1);
     if (step != 1 && step <= c.n_layers)
         r.fail("decoder_sparse_step", fmt::format("is {}: layers without experts between those with them are not "
