@@ -47,7 +47,9 @@ size_t quantize_to_gguf(const std::string &folder, const std::string &out_path, 
     std::string config = is_directory(folder) ? folder + "/config.json" : folder;
     std::string dir = is_directory(folder) ? folder : config.substr(0, config.rfind('/') == std::string::npos ? 0 : config.rfind('/'));
     if (dir.empty()) dir = ".";
-    ConfigReader r = ConfigReader::load(config);
+    ConfigReader top = ConfigReader::load(config);
+    LanguageModelOf lm = language_model_of(top);  // a multimodal model: its language model's config and tensors
+    const ConfigReader &r = lm.text;
     LlmConfig c = parse_hf_config(r);
     const GgufArch *arch = gguf_arch_for_model_type(c.model_type);
     if (!arch)
@@ -60,7 +62,7 @@ size_t quantize_to_gguf(const std::string &folder, const std::string &out_path, 
     GgufWriter w;
     const std::string a = arch->arch;
     w.set_str("general.architecture", a);
-    const auto &name = r.raw().contains("_name_or_path") ? r.raw()["_name_or_path"] : nlohmann::json();
+    const auto &name = top.raw().contains("_name_or_path") ? top.raw()["_name_or_path"] : nlohmann::json();
     w.set_str("general.name", name.is_string() ? name.get<std::string>() : folder);
     w.set_u32("general.file_type", static_cast<uint32_t>(ck_qtype_traits_of(want)->gguf_file_type));
     w.set_u32("general.quantization_version", 2);
@@ -138,7 +140,8 @@ size_t quantize_to_gguf(const std::string &folder, const std::string &out_path, 
         for (const auto &[name, t] : p.section(s).tensors()) {
             if (t.storage != Storage::Weight) continue;
             for (size_t i = 0; i < t.source.parts.size(); i++) {
-                std::string gg = gguf_tensor_name(*arch, t.source.parts[i]);
+                const std::string &part = t.source.parts[i];
+                std::string gg = gguf_tensor_name(*arch, starts_with(part, lm.prefix) ? part.substr(lm.prefix.size()) : part);
                 if (gg.empty()) internal_error("quantize: no GGUF name for " + t.source.parts[i]);
                 bool experts = t.source.parts[i].find("{E}") != std::string::npos;  // one tensor each -> stacked
                 items[gg] = {t.source.parts[i], gg, t.source.part_shapes[i], t.source.transposed, s == Section::Block,

@@ -218,3 +218,40 @@ def test_window_really_limits_attention(cases):
         ref.config.sliding_window = CASES["mistral"]["sliding_window"]
     assert max_diff(ours[:8], full[:8]) < 1e-4
     assert max_diff(ours[8:], full[8:]) > 1e-2
+
+
+def test_gemma3_multimodal_checkpoint_runs_its_language_model(workdir):
+    """model_type "gemma3" (Gemma3ForConditionalGeneration: gemma-3-4b and larger) nests Gemma 3's language model
+    under text_config and names its tensors language_model.model.*: ckc compiles that language model (the vision
+    tower is not read) and gives the multimodal model's logits on text, prefill and greedy; `ckc quantize` writes
+    the language model's GGUF (llama.cpp's gemma3, whose vision part lives in a separate mmproj file)."""
+    import subprocess
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration
+    text = {k: v for k, v in CASES["gemma3"].items() if k not in ("model_type", "architectures")}
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                  patch_size=14)
+    torch.manual_seed(0)
+    model = perturb(Gemma3ForConditionalGeneration(Gemma3Config(text_config=text, vision_config=vision,
+                                                                mm_tokens_per_image=4)), seed=3)
+    folder = os.path.join(workdir, "hf-gemma3-multimodal")
+    model.save_pretrained(folder)
+    from ckc import safetensors as st
+    names = st.read_header(os.path.join(folder, "model.safetensors"))
+    assert "language_model.model.layers.0.self_attn.q_norm.weight" in names and any("vision_tower" in n for n in names)
+    so = ckc.build_library(ckc.compile_model(os.path.join(folder, "config.json"), os.path.join(workdir, "hf-gemma3-mm-c")))
+    toks = prompt(40, text["vocab_size"], seed=1)  # past the window (8) of the local layers
+    with torch.no_grad():
+        theirs = model(input_ids=torch.tensor([toks])).logits[0].numpy()
+    m = ckc.LlmModel(so, folder)
+    d = max_diff(m.forward(toks), theirs)
+    assert theirs.std() > 0.05 and d < 1e-4, d
+    p = prompt(5, text["vocab_size"], seed=4)
+    with torch.no_grad():
+        want = model.generate(torch.tensor([p]), attention_mask=torch.ones(1, 5, dtype=torch.long), max_new_tokens=16,
+                              do_sample=False, eos_token_id=None, pad_token_id=0)[0].tolist()
+    assert m.generate(p, 16) == want
+    g = os.path.join(workdir, "hf-gemma3-multimodal.gguf")
+    r = subprocess.run([ckc.ckc_binary(), "quantize", folder, "-o", g, "--type", "f32"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    gso = ckc.build_library(ckc.compile_model(g, os.path.join(workdir, "hf-gemma3-mm-gguf-c")))
+    assert max_diff(ckc.LlmModel(gso, g).forward(toks), theirs) < 1e-4

@@ -321,6 +321,36 @@ TEST_CASE("families: Hugging Face class defaults", "[config][families]")
                                            {"rope_parameters", {{"full_attention", {{"rope_type", "yarn"}}}}}}).dump()),
                    Contains("key \"rope_parameters.full_attention.rope_type\": \"yarn\" is not supported"));
     }
+    SECTION("gemma3: the multimodal config's language model (text_config), its tensors under language_model.")
+    {
+        nlohmann::json text = tiny_llama({{"num_hidden_layers", 7}, {"head_dim", 16}, {"sliding_window", 8}});
+        text.erase("model_type");  // as Gemma3Config saves it: text_config's model_type may be absent
+        Program p = program_from({{"model_type", "gemma3"}, {"text_config", text}, {"vision_config", {{"hidden_size", 8}}}});
+        CHECK(p.info.family == "gemma3_text");
+        CHECK(p.layer_tables.at("window").values == std::vector<double>{8, 8, 8, 8, 8, 0, 8});
+        CHECK(p.info.optional_prefix == "language_model.");
+        bool prefixed = false;
+        for (const auto &[name, t] : p.block.tensors())
+            if (t.storage == Storage::Weight) {
+                CHECK(t.source.parts[0].rfind("language_model.model.layers.", 0) == 0);
+                prefixed = true;
+            }
+        CHECK(prefixed);
+        CHECK_THAT(p.info.notes.back(), Contains("the vision tower is not read"));
+        // the wrapper's tie_word_embeddings decides; an untied head is the wrapper's own lm_head
+        Program untied = program_from({{"model_type", "gemma3"}, {"text_config", text}, {"tie_word_embeddings", false}});
+        bool head = false;
+        for (const auto &[name, t] : untied.footer.tensors())
+            if (t.storage == Storage::Weight && t.source.parts[0] == "lm_head.weight") head = true;
+        CHECK(head);
+        text["model_type"] = "llama";
+        CHECK_THAT(build_error(nlohmann::json{{"model_type", "gemma3"}, {"text_config", text}}.dump()),
+                   Contains("key \"text_config.model_type\": is \"llama\"; a gemma3 model's language model is gemma3_text"));
+        text["model_type"] = "gemma3_text";
+        text["num_attention_heads"] = -1;
+        CHECK_THAT(build_error(nlohmann::json{{"model_type", "gemma3"}, {"text_config", text}}.dump()),
+                   Contains("key \"text_config.num_attention_heads\""));
+    }
     SECTION("qwen3_moe: a router and a mixture of experts in place of the MLP; the keys that would break it")
     {
         auto moe = [](nlohmann::json more) {

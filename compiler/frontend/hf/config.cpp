@@ -147,6 +147,13 @@ std::optional<ConfigReader> ConfigReader::object(const std::string &key) const
     return r;
 }
 
+ConfigReader ConfigReader::with(const std::string &key, nlohmann::json value) const
+{
+    ConfigReader r = *this;
+    r.j_[key] = std::move(value);
+    return r;
+}
+
 int64_t read_head_dim(const ConfigReader &r, int64_t hidden, int64_t heads)
 {
     if (r.has("head_dim")) return r.positive_int("head_dim");

@@ -38,6 +38,8 @@ public:
     std::string string(const std::string &key, std::optional<std::string> dflt = std::nullopt) const;
     // A nested object as its own reader ("rope_scaling.factor" in errors); nullopt if absent or null.
     std::optional<ConfigReader> object(const std::string &key) const;
+    // The same reader with `key` set to `value` (a value the reader supplies: a nested config's model_type).
+    ConfigReader with(const std::string &key, nlohmann::json value) const;
     // A list of strings (layer_types); nullopt if absent or null.
     std::optional<std::vector<std::string>> string_list(const std::string &key) const;
     // A list of integers (no_rope_layers), each in [lo, hi]; nullopt if absent or null.

@@ -60,11 +60,40 @@ static const Family &find_family(const ConfigReader &r)
                              "; supported: " + join(supported_model_types(), ", "));
 }
 
-LlmConfig parse_hf_config(const ConfigReader &r) { return find_family(r).parse(r); }
+// The multimodal models whose language model is one of the families above: model_type, the language model's
+// model_type (text_config's, when it has none) and the prefix of its tensors in the checkpoint. One line each.
+struct MultimodalWrapper {
+    const char *model_type, *text_model_type, *prefix;
+};
+constexpr MultimodalWrapper kWrappers[] = {
+    {"gemma3", "gemma3_text", "language_model."},  // Gemma3ForConditionalGeneration: gemma-3-4b and larger
+};
 
-Program build_from_config(const ConfigReader &r, const HfOptions &opts)
+LanguageModelOf language_model_of(const ConfigReader &r)
 {
-    const std::string &config_path = r.path();
+    std::string type = r.has("model_type") && r.raw().at("model_type").is_string() ? r.string("model_type") : "";
+    for (const MultimodalWrapper &w : kWrappers) {
+        if (type != w.model_type) continue;
+        ConfigReader text = r.object("text_config").value_or(
+            ConfigReader(nlohmann::json::object(), r.path() + " (text_config: absent, the class defaults)"));
+        if (!text.has("model_type")) text = text.with("model_type", w.text_model_type);
+        else if (text.string("model_type") != w.text_model_type)
+            text.fail("model_type", fmt::format("is \"{}\"; a {} model's language model is {}",
+                                                text.string("model_type"), w.model_type, w.text_model_type));
+        // the wrapper's own tie_word_embeddings decides whether lm_head is tied to the language model's table
+        if (r.has("tie_word_embeddings")) text = text.with("tie_word_embeddings", r.raw().at("tie_word_embeddings"));
+        return {text, w.prefix};
+    }
+    return {r, ""};
+}
+
+LlmConfig parse_hf_config(const ConfigReader &r) { return find_family(language_model_of(r).text).parse(language_model_of(r).text); }
+
+Program build_from_config(const ConfigReader &top, const HfOptions &opts)
+{
+    LanguageModelOf lm = language_model_of(top);
+    const ConfigReader &r = lm.text;
+    const std::string &config_path = top.path();
     const Family &fam = find_family(r);
     LlmConfig c = fam.parse(r);
     // the limits, before anything is sized from them (a family names these keys one of two ways)
@@ -96,6 +125,20 @@ Program build_from_config(const ConfigReader &r, const HfOptions &opts)
         p.info.notes.push_back(fmt::format("{} has no vocab_size: using the {} default, {}", config_path, c.model_type,
                                            c.vocab_size));
     p.info.source_path = config_path;
+    if (!lm.prefix.empty()) {  // the language model's tensors under the wrapper's prefix (lm_head is the wrapper's)
+        for (Section s : kSections) {
+            Graph &g = p.section(s);
+            std::vector<std::string> weights;
+            for (const auto &[name, t] : g.tensors())
+                if (t.storage == Storage::Weight) weights.push_back(name);
+            for (const std::string &name : weights)
+                for (std::string &part : g.tensor(name).source.parts)
+                    if (starts_with(part, p.info.optional_prefix)) part = lm.prefix + part;
+        }
+        p.info.optional_prefix = lm.prefix;  // a checkpoint of the language model alone loads too
+        p.info.notes.push_back(fmt::format("{}: model_type \"{}\": the language model ({}) is compiled; the vision "
+                                           "tower is not read", config_path, top.string("model_type"), c.model_type));
+    }
     return p;
 }
 

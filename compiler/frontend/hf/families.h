@@ -37,6 +37,15 @@ Program build_from_hf_config(const std::string &config_path, const HfOptions &op
 Program build_from_config(const ConfigReader &r, const HfOptions &opts = {});
 LlmConfig parse_hf_config(const ConfigReader &r);
 
+// A multimodal model whose language model is a supported family (Gemma 3's model_type "gemma3"): its config nests
+// the language model's under text_config and its checkpoint names the language model's tensors with `prefix`
+// ("language_model.model.layers.0..."); ckc compiles the language model and reads none of the rest.
+struct LanguageModelOf {
+    ConfigReader text;   // the language model's config (r itself for a language model)
+    std::string prefix;  // before the language model's checkpoint names; "" for a language model
+};
+LanguageModelOf language_model_of(const ConfigReader &r);
+
 // What a family reads that the GGUF table checks too (frontend/gguf/gguf_arch.cpp):
 // SmolLM3's layers with RoPE (1) and without (0), from no_rope_layers or no_rope_layer_interval.
 std::vector<int64_t> smollm3_rope_layers(const ConfigReader &r, int64_t n_layers);
