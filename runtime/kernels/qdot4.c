@@ -112,12 +112,13 @@ CK_VBMI static inline __m512i word_index(int bsize)
 }
 
 CK_VBMI static inline float dot_q4_0_vbmi(int64_t ng, const char *w, const int8_t *q, const float *d, const int32_t *off,
-                                          __m512i gidx, __m512i widx)
+                                          __m512i gidx, __m512i widx, ck_pf_stream *pf)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     int64_t g = 0;
     for (; g + 2 <= ng; g += 2, w += 144, q += 256, d += 32, off += 32) {
+        ck_pf_ahead(pf, w);
         const __m512i a0 = _mm512_loadu_si512((const void *)w), b0 = _mm512_loadu_si512((const void *)(w + 8));
         const __m512i a1 = _mm512_loadu_si512((const void *)(w + 72)), b1 = _mm512_loadu_si512((const void *)(w + 80));
         const __m512i x0 = _mm512_permutex2var_epi8(a0, gidx, b0), x1 = _mm512_permutex2var_epi8(a1, gidx, b1);
@@ -147,12 +148,13 @@ CK_VBMI static inline float dot_q4_0_vbmi(int64_t ng, const char *w, const int8_
 }
 
 CK_VBMI static inline float dot_q4_1_vbmi(int64_t ng, const char *w, const int8_t *q, const float *d, const float *s4,
-                                          __m512i gidx, __m512i widx)
+                                          __m512i gidx, __m512i widx, ck_pf_stream *pf)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
     int64_t g;
     for (g = 0; g < ng; g++, w += 80, q += 128, d += 16, s4 += 16) {
+        ck_pf_ahead(pf, w);
         const __m512i a = _mm512_loadu_si512((const void *)w), b = _mm512_loadu_si512((const void *)(w + 16));
         const __m512i x = _mm512_permutex2var_epi8(a, gidx, b), dm = _mm512_permutexvar_epi16(widx, a);
         __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(x, m4), _mm512_loadu_si512((const void *)q));
@@ -195,12 +197,13 @@ CK_VBMI static inline __m512i qh_index(int bsize, int qh)
 
 CK_VBMI static inline float dot_q5_vbmi(int has_min, int bsize, int64_t ng, const char *w, const int8_t *q,
                                         const float *d, const int32_t *off, const float *s4, __m512i gidx,
-                                        __m512i widx, __m512i hidx)
+                                        __m512i widx, __m512i hidx, ck_pf_stream *pf)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
     __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
     int64_t g;
     for (g = 0; g < ng; g++, w += 4 * bsize, q += 128, d += 16, off += 16, s4 += 16) {
+        ck_pf_ahead(pf, w);
         const __m512i a = _mm512_loadu_si512((const void *)w), b = _mm512_loadu_si512((const void *)(w + 4 * bsize - 64));
         const __m512i x = _mm512_permutex2var_epi8(a, gidx, b), dm = _mm512_permutex2var_epi16(a, widx, b);
         const __m128i h = _mm512_castsi512_si128(_mm512_permutex2var_epi16(a, hidx, b));
@@ -234,17 +237,17 @@ CK_VBMI static void rows_vbmi(float *out, const ck_qdot4_acts *a, int t, int typ
     const int8_t *q = a->q + at * 128;
     const float *d = a->d + at * 16, *s4 = a->s4 + at * 16;
     const int32_t *off = a->off + at * 16;
-    const int64_t ahead = ck_prefetch_rows_ahead(row_bytes);
+    ck_pf_stream pf; /* the rows' lines requested a few per group, CK_PREFETCH_BYTES ahead (ck_simd.h) */
     int64_t n;
+    ck_pf_start(&pf, rows + (size_t)n0 * row_bytes, rows + (size_t)n1 * row_bytes);
     for (n = n0; n < n1; n++) {
         const char *w = rows + (size_t)n * row_bytes;
         float v;
-        if (n + ahead < n1) ck_prefetch(w + (size_t)ahead * row_bytes, row_bytes);
         switch (type) {
-        case CK_Q_Q4_0: v = dot_q4_0_vbmi(ng, w, q, d, off, gidx, widx); break;
-        case CK_Q_Q4_1: v = dot_q4_1_vbmi(ng, w, q, d, s4, gidx, widx); break;
-        case CK_Q_Q5_0: v = dot_q5_vbmi(0, 22, ng, w, q, d, off, s4, gidx, widx2, hidx); break;
-        default: v = dot_q5_vbmi(1, 24, ng, w, q, d, off, s4, gidx, widx2, hidx); break;
+        case CK_Q_Q4_0: v = dot_q4_0_vbmi(ng, w, q, d, off, gidx, widx, &pf); break;
+        case CK_Q_Q4_1: v = dot_q4_1_vbmi(ng, w, q, d, s4, gidx, widx, &pf); break;
+        case CK_Q_Q5_0: v = dot_q5_vbmi(0, 22, ng, w, q, d, off, s4, gidx, widx2, hidx, &pf); break;
+        default: v = dot_q5_vbmi(1, 24, ng, w, q, d, off, s4, gidx, widx2, hidx, &pf); break;
         }
         if (tail) v += tail_dot(tail * CK_QK, w + 4 * ng * (size_t)bsize, act_tail); /* the last 1-3 blocks, scalar */
         out[n] = v + (bias ? bias[n] : 0.0f) + (add ? add[n] : 0.0f); /* add may be out itself */

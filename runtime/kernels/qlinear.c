@@ -554,7 +554,7 @@ CK_AVX512_VNNI static inline __m512 scales2(const uint16_t *d0, size_t stride, c
 }
 
 /* q4_0 / q8_0 rows: pairs of blocks, 64 weights per vpdpbusd (the offset already in the accumulator) */
-CK_AVX512_VNNI static float dot_q40_q80_512(int q8, int64_t nb, const void *vw, const act512 *a)
+CK_AVX512_VNNI static float dot_q40_q80_512(int q8, int64_t nb, const void *vw, const act512 *a, ck_pf_stream *pf)
 {
     const __m512i order = _mm512_set_epi64(7, 6, 3, 2, 5, 4, 1, 0), flip = _mm512_set1_epi8((char)0x80);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -566,6 +566,7 @@ CK_AVX512_VNNI static float dot_q40_q80_512(int q8, int64_t nb, const void *vw, 
     for (; i + 2 <= nb; i += 2) {
         const char *b0 = w + stride * i, *b1 = b0 + stride;
         __m512i u, p;
+        if (pf) ck_pf_ahead(pf, b0);
         if (q8) {
             u = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b0 + 2))),
                                                     _mm256_loadu_si256((const __m256i *)(b1 + 2)), 1),
@@ -625,7 +626,7 @@ static float dot_512_unprepared(int type, int64_t nb, const void *w, const ck_bl
         }
         act512_offsets(q, nb, off, off + 8 * nb);
         a.q = q, a.d = d, a.off8 = off, a.off128 = off + 8 * nb;
-        r = dot_q40_q80_512(type == CK_Q_Q8_0, nb, w, &a);
+        r = dot_q40_q80_512(type == CK_Q_Q8_0, nb, w, &a, NULL);
     } else {
         r = type == CK_Q_Q8_0 ? dot_q8_0(nb, (const ck_block_q8_0 *)w, blk) : dot_q4_0(nb, (const ck_block_q4_0 *)w, blk);
     }
@@ -693,32 +694,35 @@ CK_AVX512_VNNI static inline __m512i k5_bits(__m512i h, int s0, int s1)
 }
 
 CK_AVX512_VNNI static inline void rows_k45_512(int q5, float *out, const char *rows, size_t rb, const int8_t *aq,
-                                               const ck_block_q8_K *a, int64_t nb, const float *bias, const float *add,
-                                               int64_t n0, int64_t n1)
+                                               const int16_t *sums8, const ck_block_q8_K *a, int64_t nb,
+                                               const float *bias, const float *add, int64_t n0, int64_t n1)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const size_t bsize = q5 ? sizeof(ck_block_q5_K) : sizeof(ck_block_q4_K);
     const size_t qs_at = q5 ? offsetof(ck_block_q5_K, qs) : offsetof(ck_block_q4_K, qs);
     __m512i idx[4];
-    const int64_t ahead = ck_prefetch_rows_ahead(rb);
+    ck_pf_stream pf;
     int64_t n, i;
     int k;
     for (k = 0; k < 4; k++) /* int16 lanes 0-15: scale p, 16-31: scale p + 2, for p = 0, 1, 4, 5 */
         idx[k] = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16((short)((k & 1) + 4 * (k >> 1))),
                                          _mm512_set1_epi16((short)((k & 1) + 4 * (k >> 1) + 2)));
+    ck_pf_start(&pf, rows + (size_t)n0 * rb, rows + (size_t)n1 * rb);
     for (n = n0; n < n1; n++) {
         const char *row = rows + (size_t)n * rb;
         __m512 acc = _mm512_setzero_ps();
-        float accm = 0.0f;
-        if (n + ahead < n1) ck_prefetch(row + (size_t)ahead * rb, rb);
+        __m128 accm = _mm_setzero_ps(); /* the mins' part, in 4 lanes */
         for (i = 0; i < nb; i++) {
             const char *blk = row + bsize * (size_t)i;
+            ck_pf_ahead(&pf, blk);
             const ck_block_q4_K *w4 = (const ck_block_q4_K *)blk; /* d, dmin, scales: the same place in both */
             const int8_t *y = aq + 256 * i;
             uint8_t sc8[8], mn8[8];
             int64_t s8, m8;
+            int32_t ddm;
             __m512i sc, sumi, u[4];
-            __m128i mins, sums;
+            __m128i mins;
+            __m128 dd;
             ck_k4_scales_mins(w4->scales, sc8, mn8);
             memcpy(&s8, sc8, 8);
             sc = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(s8)));
@@ -741,36 +745,37 @@ CK_AVX512_VNNI static inline void rows_k45_512(int q5, float *out, const char *r
                 sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(u[k], _mm512_loadu_si512((const void *)(y + 64 * k))),
                                            _mm512_permutexvar_epi16(idx[k], sc));
             memcpy(&m8, mn8, 8);
-            mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(m8));
-            sums = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a[i].bsums), _mm_loadu_si128((const __m128i *)(a[i].bsums + 8)));
-            mins = _mm_madd_epi16(mins, sums);
-            mins = _mm_add_epi32(mins, _mm_shuffle_epi32(mins, 0x4E));
-            mins = _mm_add_epi32(mins, _mm_shuffle_epi32(mins, 0xB1));
-            acc = _mm512_fmadd_ps(_mm512_set1_ps(a[i].d * h2f(w4->d)), _mm512_cvtepi32_ps(sumi), acc);
-            accm += a[i].d * h2f(w4->dmin) * (float)_mm_cvtsi128_si32(mins);
+            memcpy(&ddm, blk, 4); /* d and dmin, f16: converted together, times the activations' scale */
+            dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(ddm)), _mm_set1_ps(a[i].d));
+            /* the mins against the activations' sums of 32 (prepared per token), in 4 lanes until the row ends */
+            mins = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(m8)), _mm_loadu_si128((const __m128i *)(sums8 + 8 * i)));
+            accm = _mm_fmadd_ps(_mm_cvtepi32_ps(mins), _mm_shuffle_ps(dd, dd, 0x55), accm);
+            acc = _mm512_fmadd_ps(_mm512_broadcastss_ps(dd), _mm512_cvtepi32_ps(sumi), acc);
         }
-        out[n] = _mm512_reduce_add_ps(acc) - accm + (bias ? bias[n] : 0.0f) + (add ? add[n] : 0.0f);
+        accm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+        accm = _mm_add_ss(accm, _mm_movehdup_ps(accm));
+        out[n] = _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(accm) + (bias ? bias[n] : 0.0f) + (add ? add[n] : 0.0f);
     }
 }
 
 CK_AVX512_VNNI static void rows_q4_K_512(float *out, const char *rows, size_t rb, const int8_t *aq,
-                                          const ck_block_q8_K *a, int64_t nb, const float *bias, const float *add,
-                                          int64_t n0, int64_t n1)
+                                          const int16_t *sums8, const ck_block_q8_K *a, int64_t nb, const float *bias,
+                                          const float *add, int64_t n0, int64_t n1)
 {
-    rows_k45_512(0, out, rows, rb, aq, a, nb, bias, add, n0, n1);
+    rows_k45_512(0, out, rows, rb, aq, sums8, a, nb, bias, add, n0, n1);
 }
 
 CK_AVX512_VNNI static void rows_q5_K_512(float *out, const char *rows, size_t rb, const int8_t *aq,
-                                          const ck_block_q8_K *a, int64_t nb, const float *bias, const float *add,
-                                          int64_t n0, int64_t n1)
+                                          const int16_t *sums8, const ck_block_q8_K *a, int64_t nb, const float *bias,
+                                          const float *add, int64_t n0, int64_t n1)
 {
-    rows_k45_512(1, out, rows, rb, aq, a, nb, bias, add, n0, n1);
+    rows_k45_512(1, out, rows, rb, aq, sums8, a, nb, bias, add, n0, n1);
 }
 
 /* q6_K: 64 weights per step, in element order (ql's low nibbles cover 0-63 of each half, the high ones
  * 64-127; qh's bit pairs 0-1 / 2-3 / 4-5 / 6-7 the four quarters); scales per 16 through vpdpwssd, the
  * offset 32 through the activations' sums of 16 */
-CK_AVX512_VNNI static float dot_q6_K_512(int64_t nb, const ck_block_q6_K *w, const ck_block_q8_K *a)
+CK_AVX512_VNNI static float dot_q6_K_512(int64_t nb, const ck_block_q6_K *w, const ck_block_q8_K *a, ck_pf_stream *pf)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
     __m512 acc = _mm512_setzero_ps();
@@ -778,6 +783,7 @@ CK_AVX512_VNNI static float dot_q6_K_512(int64_t nb, const ck_block_q6_K *w, con
     int j, g;
     for (i = 0; i < nb; i++) {
         const int8_t *y = a[i].qs;
+        if (pf) ck_pf_ahead(pf, &w[i]);
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
         const __m512i sc = _mm512_castsi256_si512(sc16);
         /* the offset: 32 sum_j sc_j bsum_j */
@@ -859,7 +865,7 @@ CK_DOT_FN(dot_avx512_bf16, dot_half_512(1, n, (const uint16_t *)w, (const float 
 CK_DOT_FN(dot_avx512_q8_0, dot_512_unprepared(CK_Q_Q8_0, n / CK_QK, w, (const ck_block_q8_0 *)a))
 CK_DOT_FN(dot_avx512_q4_0, dot_512_unprepared(CK_Q_Q4_0, n / CK_QK, w, (const ck_block_q8_0 *)a))
 CK_DOT_FN(dot_avx512_q4_K, dot_q4_K_512(n / CK_QK_K, (const ck_block_q4_K *)w, (const ck_block_q8_K *)a))
-CK_DOT_FN(dot_avx512_q6_K, dot_q6_K_512(n / CK_QK_K, (const ck_block_q6_K *)w, (const ck_block_q8_K *)a))
+CK_DOT_FN(dot_avx512_q6_K, dot_q6_K_512(n / CK_QK_K, (const ck_block_q6_K *)w, (const ck_block_q8_K *)a, NULL))
 #undef CK_DOT_FN
 #define CK_ON_X86(fn) fn
 #else
@@ -1002,7 +1008,8 @@ typedef struct {
     int32_t *off;     /* and per token act512's off8[K / 4], off128[K / 4] */
     ck_qgemm_acts q8k; /* q8_K with AVX-512, by the same quantizer */
     ck_qdot4_acts g4;  /* q4_0 / q4_1 / q5_0 / q5_1 with AVX-512 VBMI: the q8 rows in qdot4.c's order (g4.q NULL: none) */
-    int8_t *k4;        /* q4_K / q5_K with AVX-512: the q8_K quants in rows_k45_512's order, [T][K] (NULL: none) */
+    int8_t *k4;        /* q4_K / q5_K with AVX-512: the q8_K quants in rows_k45_512's order, [T][K] (NULL: none), */
+    int16_t *k4sums;   /* and each 256-block's sums of 32 quants, [T][K / 256][8] */
     size_t ws_mark;    /* the workspace before act_prepare: act_free gives it back */
 } act_set;
 
@@ -1067,6 +1074,7 @@ static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, in
     memset(&s->q8k, 0, sizeof s->q8k);
     memset(&s->g4, 0, sizeof s->g4);
     s->k4 = NULL;
+    s->k4sums = NULL;
     for (p = 0; p < w->n_parts; p++) {
         int dt = ck_qtype_dot_type(w->type[p]);
         for (i = 0; i < s->n && s->type[i] != dt; i++) {}
@@ -1122,7 +1130,12 @@ static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, in
     if (s->q8k.q && has_part(w, is_k45)) { /* per 128: elements 0-31, 64-95, 32-63, 96-127 (rows_k45_512) */
         int64_t c;
         s->k4 = (int8_t *)ck_ws_alloc((size_t)T * (size_t)K + 64);
-        if (!s->k4) return -1;
+        s->k4sums = (int16_t *)ck_ws_alloc(sizeof(int16_t) * (size_t)T * (size_t)(K / 32) + 64);
+        if (!s->k4 || !s->k4sums) return -1;
+        for (t = 0; t < T; t++)
+            for (c = 0; c < K / 32; c++) /* sums of 16 (the vector quantizer's) in adjacent pairs */
+                s->k4sums[(size_t)t * (K / 32) + c] =
+                    (int16_t)(s->q8k.sum16[(size_t)t * (K / 16) + 2 * c] + s->q8k.sum16[(size_t)t * (K / 16) + 2 * c + 1]);
         for (t = 0; t < T; t++)
             for (c = 0; c < K; c += 128) {
                 const int8_t *q = s->q8k.q + (size_t)t * K + c;
@@ -1146,6 +1159,7 @@ static void act_free(act_set *s)
     ck_qgemm_acts_free(&s->q8);
     ck_qgemm_acts_free(&s->q8k);
     ck_qdot4_acts_free(&s->g4);
+    ck_ws_free(s->k4sums);
     ck_ws_free(s->k4);
     ck_ws_reset(s->ws_mark);
 }
@@ -1177,14 +1191,24 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
         const int64_t ahead = ck_prefetch_rows_ahead(rb);
         for (t = 0; t < T; t++) {
             const void *act = act_row(acts, type, t);
+#ifdef CK_X86
+            ck_pf_stream pf; /* the bodies that take one: the rows' lines a few per block (ck_simd.h) */
+#endif
             float *o = out + (size_t)t * ldo;
             const float *ad = add ? add + (size_t)t * ld_add : NULL;
             n = a;
 #ifdef CK_X86
             if (fast && acts->k4 && is_k45(type)) { /* activations in the nibbles' order */
                 (type == CK_Q_Q4_K ? rows_q4_K_512 : rows_q5_K_512)(o, rows, rb, acts->k4 + (size_t)t * K,
+                                                                    acts->k4sums + (size_t)t * (K / 32),
                                                                     (const ck_block_q8_K *)act, K / CK_QK_K, bias, ad, n, b);
                 n = b;
+            }
+            if (dot == dot_avx512_q6_K) { /* q6_K on AVX-512, its lines requested a few per block (ck_pf_ahead) */
+                ck_pf_start(&pf, rows + (size_t)n * rb, rows + (size_t)b * rb);
+                for (; n < b; n++)
+                    o[n] = dot_q6_K_512(K / CK_QK_K, (const ck_block_q6_K *)(rows + (size_t)n * rb),
+                                        (const ck_block_q8_K *)act, &pf) + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
             }
             if (fast && acts->g4.q && ck_qdot4_type(type)) { /* q4_0 / q4_1 / q5_0 / q5_1 on AVX-512 VBMI */
                 ck_qdot4_rows(o, &acts->g4, t, type, rows, rb, act, ck_qtype_cpu_of(type)->dot_ref, bias, ad, n, b);
@@ -1197,21 +1221,40 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                 ax.d = acts->q8.d + (size_t)t * nb;
                 ax.off8 = acts->off + (size_t)t * (K / 2);
                 ax.off128 = ax.off8 + K / 4;
+                ck_pf_start(&pf, rows + (size_t)n * rb, rows + (size_t)b * rb);
                 for (; n < b; n++) {
-                    float v;
-                    if (n + ahead < b) ck_prefetch(rows + (size_t)(n + ahead) * rb, rb);
-                    v = dot_q40_q80_512(type == CK_Q_Q8_0, nb, rows + (size_t)n * rb, &ax);
+                    float v = dot_q40_q80_512(type == CK_Q_Q8_0, nb, rows + (size_t)n * rb, &ax, &pf);
                     o[n] = v + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
                 }
             }
             if (fast && type == CK_Q_Q4_0 && ck_has_avx2() && acts->sums) { /* with the activations' block sums */
                 const int32_t *sums = acts->sums + (size_t)t * (K / CK_QK);
                 const int vnni = ck_cpu_vnni();
+                const int64_t nb = K / CK_QK, cn = nb % 16 == 0 ? 16 : nb; /* blocks per chunk */
+                int64_t c;
+                ck_pf_start(&pf, rows + (size_t)n * rb, rows + (size_t)b * rb);
                 for (; n < b; n++) {
                     const ck_block_q4_0 *wr = (const ck_block_q4_0 *)(rows + (size_t)n * rb);
-                    if (n + ahead < b) ck_prefetch(rows + (size_t)(n + ahead) * rb, rb);
-                    float v = vnni ? dot_q4_0_sums_vnni(K / CK_QK, wr, (const ck_block_q8_0 *)act, sums)
-                                   : dot_q4_0_sums(K / CK_QK, wr, (const ck_block_q8_0 *)act, sums);
+                    const ck_block_q8_0 *ar = (const ck_block_q8_0 *)act;
+                    float v = 0.0f;
+                    for (c = 0; c < nb; c += cn) { /* in chunks, the lines requested between them */
+                        ck_pf_ahead(&pf, wr + c);
+                        v += vnni ? dot_q4_0_sums_vnni(cn, wr + c, ar + c, sums + c) : dot_q4_0_sums(cn, wr + c, ar + c, sums + c);
+                    }
+                    o[n] = v + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
+                }
+            }
+            if (fast && K % 512 == 0 && K > 512) { /* the others: in 512-element chunks, the lines requested between them */
+                const size_t cw = ck_qtype_row_bytes(type, 512), ca = ck_qtype_row_bytes(ck_qtype_dot_type(type), 512);
+                int64_t c;
+                ck_pf_start(&pf, rows + (size_t)n * rb, rows + (size_t)b * rb);
+                for (; n < b; n++) {
+                    const char *wr = rows + (size_t)n * rb;
+                    float v = 0.0f;
+                    for (c = 0; c < K / 512; c++) {
+                        ck_pf_ahead(&pf, wr + cw * (size_t)c);
+                        v += dot(512, wr + cw * (size_t)c, (const char *)act + ca * (size_t)c);
+                    }
                     o[n] = v + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
                 }
             }
