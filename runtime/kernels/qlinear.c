@@ -1244,7 +1244,9 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                     o[n] = v + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
                 }
             }
-            if (fast && K % 512 == 0 && K > 512) { /* the others: in 512-element chunks, the lines requested between them */
+            if (fast && dot != ck_qtype_cpu_of(type)->dot_ref && K % 512 == 0 && K > 512) {
+                /* the other SIMD bodies: in 512-element chunks, the lines requested between them (the portable
+                 * path keeps its one sum per row: the same order as on every other machine, wasm included) */
                 const size_t cw = ck_qtype_row_bytes(type, 512), ca = ck_qtype_row_bytes(ck_qtype_dot_type(type), 512);
                 int64_t c;
                 ck_pf_start(&pf, rows + (size_t)n * rb, rows + (size_t)b * rb);
