@@ -587,6 +587,12 @@ int run_list(const ListArgs &a)
             doc["families"].push_back({{"model_type", f.model_type}, {"gguf", g ? nlohmann::json(g->arch) : nullptr}});
             text << fmt::format("  {:<12} {}\n", f.model_type, g ? g->arch : "(no GGUF architecture)");
         }
+        doc["multimodal"] = nlohmann::json::array();
+        text << "multimodal models (model_type: ckc compiles the language model, of the family shown):\n";
+        for (const auto &[type, text_type] : multimodal_model_types()) {
+            doc["multimodal"].push_back({{"model_type", type}, {"language_model", text_type}});
+            text << fmt::format("  {:<12} {}\n", type, text_type);
+        }
     }
     if (want("formats")) {
         doc["formats"] = nlohmann::json::array();

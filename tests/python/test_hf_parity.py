@@ -250,6 +250,8 @@ def test_gemma3_multimodal_checkpoint_runs_its_language_model(workdir):
         want = model.generate(torch.tensor([p]), attention_mask=torch.ones(1, 5, dtype=torch.long), max_new_tokens=16,
                               do_sample=False, eos_token_id=None, pad_token_id=0)[0].tolist()
     assert m.generate(p, 16) == want
+    listed = subprocess.run([ckc.ckc_binary(), "list", "families", "--json"], capture_output=True, text=True)
+    assert {"model_type": "gemma3", "language_model": "gemma3_text"} in __import__("json").loads(listed.stdout)["multimodal"]
     g = os.path.join(workdir, "hf-gemma3-multimodal.gguf")
     r = subprocess.run([ckc.ckc_binary(), "quantize", folder, "-o", g, "--type", "f32"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

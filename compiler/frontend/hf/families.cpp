@@ -48,18 +48,6 @@ std::vector<std::string> supported_model_types()
     return out;
 }
 
-static const Family &find_family(const ConfigReader &r)
-{
-    if (!r.has("model_type"))
-        r.fail("model_type", "is missing; ckc needs it to pick the architecture (supported: " +
-                                 join(supported_model_types(), ", ") + ")");
-    std::string type = r.string("model_type");
-    for (const auto &f : families())
-        if (type == f.model_type) return f;
-    r.fail("model_type", "\"" + type + "\" is not supported" + did_you_mean(type, supported_model_types()) +
-                             "; supported: " + join(supported_model_types(), ", "));
-}
-
 // The multimodal models whose language model is one of the families above: model_type, the language model's
 // model_type (text_config's, when it has none) and the prefix of its tensors in the checkpoint. One line each.
 struct MultimodalWrapper {
@@ -68,6 +56,33 @@ struct MultimodalWrapper {
 constexpr MultimodalWrapper kWrappers[] = {
     {"gemma3", "gemma3_text", "language_model."},  // Gemma3ForConditionalGeneration: gemma-3-4b and larger
 };
+
+// What a config.json's model_type may say: a family, or a multimodal model whose language model is one.
+static std::vector<std::string> accepted_model_types()
+{
+    std::vector<std::string> out = supported_model_types();
+    for (const MultimodalWrapper &w : kWrappers) out.push_back(w.model_type);
+    return out;
+}
+
+static const Family &find_family(const ConfigReader &r)
+{
+    if (!r.has("model_type"))
+        r.fail("model_type", "is missing; ckc needs it to pick the architecture (supported: " +
+                                 join(accepted_model_types(), ", ") + ")");
+    std::string type = r.string("model_type");
+    for (const auto &f : families())
+        if (type == f.model_type) return f;
+    r.fail("model_type", "\"" + type + "\" is not supported" + did_you_mean(type, accepted_model_types()) +
+                             "; supported: " + join(accepted_model_types(), ", "));
+}
+
+std::vector<std::pair<std::string, std::string>> multimodal_model_types()
+{
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const MultimodalWrapper &w : kWrappers) out.push_back({w.model_type, w.text_model_type});
+    return out;
+}
 
 LanguageModelOf language_model_of(const ConfigReader &r)
 {

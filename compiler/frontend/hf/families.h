@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "frontend/hf/config.h"
@@ -45,6 +46,8 @@ struct LanguageModelOf {
     std::string prefix;  // before the language model's checkpoint names; "" for a language model
 };
 LanguageModelOf language_model_of(const ConfigReader &r);
+// The multimodal model_types ckc compiles the language model of: {model_type, the language model's model_type}.
+std::vector<std::pair<std::string, std::string>> multimodal_model_types();
 
 // What a family reads that the GGUF table checks too (frontend/gguf/gguf_arch.cpp):
 // SmolLM3's layers with RoPE (1) and without (0), from no_rope_layers or no_rope_layer_interval.
