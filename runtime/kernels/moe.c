@@ -13,37 +13,19 @@
 #include "ck_errors.h"
 #include "ck_kernels.h"
 #include "ck_quant.h"
+#include "moe_choice.h"
 
 void ck_moe_route(float *route, int ldr, const float *logits, int ldl, int T, int E, int k, int norm_topk)
 {
     int t;
 #pragma omp parallel for schedule(static) if ((long)T * E >= CK_PAR_MIN)
     for (t = 0; t < T; t++) {
-        const float *l = logits + (size_t)t * ldl;
         float *r = route + (size_t)t * ldr;
-        float mx = l[0], sum = 0.0f, chosen_sum = 0.0f;
         unsigned char taken[CK_MOE_MAX_EXPERTS];
-        int chosen[CK_MOE_MAX_EXPERTS];
-        int e, j;
-        for (e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
-        for (e = 0; e < E; e++) {
-            r[e] = expf(l[e] - mx); /* the probabilities, in place until the choice is made */
-            sum += r[e];
-            taken[e] = 0;
-        }
-        for (e = 0; e < E; e++) r[e] /= sum;
-        for (j = 0; j < k; j++) { /* the k largest, the lower index first among equals; NaN is never larger */
-            int best = -1;
-            for (e = 0; e < E; e++)
-                if (!taken[e] && (best < 0 || r[e] > r[best])) best = e;
-            taken[best] = 1;
-            chosen[j] = best;
-            chosen_sum += r[best];
-        }
-        for (e = 0; e < E; e++)
-            if (!taken[e]) r[e] = 0.0f;
-        if (norm_topk)
-            for (j = 0; j < k; j++) r[chosen[j]] /= chosen_sum;
+        /* the probabilities, in place, then 0 where not chosen (renormalized over the chosen when norm_topk) */
+        const float kept = ck_moe_choice(logits + (size_t)t * ldl, E, k, r, taken);
+        int e;
+        for (e = 0; e < E; e++) r[e] = !taken[e] ? 0.0f : norm_topk ? r[e] / kept : r[e];
     }
 }
 

@@ -28,6 +28,7 @@
 #include "ck_quant.h"
 #include "ck_simd.h"
 #include "fgemm.h"
+#include "moe_choice.h"
 
 #ifdef _OPENMP
 #define CK_TEAM(work) (omp_in_parallel() || (double)(work) < CK_PAR_MIN ? 1 : omp_get_max_threads())
@@ -765,36 +766,13 @@ void ck_adamw_ref(float *w, const float *g, float *m, float *v, size_t n, float 
 
 /* ---- the mixture of experts' backward (moe.c has the forward) ---- */
 
-/* softmax(l) into p[E] and its k largest marked in taken (the forward's choice: the lower index first among
- * equals, a NaN never larger); returns the chosen probabilities' sum */
-static float moe_choice(const float *l, int E, int k, float *p, unsigned char *taken)
-{
-    float mx = l[0], sum = 0.0f, kept = 0.0f;
-    int e, j;
-    for (e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
-    for (e = 0; e < E; e++) {
-        p[e] = expf(l[e] - mx);
-        sum += p[e];
-        taken[e] = 0;
-    }
-    for (e = 0; e < E; e++) p[e] /= sum;
-    for (j = 0; j < k; j++) {
-        int best = -1;
-        for (e = 0; e < E; e++)
-            if (!taken[e] && (best < 0 || p[e] > p[best])) best = e;
-        taken[best] = 1;
-        kept += p[best];
-    }
-    return kept;
-}
-
 void ck_moe_aux_stats(double *aux, const float *logits, int ldl, int T, int E, int k)
 {
     float p[CK_MOE_MAX_EXPERTS];
     unsigned char taken[CK_MOE_MAX_EXPERTS];
     int t, e;
     for (t = 0; t < T; t++) {
-        moe_choice(logits + (size_t)t * ldl, E, k, p, taken);
+        ck_moe_choice(logits + (size_t)t * ldl, E, k, p, taken);
         for (e = 0; e < E; e++) {
             aux[e] += taken[e];
             aux[E + e] += p[e];
@@ -825,7 +803,7 @@ void ck_moe_route_backward(float *dlogits, int lddl, int acc, const float *drout
         float *dl = dlogits + (size_t)t * lddl;
         float p[CK_MOE_MAX_EXPERTS], dp[CK_MOE_MAX_EXPERTS], dot = 0.0f, pdp = 0.0f;
         unsigned char taken[CK_MOE_MAX_EXPERTS];
-        float kept = moe_choice(l, E, k, p, taken); /* the forward's choice, recomputed */
+        float kept = ck_moe_choice(l, E, k, p, taken); /* the forward's choice, recomputed */
         int e;
         /* route_e = p_e (/ kept when norm_topk) on the chosen, 0 elsewhere: d p from d route */
         if (norm_topk)

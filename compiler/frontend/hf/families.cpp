@@ -102,7 +102,11 @@ LanguageModelOf language_model_of(const ConfigReader &r)
     return {r, ""};
 }
 
-LlmConfig parse_hf_config(const ConfigReader &r) { return find_family(language_model_of(r).text).parse(language_model_of(r).text); }
+LlmConfig parse_hf_config(const ConfigReader &r)
+{
+    const ConfigReader text = language_model_of(r).text;
+    return find_family(text).parse(text);
+}
 
 Program build_from_config(const ConfigReader &top, const HfOptions &opts)
 {
