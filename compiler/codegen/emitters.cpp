@@ -9,6 +9,7 @@
 #include "codegen/emitters.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 
@@ -307,6 +308,7 @@ Calls softmax_emit(EmitCtx &c)
 {
     std::vector<CArg> args = {c.out(), c.in(0)}, ax = around_axis(c, c.tin(0));
     args.insert(args.end(), ax.begin(), ax.end());
+    args.push_back(arg_int("masked", c.n.i("masked", 0)));
     return {call("ck_softmax", args)};
 }
 
@@ -402,6 +404,86 @@ Calls masked_fill_emit(EmitCtx &c)
                                     arg_float("value", c.n.f("value"))})};
 }
 
+// ---- masks and indices (select.c) ----
+CArg elem_enum(const std::string &label, DType t)
+{
+    switch (t) {
+    case DType::F32: return arg_enum(label, "CK_ELEM_F32");
+    case DType::I64: return arg_enum(label, "CK_ELEM_I64");
+    case DType::I32: return arg_enum(label, "CK_ELEM_I32");
+    case DType::Bool: return arg_enum(label, "CK_ELEM_BOOL");
+    case DType::F16:
+    case DType::BF16: break;
+    }
+    input_error(fmt::format("no run-time kernel moves {} values here (cast them to float32)", dtype_name(t)));
+}
+
+Calls cmp_emit(EmitCtx &c)
+{
+    const Shape &o = static_shape(c, c.tout());
+    size_t r = o.size();
+    bool two = c.n.inputs.size() == 2;
+    std::string op = "CK_CMP_" + c.n.s("fn");  // eq .. ge: CK_CMP_OPS
+    std::transform(op.begin(), op.end(), op.begin(), [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+    return {call("ck_compare", {c.out(), arg_array("so", "int64_t", o), arg_size("rank", static_cast<int64_t>(r)), c.in(0),
+                                elem_enum("ta", c.tin(0).dtype), arg_array("sa", "int64_t", aligned(c.tin(0).shape, r)),
+                                two ? c.in(1) : arg_null("b"), elem_enum("tb", c.tin(two ? 1 : 0).dtype),
+                                arg_array("sb", "int64_t", aligned(c.tin(two ? 1 : 0).shape, r)),
+                                arg_float("scalar", two ? 0.0 : c.n.f("scalar")), arg_enum("op", op)})};
+}
+
+Calls cast_emit(EmitCtx &c)
+{
+    return {call("ck_cast", {c.out(), elem_enum("to", c.tout().dtype), c.in(0), elem_enum("from", c.tin(0).dtype),
+                             c.numel("n", c.n.output)})};
+}
+
+Calls where_emit(EmitCtx &c)
+{
+    const Shape &o = static_shape(c, c.tout());
+    size_t r = o.size();
+    CArg out = c.out();
+    return {call("ck_where", {out, arg_array("so", "int64_t", o), arg_size("rank", static_cast<int64_t>(r)), c.in(0),
+                              elem_enum("tc", c.tin(0).dtype), arg_array("sc", "int64_t", aligned(c.tin(0).shape, r)),
+                              c.in(1), arg_array("sa", "int64_t", aligned(c.tin(1).shape, r)), c.in(2),
+                              arg_array("sb", "int64_t", aligned(c.tin(2).shape, r)), elem_size(out)})};
+}
+
+Calls tril_emit(EmitCtx &c)
+{
+    const Shape &s = static_shape(c, c.tout());
+    int64_t rows = s[s.size() - 2], cols = s.back(), batch = 1;
+    for (size_t d = 0; d + 2 < s.size(); d++) batch *= s[d];
+    CArg out = c.out();
+    return {call("ck_tril", {out, c.in(0), arg_size("batch", batch), arg_size("rows", rows), arg_size("cols", cols),
+                             arg_int("diagonal", c.n.i("diagonal", 0)), elem_size(out)})};
+}
+
+Calls index_emit(EmitCtx &c)
+{
+    const Shape &x = static_shape(c, c.tin(0)), &o = static_shape(c, c.tout());
+    int64_t k = static_cast<int64_t>(c.n.inputs.size()) - 1, b_rank = static_cast<int64_t>(o.size() - (x.size() - k));
+    std::vector<CArg> idx;
+    std::vector<int64_t> shapes;
+    for (int64_t j = 1; j <= k; j++) {
+        idx.push_back(c.in(static_cast<size_t>(j)));
+        Shape s = aligned(c.tin(static_cast<size_t>(j)).shape, static_cast<size_t>(b_rank));
+        shapes.insert(shapes.end(), s.begin(), s.end());
+    }
+    CArg out = c.out();
+    KernelCall call_ = call("ck_index", {out, c.in(0), arg_array("sx", "int64_t", x),
+                                         arg_size("rank", static_cast<int64_t>(x.size())), arg_size("k", k),
+                                         arg_pointers("idx", "const int64_t *", idx), arg_array("si", "int64_t", shapes),
+                                         arg_size("b_rank", b_rank), elem_size(out)});
+    call_.fails_if = ">= 0";
+    call_.fail_code = "CK_EINVAL";
+    std::string dims;
+    for (int64_t j = 0; j < k; j++) dims += fmt::format("{}{}", j ? ", " : "", x[static_cast<size_t>(j)]);
+    call_.fail_message = fmt::format("'{}': an index is outside the indexed dims ({}) of '{}'", c.n.name, dims,
+                                     c.n.inputs[0]);
+    return {call_};
+}
+
 Calls attention_emit(EmitCtx &c)
 {
     Inputs in;
@@ -473,6 +555,7 @@ Calls ew_emit(EmitCtx &c)
 const char *const K_EMB = "kernels/embedding.c", *const K_NORM = "kernels/norm.c", *const K_LIN = "kernels/linear.c",
                   *const K_EW = "kernels/elementwise.c", *const K_BIN = "kernels/binary.c", *const K_ROPE = "kernels/rope.c",
                   *const K_ATT = "kernels/attention.c", *const K_RED = "kernels/reduce.c", *const K_LAY = "kernels/layout.c",
+                  *const K_SEL = "kernels/select.c",
                   *const K_MOE = "kernels/moe.c";
 
 std::vector<Lowering> build_lowerings()
@@ -506,6 +589,11 @@ std::vector<Lowering> build_lowerings()
         {Op::ATTENTION, attention_emit, {K_ATT}},
         {Op::BIAS_RELU, bias_relu_emit, {K_EW}},
         {Op::EW, ew_emit, {K_EW}},
+        {Op::CMP, cmp_emit, {K_SEL}},
+        {Op::CAST, cast_emit, {K_SEL}},
+        {Op::WHERE, where_emit, {K_SEL}},
+        {Op::TRIL, tril_emit, {K_SEL}},
+        {Op::INDEX, index_emit, {K_SEL}},
 #define CK_UNARY_LOWERING(name, formula) {Op::name, unary_emit, {K_EW}},
         CK_UNARY_OPS(CK_UNARY_LOWERING)
 #undef CK_UNARY_LOWERING

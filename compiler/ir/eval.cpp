@@ -276,4 +276,28 @@ bool eval_tril(const Node &n, const ConstInputs &in, ConstData &out)
     return true;
 }
 
+bool eval_index(const Node &, const ConstInputs &in, ConstData &out)
+{
+    const Shape &x = in[0]->shape;
+    size_t k = in.size() - 1, b_rank = out.shape.size() - (x.size() - k);
+    Shape b(out.shape.begin(), out.shape.begin() + static_cast<std::ptrdiff_t>(b_rank));
+    int64_t inner = 1, nb = 1;
+    for (size_t d = k; d < x.size(); d++) inner *= x[d];
+    for (int64_t d : b) nb *= d;
+    std::vector<Broadcaster> bc;
+    for (size_t j = 1; j < in.size(); j++) bc.emplace_back(in[j]->shape, b);
+    out.v.resize(out.numel());
+    for (int64_t p = 0; p < nb; p++) {
+        int64_t src = 0;
+        for (size_t j = 0; j < k; j++) {
+            int64_t v = static_cast<int64_t>(in[j + 1]->v[bc[j](p)]);
+            if (v < 0) v += x[j];
+            if (v < 0 || v >= x[j]) return false;  // left to run time, which reports it
+            src = src * x[j] + v;
+        }
+        for (int64_t i = 0; i < inner; i++) out.v[p * inner + i] = in[0]->v[src * inner + i];
+    }
+    return true;
+}
+
 }  // namespace ckc

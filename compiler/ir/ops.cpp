@@ -472,6 +472,8 @@ Shape cmp_shape(const Node &n, const Inputs &in)
 }
 Shape where_shape(const Node &n, const Inputs &in)
 {
+    CK_EXPECT(in[1]->dtype == in[2]->dtype, n,
+              fmt::format("the two values are {} and {}: one dtype expected", dtype_name(in[1]->dtype), dtype_name(in[2]->dtype)));
     return broadcast(n, broadcast(n, in[0]->shape, in[1]->shape), in[2]->shape);
 }
 DType where_dtype(const Node &, const Inputs &in) { return in[1]->dtype; }
@@ -479,6 +481,22 @@ Shape tril_shape(const Node &n, const Inputs &in)
 {
     CK_EXPECT(in[0]->shape.size() >= 2, n, "needs rank >= 2");
     return in[0]->shape;
+}
+// x[i0, .., ik-1]: the indices' broadcast shape, then x's dims k..
+Shape index_shape(const Node &n, const Inputs &in)
+{
+    const Shape &x = in[0]->shape;
+    size_t k = in.size() - 1;
+    CK_EXPECT(k <= x.size(), n, fmt::format("{} indices for a tensor of rank {}", k, x.size()));
+    Shape b;
+    for (size_t j = 1; j < in.size(); j++) {
+        CK_EXPECT(in[j]->dtype == DType::I64, n, fmt::format("index {} is {}, not int64", j - 1, dtype_name(in[j]->dtype)));
+        b = j == 1 ? in[j]->shape : broadcast(n, b, in[j]->shape);
+    }
+    Shape out = b;
+    out.insert(out.end(), x.begin() + static_cast<std::ptrdiff_t>(k), x.end());
+    CK_EXPECT(out.size() <= CK_MAX_RANK, n, fmt::format("rank {} exceeds {}", out.size(), CK_MAX_RANK));
+    return out;
 }
 
 // ---- names of the output's dims (Tensor::dims) -----------------------------------------------
@@ -594,13 +612,15 @@ std::vector<OpDef> build_table()
         Def("ATTENTION", 3, 3, attention_shape).scratch(attention_scratch).strided(in0 | in1 | in2 | kStridedOut),
         Def("BIAS_RELU", 2, 2, bias_relu_shape).inplace({0}).by_pass(),
         Def("EW", 1, CK_EW_MAX_INPUTS, ew_shape).inplace({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}).by_pass(),
+        // ---- masks and indices
+        Def("CMP", 1, 2, cmp_shape).dtype(bool_dtype).eval(eval_cmp).any_dtype(all_inputs),
+        Def("CAST", 1, 1, same_shape).dtype(attr_dtype).eval(eval_cast).any_dtype(all_inputs),
+        Def("WHERE", 3, 3, where_shape).dtype(where_dtype).eval(eval_where).any_dtype(all_inputs),
+        Def("TRIL", 1, 1, tril_shape).dtype(same_dtype).inplace({0}).eval(eval_tril).any_dtype(all_inputs),
+        Def("INDEX", 2, 1 + CK_MAX_RANK, index_shape).dtype(same_dtype).eval(eval_index).any_dtype(all_inputs),
         // ---- fold-only
         Def("ARANGE", 0, 0, arange_shape).dtype(attr_dtype).eval(eval_arange).fold_only(),
         Def("FULL", 0, 0, full_shape).dtype(attr_dtype).eval(eval_full).fold_only(),
-        Def("CMP", 1, 2, cmp_shape).dtype(bool_dtype).eval(eval_cmp).fold_only(),
-        Def("CAST", 1, 1, same_shape).dtype(attr_dtype).eval(eval_cast).fold_only(),
-        Def("WHERE", 3, 3, where_shape).dtype(where_dtype).eval(eval_where).fold_only(),
-        Def("TRIL", 1, 1, tril_shape).dtype(same_dtype).eval(eval_tril).fold_only(),
     };
     std::vector<OpDef> out;
     for (auto &d : t) out.push_back(d.d);

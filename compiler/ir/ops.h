@@ -56,7 +56,7 @@ namespace ckc {
     CK_BINARY_OPS(X) /* (a, b) or (a) op scalar (attr reverse: scalar op a), numpy broadcasting:  */ \
                      /* ADD SUB MUL DIV... (ck_kernels.h)                                      */ \
     CK_UNARY_OPS(X)  /* (x) -> formula(x): RELU SILU TANH EXP RSQRT NEG POW... (ck_kernels.h)  */ \
-    X(SOFTMAX)       /* (x) -> softmax along axis                                             */ \
+    X(SOFTMAX)       /* (x) -> softmax along axis; attr masked: a row of only -inf gives 0 (SDPA) */ \
     CK_REDUCE_OPS(X) /* (x) -> reduced along axis (attr keepdim): REDUCE_SUM _MEAN _MAX...       */ \
     X(RESHAPE)       /* (x) -> x viewed as attr shape (an alias of contiguous memory)         */ \
     X(TRANSPOSE)     /* (x) -> x with axes dim0 and dim1 swapped                              */ \
@@ -69,13 +69,15 @@ namespace ckc {
     X(ATTENTION)     /* (q[..,S,D], k[..,S,D], v[..,S,D]) -> softmax(q k^T scale [causal]) v    */ \
     X(BIAS_RELU)     /* (x[..,N], bias[N]) -> relu(x + bias)                                  */ \
     X(EW)            /* (x0, x1, ...) -> attr program over them, attr shape (ir/ew_program.h)   */ \
-    /* ---- fold-only ops: evaluated at compile time, never run ------------------------- */ \
-    X(ARANGE)        /* () -> start, start+step, ... < end  (attr dtype)                      */ \
-    X(FULL)          /* () -> attr shape filled with value (attr dtype)                       */ \
+    /* ---- masks and indices: folded when their inputs are constants, else run (select.c) */ \
     X(CMP)           /* (a, b) or (a) vs scalar -> bool  attr fn: eq ne lt le gt ge           */ \
     X(CAST)          /* (x) -> x converted to attr dtype                                      */ \
     X(WHERE)         /* (cond, a, b) -> cond ? a : b                                          */ \
-    X(TRIL)          /* (x) -> x with zeros above diagonal + attr diagonal                    */
+    X(TRIL)          /* (x) -> x with zeros above diagonal + attr diagonal                    */ \
+    X(INDEX)         /* (x, i0, .., ik-1 int64) -> x[i0, .., ik-1], the indices broadcast      */ \
+    /* ---- fold-only ops: evaluated at compile time, never run ------------------------- */ \
+    X(ARANGE)        /* () -> start, start+step, ... < end  (attr dtype)                      */ \
+    X(FULL)          /* () -> attr shape filled with value (attr dtype)                       */
 
 enum class Op {
 #define CK_OP_ENUM(name, ...) name,

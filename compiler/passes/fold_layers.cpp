@@ -13,6 +13,7 @@
 // Then layer 0 becomes the block with weights named "...h.{L}...", the tensor
 // crossing layers becomes the carry, and what runs before / after becomes
 // the header / footer. Otherwise the program stays all header.
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <regex>
@@ -154,7 +155,11 @@ private:
                 if (!l.produced.count(u->output)) outside = true;
             if (outside) outs.insert(n->output);
         }
-        if (ins.empty() && graph_inputs.size() == 1 && &l == &layers_.front()) ins = graph_inputs;  // the input is the carry
+        if (ins.empty() && &l == &layers_.front()) {  // the carry is a graph input: the one the next layer does not read
+            for (const Node *n : layers_[1].nodes)
+                for (const auto &in : n->inputs) graph_inputs.erase(in);
+            if (graph_inputs.size() == 1) ins = graph_inputs;
+        }
         if (ins.size() != 1 || outs.size() != 1) return false;
         l.carry_in = *ins.begin();
         l.carry_out = *outs.begin();
@@ -352,6 +357,96 @@ private:
     std::set<std::string> shared_;
 };
 
+// Values computed before the layers from graph inputs and constants alone and read inside them (the padding
+// mask transformers builds from an attention_mask input: CAST, INDEX, WHERE) would be a second value entering
+// every layer (one read by the first layer alone is its carry). Each layer gets its own copy of the nodes that make them instead, placed before its first node, and
+// the originals go when nothing else reads them. A mask is a byte per score: computing it once per layer costs
+// little next to the attention that reads it. Returns whether anything was copied.
+bool copy_input_values_into_layers(Graph &g)
+{
+    std::set<std::string> input_only;  // activations made before the layers from inputs and constants alone
+    std::vector<std::vector<const Node *>> layers;
+    std::vector<std::string> layer_module;
+    std::string container;
+    for (const Node *n : g.node_list()) {
+        auto tag = layer_of(n->origin);
+        if (!tag) {
+            if (!layers.empty() || op_def(n->op).side_effects) continue;
+            bool ok = true;
+            for (const auto &in : n->inputs) {
+                Storage s = g.tensor(in).storage;
+                ok = ok && (s == Storage::Input || s == Storage::Weight || input_only.count(in));
+            }
+            if (ok) input_only.insert(n->output);
+            continue;
+        }
+        if (container.empty()) container = tag->container;
+        if (tag->container != container) return false;
+        if (tag->index == static_cast<int64_t>(layers.size())) {
+            layers.emplace_back();
+            layer_module.push_back(tag->container + "." + std::to_string(tag->index));
+        }
+        if (tag->index != static_cast<int64_t>(layers.size()) - 1) return false;  // split() refuses it anyway
+        layers.back().push_back(n);
+    }
+    if (layers.size() < 2) return false;
+    // only values more than one layer reads: the one only the first reads is the carry (the embeddings)
+    std::map<std::string, std::set<size_t>> readers;
+    for (size_t li = 0; li < layers.size(); li++)
+        for (const Node *n : layers[li])
+            for (const auto &in : n->inputs)
+                if (input_only.count(in)) readers[in].insert(li);
+    std::set<std::string> shared;
+    for (const auto &[t, ls] : readers)
+        if (ls.size() > 1) shared.insert(t);
+    std::set<std::string> copied_from;
+    for (size_t li = 0; li < layers.size(); li++) {
+        // the input-only values this layer reads, and the nodes making them, in graph order
+        std::set<std::string> need;
+        std::vector<std::string> stack;
+        for (const Node *n : layers[li])
+            for (const auto &in : n->inputs)
+                if (shared.count(in) && need.insert(in).second) stack.push_back(in);
+        while (!stack.empty()) {
+            std::string t = stack.back();
+            stack.pop_back();
+            for (const auto &in : g.producer(t)->inputs)
+                if (input_only.count(in) && need.insert(in).second) stack.push_back(in);
+        }
+        if (need.empty()) continue;
+        std::vector<const Node *> chain;
+        for (const auto &t : need) chain.push_back(g.producer(t));
+        std::sort(chain.begin(), chain.end(), [&](const Node *a, const Node *b) { return g.runs_before(a->name, b->name); });
+        std::map<std::string, std::string> rename;
+        std::string first = layers[li].front()->name;
+        for (const Node *src : chain) {
+            Node n = *src;
+            n.name = g.unique_name(src->name + "_l" + std::to_string(li));
+            n.output = g.unique_name(src->output + "_l" + std::to_string(li));
+            for (auto &in : n.inputs)
+                if (rename.count(in)) in = rename[in];
+            n.origin.source = n.origin.str() + " (copied into the layer)";
+            n.origin.module = layer_module[li];
+            rename[src->output] = n.output;
+            copied_from.insert(src->output);
+            g.insert_node(n, first);
+        }
+        for (const Node *n : layers[li])
+            for (size_t k = 0; k < n->inputs.size(); k++)
+                if (rename.count(n->inputs[k])) g.set_input(n->name, k, rename[n->inputs[k]]);
+    }
+    // the originals nothing reads any more, last first
+    std::vector<const Node *> all = g.node_list();
+    for (auto it = all.rbegin(); it != all.rend(); ++it) {
+        const Node *n = *it;
+        if (!copied_from.count(n->output) || g.is_output(n->output) || !g.consumers(n->output).empty()) continue;
+        std::string out = n->output;
+        g.remove_node(n->name);
+        g.remove_tensor(out);
+    }
+    return !copied_from.empty();
+}
+
 }  // namespace
 
 int64_t fold_layers(Program &p)
@@ -360,8 +455,16 @@ int64_t fold_layers(Program &p)
     // an output written into an input is planned against that input's readers: all in one section
     for (const auto &o : p.outputs)
         if (p.header.has_tensor(o) && !p.header.tensor(o).into.empty()) return 0;
-    Folder f(p);
-    int64_t n = f.run();
+    int64_t n = 0;
+    Program trial = p;  // the layers with their own copies of the input-only values, kept if they fold
+    if (copy_input_values_into_layers(trial.header)) {
+        Folder f(trial);
+        if ((n = f.run())) p = std::move(trial);
+    }
+    if (!n) {
+        Folder f(p);
+        n = f.run();
+    }
     if (n) {
         for (Section s : kSections) p.section(s).verify(std::string("fold_layers, ") + Program::section_name(s));
     }

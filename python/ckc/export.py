@@ -829,6 +829,47 @@ def _where(c, n, cond, a, b):
     return c.op("WHERE", [c.t(cond), ta, tb], out=n)
 
 
+def _logical(fn):
+    """a & b, a | b (and logical_and / logical_or) of booleans, as a WHERE: a & b is where(a, b, False), a | b
+    where(a, True, b). Integer bitwise operations have no kernel."""
+    def handler(c, n, a, b):
+        import torch
+        for v in (a, b):
+            if _is_tensor(v) and c.values[v].dtype != torch.bool:
+                c.fail(f"bitwise {fn} of {c.values[v].dtype} values (only booleans are supported)")
+        if not _is_tensor(a):
+            a, b = b, a
+        fill = c.array_const(fn == "or", "false" if fn == "and" else "true", "bool")
+        tb = c.t(b) if _is_tensor(b) else c.array_const(bool(b), "scalar", "bool")
+        args = [c.t(a), tb, fill] if fn == "and" else [c.t(a), fill, tb]
+        return c.op("WHERE", args, out=n)
+    return handler
+
+
+def _index(c, n, x, indices):
+    """x[i0, i1, ...] with index tensors for the leading dims (advanced indexing): INDEX. A None before an
+    index tensor (x[:, i]) and boolean masks (data-dependent shapes) are refused."""
+    import torch
+    indices = list(indices)
+    while indices and indices[-1] is None:
+        indices.pop()
+    if not indices or any(i is None for i in indices):
+        c.fail("indexing with a full slice before an index tensor (x[:, idx]): only the leading dims can be "
+               "indexed")
+    ins = [c.t(x)]
+    for i in indices:
+        if not _is_tensor(i):
+            c.fail(f"index {i!r} is not a tensor")
+        dt = c.values[i].dtype
+        if dt == torch.bool:
+            c.fail("indexing with a boolean mask (its result's shape depends on the data)")
+        t = c.t(i)
+        if dt != torch.int64:
+            t = c.op("CAST", [t], {"dtype": "i64"}, hint="index")
+        ins.append(t)
+    return c.op("INDEX", ins, out=n)
+
+
 def _tril(c, n, x, diagonal=0):
     return c.op("TRIL", [c.t(x)], {"diagonal": diagonal}, out=n)
 
@@ -847,7 +888,8 @@ def _sdpa(c, n, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=N
     else:
         keep_not = c.op("CMP", [c.t(attn_mask)], {"fn": "eq", "scalar": 0}, hint="mask_off")
         s = c.op("MASKED_FILL", [s, keep_not], {"value": float("-inf")}, hint="masked")
-    p = c.op("SOFTMAX", [s], {"axis": len(c.shape(q)) - 1}, hint="probs")
+    # masked: a query that may attend to nothing gets 0 (scaled_dot_product_attention), not softmax's NaN
+    p = c.op("SOFTMAX", [s], {"axis": len(c.shape(q)) - 1, "masked": 1}, hint="probs")
     return c.op("MATMUL", [p, c.t(v)], out=n)
 
 
@@ -893,13 +935,16 @@ _HANDLERS = {
     # lookups, attention
     "aten.embedding": _embedding, "aten.scaled_dot_product_attention": _sdpa,
     "ckc.sdpa": _sdpa,  # the torch backend's stand-in, which AOTAutograd does not decompose (conductor/rewrites.py)
-    # masks and constants (folded by the compiler)
+    # masks and constants (folded by the compiler where they are constant, else run)
     "aten.arange": _arange, "aten.full": _full, "aten.ones": _ones, "aten.zeros": _zeros,
     "aten.full_like": _full_like, "aten.new_full": _new_full, "aten.ones_like": _ones, "aten.zeros_like": _zeros,
     "aten.new_ones": _ones, "aten.new_zeros": _zeros, "aten.scalar_tensor": _scalar_tensor,
     "aten.masked_fill": _masked_fill, "aten.where": _where, "aten.tril": _tril,
     "aten.eq": _cmp("eq"), "aten.ne": _cmp("ne"), "aten.lt": _cmp("lt"), "aten.le": _cmp("le"),
     "aten.gt": _cmp("gt"), "aten.ge": _cmp("ge"), "aten.logical_not": _logical_not, "aten.bitwise_not": _logical_not,
+    "aten.__and__": _logical("and"), "aten.bitwise_and": _logical("and"), "aten.logical_and": _logical("and"),
+    "aten.__or__": _logical("or"), "aten.bitwise_or": _logical("or"), "aten.logical_or": _logical("or"),
+    "aten.index": _index,
 }
 
 

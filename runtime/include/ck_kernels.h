@@ -390,9 +390,39 @@ void ck_binary_scalar(float *out, const float *a, size_t n, float s, ck_binop op
 void ck_masked_fill(float *out, const int64_t *shape, int rank, const float *x, const uint8_t *mask,
                     const int64_t *mask_shape, float value);
 
-/* ---- softmax and reductions (reduce.c), over the middle of [outer][n][inner] ---- */
-void ck_softmax(float *out, const float *x, int64_t outer, int64_t n, int64_t inner);
-void ck_softmax_ref(float *out, const float *x, int64_t outer, int64_t n, int64_t inner);
+/* ---- selects, comparisons, casts and gathers of any dtype (select.c) ----
+ * What builds a mask from run-time data (an attention_mask input): numpy
+ * broadcasting as ck_binary (shapes right-aligned to `rank` entries), element
+ * types below (bool is one byte, 0 or 1). Values are compared as doubles, so
+ * int64 compares exactly up to 2^53. */
+typedef enum ck_elem { CK_ELEM_F32 = 0, CK_ELEM_I64 = 1, CK_ELEM_I32 = 2, CK_ELEM_BOOL = 3 } ck_elem;
+#define CK_CMP_OPS(X) X(EQ, ==) X(NE, !=) X(LT, <) X(LE, <=) X(GT, >) X(GE, >=)
+#define CK_CMP_ENUM_ROW(name, c_op) CK_CMP_##name,
+typedef enum ck_cmpop { CK_CMP_OPS(CK_CMP_ENUM_ROW) CK_CMP_COUNT } ck_cmpop;
+#undef CK_CMP_ENUM_ROW
+/* out[i] = x[i] converted: to an integer by truncation toward 0 (NaN gives 0, values beyond the type's range
+ * its limit), to bool by x != 0 (NaN is true), from bool 0 or 1. out may equal x when the sizes agree. */
+void ck_cast(void *out, ck_elem to, const void *x, ck_elem from, size_t n);
+/* out = a op b (b NULL: a op scalar), 1 or 0 */
+void ck_compare(uint8_t *out, const int64_t *out_shape, int rank, const void *a, ck_elem ta, const int64_t *a_shape,
+                const void *b, ck_elem tb, const int64_t *b_shape, double scalar, ck_cmpop op);
+/* out = cond != 0 ? a : b, a and b of one type of `elem` bytes */
+void ck_where(void *out, const int64_t *out_shape, int rank, const void *cond, ck_elem tc, const int64_t *c_shape,
+              const void *a, const int64_t *a_shape, const void *b, const int64_t *b_shape, size_t elem);
+/* x [batch][rows][cols] with zeros where col > row + diagonal (torch.tril). out may equal x. */
+void ck_tril(void *out, const void *x, int64_t batch, int64_t rows, int64_t cols, int64_t diagonal, size_t elem);
+/* torch's x[i0, i1, .., ik-1] (advanced indexing of the k leading dims): the k int64 index tensors broadcast
+ * to one shape of b_rank dims (idx_shapes: k rows of b_rank entries, right-aligned), out is that shape then
+ * x's dims k..; a negative index counts from the end. Returns -1, or the first position of the broadcast
+ * index shape whose index is out of range, before writing anything. */
+int64_t ck_index(void *out, const void *x, const int64_t *x_shape, int x_rank, int k, const int64_t *const *idx,
+                 const int64_t *idx_shapes, int b_rank, size_t elem);
+
+/* ---- softmax and reductions (reduce.c), over the middle of [outer][n][inner] ----
+ * ck_softmax: masked = 1 gives a row of only -inf zeros (scaled_dot_product_attention's rule for a query that
+ * may attend to nothing), masked = 0 NaN (torch.softmax's). */
+void ck_softmax(float *out, const float *x, int64_t outer, int64_t n, int64_t inner, int masked);
+void ck_softmax_ref(float *out, const float *x, int64_t outer, int64_t n, int64_t inner, int masked);
 /* The reductions, one row each: X(IR_NAME, NAME, identity, combine, finish):
  * acc starts at `identity`, takes each `x` in order through `combine`, and
  * the result is `finish` of acc and the count `n` (C expressions of acc, x,

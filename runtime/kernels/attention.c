@@ -190,7 +190,7 @@ void ck_attention_std(float *out, ck_seq so, const float *q, ck_seq sq, const fl
             for (i = r0; i < r1; i++) {
                 float *row = S + (i - r0) * Sk;
                 int64_t e = last_key(i, Sq, Sk, causal);
-                ck_vsoftmax(row, row, (int)e);
+                ck_vsoftmax(row, row, (int)e, NAN); /* all -inf: only from NaN scores */
                 if (e < kmax) memset(row + e, 0, (size_t)(kmax - e) * sizeof(float));
             }
             ck_sgemm(0, 0, (int)(r1 - r0), (int)D, (int)kmax, 1.0f, S, (int)Sk, V, (int)sv.row, 0.0f,

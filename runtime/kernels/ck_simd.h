@@ -459,14 +459,16 @@ static inline void ck_vsqrt(float *y, const float *x, int n)
 
 /* o = softmax(x) over n values (o may equal x). A row that is entirely
  * -inf (fully masked; torch gives NaN) becomes uniform, to stay finite. */
-static inline void ck_vsoftmax(float *o, const float *x, int n)
+/* A row of only -inf (or an empty max) gives `empty` everywhere: NaN for torch.softmax, 0 for attention's
+ * query that may attend to nothing. */
+static inline void ck_vsoftmax(float *o, const float *x, int n, float empty)
 {
     float mx = -INFINITY, sum = 0.0f, inv;
     int i;
     for (i = 0; i < n; i++)
         if (x[i] > mx) mx = x[i];
     if (mx == -INFINITY) {
-        for (i = 0; i < n; i++) o[i] = 1.0f / (float)n;
+        for (i = 0; i < n; i++) o[i] = empty;
         return;
     }
     for (i = 0; i < n; i++) o[i] = x[i] - mx;

@@ -11,18 +11,19 @@
 #include "ck_kernels.h"
 #include "ck_simd.h"
 
-void ck_softmax(float *out, const float *x, int64_t outer, int64_t n, int64_t inner)
+void ck_softmax(float *out, const float *x, int64_t outer, int64_t n, int64_t inner, int masked)
 {
     long r;
     if (inner == 1) {
+        float empty = masked ? 0.0f : NAN;
 #pragma omp parallel for schedule(static) if (outer * n >= CK_PAR_MIN_EXP)
-        for (r = 0; r < (long)outer; r++) ck_vsoftmax(out + r * n, x + r * n, (int)n);
+        for (r = 0; r < (long)outer; r++) ck_vsoftmax(out + r * n, x + r * n, (int)n, empty);
         return;
     }
-    ck_softmax_ref(out, x, outer, n, inner);
+    ck_softmax_ref(out, x, outer, n, inner, masked);
 }
 
-void ck_softmax_ref(float *out, const float *x, int64_t outer, int64_t n, int64_t inner)
+void ck_softmax_ref(float *out, const float *x, int64_t outer, int64_t n, int64_t inner, int masked)
 {
     int64_t o, j, k;
     for (o = 0; o < outer; o++)
@@ -32,6 +33,10 @@ void ck_softmax_ref(float *out, const float *x, int64_t outer, int64_t n, int64_
             double mx = -INFINITY, sum = 0.0;
             for (k = 0; k < n; k++)
                 if (xr[k * inner] > mx) mx = xr[k * inner];
+            if (mx == -INFINITY) { /* nothing to attend to (or NaN everywhere) */
+                for (k = 0; k < n; k++) orow[k * inner] = masked ? 0.0f : NAN;
+                continue;
+            }
             for (k = 0; k < n; k++) sum += exp((double)xr[k * inner] - mx);
             for (k = 0; k < n; k++) orow[k * inner] = (float)(exp((double)xr[k * inner] - mx) / sum);
         }

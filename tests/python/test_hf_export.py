@@ -54,21 +54,64 @@ def test_hf_model_exports_folds_and_matches(compile_graph, model_type):
     assert rest.get("EMBEDDING") == 1
 
 
-def test_hf_model_with_padding_mask_input_is_refused_clearly(tmp_path):
-    """An attention_mask input makes the mask depend on run-time data: ckc has no kernel for that
-    and says which op and module."""
+class WithMask(torch.nn.Module):
+    """An HF causal LM called with an attention_mask: transformers builds the padding mask from it at run time."""
+
+    def __init__(self, model_type):
+        super().__init__()
+        self.m = hf_model(model_type)
+
+    def forward(self, input_ids, attention_mask):
+        return self.m(input_ids=input_ids, attention_mask=attention_mask).logits
+
+
+@pytest.mark.parametrize("model_type", ["llama", "gpt2"])
+def test_hf_model_with_padding_mask_matches_transformers_on_padded_batches(compile_graph, model_type):
+    """A padded batch of unequal prompts: the mask is computed at run time (CAST, INDEX, WHERE, CMP kernels), so
+    one library serves any mask of its shape. Left padding, right padding and a row with no token at all (every
+    query attends to nothing: scaled_dot_product_attention gives 0 there, and so must ckc) equal transformers;
+    the layers still fold into one block, each computing the mask from the input."""
+    m = WithMask(model_type).eval()
+    ids = torch.randint(0, 96, (4, 9), generator=torch.Generator().manual_seed(2))
+    masks = {"none": torch.ones(4, 9, dtype=torch.int64)}
+    left = masks["none"].clone()
+    left[1, :4] = 0
+    left[2, :1] = 0
+    left[3, :] = 0
+    right = masks["none"].clone()
+    right[0, 6:] = 0
+    right[2, 2:] = 0
+    masks.update(left=left, right=right)
+    c = compile_graph("hf_mask_" + model_type, m, (ids, left))
+    g = c.model()
+    for name, mask in masks.items():
+        with torch.no_grad():
+            ref = m(ids, mask).numpy()
+        got = g(ids.numpy(), mask.numpy())
+        assert not np.isnan(got).any(), name
+        assert max_diff(got, ref) < 1e-4, (name, max_diff(got, ref))
+    # right padding: the real tokens' logits equal each prompt run alone
+    with torch.no_grad():
+        alone = m(ids[2:3, :2], torch.ones(1, 2, dtype=torch.int64)).numpy()
+    assert max_diff(g(ids.numpy(), right.numpy())[2, :2], alone[0]) < 1e-4
+
+    ins = c.inspect()
+    assert ins["block"]["layers"] == LAYERS, "the decoder layers did not fold into one block"
+    block = op_counts({"header": {"nodes": []}, "block": ins["block"], "footer": {"nodes": []}})
+    assert block.get("INDEX") == 1 and block.get("SOFTMAX") == 1, block
+    softmax = [n for n in ins["block"]["nodes"] if n["op"] == "SOFTMAX"]
+    assert softmax[0]["attrs"].get("masked") == 1
+
+
+def test_index_by_a_boolean_mask_is_refused_clearly(tmp_path):
+    """x[mask] has a shape that depends on the data: refused, naming the op and the reason."""
     import ckc
 
-    class WithMask(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.m = hf_model("llama")
+    class Pick(torch.nn.Module):
+        def forward(self, x, keep):
+            return x[keep].sum()
 
-        def forward(self, input_ids, attention_mask):
-            return self.m(input_ids=input_ids, attention_mask=attention_mask).logits
-
-    ids = torch.randint(0, 96, (1, 6))
     with pytest.raises(ckc.ExportError) as e:
-        ckc.export(WithMask(), (ids, torch.ones(1, 6, dtype=torch.int64)), str(tmp_path / "x"))
-    assert "module 'm.model" in str(e.value) and "aten." in str(e.value)
+        ckc.export(Pick(), (torch.randn(5), torch.tensor([True, False, True, True, False])), str(tmp_path / "x"))
+    assert "boolean" in str(e.value) or "data-dependent" in str(e.value), str(e.value)
     assert not (tmp_path / "x" / "graph.json").exists()

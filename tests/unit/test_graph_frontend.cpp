@@ -268,6 +268,41 @@ TEST_CASE("fold_layers: identical layers become one block run N times", "[graph-
     }
 }
 
+TEST_CASE("fold_layers: a mask computed from an input before the layers is computed in each layer", "[graph-frontend]")
+{
+    // keep[3, 8] bool input -> off = (keep == 0) before the layers; every layer masks its relu with it
+    json d = layered(3, "layers");
+    d["inputs"].push_back({{"name", "keep"}, {"shape", {3, 8}}, {"dtype", "bool"}});
+    json nodes = json::array({node("off", "CMP", {"keep"}, {{"fn", "eq"}, {"scalar", 0}}, "mask")});
+    for (auto &n : d["nodes"]) {
+        if (n["op"] == "ADD") {
+            std::string i = n["name"].get<std::string>().substr(3);
+            nodes.push_back(node("masked" + i, "MASKED_FILL", {"relu" + i, "off"}, {{"value", 0.0}}, "layers." + i));
+            n["inputs"][0] = "masked" + i;
+        }
+        nodes.push_back(n);
+    }
+    d["nodes"] = nodes;
+    Exported e(d, layered_weights(3, "layers"));
+    Program p = build_from_graph_json(e.path());
+    CHECK(fold_layers(p) == 3);
+    std::vector<std::string> block;
+    for (const Node &n : p.block.nodes()) block.push_back(op_name(n.op));
+    CHECK(block == std::vector<std::string>{"CMP", "MATMUL", "RELU", "MASKED_FILL", "ADD"});
+    CHECK(p.block.nodes().at(0).inputs == std::vector<std::string>{"keep"});
+    for (const Node &n : p.header.nodes()) CHECK(n.op != Op::CMP);  // the original went: nothing reads it
+
+    SECTION("a mask made from the first layer's input (the carry): the layers stay unrolled")
+    {
+        json d2 = d;
+        d2["nodes"][0]["inputs"] = {"x"};  // off = (x == 0): x is the first layer's input
+        d2["inputs"][0]["dtype"] = "f32";
+        Exported e2(d2, layered_weights(3, "layers"));
+        Program p2 = build_from_graph_json(e2.path());
+        CHECK(fold_layers(p2) == 0);
+    }
+}
+
 TEST_CASE("fold_layers: layers that differ, or share more than the carry, stay unrolled", "[graph-frontend]")
 {
     SECTION("an attribute differs")

@@ -287,7 +287,7 @@ TEST_CASE("exp is 0 below the float range and NaN for NaN; a masked score's prob
     // a causal row: the masked scores' probabilities are 0 (not denormals), the rest sum to 1
     std::vector<float> row(20), out(20);
     for (int j = 0; j < 20; j++) row[static_cast<size_t>(j)] = j < 11 ? 0.1f * static_cast<float>(j) : -inf;
-    ck_softmax(out.data(), row.data(), 1, 20, 1);
+    ck_softmax(out.data(), row.data(), 1, 20, 1, 0);
     double sum = 0;
     for (int j = 0; j < 20; j++) {
         if (j >= 11) CHECK(out[static_cast<size_t>(j)] == 0.0f);
@@ -329,9 +329,21 @@ TEST_CASE("ck_softmax and ck_reduce match the reference over any axis", "[kernel
     Threads th(2);
     size_t total = static_cast<size_t>(outer) * n * inner;
     auto x = rnd(total, 1, 3.0f);
+    int masked = GENERATE(0, 1);
+    // slice 0 (every column): only -inf, a query that may attend to nothing
+    auto xs = x;
+    for (int k = 0; k < n && n > 1; k++)
+        for (int j = 0; j < inner; j++) xs[static_cast<size_t>(k) * inner + j] = -std::numeric_limits<float>::infinity();
     std::vector<float> got(total), want(total);
-    ck_softmax(got.data(), x.data(), outer, n, inner);
-    ck_softmax_ref(want.data(), x.data(), outer, n, inner);
+    ck_softmax(got.data(), xs.data(), outer, n, inner, masked);
+    ck_softmax_ref(want.data(), xs.data(), outer, n, inner, masked);
+    for (int k = 0; k < n && n > 1; k++)
+        for (int j = 0; j < inner; j++) {
+            size_t i = static_cast<size_t>(k) * inner + j;
+            CHECK((masked ? got[i] == 0.0f : std::isnan(got[i])));  // SDPA's 0, softmax's NaN
+            CHECK((masked ? want[i] == 0.0f : std::isnan(want[i])));
+            got[i] = want[i] = 0;
+        }
     CHECK(max_abs_diff(got, want) < 1e-6);
     for (int op = 0; op < CK_RED_COUNT; op++) {
         std::vector<float> r1(static_cast<size_t>(outer) * inner), r2(r1.size());
