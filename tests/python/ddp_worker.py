@@ -1,10 +1,14 @@
-"""One rank of the DistributedDataParallel test (test_distributed.py): python ddp_worker.py RANK WORLD PORT OUT.
+"""One rank of the data-parallel tests (test_distributed.py): python ddp_worker.py MODE RANK WORLD PORT OUT.
 
 Trains two copies of one model side by side in the same gloo process group, for STEPS steps on this rank's
-own batches: DDP over the eager module, and DDP over torch.compile(module, backend="gcu") (the pattern of
-torch's DDP documentation: compile the module, wrap it). After every backward it records both losses and the
-largest difference between the two copies' (all-reduced) gradients; rank 0 also records what the gcu backend
-compiled. Writes a JSON file."""
+own batches, one eager and one through the gcu backend:
+  ddp    DDP over the module / DDP over torch.compile(module, backend="gcu") (torch's DDP documentation: compile
+         the module, then wrap it)
+  fsdp2  fully_shard on every Linear and on the root, then (the gcu copy) each child's forward compiled: FSDP2's
+         hooks are torch._dynamo.disable'd, so compiling the whole sharded module captures no graph at all; a
+         module's forward runs between its hooks, on the gathered parameters
+After every backward it records both losses and the largest difference between the two copies' gradients
+(all-reduced; with fsdp2 this rank's shards); it also records what the gcu backend compiled. Writes JSON."""
 import json
 import sys
 
@@ -20,7 +24,12 @@ def model():
                                torch.nn.Linear(32, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
 
 
-def main(rank, world, port, out):
+def local(t):
+    """A gradient as a plain tensor: FSDP2's are DTensors sharded over the ranks (this rank's shard)."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def main(mode, rank, world, port, out):
     import ckc  # noqa: F401  (registers the gcu backend)
     from ckc.conductor.report import collecting
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -28,7 +37,18 @@ def main(rank, world, port, out):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     eager_m, gcu_m = model(), model()
-    eager, fast = DDP(eager_m), DDP(torch.compile(gcu_m, backend="gcu"))
+    if mode == "ddp":
+        eager, fast = DDP(eager_m), DDP(torch.compile(gcu_m, backend="gcu"))
+    else:
+        from torch.distributed.fsdp import fully_shard
+        for m in (eager_m, gcu_m):
+            for layer in m:
+                if isinstance(layer, torch.nn.Linear):
+                    fully_shard(layer)
+            fully_shard(m)
+        for layer in gcu_m:
+            layer.forward = torch.compile(layer.forward, backend="gcu")
+        eager, fast = eager_m, gcu_m
     opts = [torch.optim.AdamW(m.parameters(), lr=1e-2) for m in (eager_m, gcu_m)]
     g = torch.Generator().manual_seed(100 + rank)  # each rank its own data: DDP averages the gradients
     losses, grad_diffs = [], []
@@ -41,7 +61,7 @@ def main(rank, world, port, out):
                 loss = torch.nn.functional.mse_loss(net(x), y)
                 loss.backward()
                 step.append(loss.item())
-            grad_diffs.append(max(float((a.grad - b.grad).abs().max())
+            grad_diffs.append(max(float((local(a.grad) - local(b.grad)).abs().max())
                                   for a, b in zip(eager_m.parameters(), gcu_m.parameters())))
             for opt in opts:
                 opt.step()
@@ -54,4 +74,4 @@ def main(rank, world, port, out):
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])

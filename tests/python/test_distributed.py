@@ -1,10 +1,13 @@
-"""Training that outgrows one process: torch.compile(module, backend="gcu") inside DistributedDataParallel
-(gloo, 2 processes on this machine) equals eager DDP step by step (ddp_worker.py)."""
+"""Training that outgrows one process: torch.compile(module, backend="gcu") inside DistributedDataParallel, and
+FSDP2 (fully_shard) with each module's forward compiled, on gloo with 2 processes, equal eager DDP / FSDP2
+step by step (ddp_worker.py)."""
 import json
 import os
 import socket
 import subprocess
 import sys
+
+import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -15,13 +18,14 @@ def free_port():
         return s.getsockname()[1]
 
 
-def test_ddp_with_gcu_backend_matches_eager_ddp(tmp_path):
-    """20 AdamW steps, each rank on its own batches: every step's loss and the all-reduced gradients equal
-    eager DDP's (1e-5), on both ranks; the forward and the backward were compiled by ckc (not left to eager)."""
+@pytest.mark.parametrize("mode", ["ddp", "fsdp2"])
+def test_data_parallel_training_with_gcu_backend_matches_eager(tmp_path, mode):
+    """20 AdamW steps, each rank on its own batches: every step's loss and the all-reduced (fsdp2: reduce-scattered)
+    gradients equal eager's (1e-5), on both ranks; forwards and backwards were compiled by ckc (not left to eager)."""
     port, world = free_port(), 2
     outs = [str(tmp_path / f"rank{r}.json") for r in range(world)]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "ddp_worker.py"), str(r), str(world), str(port),
+    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "ddp_worker.py"), mode, str(r), str(world), str(port),
                                outs[r]], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for r in range(world)]
     logs = [p.communicate(timeout=600)[0] for p in procs]
@@ -39,5 +43,6 @@ def test_ddp_with_gcu_backend_matches_eager_ddp(tmp_path):
     fwd = [g for n, g in graphs.items() if not n.endswith("_backward")]
     bwd = [g for n, g in graphs.items() if n.endswith("_backward")]
     assert fwd and bwd, graphs
-    for g in fwd + bwd:  # nearly every op in ckc (returned views stay eager: free in torch)
-        assert g["compiled"] >= 0.7 * g["nodes"], g
+    # every graph in ckc, but for the views a graph returns (free in torch, a copy if compiled)
+    assert all(g["compiled"] >= 1 for g in fwd + bwd), graphs
+    assert sum(g["compiled"] for g in fwd + bwd) >= 0.75 * sum(g["nodes"] for g in fwd + bwd), graphs
