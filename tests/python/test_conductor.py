@@ -286,6 +286,47 @@ def test_mixed_module_falls_back_per_node_and_explains_why():
         assert max_diff(torch.compile(m, backend="gcu")(x), m(x)) < TOL
 
 
+def test_fallback_inductor_compiles_what_ckc_does_not():
+    """options={"fallback": "inductor"}: the nodes ckc leaves out (sort, rfft, complex abs; in the backward the
+    sort's scatter) run as Inductor graphs between ckc's libraries, forward and backward, with the same results as
+    eager; ckc's own partitions are unchanged, and the report says which node ran where."""
+    torch.manual_seed(0)
+    m = Mixed()
+    x = torch.randn(4, 16)
+    opts = {"fallback": "inductor"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reports = ckc.explain(m, (x,), backward=True, options=opts)
+        plain = ckc.explain(m, (x,), backward=True)
+    assert [r.name.endswith("_backward") for r in reports] == [False, True]
+    for r, p in zip(reports, plain):
+        outside = [n for n in r.nodes if not n.compiled]
+        by_inductor = {n.op for n in outside if n.fallback.startswith("inductor_")}
+        assert {"aten.sort", "aten._fft_r2c", "aten.abs"} <= by_inductor or r.name.endswith("_backward"), str(r)
+        assert by_inductor, str(r)
+        assert [n.compiled for n in r.nodes] == [n.compiled for n in p.nodes]  # ckc's partitions as without
+        assert all(n.fallback == "eager" for n in p.nodes)
+    assert "inductor (inductor_" in str(reports)
+    torch._dynamo.reset()
+    fast = torch.compile(m, backend="gcu", options=opts)
+    ref = copy.deepcopy(m)
+    y, y_ref = fast(x), ref(x)
+    assert max_diff(y.detach(), y_ref.detach()) < TOL
+    y.square().sum().backward()
+    y_ref.square().sum().backward()
+    for a, b in zip(m.parameters(), ref.parameters()):
+        assert max_diff(a.grad, b.grad) < TOL
+
+
+def test_bad_fallback_option_is_refused():
+    m = torch.nn.Linear(4, 4)
+    with pytest.raises(Exception) as e:
+        torch.compile(m, backend="gcu", options={"fallback": "tvm"})(torch.randn(2, 4))
+    assert "fallback 'tvm'" in str(e.value) and "'inductor'" in str(e.value)
+    with pytest.raises(ValueError, match="torch.compile"):
+        ckc.aot_compile(m, (torch.randn(2, 4),), "/nonexistent/x", options={"fallback": "inductor"})
+
+
 def test_a_node_ckc_rejects_while_converting_runs_eagerly_alone():
     """LayerNorm over two dims has a handler, but ckc normalizes over the last dim only: that one node falls
     back (with the converter's reason) and the GEMMs around it still compile."""
@@ -320,6 +361,23 @@ def test_a_partition_that_fails_to_compile_runs_eagerly_with_one_warning():
     failed = [str(x.message) for x in w if "partition" in str(x.message) and "failed" in str(x.message)]
     assert len(failed) == 1, [str(x.message) for x in w]
     assert "no_such_pass" in failed[0] and "node" in failed[0] and "aten." in failed[0]
+
+
+def test_partitions_that_fail_to_compile_in_a_backward_run_eagerly_and_feed_the_next():
+    """Every partition of Mixed's forward and backward failing (an unknown pass): each runs eagerly, and the values
+    one returns reach the partitions after it (a backward's partitions read each other's outputs directly)."""
+    torch.manual_seed(0)
+    m = Mixed()
+    ref = copy.deepcopy(m)
+    bad = functools.partial(ckc.conductor.gcu, options=["--disable-pass", "no_such_pass"])
+    x = torch.randn(4, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y = torch.compile(m, backend=bad)(x)
+        y.square().sum().backward()
+    ref(x).square().sum().backward()
+    for a, b in zip(m.parameters(), ref.parameters()):
+        assert max_diff(a.grad, b.grad) < TOL
 
 
 def test_a_transformers_llama_compiles_and_matches():

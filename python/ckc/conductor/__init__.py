@@ -25,13 +25,14 @@ def gcu(gm, example_inputs, **kwargs):
     return compile_graph(gm, example_inputs, **kwargs)
 
 
-def explain(model, example_inputs, backward=False):
-    """What torch.compile(model, backend="gcu") makes of `model` on `example_inputs`: for every graph, per ATen
-    node, compiled (in which partition) or run eagerly, and why. Resets dynamo's compiled code first.
-    backward=True also differentiates the outputs' sum and reports the backward graphs (*_backward); the
-    parameters' .grad are left as they were."""
+def explain(model, example_inputs, backward=False, options=None):
+    """What torch.compile(model, backend="gcu", options=options) makes of `model` on `example_inputs`: for every
+    graph, per ATen node, compiled (in which partition) or not, and why, and what ran it instead (eager, or the
+    Inductor graph with options={"fallback": "inductor"}). Resets dynamo's compiled code first. backward=True
+    also differentiates the outputs' sum and reports the backward graphs (*_backward); the parameters' .grad
+    are left as they were."""
     from .jit import explain as run
-    return run(model, example_inputs, backward)
+    return run(model, example_inputs, backward, options)
 
 
 def register():

@@ -44,6 +44,9 @@ def aot_compile(model, example_inputs, path, options=()):
     options: as the backend's ({"target": "gcu"} for the gcu device; the default here is "cpu")."""
     from ..export import export
     from .cache import compile_args, target_of
+    if isinstance(options, dict) and "fallback" in options:
+        raise ValueError("ckc: options['fallback'] is for torch.compile; an AOT artifact runs every op in ckc, "
+                         "without torch")
     options = compile_args(options, "cpu")
     path = os.path.abspath(path)
     parent = os.path.dirname(path)

@@ -68,10 +68,11 @@ def compile_args(options, default_target):
     if options is None:
         options = ()
     if isinstance(options, dict):
-        unknown = sorted(set(options) - {"target", "args"})
+        unknown = sorted(set(options) - {"target", "args", "fallback"})
         if unknown:
             raise ValueError(f"ckc: unknown option(s) {', '.join(map(repr, unknown))}; the options are 'target' "
-                             f"({' or '.join(TARGETS)}) and 'args' (more `ckc compile` arguments)")
+                             f"({' or '.join(TARGETS)}), 'args' (more `ckc compile` arguments) and 'fallback' "
+                             f"({' or '.join(map(repr, FALLBACKS))}: what runs the ops ckc does not)")
         args = [str(a) for a in options.get("args", ())]
         target = options.get("target")
         if target is not None:
@@ -87,6 +88,18 @@ def compile_args(options, default_target):
         got = args[i + 1] if i + 1 < len(args) else "nothing"
         raise ValueError(f"ckc: target {got!r}; ckc compiles for {' or '.join(map(repr, TARGETS))}")
     return tuple(args)
+
+
+FALLBACKS = ("eager", "inductor")
+
+
+def fallback_of(options):
+    """What runs the nodes ckc does not compile: options={"fallback": "eager"} (the default: PyTorch, op by op) or
+    "inductor" (each group of them compiled by TorchInductor)."""
+    value = options.get("fallback", "eager") if isinstance(options, dict) else "eager"
+    if value not in FALLBACKS:
+        raise ValueError(f"ckc: fallback {value!r}; the ops ckc does not compile run by {' or '.join(map(repr, FALLBACKS))}")
+    return value
 
 
 def target_of(args):

@@ -20,6 +20,7 @@ The stages, one module each:
   buffers.py      read-only module buffers compiled in as constants, guarded
   report.py       what each graph became (ckc.explain)
 """
+import functools
 import importlib
 import logging
 import warnings
@@ -38,8 +39,9 @@ class _Specializing:
     """A compiled forward or backward graph: one static build per concrete argument signature."""
 
     def __init__(self, agm, name, options, whole_key=None, graph_outputs=0, training=False, constants=None,
-                 boxed=False):
+                 boxed=False, fallback="eager"):
         self.agm, self.name, self.options, self.whole_key = agm, name, options, whole_key
+        self.fallback = fallback  # what runs the nodes ckc does not: "eager" or "inductor" (cache.fallback_of)
         self.boxed = boxed  # called through call_boxed (AOTAutograd's backward): its graph gets boxed code
         self.constants = constants or {}  # {argument index: value} compiled in (baked module buffers)
         self.graph_outputs = graph_outputs  # outputs of dynamo's graph (whole-graph plans must return exactly them)
@@ -86,7 +88,7 @@ class _Specializing:
         if self.training:
             rewrites.scatter_add_in_place(gm)
         eager = rewrites.split_returned_views(gm) if self.training else set()
-        fused = partition.compile_partitions(gm, record, self.name, self.options, report, eager)
+        fused = partition.compile_partitions(gm, record, self.name, self.options, report, eager, self.fallback)
         if self.boxed:
             from torch.fx.graph import _BoxedCodeGen  # as torch's own aot_eager backend (boxed_nop)
             fused.graph.set_codegen(_BoxedCodeGen())
@@ -95,7 +97,8 @@ class _Specializing:
         eager = [r for r in report.eager() if r.op not in LAYOUT_ONLY and not r.reason.startswith("its partition")]
         if eager:
             listed = ", ".join(f"{r.node} ({r.op}: {r.reason})" for r in eager)
-            warnings.warn(f"ckc (gcu): {len(eager)} of {len(report.nodes)} ops of {self.name} run eagerly: {listed}",
+            by = "eagerly" if all(r.fallback == "eager" for r in eager) else "outside ckc (eagerly or by Inductor)"
+            warnings.warn(f"ckc (gcu): {len(eager)} of {len(report.nodes)} ops of {self.name} run {by}: {listed}",
                           stacklevel=4)
         log.info("%s", report)
         collect(report)
@@ -134,15 +137,21 @@ def gcu(gm, example_inputs, options=()):
     options={"target": "cpu"}; options={"args": [...]} passes more `ckc compile` arguments.
 
     Module buffers the graph only reads (a causal mask, RoPE tables) are compiled in as constants, guarded
-    (buffers.BakedBuffers); parameters and every other input are read in place on each call."""
+    (buffers.BakedBuffers); parameters and every other input are read in place on each call.
+
+    options={"fallback": "inductor"} hands the nodes ckc does not compile to TorchInductor, each group of them
+    between ckc's partitions one Inductor graph, instead of running them op by op (the default, "eager");
+    ckc.explain says which ran where."""
+    fallback = cache.fallback_of(options)
     options = cache.compile_args(options, "gcu")
+    compile_graph = functools.partial(_compile_graph, fallback=fallback)
     buffers = buffer_inputs(gm, example_inputs)
     if buffers:
-        return BakedBuffers(gm, example_inputs, options, buffers, _compile_graph)
-    return _compile_graph(gm, example_inputs, options)
+        return BakedBuffers(gm, example_inputs, options, buffers, compile_graph)
+    return compile_graph(gm, example_inputs, options)
 
 
-def _compile_graph(gm, example_inputs, options, constants=None):
+def _compile_graph(gm, example_inputs, options, constants=None, fallback="eager"):
     """gcu() for a graph; `constants` ({input index: value}) are the inputs compiled in (the compiled function
     still takes them, and ignores them)."""
     global _graph_counter
@@ -180,12 +189,13 @@ def _compile_graph(gm, example_inputs, options, constants=None):
         n_args = sum(1 for n in agm.graph.nodes if n.op == "placeholder")
         # the forward's arguments are dynamo's, in order (else nothing is compiled in: the buffers stay inputs)
         built.append(_Specializing(agm, name, options, whole_key, graph_outputs, training=training,
-                                   constants=constants if n_args == len(example_inputs) else None))
+                                   constants=constants if n_args == len(example_inputs) else None,
+                                   fallback=fallback))
         return built[-1]
 
     def backward(agm, _fake_inputs):
         # the joint graph's backward half: the same partitioning, per-node fallback and per-shape builds
-        graph = _Specializing(agm, name + "_backward", options, training=True, boxed=True)
+        graph = _Specializing(agm, name + "_backward", options, training=True, boxed=True, fallback=fallback)
 
         def run(args):
             return graph.call_boxed(args)
@@ -211,17 +221,17 @@ def _compile_graph(gm, example_inputs, options, constants=None):
     return compiled
 
 
-def explain(model, example_inputs, backward=False):
+def explain(model, example_inputs, backward=False, options=None):
     """Compiles `model` with the gcu backend, runs it once on `example_inputs`, and returns the Reports of every
     graph dynamo handed over: per node, whether it was compiled (and in which partition) or ran eagerly, and
     why. backward=True also runs the backward of the outputs' sum (the graphs named *_backward), leaving the
-    parameters' .grad as they were."""
+    parameters' .grad as they were. options: the backend's (gcu())."""
     import torch
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
     with collecting() as reports:
         torch._dynamo.reset()
-        out = torch.compile(model, backend=gcu)(*example_inputs)
+        out = torch.compile(model, backend=gcu, options=options)(*example_inputs)
         if backward:
             outs = [o for o in (out if isinstance(out, (tuple, list)) else [out])
                     if isinstance(o, torch.Tensor) and o.requires_grad]

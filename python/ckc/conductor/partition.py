@@ -39,8 +39,9 @@ def partition_module(model, multi, keep, picks):
     return CompiledPartition()
 
 
-def compile_partitions(gm, record, name, options, report, eager=()):
-    """Partitions gm (in place) and swaps every fused submodule for its compiled library; returns gm."""
+def compile_partitions(gm, record, name, options, report, eager=(), fallback="eager"):
+    """Partitions gm (in place) and swaps every fused submodule for its compiled library; returns gm. The nodes
+    left between the libraries run eagerly, or with fallback="inductor" as Inductor graphs (inductor_islands)."""
     import torch
     import torch.fx
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
@@ -51,7 +52,7 @@ def compile_partitions(gm, record, name, options, report, eager=()):
 
     class Support(OperatorSupportBase):
         def is_node_supported(self, submodules, node):
-            return support.unsupported_reason(node, rejected, node.name in static_names, static_names) is None
+            return support.unsupported_reason(node, rejected) is None
 
     for _ in range(len(gm.graph.nodes) + 1):
         work = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
@@ -72,6 +73,7 @@ def compile_partitions(gm, record, name, options, report, eager=()):
         by_name = record(needed)
         failure = None
         compiled = {}
+        returns = {}  # a compiled partition's node -> the names of the graph's nodes it returns
         for node in fused.graph.nodes:
             if node.op != "call_module":
                 continue
@@ -90,6 +92,17 @@ def compile_partitions(gm, record, name, options, report, eager=()):
                 model, reason = None, str(e)
             except RuntimeError as e:  # ckc compile or cc
                 model, reason = None, first_error_line(str(e))
+            out = sub.graph.output_node().args[0]
+            returns[node.name] = [o.name if isinstance(o, torch.fx.Node) else None
+                                  for o in (out if isinstance(out, (tuple, list)) else [out])]
+            # the node's value for later partitions' example inputs: the full run's values of the nodes it
+            # returns (the fused submodule keeps their names), whether it compiles or runs eagerly
+            ret = [by_name.get(o.name) if isinstance(o, torch.fx.Node) else o
+                   for o in (out if isinstance(out, (tuple, list)) else [out])]
+            by_name[node.name] = tuple(ret) if isinstance(out, (tuple, list)) else ret[0]
+            for user in node.users:
+                if user.op == "call_function" and user.target is operator.getitem:
+                    by_name[user.name] = by_name[node.name][user.args[1]]
             if model is None:
                 first = next(n for n in sub.graph.nodes if n.op == "call_function")
                 warnings.warn(f"ckc (gcu): partition {node.target} runs eagerly: compiling it failed at op "
@@ -98,17 +111,8 @@ def compile_partitions(gm, record, name, options, report, eager=()):
                     if n.op == "call_function":
                         rejected.setdefault(n.name, f"its partition failed to compile: {reason}")
                 continue
-            out = sub.graph.output_node().args[0]
             compiled[node.target] = partition_module(model, isinstance(out, (tuple, list)),
                                                       [i for i, c in enumerate(constant) if not c], picks)
-            # the node's value for later partitions' example inputs: the full run's values of the nodes it
-            # returns (the fused submodule keeps their names)
-            ret = [by_name.get(o.name) if isinstance(o, torch.fx.Node) else o
-                   for o in (out if isinstance(out, (tuple, list)) else [out])]
-            by_name[node.name] = tuple(ret) if isinstance(out, (tuple, list)) else ret[0]
-            for user in node.users:
-                if user.op == "call_function" and user.target is operator.getitem:
-                    by_name[user.name] = by_name[node.name][user.args[1]]
         if failure:
             rejected[failure[0]] = failure[1]
             continue
@@ -119,20 +123,112 @@ def compile_partitions(gm, record, name, options, report, eager=()):
             setattr(fused, target, part)
         fused.graph.lint()
         fused.recompile()
+        islands = {}
+        if fallback == "inductor":
+            fused, islands = inductor_islands(fused, record, returns, set(eager))
         for n in gm.graph.nodes:
             if n.op in ("placeholder", "output", "get_attr"):
                 continue
-            reason = support.unsupported_reason(n, rejected, n.name in static_names, static_names)
+            reason = support.unsupported_reason(n, rejected)
             i = in_part.get(n.name)
             ok = i is not None and f"fused_{i}" in compiled
             if not ok and not reason and i is None:
                 reason = "only moves data between eager ops" if ex._target_name(n) in LAYOUT_ONLY else \
                     "left between partitions"
             report.nodes.append(NodeReport(n.name, ex._target_name(n), ok, f"fused_{i}" if ok else "",
-                                           "" if ok else (reason or "")))
+                                           "" if ok else (reason or ""), islands.get(n.name, "eager")))
         report.partitions = len(compiled)
         return fused
     raise RuntimeError("ckc (gcu): partitioning did not converge")  # every pass rejects one more node
+
+
+def inductor_islands(fused, record, returns, keep_eager):
+    """options={"fallback": "inductor"}: each maximal group of the ATen nodes left between ckc's libraries (not
+    only data movement) becomes one submodule compiled by TorchInductor (torch._inductor.compile), for the shapes,
+    dtypes and strides its inputs have in this static graph. `returns`: each library's node -> the graph nodes it
+    returns (the values the islands read from it); nodes in `keep_eager` (views the graph returns: free in torch)
+    stay eager. An island Inductor fails on runs eagerly, with a warning. Returns (graph module, {node name:
+    island})."""
+    import torch
+    import torch.fx
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes.operator_support import OperatorSupportBase
+
+    class Support(OperatorSupportBase):
+        def is_node_supported(self, submodules, node):
+            return (node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+                    and node.name not in keep_eager)
+
+    partitioner = CapabilityBasedPartitioner(fused, Support(), allows_single_node_partition=True)
+    parts = [p for p in partitioner.propose_partitions() if any(ex._target_name(n) not in LAYOUT_ONLY for n in p.nodes)]
+    if not parts:
+        return fused, {}
+    out = partitioner.fuse_partitions(parts, prefix="inductor_")
+
+    calls = [n for n in out.graph.nodes if n.op == "call_module" and n.target.startswith("inductor_")]
+    # what each library and island returns: the original graph's nodes (a fused submodule keeps their names)
+    produced = dict(returns)
+    multi = {}
+    for node in calls:
+        ret = getattr(out, node.target).graph.output_node().args[0]
+        multi[node.name] = isinstance(ret, (tuple, list))
+        produced[node.name] = [o.name if isinstance(o, torch.fx.Node) else None
+                               for o in (ret if multi[node.name] else [ret])]
+
+    def source(a):
+        """The node of the original graph whose value argument `a` of an island is."""
+        if a.op == "call_function" and a.target is operator.getitem and a.args[0].name in produced:
+            return produced[a.args[0].name][a.args[1]]
+        if a.op == "call_module" and a.name in produced:
+            return produced[a.name][0]
+        return a.name
+
+    wanted = {source(a) for n in calls for a in n.args if isinstance(a, torch.fx.Node)}
+    values = record(wanted)
+    members = {}
+    for node in calls:
+        sub = getattr(out, node.target)
+        # example inputs: the values' shapes, dtypes and strides (recorded on the meta device where possible)
+        example = []
+        for a in node.args:
+            v = values.get(source(a)) if isinstance(a, torch.fx.Node) else a
+            if isinstance(v, torch.Tensor) and v.device.type == "meta":
+                v = torch.empty_strided(v.shape, v.stride(), dtype=v.dtype)
+            example.append(v)
+        try:
+            # (a training forward runs inside AOTAutograd's autograd.Function: Inductor traces from a clean slate)
+            with torch.utils._python_dispatch._disable_current_modes(), torch.no_grad():
+                fn = torch._inductor.compile(sub, example)
+        except Exception as e:  # noqa: BLE001 (any Inductor failure: the island runs eagerly)
+            warnings.warn(f"ckc (gcu): Inductor could not compile {node.target} "
+                          f"({', '.join(ex._target_name(n) for n in sub.graph.nodes if n.op == 'call_function')}); "
+                          f"it runs eagerly: {first_error_line(str(e))}", stacklevel=2)
+            continue
+        for n in sub.graph.nodes:
+            if n.op == "call_function":
+                members[n.name] = node.target
+        setattr(out, node.target, _island_module(fn, multi[node.name]))
+    out.graph.lint()
+    out.recompile()
+    return out, members
+
+
+def _island_module(fn, multi):
+    """An Inductor-compiled island as a submodule, returning what the GraphModule it replaces returned (a tuple
+    when `multi`, else the one value), whatever sequence or bare tensor Inductor's callable gives."""
+    import torch
+
+    class InductorIsland(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fn = fn
+
+        def forward(self, *args):
+            out = self.fn(*args)
+            outs = list(out) if isinstance(out, (tuple, list)) else [out]  # (a 1-tuple may come back bare)
+            return tuple(outs) if multi else outs[0]
+
+    return InductorIsland()
 
 
 def returned_to_partitions(call, sub):

@@ -13,6 +13,7 @@ class NodeReport:
     compiled: bool
     partition: str = ""
     reason: str = ""
+    fallback: str = "eager"  # a node ckc does not run: "eager" (PyTorch, op by op) or the Inductor graph running it
 
 
 @dataclass
@@ -30,7 +31,8 @@ class GraphReport:
         lines = [f"graph {self.name} {self.shapes}: {len(self.nodes) - len(self.eager())} of {len(self.nodes)} "
                  f"nodes compiled in {self.partitions} partition(s)"]
         for n in self.nodes:
-            where = f"compiled ({n.partition})" if n.compiled else "eager"
+            where = f"compiled ({n.partition})" if n.compiled else \
+                "eager" if n.fallback == "eager" else f"inductor ({n.fallback})"
             lines.append(f"  {n.node:<24} {n.op:<32} {where}{': ' + n.reason if n.reason else ''}")
         return "\n".join(lines)
 

@@ -1,9 +1,9 @@
 """Which ATen nodes ckc can run inside a compiled partition, and why not when it cannot.
 
-A node runs in C when export.py has a handler for its ATen op and its values are float32 / int64 / int32 / bool.
-Some ops ckc evaluates only at compile time (comparisons, where, tril on constants: masks it folds), so they
-need inputs computed from constants only (static_nodes); big fills stay eager (they would be constants the size
-of a vocabulary matrix in the library); copy_ is compiled only as a final in-place update of a graph input."""
+A node runs in C when export.py has a handler for its ATen op and its values are float32 / int64 / int32 / bool
+(comparisons, where, tril and casts too: folded when their inputs are constants, else run by select.c); big
+fills stay eager (they would be constants the size of a vocabulary matrix in the library); copy_ is compiled
+only as a final in-place update of a graph input."""
 import importlib
 
 ex = importlib.import_module("ckc.export")  # the module (the package's `export` attribute is the function)
@@ -25,12 +25,6 @@ def torch_dtypes():
         import torch
         _DTYPES = {torch.float32, torch.int64, torch.int32, torch.bool}
     return _DTYPES
-
-
-# ATen ops ckc maps to compile-time-only ops (CMP, WHERE, TRIL, CAST: evaluated on constants, folded away):
-# in a partition they need inputs computed from constants only
-FOLD_ONLY = {"aten.where", "aten.tril", "aten.eq", "aten.ne", "aten.lt", "aten.le", "aten.gt", "aten.ge",
-              "aten.logical_not", "aten.bitwise_not"}
 
 
 # Fills larger than this many elements run eagerly: compiled in, a zeros [vocab, dim] (the embedding
@@ -61,60 +55,6 @@ def static_nodes(gm):
                                   and not big_fill(n)):
             static.add(n)
     return static
-
-
-def is_masked_fill(node, static_names):
-    """where(mask, fill, x) or where(mask, x, fill) with a one-value fill and x of the result's shape: ckc's
-    MASKED_FILL (export._where), which reads a run-time mask (a causal mask's backward: the gradient zeroed
-    where the forward filled)."""
-    import torch
-    if len(node.args) != 3 or node.kwargs:
-        return False
-    cond, a, b = node.args
-
-    def one_value(v):
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return True
-        val = v.meta.get("val") if isinstance(v, torch.fx.Node) else None
-        return v.name in static_names and isinstance(val, torch.Tensor) and val.numel() == 1
-    if one_value(a) == one_value(b):
-        return False
-    x = b if one_value(a) else a
-    vals = [getattr(v, "meta", {}).get("val") for v in (cond, x, node)]
-    if not all(isinstance(v, torch.Tensor) for v in vals):
-        return False
-    c, xv, out = vals
-    return c.dtype == torch.bool and tuple(torch.broadcast_shapes(xv.shape, c.shape)) == tuple(out.shape)
-
-
-def is_static_select(node, static_names):
-    """where(cond, a, b) with a compile-time condition of one value and both branches of the result's shape: one
-    branch (export._where; AdamW's decomposed lerp selects between its operands by its constant weight)."""
-    import torch
-    if len(node.args) != 3 or node.kwargs or not all(isinstance(v, torch.fx.Node) for v in node.args):
-        return False
-    vals = [v.meta.get("val") for v in (*node.args, node)]
-    if not all(isinstance(v, torch.Tensor) for v in vals):
-        return False
-    cond, a, b, out = vals
-    return node.args[0].name in static_names and cond.numel() == 1 and a.shape == b.shape == out.shape
-
-
-def needs_constants(node, static_names=frozenset()):
-    """Whether ckc can run this node only when its tensor inputs are compile-time constants."""
-    import torch
-    name = ex._target_name(node)
-    if name == "aten.where" and (is_masked_fill(node, static_names) or is_static_select(node, static_names)):
-        return False
-    if name in FOLD_ONLY:
-        return True
-    if name in ("aten._to_copy", "aten.to"):
-        val, src = node.meta.get("val"), node.args[0].meta.get("val") if node.args else None
-        return isinstance(val, torch.Tensor) and isinstance(src, torch.Tensor) and val.dtype != src.dtype
-    if name in ("aten.scaled_dot_product_attention", "ckc.sdpa"):
-        mask = node.args[3] if len(node.args) > 3 else node.kwargs.get("attn_mask")
-        return mask is not None and not mask.meta["val"].dtype.is_floating_point
-    return False
 
 
 def values_ok(node):
@@ -148,7 +88,8 @@ def update_reason(node):
     return None
 
 
-def unsupported_reason(node, rejected, is_static, static_names=frozenset()):
+def unsupported_reason(node, rejected):
+    """None when ckc can run `node` in a partition, else why not; `rejected`: {node name: reason} decided earlier."""
     if node.op != "call_function":
         return "not an op"
     if node.name in rejected:
@@ -161,6 +102,4 @@ def unsupported_reason(node, rejected, is_static, static_names=frozenset()):
     name = ex._target_name(node)
     if name not in ex._HANDLERS:
         return f"no ckc handler for {name}"
-    if not is_static and needs_constants(node, static_names):
-        return f"ckc evaluates {name} on constants only (masks it folds at compile time); here it reads run-time values"
     return values_ok(node)
