@@ -59,6 +59,12 @@ public:
     CArg attr_size(const std::string &label, const std::string &key, const std::string &also = "") const;
     CArg tokens() const { return arg_expr("T", "T", {"T"}); }               // the LLM sections' token count
     CArg pos0() const { return arg_expr("pos0", "pos0", {"pos0"}); }       // the LLM sections' first position
+    // the LLM sections' token positions when a call carries several sequences (ck_kernels.h ck_seqmap; NULL: one)
+    CArg seqmap()
+    {
+        return device_value("const ck_seqmap *", "seqmap", "m->seqmap", "where each token sits (NULL: one sequence)",
+                            {"m"});
+    }
     bool strided(const std::string &tensor) const;  // its rows are further apart than its width
 
     const Tensor &tin(size_t i) const { return g.tensor(n.inputs.at(i)); }

@@ -71,7 +71,8 @@ Calls embedding_emit(EmitCtx &c)
 
 Calls pos_embed_emit(EmitCtx &c)
 {
-    return {call("ck_pos_embed", {c.out(), c.in(0), c.in(1), c.rows("T", c.n.output), c.dim("C", c.n.inputs[0]), c.pos0()})};
+    return {call("ck_pos_embed", {c.out(), c.in(0), c.in(1), c.rows("T", c.n.output), c.dim("C", c.n.inputs[0]), c.pos0(),
+                                  c.seqmap()})};
 }
 
 Calls rmsnorm_emit(EmitCtx &c)
@@ -213,7 +214,7 @@ Calls rope_emit(EmitCtx &c)
     return {call("ck_rope", {c.out(), c.ld_out(), c.in(0), c.ld_in(0), c.rows("T", c.n.output),
                              c.attr_size("heads", "heads", "kv_heads"), c.attr_size("head_dim", "head_dim"),
                              rope_rotated(c, c.n), c.pos0(), cos, sin,
-                             arg_int("interleaved", c.n.i("interleaved", 0))})};
+                             arg_int("interleaved", c.n.i("interleaved", 0)), c.seqmap()})};
 }
 
 // Where KV_STORE writes this layer's keys and values and KV_ATTENTION reads them: the KV cache when it is on,
@@ -256,7 +257,7 @@ Calls kv_store_emit(EmitCtx &c)
 {
     KvBuffers b = kv_buffers(c, c.n.output);
     return {call("ck_kv_store", {b.k, b.v, b.cap, b.start, c.in(0), c.ld_in(0), c.in(1), c.ld_in(1), c.tokens(),
-                                 c.attr_size("kv_heads", "kv_heads"), c.attr_size("head_dim", "head_dim")})};
+                                 c.attr_size("kv_heads", "kv_heads"), c.attr_size("head_dim", "head_dim"), c.seqmap()})};
 }
 
 Calls kv_attention_emit(EmitCtx &c)
@@ -265,7 +266,8 @@ Calls kv_attention_emit(EmitCtx &c)
     return {call("ck_attention", {c.out(), c.ld_out(), c.in(0), c.ld_in(0), b.k, b.v, b.cap, c.tokens(), b.start,
                                   c.attr_size("heads", "heads"), c.attr_size("kv_heads", "kv_heads"),
                                   c.attr_size("head_dim", "head_dim"), c.param("scale", "scale", 0.0, false),
-                                  c.param("window", "window", 0, true), c.param("softcap", "softcap", 0.0, false)})};
+                                  c.param("window", "window", 0, true), c.param("softcap", "softcap", 0.0, false),
+                                  c.seqmap()})};
 }
 
 Calls glu_emit(EmitCtx &c)

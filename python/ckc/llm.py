@@ -73,6 +73,11 @@ _SIGNATURES = {
     "ck_model_save": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]),
     "ck_model_kv_cache_get_capacity": (ctypes.c_int, [ctypes.c_void_p]),
     "ck_model_kv_cache_truncate": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int]),
+    "ck_model_kv_cache_enable_batch": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]),
+    "ck_model_batch": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int32),
+                                      ctypes.c_int]),
+    "ck_model_seq_reset": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int]),
+    "ck_model_seq_get_tokens": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int]),
     "ck_model_get_tokenizer": (ctypes.c_void_p, [ctypes.c_void_p]),
     "ck_model_get_tokenizer_error": (ctypes.c_char_p, [ctypes.c_void_p]),
 }
@@ -289,6 +294,106 @@ class LlmModel(_Handle):
                                    seed=seed, min_p=min_p, repetition_penalty=repetition_penalty),
                                    ignore_eos=not stop_at_eos)
         return prompt + ids
+
+    # ---- several sequences ---------------------------------------------------------------------------
+
+    def kv_cache_enable_batch(self, capacity, n_seqs):
+        """One cache for n_seqs sequences of `capacity` positions each (batch(); the single-sequence calls are
+        refused until kv_cache_enable)."""
+        self._check(self.lib.ck_model_kv_cache_enable_batch(self.h, int(capacity), int(n_seqs)))
+        self.n_seqs = int(n_seqs)
+
+    def batch(self, tokens, seqs):
+        """Appends tokens[i] to sequence seqs[i], all in one pass (ck_model_batch); returns {sequence: logits row}
+        for the last token of each sequence in the call."""
+        t = np.ascontiguousarray(as_numpy(tokens), dtype=np.int32).reshape(-1)
+        q = np.ascontiguousarray(as_numpy(seqs), dtype=np.int32).reshape(-1)
+        if t.size != q.size:
+            raise ValueError(f"batch: {t.size} tokens but {q.size} sequence ids")
+        if t.size == 0:
+            raise ValueError("batch: no tokens")
+        self._check(self.lib.ck_model_batch(self.h, t.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
+                                            q.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), t.size))
+        last = [i for i in range(q.size) if int(q[i]) not in set(int(x) for x in q[i + 1:])]
+        rows = self.logits()
+        return {int(q[i]): rows[r] for r, i in enumerate(last)}
+
+    def seq_reset(self, seq):
+        self._check(self.lib.ck_model_seq_reset(self.h, int(seq)))
+
+    def seq_tokens(self, seq):
+        return self._check(self.lib.ck_model_seq_get_tokens(self.h, int(seq)))
+
+    def generate_batch(self, prompts, max_new_tokens, max_batch=8, stop_at_eos=True, eos=None, prefill_chunk=512,
+                       **sampling):
+        """Greedy (or sampled: the ck_sampler options of generate) continuations of several prompts (lists of
+        ids), max_batch at a time in one handle: the prompts' prefill in one call, then one decode step for
+        every live sequence per call, each sequence stopping on its own (an end-of-generation id, or
+        max_new_tokens); a finished sequence's place goes to the next waiting prompt. Returns each prompt's new
+        ids, in the prompts' order. `eos`: the ids that end a sequence (default: the tokenizer's)."""
+        prompts = [[int(t) for t in as_numpy(p).reshape(-1)] for p in prompts]
+        if not prompts:
+            return []
+        for i, p in enumerate(prompts):
+            if not p:
+                raise ValueError(f"generate_batch: prompt {i} is empty")
+            if len(p) + max_new_tokens > self.context_length:
+                raise ValueError(f"generate_batch: prompt {i} ({len(p)} tokens) + {max_new_tokens} new exceeds the "
+                                 f"context {self.context_length}")
+        if not stop_at_eos:
+            def ends(_t):
+                return False
+        elif eos is not None:
+            eos_ids = {int(t) for t in eos}
+
+            def ends(t):
+                return t in eos_ids
+        else:
+            tok = self.tokenizer
+            ends = tok.is_eog if tok is not None else (lambda _t: False)
+        width = min(int(max_batch), len(prompts))
+        capacity = max(len(p) for p in prompts) + max_new_tokens
+        self.kv_cache_enable_batch(capacity, width)
+        samplers = [self.sampler(**sampling) if sampling.get("temperature") else None for _ in range(width)]
+        out = [[] for _ in prompts]
+        waiting = list(range(len(prompts)))
+        live = {}  # sequence slot -> prompt index
+        try:
+            while waiting or live:
+                # free slots take waiting prompts: their prefill (in chunks) in one call with the others' step
+                for slot in range(width):
+                    if slot not in live and waiting:
+                        live[slot] = waiting.pop(0)
+                        self.seq_reset(slot)
+                pending = {slot: (prompts[i] if self.seq_tokens(slot) == 0 and not out[i] else [out[i][-1]])
+                           for slot, i in live.items()}
+                rows = {}  # each sequence's logits after its last pending token (long prompts: several calls)
+                while pending:
+                    tokens, seqs = [], []
+                    for slot in sorted(pending):
+                        part = pending[slot][:prefill_chunk]
+                        pending[slot] = pending[slot][len(part):]
+                        tokens += part
+                        seqs += [slot] * len(part)
+                    rows.update(self.batch(tokens, seqs))
+                    pending = {k: v for k, v in pending.items() if v}
+                for slot in sorted(rows):
+                    i = live[slot]
+                    history = prompts[i] + out[i]
+                    nxt = samplers[slot].sample(rows[slot], history) if samplers[slot] else int(np.argmax(rows[slot]))
+                    out[i].append(nxt)
+                    if ends(nxt) or len(out[i]) >= max_new_tokens:
+                        del live[slot]
+        finally:
+            self.kv_cache_disable()
+        return out
+
+    def generate_text_batch(self, prompts, max_new_tokens=256, chat=False, **kw):
+        """generate_batch over texts (chat=True: each as one user message through the chat template); returns the
+        texts generated, in the prompts' order."""
+        ids = [self._prompt_ids(p, chat) for p in prompts]
+        new = self.generate_batch(ids, max_new_tokens, **kw)
+        return [self.detokenize(n, skip_special=True) for n in new]
 
     # ---- text ----------------------------------------------------------------------------------------
 

@@ -98,11 +98,22 @@ void ck_cpu_force_no_vbmi(int on);     /* tests: the AVX-512 bodies without VBMI
 const char *ck_cpu_path(void);         /* the path that runs: portable, avx2, avx2-vnni, avx512, avx512-vbmi */
 int ck_cpu_has_path(const char *name); /* 1 when the CPU has that path (CK_KERNELS and forcing aside) */
 
+/* ---- batched sequences ----------------------------------------------------
+ * Where each token of a call sits when one call carries several sequences (ck_model_batch): token t is at
+ * position pos[t] of its sequence, whose keys and values occupy the cache rows start[t], start[t] + 1, ...
+ * (each sequence a range of the one cache). The kernels that depend on positions take a `const ck_seqmap *`;
+ * NULL (one sequence, every single-sequence call): token t at position pos0 + t, cache row pos0 + t. */
+typedef struct ck_seqmap {
+    const int32_t *pos, *start;
+} ck_seqmap;
+static inline int ck_seq_pos(const ck_seqmap *map, int pos0, int t) { return map ? map->pos[t] : pos0 + t; }
+static inline int ck_seq_start(const ck_seqmap *map, int t) { return map ? map->start[t] : 0; }
+
 /* ---- embedding (embedding.c) -------------------------------------------- */
 /* out[t][:] = table[tokens[t]][:]; tokens are checked by the caller. */
 void ck_embedding(float *out, const float *table, const int32_t *tokens, int T, int C);
-/* out[t][:] = x[t][:] + table[pos0 + t][:]  (learned positions, GPT-2). out may equal x. */
-void ck_pos_embed(float *out, const float *x, const float *table, int T, int C, int pos0);
+/* out[t][:] = x[t][:] + table[pos0 + t][:]  (learned positions, GPT-2; map: map->pos[t]). out may equal x. */
+void ck_pos_embed(float *out, const float *x, const float *table, int T, int C, int pos0, const ck_seqmap *map);
 
 /* ---- normalization (norm.c) ----------------------------------------------- */
 /* out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * (w + w_offset).  out may equal x.
@@ -136,12 +147,12 @@ void ck_rope_table(float *cos_t, float *sin_t, const float *inv_freq, int rot_di
 /* out = rope(x): x[T][ldx] holds n_heads heads of head_dim; the first
  * rot_dim dims of every head are rotated with the Hugging Face rotate_half
  * convention (pairs i and i + rot_dim/2), or with `interleaved` GGML's normal
- * mode (pairs 2i and 2i + 1), at positions pos0 .. pos0+T-1; the rest are
- * copied. out may equal x (then it works in place). */
+ * mode (pairs 2i and 2i + 1), at positions pos0 .. pos0+T-1 (map: map->pos); the rest
+ * are copied. out may equal x (then it works in place). */
 void ck_rope(float *out, int ldo, const float *x, int ldx, int T, int n_heads, int head_dim, int rot_dim,
-             int pos0, const float *cos_t, const float *sin_t, int interleaved);
+             int pos0, const float *cos_t, const float *sin_t, int interleaved, const ck_seqmap *map);
 void ck_rope_ref(float *out, int ldo, const float *x, int ldx, int T, int n_heads, int head_dim, int rot_dim,
-                 int pos0, const float *cos_t, const float *sin_t, int interleaved);
+                 int pos0, const float *cos_t, const float *sin_t, int interleaved, const ck_seqmap *map);
 
 /* ---- linear / GEMM (linear.c) ------------------------------------------- */
 /* out[T][N] (row stride ldo) = x[T][K] @ w[N][K]^T  (+ bias[N])  (+ add[T][N])
@@ -161,21 +172,24 @@ void ck_linear_ref(float *out, int ldo, const float *x, int ldx, const float *w,
 #define CK_ATTENTION_MAX_HEAD_DIM 512 /* the compiler rejects larger head dims */
 
 /* Copies k/v rows (KVH heads of D, row strides ldk/ldv) for positions
- * pos0 .. pos0+T-1 into caches laid out [KVH][cap][D]. */
+ * pos0 .. pos0+T-1 (map: rows map->start[t] + map->pos[t]) into caches laid out [KVH][cap][D]. */
 void ck_kv_store(float *k_cache, float *v_cache, int cap, int pos0,
-                 const float *k, int ldk, const float *v, int ldv, int T, int KVH, int D);
+                 const float *k, int ldk, const float *v, int ldv, int T, int KVH, int D, const ck_seqmap *map);
 
 /* Causal grouped-query attention over a [KVH][cap][D] cache.
- * Query row t (position pos0 + t, row stride ldq) attends to cache positions
- * j with max(0, p - window + 1) <= j <= p (window <= 0: no window).
+ * Query row t (position p = pos0 + t, row stride ldq) attends to cache positions
+ * j with max(0, p - window + 1) <= j <= p (window <= 0: no window); with a map, p = map->pos[t] and the
+ * positions are rows map->start[t] + j (its own sequence's).
  * scores = q.k * scale; with softcap > 0, scores = softcap * tanh(scores / softcap).
  * out[T][H*D] (row stride ldo). Online softmax: no scratch memory. */
 void ck_attention(float *out, int ldo, const float *q, int ldq,
                   const float *k_cache, const float *v_cache, int cap,
-                  int T, int pos0, int H, int KVH, int D, float scale, int window, float softcap);
+                  int T, int pos0, int H, int KVH, int D, float scale, int window, float softcap,
+                  const ck_seqmap *map);
 void ck_attention_ref(float *out, int ldo, const float *q, int ldq,
                       const float *k_cache, const float *v_cache, int cap,
-                      int T, int pos0, int H, int KVH, int D, float scale, int window, float softcap);
+                      int T, int pos0, int H, int KVH, int D, float scale, int window, float softcap,
+                      const ck_seqmap *map);
 
 /* ---- activations and elementwise (elementwise.c) ------------------------ */
 /* The tanh approximation of GELU: sqrt(2/pi) and the cubic coefficient (the

@@ -75,6 +75,21 @@ int ck_model_kv_cache_truncate(ck_model *m, int n_tokens);
 /* One token through the cache; logits in row 0, active_tokens becomes 1. */
 int ck_model_decode(ck_model *m, int32_t token);
 
+/* Several sequences in one handle (a serving loop's batch). ck_model_kv_cache_enable_batch gives each of n_seqs
+ * sequences `capacity` positions of one cache (n_seqs x capacity rows; the single-sequence calls above are then
+ * refused until ck_model_kv_cache_enable). ck_model_batch appends tokens[i] to sequence seqs[i] for i < n, in one
+ * pass through the model: the weights are read once for every token, so decoding B sequences in one call costs
+ * little more than one. Any mix works: prompts of different lengths (a sequence's tokens in order), one new
+ * token per live sequence, both. Logits: one row per sequence in the call, that of its last token, in the order
+ * those last tokens appear (a decode step with each sequence once: the call's order). A sequence that stops is
+ * forgotten with ck_model_seq_reset, and its positions serve a new prompt. CK_EINVAL for a sequence id outside
+ * 0..n_seqs-1, CK_ERANGE when a sequence would outgrow its capacity (nothing is run then). CK_ENOTSUP in a
+ * --static or --target gcu build. */
+int ck_model_kv_cache_enable_batch(ck_model *m, int capacity, int n_seqs);
+int ck_model_batch(ck_model *m, const int32_t *tokens, const int32_t *seqs, int n);
+int ck_model_seq_reset(ck_model *m, int seq);
+int ck_model_seq_get_tokens(const ck_model *m, int seq); /* positions sequence seq holds */
+
 /* The tokenizer init loaded from beside the weights (tokenizer.json, tokenizer.model, or the GGUF's
  * tokenizer.ggml.* keys; ck_tokenizer.h), or NULL: then get_tokenizer_error says why, and the model still
  * works on token ids. Generation and chat over it: ck_generate.h. */

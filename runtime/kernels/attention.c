@@ -22,12 +22,12 @@
 #define CK_ATT_MAX_D CK_ATTENTION_MAX_HEAD_DIM
 
 void ck_kv_store(float *k_cache, float *v_cache, int cap, int pos0,
-                 const float *k, int ldk, const float *v, int ldv, int T, int KVH, int D)
+                 const float *k, int ldk, const float *v, int ldv, int T, int KVH, int D, const ck_seqmap *map)
 {
     int t, h;
     for (h = 0; h < KVH; h++)
         for (t = 0; t < T; t++) {
-            size_t dst = ((size_t)h * cap + (size_t)(pos0 + t)) * D;
+            size_t dst = ((size_t)h * cap + (size_t)(ck_seq_start(map, t) + ck_seq_pos(map, pos0, t))) * D;
             memcpy(k_cache + dst, k + (size_t)t * ldk + (size_t)h * D, (size_t)D * sizeof(float));
             memcpy(v_cache + dst, v + (size_t)t * ldv + (size_t)h * D, (size_t)D * sizeof(float));
         }
@@ -84,7 +84,8 @@ static void attend_one(float *o, const float *q, const float *K, const float *V,
 
 void ck_attention(float *out, int ldo, const float *q, int ldq,
                   const float *k_cache, const float *v_cache, int cap,
-                  int T, int pos0, int H, int KVH, int D, float scale, int window, float softcap)
+                  int T, int pos0, int H, int KVH, int D, float scale, int window, float softcap,
+                  const ck_seqmap *map)
 {
     /* chunks of 4 pairs balance prefill's causal lengths; decode's few heads go one at a time (12 heads in
      * chunks of 4 left one of two threads with 8). Decode splits the heads from a far smaller size than
@@ -92,12 +93,12 @@ void ck_attention(float *out, int ldo, const float *q, int ldq,
      * two threads keep twice the misses in flight (stories110M shape, 16-80 cached positions, 2 threads:
      * 31 -> 13 us a layer) */
     int group = H / KVH, total = T * H, idx, chunk = total >= 64 ? 4 : 1;
-    long work = (long)total * (pos0 + T) * D;
+    long work = (long)total * (map ? cap / 2 : pos0 + T) * D; /* (several sequences: about half the cache each) */
     (void)chunk, (void)work; /* read only by the pragma: unused without OpenMP */
 #pragma omp parallel for schedule(dynamic, chunk) if (total > 1 && (T == 1 ? work >= CK_PAR_MIN_ACT / 16 : work >= CK_PAR_MIN_ACT))
     for (idx = 0; idx < total; idx++) {
-        int t = idx / H, h = idx % H, p = pos0 + t;
-        size_t kv = (size_t)(h / group) * cap * D;
+        int t = idx / H, h = idx % H, p = ck_seq_pos(map, pos0, t);
+        size_t kv = ((size_t)(h / group) * cap + (size_t)ck_seq_start(map, t)) * D;
         attend_one(out + (size_t)t * ldo + (size_t)h * D, q + (size_t)t * ldq + (size_t)h * D,
                    k_cache + kv, v_cache + kv, first_key(p, window), p, D, scale, softcap);
     }
@@ -105,17 +106,18 @@ void ck_attention(float *out, int ldo, const float *q, int ldq,
 
 void ck_attention_ref(float *out, int ldo, const float *q, int ldq,
                       const float *k_cache, const float *v_cache, int cap,
-                      int T, int pos0, int H, int KVH, int D, float scale, int window, float softcap)
+                      int T, int pos0, int H, int KVH, int D, float scale, int window, float softcap,
+                      const ck_seqmap *map)
 {
-    double *s = (double *)malloc(sizeof(double) * (size_t)(pos0 + T));
+    double *s = (double *)malloc(sizeof(double) * (size_t)(map ? cap : pos0 + T));
     int t, h, j, d;
     if (!s) return;
     for (t = 0; t < T; t++)
         for (h = 0; h < H; h++) {
             const float *qv = q + (size_t)t * ldq + (size_t)h * D;
-            const float *K = k_cache + (size_t)(h / (H / KVH)) * cap * D;
-            const float *V = v_cache + (size_t)(h / (H / KVH)) * cap * D;
-            int p = pos0 + t, j0 = first_key(p, window);
+            size_t kv = ((size_t)(h / (H / KVH)) * cap + (size_t)ck_seq_start(map, t)) * D;
+            const float *K = k_cache + kv, *V = v_cache + kv;
+            int p = ck_seq_pos(map, pos0, t), j0 = first_key(p, window);
             double mx = -INFINITY, sum = 0.0;
             for (j = j0; j <= p; j++) {
                 double acc = 0.0;

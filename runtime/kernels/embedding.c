@@ -10,11 +10,11 @@ void ck_embedding(float *out, const float *table, const int32_t *tokens, int T, 
         memcpy(out + (size_t)t * C, table + (size_t)tokens[t] * C, (size_t)C * sizeof(float));
 }
 
-void ck_pos_embed(float *out, const float *x, const float *table, int T, int C, int pos0)
+void ck_pos_embed(float *out, const float *x, const float *table, int T, int C, int pos0, const ck_seqmap *map)
 {
     int t, i;
     for (t = 0; t < T; t++) {
-        const float *p = table + (size_t)(pos0 + t) * C, *xr = x + (size_t)t * C;
+        const float *p = table + (size_t)ck_seq_pos(map, pos0, t) * C, *xr = x + (size_t)t * C;
         float *o = out + (size_t)t * C;
         for (i = 0; i < C; i++) o[i] = xr[i] + p[i];
     }

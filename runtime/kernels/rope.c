@@ -79,12 +79,12 @@ static void rope_row(float *o, const float *v, int head_dim, int half, const flo
 }
 
 void ck_rope(float *out, int ldo, const float *x, int ldx, int T, int n_heads, int head_dim, int rot_dim,
-             int pos0, const float *cos_t, const float *sin_t, int interleaved)
+             int pos0, const float *cos_t, const float *sin_t, int interleaved, const ck_seqmap *map)
 {
     int half = rot_dim / 2, t;
 #pragma omp parallel for schedule(static) if ((long)T * n_heads * head_dim >= CK_PAR_MIN)
     for (t = 0; t < T; t++) {
-        const float *c = cos_t + (size_t)(pos0 + t) * half, *s = sin_t + (size_t)(pos0 + t) * half;
+        const float *c = cos_t + (size_t)ck_seq_pos(map, pos0, t) * half, *s = sin_t + (size_t)ck_seq_pos(map, pos0, t) * half;
         int h;
         for (h = 0; h < n_heads; h++)
             rope_row(out + (size_t)t * ldo + (size_t)h * head_dim, x + (size_t)t * ldx + (size_t)h * head_dim,
@@ -93,14 +93,14 @@ void ck_rope(float *out, int ldo, const float *x, int ldx, int T, int n_heads, i
 }
 
 void ck_rope_ref(float *out, int ldo, const float *x, int ldx, int T, int n_heads, int head_dim, int rot_dim,
-                 int pos0, const float *cos_t, const float *sin_t, int interleaved)
+                 int pos0, const float *cos_t, const float *sin_t, int interleaved, const ck_seqmap *map)
 {
     int half = rot_dim / 2, t, h, i;
     for (t = 0; t < T; t++)
         for (h = 0; h < n_heads; h++) {
             const float *v = x + (size_t)t * ldx + (size_t)h * head_dim;
             float *o = out + (size_t)t * ldo + (size_t)h * head_dim;
-            const float *c = cos_t + (size_t)(pos0 + t) * half, *s = sin_t + (size_t)(pos0 + t) * half;
+            const float *c = cos_t + (size_t)ck_seq_pos(map, pos0, t) * half, *s = sin_t + (size_t)ck_seq_pos(map, pos0, t) * half;
             float rot[CK_ATTENTION_MAX_HEAD_DIM], res[CK_ATTENTION_MAX_HEAD_DIM];
             if (interleaved) { /* the paper's form: pair (2i, 2i + 1) turns by angle i */
                 for (i = 0; i < half; i++) {

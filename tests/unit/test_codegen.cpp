@@ -123,7 +123,7 @@ TEST_CASE("codegen: every size at a call site is named by what it is, every lite
     std::string src = generate(tiny_llama({{"hidden_size", 128}, {"head_dim", 32}}));
     std::string block = function_body(src, "block");
     CHECK_THAT(block, Contains("ck_attention(attn, CK_Q_DIM, q_rope, CK_QKV_DIM, kv_k, kv_v, kv_cap, T, kv_start, CK_HEADS, "
-                               "CK_KV_HEADS, CK_HEAD_DIM, /*scale=*/0.17677669f, /*window=*/0, /*softcap=*/0.0f);"));
+                               "CK_KV_HEADS, CK_HEAD_DIM, /*scale=*/0.17677669f, /*window=*/0, /*softcap=*/0.0f, m->seqmap);"));
     CHECK_THAT(block, Contains("ck_rope(k_rope, CK_KV_DIM, k, CK_QKV_DIM, T, CK_KV_HEADS, CK_HEAD_DIM, CK_ROT_DIM, pos0,"));
     CHECK_THAT(block, Contains("ck_linear(h, CK_DIM, attn, CK_Q_DIM, w->self_attn_o_proj_weight, /*bias=*/NULL, x, CK_DIM, "
                                "T, CK_Q_DIM, CK_DIM);"));

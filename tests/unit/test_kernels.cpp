@@ -74,10 +74,10 @@ TEST_CASE("ck_rope matches the reference (in place, out of place, partial rotary
     auto x = rnd(static_cast<size_t>(T) * ld, 8);
     std::vector<float> a(x.size(), 0.0f), b(x.size(), 0.0f), c = x;
     int il = GENERATE(0, 1);
-    ck_rope(a.data(), ld, x.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data(), il);
-    ck_rope_ref(b.data(), ld, x.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data(), il);
+    ck_rope(a.data(), ld, x.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data(), il, nullptr);
+    ck_rope_ref(b.data(), ld, x.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data(), il, nullptr);
     CHECK(max_abs_diff(a, b) < 1e-6);
-    ck_rope(c.data(), ld, c.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data(), il);
+    ck_rope(c.data(), ld, c.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data(), il, nullptr);
     for (int t = 0; t < T; t++)
         for (int i = 0; i < H * D; i++) CHECK(c[static_cast<size_t>(t) * ld + i] == Approx(b[static_cast<size_t>(t) * ld + i]).margin(1e-6));
     if (il && rot == D) {
@@ -94,8 +94,8 @@ TEST_CASE("ck_rope matches the reference (in place, out of place, partial rotary
         };
         std::vector<float> hf(x.size(), 0.0f), ggml(x.size(), 0.0f);
         auto xp = perm(x);
-        ck_rope_ref(hf.data(), ld, x.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data(), 0);
-        ck_rope_ref(ggml.data(), ld, xp.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data(), 1);
+        ck_rope_ref(hf.data(), ld, x.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data(), 0, nullptr);
+        ck_rope_ref(ggml.data(), ld, xp.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data(), 1, nullptr);
         auto hfp = perm(hf);
         for (int t = 0; t < T; t++)
             for (int i = 0; i < H * D; i++)
@@ -138,9 +138,81 @@ TEST_CASE("ck_attention matches the reference (GQA, cache offset, window, softca
     auto kc = rnd(static_cast<size_t>(KVH) * cap * D, 10), vc = rnd(static_cast<size_t>(KVH) * cap * D, 11);
     std::vector<float> a(static_cast<size_t>(T) * ldo, 0.0f), b(a);
     float scale = 1.0f / std::sqrt(static_cast<float>(D));
-    ck_attention(a.data(), ldo, q.data(), ldq, kc.data(), vc.data(), cap, T, pos0, H, KVH, D, scale, window, softcap);
-    ck_attention_ref(b.data(), ldo, q.data(), ldq, kc.data(), vc.data(), cap, T, pos0, H, KVH, D, scale, window, softcap);
+    ck_attention(a.data(), ldo, q.data(), ldq, kc.data(), vc.data(), cap, T, pos0, H, KVH, D, scale, window, softcap, nullptr);
+    ck_attention_ref(b.data(), ldo, q.data(), ldq, kc.data(), vc.data(), cap, T, pos0, H, KVH, D, scale, window, softcap, nullptr);
     CHECK(max_abs_diff(a, b) < 2e-6);
+}
+
+TEST_CASE("batched sequences: kv_store, attention, rope and pos_embed with a seqmap equal each sequence alone",
+          "[kernels]")
+{
+    // one call: sequence 0 decodes at position 5, sequence 1 prefills positions 0..3, sequence 2 decodes at 9;
+    // each sequence owns 16 rows of the cache (rows 16 s .. 16 s + 15)
+    const int H = 4, KVH = 2, D = 16, per = 16, S = 3, cap = S * per, ld = H * D, kld = KVH * D, window = GENERATE(0, 3);
+    const std::vector<int32_t> seq = {1, 0, 1, 2, 1, 1}, pos = {0, 5, 1, 9, 2, 3};
+    const int T = static_cast<int>(seq.size());
+    std::vector<int32_t> start(seq.size());
+    for (size_t t = 0; t < seq.size(); t++) start[t] = seq[t] * per;
+    ck_seqmap map = {pos.data(), start.data()};
+    Threads th(2);
+    auto q = rnd(static_cast<size_t>(T) * ld, 40), k = rnd(static_cast<size_t>(T) * kld, 41), v = rnd(static_cast<size_t>(T) * kld, 42);
+    auto kc = rnd(static_cast<size_t>(KVH) * cap * D, 43), vc = rnd(static_cast<size_t>(KVH) * cap * D, 44);
+    auto kc0 = kc, vc0 = vc;  // the earlier positions of every sequence
+    std::vector<float> got(static_cast<size_t>(T) * ld), ref_got(got.size());
+    ck_kv_store(kc.data(), vc.data(), cap, 0, k.data(), kld, v.data(), kld, T, KVH, D, &map);
+    ck_attention(got.data(), ld, q.data(), ld, kc.data(), vc.data(), cap, T, 0, H, KVH, D, 0.25f, window, 0.0f, &map);
+    ck_attention_ref(ref_got.data(), ld, q.data(), ld, kc.data(), vc.data(), cap, T, 0, H, KVH, D, 0.25f, window, 0.0f,
+                     &map);
+    CHECK(max_abs_diff(got, ref_got) < 2e-6);
+    // each sequence alone: its own [KVH][per][D] cache holding its rows, its tokens in order from their first position
+    for (int s = 0; s < S; s++) {
+        std::vector<int> mine;
+        for (int t = 0; t < T; t++)
+            if (seq[static_cast<size_t>(t)] == s) mine.push_back(t);
+        int n = static_cast<int>(mine.size()), p0 = pos[static_cast<size_t>(mine[0])];
+        std::vector<float> ks(static_cast<size_t>(KVH) * per * D), vs(ks.size()), qs(static_cast<size_t>(n) * ld),
+            kk(static_cast<size_t>(n) * kld), vv(kk.size()), out(static_cast<size_t>(n) * ld);
+        for (int h = 0; h < KVH; h++)
+            for (int j = 0; j < per * D; j++) {
+                ks[static_cast<size_t>(h) * per * D + j] = kc0[(static_cast<size_t>(h) * cap + s * per) * D + j];
+                vs[static_cast<size_t>(h) * per * D + j] = vc0[(static_cast<size_t>(h) * cap + s * per) * D + j];
+            }
+        for (int i = 0; i < n; i++) {
+            int t = mine[static_cast<size_t>(i)];
+            std::copy_n(q.begin() + static_cast<long>(t) * ld, ld, qs.begin() + static_cast<long>(i) * ld);
+            std::copy_n(k.begin() + static_cast<long>(t) * kld, kld, kk.begin() + static_cast<long>(i) * kld);
+            std::copy_n(v.begin() + static_cast<long>(t) * kld, kld, vv.begin() + static_cast<long>(i) * kld);
+        }
+        ck_kv_store(ks.data(), vs.data(), per, p0, kk.data(), kld, vv.data(), kld, n, KVH, D, nullptr);
+        ck_attention(out.data(), ld, qs.data(), ld, ks.data(), vs.data(), per, n, p0, H, KVH, D, 0.25f, window, 0.0f,
+                     nullptr);
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < ld; j++)
+                REQUIRE(got[static_cast<size_t>(mine[static_cast<size_t>(i)]) * ld + j] ==
+                        Approx(out[static_cast<size_t>(i) * ld + j]).margin(1e-6));
+    }
+    // RoPE and learned positions: token t at pos[t], as a one-token call at that position
+    const int rot = D, half = rot / 2, npos = 16;
+    std::vector<float> cs(static_cast<size_t>(npos) * half), sn(cs.size());
+    for (int p = 0; p < npos; p++)
+        for (int i = 0; i < half; i++) {
+            cs[static_cast<size_t>(p) * half + i] = std::cos(0.1f * p * (i + 1));
+            sn[static_cast<size_t>(p) * half + i] = std::sin(0.1f * p * (i + 1));
+        }
+    std::vector<float> r(q.size()), one(static_cast<size_t>(ld)), pe(q.size()), pe1(static_cast<size_t>(ld));
+    auto table = rnd(static_cast<size_t>(npos) * ld, 45);
+    ck_rope(r.data(), ld, q.data(), ld, T, H, D, rot, 0, cs.data(), sn.data(), 0, &map);
+    ck_pos_embed(pe.data(), q.data(), table.data(), T, ld, 0, &map);
+    for (int t = 0; t < T; t++) {
+        ck_rope(one.data(), ld, q.data() + static_cast<size_t>(t) * ld, ld, 1, H, D, rot, pos[static_cast<size_t>(t)],
+                cs.data(), sn.data(), 0, nullptr);
+        ck_pos_embed(pe1.data(), q.data() + static_cast<size_t>(t) * ld, table.data(), 1, ld, pos[static_cast<size_t>(t)],
+                     nullptr);
+        for (int j = 0; j < ld; j++) {
+            REQUIRE(r[static_cast<size_t>(t) * ld + j] == one[static_cast<size_t>(j)]);
+            REQUIRE(pe[static_cast<size_t>(t) * ld + j] == pe1[static_cast<size_t>(j)]);
+        }
+    }
 }
 
 TEST_CASE("ck_attention: a single visible key returns its value", "[kernels]")
@@ -150,7 +222,7 @@ TEST_CASE("ck_attention: a single visible key returns its value", "[kernels]")
     std::vector<float> q(H * D, 1.0f), kc(KVH * cap * D, 0.5f), vc(KVH * cap * D);
     for (size_t i = 0; i < vc.size(); i++) vc[i] = static_cast<float>(i);
     std::vector<float> out(H * D);
-    ck_attention(out.data(), H * D, q.data(), H * D, kc.data(), vc.data(), cap, 1, 0, H, KVH, D, 0.5f, 0, 0.0f);
+    ck_attention(out.data(), H * D, q.data(), H * D, kc.data(), vc.data(), cap, 1, 0, H, KVH, D, 0.5f, 0, 0.0f, nullptr);
     for (int h = 0; h < H; h++)
         for (int d = 0; d < D; d++) CHECK(out[h * D + d] == static_cast<float>(d));
 }
@@ -160,7 +232,7 @@ TEST_CASE("ck_kv_store writes the [KVH][cap][D] layout", "[kernels]")
     int T = 3, KVH = 2, D = 4, cap = 10, pos0 = 5, ld = KVH * D + 3;
     auto k = rnd(static_cast<size_t>(T) * ld, 12), v = rnd(static_cast<size_t>(T) * ld, 13);
     std::vector<float> kc(static_cast<size_t>(KVH) * cap * D, -1.0f), vc(kc);
-    ck_kv_store(kc.data(), vc.data(), cap, pos0, k.data(), ld, v.data(), ld, T, KVH, D);
+    ck_kv_store(kc.data(), vc.data(), cap, pos0, k.data(), ld, v.data(), ld, T, KVH, D, nullptr);
     for (int h = 0; h < KVH; h++)
         for (int t = 0; t < T; t++)
             for (int d = 0; d < D; d++) {
@@ -225,7 +297,7 @@ TEST_CASE("ck_pos_embed and ck_scale", "[kernels]")
     int T = 3, C = 4, pos0 = 2;
     std::vector<float> x(T * C, 1.0f), table(8 * C), out(T * C);
     for (size_t i = 0; i < table.size(); i++) table[i] = static_cast<float>(i);
-    ck_pos_embed(out.data(), x.data(), table.data(), T, C, pos0);
+    ck_pos_embed(out.data(), x.data(), table.data(), T, C, pos0, nullptr);
     for (int t = 0; t < T; t++)
         for (int c = 0; c < C; c++) CHECK(out[t * C + c] == 1.0f + table[(pos0 + t) * C + c]);
     ck_scale(out.data(), out.data(), out.size(), 0.5f);
@@ -259,8 +331,8 @@ TEST_CASE("vector exp: accurate over the whole float range, both bodies", "[kern
     q[0] = 1.0f;
     for (int j = 0; j < n; j++) kc[static_cast<size_t>(j) * D] = -90.0f + 4.5f * j;  // scores -90 .. 85.5
     std::vector<float> out(D), ref(D);
-    ck_attention(out.data(), D, q.data(), D, kc.data(), vc.data(), cap, 1, n - 1, H, H, D, 1.0f, 0, 0.0f);
-    ck_attention_ref(ref.data(), D, q.data(), D, kc.data(), vc.data(), cap, 1, n - 1, H, H, D, 1.0f, 0, 0.0f);
+    ck_attention(out.data(), D, q.data(), D, kc.data(), vc.data(), cap, 1, n - 1, H, H, D, 1.0f, 0, 0.0f, nullptr);
+    ck_attention_ref(ref.data(), D, q.data(), D, kc.data(), vc.data(), cap, 1, n - 1, H, H, D, 1.0f, 0, 0.0f, nullptr);
     for (int d = 0; d < D; d++) CHECK(out[d] == Approx(1.0f).epsilon(1e-6));
     CHECK(ck_cpu_avx2() == (portable ? 0 : ck_cpu_avx2()));
 }

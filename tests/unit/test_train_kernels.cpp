@@ -187,7 +187,7 @@ TEST_CASE("ck_rope_backward: finite differences (full and partial rotary), fast 
     ck_rope_backward_ref(dx.data(), ld, 0, r.data(), H * D, T, H, D, rot, pos0, cs.data(), sn.data());
     fd_check(x, dx, [&] {
         Vec y(r.size());
-        ck_rope_ref(y.data(), H * D, x.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data(), 0);
+        ck_rope_ref(y.data(), H * D, x.data(), ld, T, H, D, rot, pos0, cs.data(), sn.data(), 0, nullptr);
         return weighted(y, r);
     }, "dx");
     int acc = GENERATE(0, 1);
@@ -217,7 +217,7 @@ TEST_CASE("ck_attention_backward: finite differences (q, k, v; GQA, window, soft
     auto loss = [&] {
         Vec y(r.size());
         ck_attention_ref(y.data(), H * D, q.data(), ldq, kc.data(), vc.data(), cap, T, 0, H, KVH, D, scale, window,
-                         softcap);
+                         softcap, nullptr);
         return weighted(y, r);
     };
     fd_check(q, dq, loss, "dq");
@@ -241,7 +241,7 @@ TEST_CASE("ck_attention_backward: finite differences (q, k, v; GQA, window, soft
         v2 = rnd(static_cast<size_t>(KVH2) * T2 * D2, 7), go = rnd(static_cast<size_t>(T2) * H2 * D2, 8);
     Vec out(static_cast<size_t>(T2) * H2 * D2);
     ck_attention_ref(out.data(), H2 * D2, q2.data(), lq, k2.data(), v2.data(), T2, T2, 0, H2, KVH2, D2, 0.25f, window,
-                     softcap);
+                     softcap, nullptr);
     Vec aq = rnd(q2.size(), 9), bq(aq), akv = rnd(static_cast<size_t>(T2) * lk, 10), bkv(akv);
     Vec scratch(static_cast<size_t>(2) * T2 * H2);
     ck_attention_backward(aq.data(), lq, akv.data(), lk, akv.data() + KVH2 * D2, lk, acc, go.data(), H2 * D2, q2.data(),
