@@ -154,6 +154,15 @@ def test_main_executable_and_build_examples_generate_like_python(build, tmp_path
     sh(f"cc -O2 -I runtime/include -o {linked} build_examples/linked_generate.c {c} $(cat {c}.kernels) "
        f"-lopenblas -lm -fopenmp")
     assert sh(f"{linked} {b.weights} 12 {' '.join(map(str, p))}").strip() == expected
+    # several prompts in one handle (ck_model_batch): each line what that prompt alone gives
+    prompts = [p, prompt(9, 256, seed=10), prompt(1, 256, seed=11)]
+    m = b.model()
+    want = [" ".join(map(str, m.generate(q, 12, stop_at_eos=False)[len(q):])) for q in prompts]
+    batched = tmp_path / "batch_generate"
+    sh(f"cc -O2 -Wall -Werror -I runtime/include -o {batched} build_examples/batch_generate.c {c} $(cat {c}.kernels) "
+       f"-lopenblas -lm -fopenmp")
+    got = sh(f"{batched} {b.weights} 12 {' '.join(','.join(map(str, q)) for q in prompts)}").strip().splitlines()
+    assert got == want
 
 
 @pytest.mark.parametrize("config", REAL, ids=lambda p: os.path.basename(os.path.dirname(p)))
