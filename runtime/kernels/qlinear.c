@@ -47,6 +47,7 @@
 
 #define CK_QTILE 64      /* rows dequantized per sgemm in the prefill path */
 #define CK_QGEMM_MIN_T (CK_LINEAR_Q_DECODE_T + 1) /* from this many tokens on, the prefill paths */
+#define CK_DOT_CHUNK_BYTES (64 * 1024) /* dot_rows with several tokens: the rows' bytes each token passes over at once */
 
 /* ---- scalar dot products: the reference twins of the AVX2 bodies ------------------ */
 
@@ -1185,11 +1186,17 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
     for (p = 0; p < w->n_parts; base += w->rows[p], p++) {
         const int type = w->type[p];
         const size_t rb = ck_qtype_row_bytes(type, K);
-        const int64_t a = n0 > base ? n0 : base, b = n1 < base + w->rows[p] ? n1 : base + w->rows[p];
+        const int64_t pa = n0 > base ? n0 : base, pb = n1 < base + w->rows[p] ? n1 : base + w->rows[p];
         const char *rows = (const char *)w->data[p] - (size_t)base * rb; /* indexed by global row */
         const ck_vec_dot_fn dot = fast ? ck_vec_dot_for(type) : ck_qtype_cpu_of(type)->dot_ref;
         const int64_t ahead = ck_prefetch_rows_ahead(rb);
+        /* several tokens (a batch of sequences' decode step): the rows in chunks of about CK_DOT_CHUNK_BYTES, every
+         * token's dots over a chunk while it is in the cache, so the weights come from memory once for all */
+        const int64_t chunk = T > 1 ? (int64_t)(CK_DOT_CHUNK_BYTES / rb) + 1 : pb - pa;
+        int64_t c0;
+        for (c0 = pa; c0 < pb; c0 += chunk)
         for (t = 0; t < T; t++) {
+            const int64_t a = c0, b = c0 + chunk < pb ? c0 + chunk : pb;
             const void *act = act_row(acts, type, t);
 #ifdef CK_X86
             ck_pf_stream pf; /* the bodies that take one: the rows' lines a few per block (ck_simd.h) */
