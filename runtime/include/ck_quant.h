@@ -152,7 +152,11 @@ size_t ck_linear_q_workspace(int T, int K);
 #define CK_LINEAR_Q_WORKSPACE_BYTES(T, K)                                                                      \
     (((size_t)(T) + 7) / 8 * 8 * (size_t)(K) * 32 + ((T) > CK_LINEAR_Q_DECODE_T ? (size_t)(K) * 320 + CK_FGEMM_PANEL_BYTES : 0) + \
      4096)
-#define CK_LINEAR_Q_DECODE_T 6 /* ck_linear_q takes up to this many tokens a row's dot products (decode, a batch of sequences; from 7 on the int8 GEMM is faster: q4_0 at the 1.1B shape, scripts/bench_batch.py) */
+/* ck_linear_q takes up to this many tokens by rows of dot products (decode, a batch of sequences' step), more by the
+ * int8 GEMM. scripts/bench_batch.py, 1.1B q4_0, 2 threads, the 2-core Xeon: with one token's dots at a time the
+ * GEMM wins from 7 tokens on; q4_0's pair kernel (qdot4.c) would still lead at 8 (90.7 vs 77.2 tok/s), the other
+ * formats' single-token bodies would not */
+#define CK_LINEAR_Q_DECODE_T 6
 int ck_linear_q(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, const float *bias, const float *add,
                 int ld_add, int T, int K, int N);
 int ck_linear_q_ref(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, const float *bias,

@@ -147,6 +147,56 @@ CK_VBMI static inline float dot_q4_0_vbmi(int64_t ng, const char *w, const int8_
     return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
+/* dot_q4_0_vbmi for two tokens at once: each weight group is loaded, unpacked and its scales converted once for
+ * both (a batch of sequences' decode step); each token's sums are computed exactly as dot_q4_0_vbmi's */
+CK_VBMI static inline void dot_q4_0_vbmi2(float *v0, float *v1, int64_t ng, const char *w, const int8_t *q,
+                                          const float *d, const int32_t *off, const int8_t *q1, const float *d1,
+                                          const int32_t *off1, __m512i gidx, __m512i widx, ck_pf_stream *pf)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), bcc0 = _mm512_setzero_ps(), bcc1 = _mm512_setzero_ps();
+    int64_t g = 0;
+    for (; g + 2 <= ng; g += 2, w += 144, q += 256, d += 32, off += 32, q1 += 256, d1 += 32, off1 += 32) {
+        ck_pf_ahead(pf, w);
+        const __m512i a0 = _mm512_loadu_si512((const void *)w), b0 = _mm512_loadu_si512((const void *)(w + 8));
+        const __m512i a1 = _mm512_loadu_si512((const void *)(w + 72)), b1 = _mm512_loadu_si512((const void *)(w + 80));
+        const __m512i x0 = _mm512_permutex2var_epi8(a0, gidx, b0), x1 = _mm512_permutex2var_epi8(a1, gidx, b1);
+        const __m512i l0 = _mm512_and_si512(x0, m4), h0 = _mm512_and_si512(_mm512_srli_epi16(x0, 4), m4);
+        const __m512i l1 = _mm512_and_si512(x1, m4), h1 = _mm512_and_si512(_mm512_srli_epi16(x1, 4), m4);
+        const __m512 s0 = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(widx, a0)));
+        const __m512 s1 = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(widx, a1)));
+        __m512i p0 = _mm512_loadu_si512((const void *)off), p1 = _mm512_loadu_si512((const void *)(off + 16));
+        __m512i r0 = _mm512_loadu_si512((const void *)off1), r1 = _mm512_loadu_si512((const void *)(off1 + 16));
+        p0 = _mm512_dpbusd_epi32(p0, l0, _mm512_loadu_si512((const void *)q));
+        p0 = _mm512_dpbusd_epi32(p0, h0, _mm512_loadu_si512((const void *)(q + 64)));
+        p1 = _mm512_dpbusd_epi32(p1, l1, _mm512_loadu_si512((const void *)(q + 128)));
+        p1 = _mm512_dpbusd_epi32(p1, h1, _mm512_loadu_si512((const void *)(q + 192)));
+        r0 = _mm512_dpbusd_epi32(r0, l0, _mm512_loadu_si512((const void *)q1));
+        r0 = _mm512_dpbusd_epi32(r0, h0, _mm512_loadu_si512((const void *)(q1 + 64)));
+        r1 = _mm512_dpbusd_epi32(r1, l1, _mm512_loadu_si512((const void *)(q1 + 128)));
+        r1 = _mm512_dpbusd_epi32(r1, h1, _mm512_loadu_si512((const void *)(q1 + 192)));
+        acc0 = _mm512_fmadd_ps(_mm512_mul_ps(s0, _mm512_loadu_ps(d)), _mm512_cvtepi32_ps(p0), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_mul_ps(s1, _mm512_loadu_ps(d + 16)), _mm512_cvtepi32_ps(p1), acc1);
+        bcc0 = _mm512_fmadd_ps(_mm512_mul_ps(s0, _mm512_loadu_ps(d1)), _mm512_cvtepi32_ps(r0), bcc0);
+        bcc1 = _mm512_fmadd_ps(_mm512_mul_ps(s1, _mm512_loadu_ps(d1 + 16)), _mm512_cvtepi32_ps(r1), bcc1);
+    }
+    if (g < ng) {
+        const __m512i a0 = _mm512_loadu_si512((const void *)w), b0 = _mm512_loadu_si512((const void *)(w + 8));
+        const __m512i x0 = _mm512_permutex2var_epi8(a0, gidx, b0);
+        const __m512i l0 = _mm512_and_si512(x0, m4), h0 = _mm512_and_si512(_mm512_srli_epi16(x0, 4), m4);
+        const __m512 s0 = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(widx, a0)));
+        __m512i p0 = _mm512_loadu_si512((const void *)off), r0 = _mm512_loadu_si512((const void *)off1);
+        p0 = _mm512_dpbusd_epi32(p0, l0, _mm512_loadu_si512((const void *)q));
+        p0 = _mm512_dpbusd_epi32(p0, h0, _mm512_loadu_si512((const void *)(q + 64)));
+        r0 = _mm512_dpbusd_epi32(r0, l0, _mm512_loadu_si512((const void *)q1));
+        r0 = _mm512_dpbusd_epi32(r0, h0, _mm512_loadu_si512((const void *)(q1 + 64)));
+        acc0 = _mm512_fmadd_ps(_mm512_mul_ps(s0, _mm512_loadu_ps(d)), _mm512_cvtepi32_ps(p0), acc0);
+        bcc0 = _mm512_fmadd_ps(_mm512_mul_ps(s0, _mm512_loadu_ps(d1)), _mm512_cvtepi32_ps(r0), bcc0);
+    }
+    *v0 = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    *v1 = _mm512_reduce_add_ps(_mm512_add_ps(bcc0, bcc1));
+}
+
 CK_VBMI static inline float dot_q4_1_vbmi(int64_t ng, const char *w, const int8_t *q, const float *d, const float *s4,
                                           __m512i gidx, __m512i widx, ck_pf_stream *pf)
 {
@@ -220,6 +270,32 @@ CK_VBMI static inline float dot_q5_vbmi(int has_min, int bsize, int64_t ng, cons
     return _mm512_reduce_add_ps(_mm512_add_ps(acc, accm));
 }
 
+/* rows [n0, n1) of q4_0 for tokens t0 and t1 together (see ck_qdot4_rows2) */
+CK_VBMI static void rows_q4_0_vbmi2(float *out0, float *out1, const ck_qdot4_acts *a, int t0, int t1, const char *rows,
+                                    size_t row_bytes, const void *act0, const void *act1, ck_vec_dot_fn tail_dot,
+                                    const float *bias, const float *add0, const float *add1, int64_t n0, int64_t n1)
+{
+    const int64_t ng = a->K / 128, tail = a->K / CK_QK - 4 * ng;
+    const size_t at0 = (size_t)t0 * (size_t)ng, at1 = (size_t)t1 * (size_t)ng;
+    const size_t tail_at = 4 * (size_t)ng * sizeof(ck_block_q8_0);
+    const __m512i gidx = gather_index(18, 2), widx = word_index(18);
+    ck_pf_stream pf;
+    int64_t n;
+    ck_pf_start(&pf, rows + (size_t)n0 * row_bytes, rows + (size_t)n1 * row_bytes);
+    for (n = n0; n < n1; n++) {
+        const char *w = rows + (size_t)n * row_bytes;
+        float v0, v1;
+        dot_q4_0_vbmi2(&v0, &v1, ng, w, a->q + at0 * 128, a->d + at0 * 16, a->off + at0 * 16, a->q + at1 * 128,
+                       a->d + at1 * 16, a->off + at1 * 16, gidx, widx, &pf);
+        if (tail) {
+            v0 += tail_dot(tail * CK_QK, w + 4 * ng * 18, (const char *)act0 + tail_at);
+            v1 += tail_dot(tail * CK_QK, w + 4 * ng * 18, (const char *)act1 + tail_at);
+        }
+        out0[n] = v0 + (bias ? bias[n] : 0.0f) + (add0 ? add0[n] : 0.0f);
+        out1[n] = v1 + (bias ? bias[n] : 0.0f) + (add1 ? add1[n] : 0.0f);
+    }
+}
+
 /* rows [n0, n1) of one token (see ck_qdot4_rows): the shuffle indices built once */
 CK_VBMI static void rows_vbmi(float *out, const ck_qdot4_acts *a, int t, int type, const char *rows, size_t row_bytes,
                               const void *act_row, ck_vec_dot_fn tail_dot, const float *bias, const float *add,
@@ -254,6 +330,20 @@ CK_VBMI static void rows_vbmi(float *out, const ck_qdot4_acts *a, int t, int typ
     }
 }
 #endif
+
+void ck_qdot4_rows2(float *out0, float *out1, const ck_qdot4_acts *a, int t0, int t1, int type, const char *rows,
+                    size_t row_bytes, const void *act0, const void *act1, ck_vec_dot_fn tail_dot, const float *bias,
+                    const float *add0, const float *add1, int64_t n0, int64_t n1)
+{
+#ifdef CK_X86
+    if (type == CK_Q_Q4_0) {
+        rows_q4_0_vbmi2(out0, out1, a, t0, t1, rows, row_bytes, act0, act1, tail_dot, bias, add0, add1, n0, n1);
+        return;
+    }
+#endif
+    ck_qdot4_rows(out0, a, t0, type, rows, row_bytes, act0, tail_dot, bias, add0, n0, n1);
+    ck_qdot4_rows(out1, a, t1, type, rows, row_bytes, act1, tail_dot, bias, add1, n0, n1);
+}
 
 void ck_qdot4_rows(float *out, const ck_qdot4_acts *a, int t, int type, const char *rows, size_t row_bytes,
                    const void *act_row, ck_vec_dot_fn tail_dot, const float *bias, const float *add, int64_t n0,

@@ -1194,10 +1194,12 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
          * token's dots over a chunk while it is in the cache, so the weights come from memory once for all */
         const int64_t chunk = T > 1 ? (int64_t)(CK_DOT_CHUNK_BYTES / rb) + 1 : pb - pa;
         int64_t c0;
-        for (c0 = pa; c0 < pb; c0 += chunk)
+        int paired = -1; /* a token whose dots a pair kernel computed with the previous one */
+        for (c0 = pa; c0 < pb; c0 += chunk, paired = -1)
         for (t = 0; t < T; t++) {
             const int64_t a = c0, b = c0 + chunk < pb ? c0 + chunk : pb;
             const void *act = act_row(acts, type, t);
+            if (t == paired) continue;
 #ifdef CK_X86
             ck_pf_stream pf; /* the bodies that take one: the rows' lines a few per block (ck_simd.h) */
 #endif
@@ -1218,7 +1220,14 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                                         (const ck_block_q8_K *)act, &pf) + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
             }
             if (fast && acts->g4.q && ck_qdot4_type(type)) { /* q4_0 / q4_1 / q5_0 / q5_1 on AVX-512 VBMI */
-                ck_qdot4_rows(o, &acts->g4, t, type, rows, rb, act, ck_qtype_cpu_of(type)->dot_ref, bias, ad, n, b);
+                if (t + 1 < T) { /* two tokens at a time: q4_0's weights unpacked once for both */
+                    ck_qdot4_rows2(o, out + (size_t)(t + 1) * ldo, &acts->g4, t, t + 1, type, rows, rb, act,
+                                   act_row(acts, type, t + 1), ck_qtype_cpu_of(type)->dot_ref, bias, ad,
+                                   add ? add + (size_t)(t + 1) * ld_add : NULL, n, b);
+                    paired = t + 1;
+                } else {
+                    ck_qdot4_rows(o, &acts->g4, t, type, rows, rb, act, ck_qtype_cpu_of(type)->dot_ref, bias, ad, n, b);
+                }
                 n = b;
             }
             if (fast && (type == CK_Q_Q4_0 || type == CK_Q_Q8_0) && acts->off) { /* activations prepared per token */

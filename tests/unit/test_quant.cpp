@@ -227,7 +227,7 @@ TEST_CASE("quant: ck_linear_q (dot and tile paths, mixed parts, bias, residual, 
     auto bias = rnd(N, 5u);
     std::vector<float> wabs(wd);
     for (auto &v : wabs) v = std::fabs(v);
-    for (int T : {1, 3, 9, 21}) {
+    for (int T : {1, 3, 5, 9, 21}) {
         for (int threads : {1, 2}) {
             INFO("T " << T << " threads " << threads);
             Threads th(threads);
@@ -252,7 +252,8 @@ TEST_CASE("quant: ck_linear_q (dot and tile paths, mixed parts, bias, residual, 
             ck_linear_ref(mag.data(), ldo, xabs.data(), ldx, wabs.data(), nullptr, nullptr, 0, T, K, N);
             // 8-bit activations (the dot path, and the int8 GEMM of many tokens): well under 1% of sum |w x|, and
             // the same integers as the scalar dot products (the reference twin); float tiles: exact
-            const bool int8 = T < 4 || ck_cpu_avx512vnni();
+            const bool dots = T <= CK_LINEAR_Q_DECODE_T;  // the dot path (8-bit activations on every CPU)
+            const bool int8 = dots || ck_cpu_avx512vnni();
             for (int t = 0; t < T; t++)
                 for (int n = 0; n < N; n++) {
                     size_t i = static_cast<size_t>(t) * ldo + n;
@@ -260,9 +261,9 @@ TEST_CASE("quant: ck_linear_q (dot and tile paths, mixed parts, bias, residual, 
                                           : n < rows[0] + rows[1] ? types[1] < CK_Q_Q4_0 || types[1] == CK_Q_BF16
                                                                   : types[2] < CK_Q_Q4_0 || types[2] == CK_Q_BF16;
                     REQUIRE(std::fabs(out[i] - exact[i]) <= (int8 ? 1e-2 : 1e-5) * (1.0 + mag[i]));
-                    if (int8 && (T < 4 || !float_part))
+                    if (int8 && (dots || !float_part))
                         REQUIRE(std::fabs(out[i] - ref[i]) <= 1e-4 * std::max(1.0f, std::fabs(ref[i])));
-                    REQUIRE(std::fabs(tiles[i] - exact[i]) <= (T < 4 ? 1e-2 : 1e-5) * (1.0 + mag[i]));
+                    REQUIRE(std::fabs(tiles[i] - exact[i]) <= (dots ? 1e-2 : 1e-5) * (1.0 + mag[i]));
                 }
             // in place: the residual is the output (the planner's MATMUL_ADD trick)
             std::vector<float> inplace(add);
@@ -490,7 +491,7 @@ TEST_CASE("quant: every kernel path's decode gives the reference's integers (tai
                 m.rows[0] = N;
                 m.data[0] = wq.data();
                 auto bias = rnd(N, 7u);
-                for (int T : {1, 2, 3}) {
+                for (int T : {1, 2, 3, 5, 6}) {  // (pairs of tokens share a weight group's unpacking: q4_0 VBMI)
                     auto x = rnd(static_cast<size_t>(T) * K, 50u + T);
                     auto add = rnd(static_cast<size_t>(T) * ldo, 60u + T);
                     std::vector<float> ref(add), got(add);
@@ -498,6 +499,13 @@ TEST_CASE("quant: every kernel path's decode gives the reference's integers (tai
                     REQUIRE(ck_linear_q(got.data(), ldo, x.data(), K, &m, bias.data(), got.data(), ldo, T, K, N) == 0);
                     for (size_t i = 0; i < got.size(); i++)
                         REQUIRE(std::fabs(got[i] - ref[i]) <= 2e-5 * std::max(1.0f, std::fabs(ref[i])));
+                    // each token exactly as alone: a batch of sequences decodes as each sequence would by itself
+                    for (int t = 0; t < T && T > 1; t++) {
+                        std::vector<float> one(add.begin() + static_cast<long>(t) * ldo, add.begin() + static_cast<long>(t + 1) * ldo);
+                        REQUIRE(ck_linear_q(one.data(), ldo, x.data() + static_cast<size_t>(t) * K, K, &m, bias.data(), one.data(),
+                                            ldo, 1, K, N) == 0);
+                        for (int n = 0; n < N; n++) REQUIRE(one[static_cast<size_t>(n)] == got[static_cast<size_t>(t) * ldo + n]);
+                    }
                 }
             }
     }
