@@ -314,9 +314,9 @@ class LlmModel(_Handle):
             raise ValueError("batch: no tokens")
         self._check(self.lib.ck_model_batch(self.h, t.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
                                             q.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), t.size))
-        last = [i for i in range(q.size) if int(q[i]) not in set(int(x) for x in q[i + 1:])]
+        last = {int(seq): i for i, seq in enumerate(q)}  # each sequence's last token: the rows come in its order
         rows = self.logits()
-        return {int(q[i]): rows[r] for r, i in enumerate(last)}
+        return {seq: rows[r] for r, seq in enumerate(sorted(last, key=last.get))}
 
     def seq_reset(self, seq):
         self._check(self.lib.ck_model_seq_reset(self.h, int(seq)))
@@ -354,7 +354,7 @@ class LlmModel(_Handle):
         width = min(int(max_batch), len(prompts))
         capacity = max(len(p) for p in prompts) + max_new_tokens
         self.kv_cache_enable_batch(capacity, width)
-        samplers = [self.sampler(**sampling) if sampling.get("temperature") else None for _ in range(width)]
+        samplers = {}  # one per prompt (sampled only): its draws do not depend on which prompts share its steps
         out = [[] for _ in prompts]
         waiting = list(range(len(prompts)))
         live = {}  # sequence slot -> prompt index
@@ -380,10 +380,16 @@ class LlmModel(_Handle):
                 for slot in sorted(rows):
                     i = live[slot]
                     history = prompts[i] + out[i]
-                    nxt = samplers[slot].sample(rows[slot], history) if samplers[slot] else int(np.argmax(rows[slot]))
+                    if sampling.get("temperature"):
+                        if i not in samplers:
+                            samplers[i] = self.sampler(**sampling)
+                        nxt = samplers[i].sample(rows[slot], history)
+                    else:
+                        nxt = int(np.argmax(rows[slot]))
                     out[i].append(nxt)
                     if ends(nxt) or len(out[i]) >= max_new_tokens:
                         del live[slot]
+                        samplers.pop(i, None)
         finally:
             self.kv_cache_disable()
         return out

@@ -29,6 +29,10 @@ def test_generate_batch_equals_each_sequence_alone(build, family):
         cut = w.index(stop) + 1 if stop in w else len(w)
         assert g == w[:cut]
     assert len(ended[0]) <= 4 and any(len(g) == 12 for g in ended), ended
+    # sampled: each prompt draws from its own seeded sampler, whatever the prompts it shares its steps with
+    one = m.generate_batch(prompts, 8, max_batch=1, stop_at_eos=False, temperature=1.0, seed=5)
+    three = m.generate_batch(prompts, 8, max_batch=3, stop_at_eos=False, temperature=1.0, seed=5)
+    assert one == three and one != [g[:8] for g in got]
 
 
 def test_batch_logits_equal_single_sequence_runs(build):
@@ -79,9 +83,13 @@ def test_batch_refuses_bad_sequences_and_overflow(build):
     m.kv_cache_enable_batch(4, 2)
     with pytest.raises(ckc.CkError, match="sequence 2, outside 0..1"):
         m.batch([1, 2], [0, 2])
+    assert m.seq_tokens(0) == 0  # the refused call advanced no sequence
     with pytest.raises(ckc.CkError, match="sequence 1 would hold 5 positions, over its 4"):
         m.batch([1, 2, 3, 4, 5], [1] * 5)
     assert m.seq_tokens(1) == 0  # nothing ran
+    with pytest.raises(ckc.CkError, match="outside the vocabulary"):
+        m.batch([1, 10 ** 6], [0, 1])
+    assert [m.seq_tokens(0), m.seq_tokens(1)] == [0, 0]
     with pytest.raises(ckc.CkError, match="ck_model_batch"):
         m.decode(3)  # the single-sequence calls are refused while the cache holds several
     with pytest.raises(ckc.CkError, match="outside 1..4096"):

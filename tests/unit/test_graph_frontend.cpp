@@ -207,6 +207,13 @@ TEST_CASE("graph.json: every kind of bad input is a clear error", "[graph-fronte
         d["outputs"] = json::array();
         Exported f(d, linear_weights());
         CHECK_THAT(error_of(f.path()), Catch::Contains("no outputs"));
+        // a reshape to more dimensions than the kernels' shape arrays hold (they would overflow at run time)
+        d = {{"schema", "ckc.graph"}, {"version", 1},
+             {"inputs", {{{"name", "x"}, {"shape", {1024}}, {"dtype", "f32"}}}}, {"constants", json::array()},
+             {"nodes", {node("r", "RESHAPE", {"x"}, {{"shape", {2, 2, 2, 2, 2, 2, 2, 2, 2, 2}}}, "m")}},
+             {"outputs", {{{"name", "output"}, {"tensor", "r"}}}}};
+        Exported g(d, {});
+        CHECK_THAT(error_of(g.path()), Catch::Contains("node 'r' (RESHAPE): computes a tensor of 10 dimensions"));
     }
 }
 

@@ -17,6 +17,8 @@
 #include "support/source_location.h"
 #include "support/util.h"
 
+static_assert(ckc::limits::kRank <= CK_MAX_RANK, "graph.json tensors must fit the kernels' shape arrays");
+
 namespace ckc {
 
 namespace {
@@ -349,6 +351,10 @@ void read_nodes(const Reader &r, const json &doc, Program &p, Names &names)
         }
         g.tensor(n.output).reference = r.optional_str(nj, "reference", where);
         const Tensor &out = g.tensor(n.output);
+        // (a reshape or expand to more dimensions than the kernels index: they walk shapes in arrays of kRank)
+        if (static_cast<int64_t>(out.shape.size()) > limits::kRank)
+            r.fail(fmt::format("{}: computes a tensor of {} dimensions {}, above ckc's limit of {}", where,
+                               out.shape.size(), shape_str(out.shape), limits::kRank));
         if (nj.contains("shape")) {
             Shape want = r.shape(nj, where);
             if (want != out.shape)
