@@ -1,6 +1,7 @@
 /*
- * qdot4.c — decode (one token, or a few) over q4_0 / q4_1 / q5_0 / q5_1 weights on AVX-512 VBMI: the 4- and
- * 5-bit block formats at the memory roofline.
+ * qdot4.c — decode (one token, or a few) over q4_0 / q4_1 / q5_0 / q5_1 weights on AVX-512 VBMI, and the same
+ * scheme on AVX2 / AVX-VNNI (two blocks per register; at the end of the file): the 4- and 5-bit block formats at
+ * the memory roofline.
  *
  * A q4_0 block is 18 bytes (f16 scale, 16 bytes of nibbles: element j low, j + 16 high), q4_1 20 (scale, min,
  * nibbles). The one-block-at-a-time bodies (qlinear.c) spend most of their time moving the 16-byte nibble
@@ -20,6 +21,7 @@
  *   q5_0 / q5_1 as q4_0 / q4_1 with the fifth bits added (+16) through masks read from qh, and q5_0's offset 16
  * The integer sums are exact, so the result differs from the other bodies only in the order of float sums.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,17 +36,33 @@ int ck_qdot4_type(int type)
     return type == CK_Q_Q4_0 || type == CK_Q_Q4_1 || type == CK_Q_Q5_0 || type == CK_Q_Q5_1;
 }
 
-int ck_qdot4_fast(void) { return ck_cpu_avx512vbmi(); }
-
-int ck_qdot4_acts_init(ck_qdot4_acts *a, const ck_qgemm_acts *src)
+int ck_qdot4_takes(int type)
 {
-    const int64_t ng = src->K / 128;
+    if (!ck_qdot4_type(type)) return 0;
+    if (ck_cpu_avx512vbmi()) return 1;
+    /* AVX-512 VNNI without VBMI: q4_0 has qlinear.c's act512 body, the others these AVX2 ones */
+    return ck_cpu_avx2() && (type != CK_Q_Q4_0 || !ck_cpu_avx512vnni());
+}
+
+/* the layout from each token's quants (contiguous, K per token) and per-block scales d and s (s NULL: none) */
+typedef struct {
+    const int8_t *q; /* token t's quants: q + t * q_stride, block b's at + block_stride * b */
+    size_t q_stride, block_stride;
+    const float *d, *s; /* [T][K / 32], or NULL with the blocks' f16 fields read instead */
+    const char *blocks; /* q8_0 / q8_1 blocks: d at byte 0, s at byte 2 (q8_1) */
+    size_t row_bytes;
+    int has_s;
+} acts_src;
+
+static int acts_init(ck_qdot4_acts *a, int T, int K, const acts_src *src)
+{
+    const int64_t ng = K / 128;
     int t, g, l, b, j;
     memset(a, 0, sizeof *a);
-    a->T = src->T;
-    a->K = src->K;
+    a->T = T;
+    a->K = K;
     { /* one allocation: q, then d, off and s4 (4-byte lanes after q's multiple of 128 bytes) */
-        const size_t lanes = (size_t)src->T * (size_t)ng * 16;
+        const size_t lanes = (size_t)T * (size_t)ng * 16;
         char *mem = (char *)ck_ws_alloc(lanes * 8 + lanes * 3 * 4 + 64); /* the workspace, else malloc */
         if (!mem) return -1;
         a->q = (int8_t *)mem;
@@ -52,27 +70,65 @@ int ck_qdot4_acts_init(ck_qdot4_acts *a, const ck_qgemm_acts *src)
         a->off = (int32_t *)(a->d + lanes);
         a->s4 = (float *)(a->off + lanes);
     }
-    for (t = 0; t < src->T; t++) {
-        const int8_t *q = src->q + (size_t)t * src->K;
-        const float *d = src->d + (size_t)t * (src->K / CK_QK);
-        const float *s = src->s ? src->s + (size_t)t * (src->K / CK_QK) : NULL;
+    for (t = 0; t < T; t++) {
+        const int8_t *q = src->q + (size_t)t * src->q_stride;
         for (g = 0; g < ng; g++) {
             int8_t *o = a->q + ((size_t)t * ng + g) * 128;
             const size_t at = ((size_t)t * ng + g) * 16;
+            float d[4], s[4];
             for (b = 0; b < 4; b++) {
-                memcpy(o + 16 * b, q + CK_QK * (4 * g + b), 16);
-                memcpy(o + 64 + 16 * b, q + CK_QK * (4 * g + b) + 16, 16);
+                const int64_t blk = 4 * g + b;
+                const int8_t *qb = q + src->block_stride * (size_t)blk;
+                memcpy(o + 16 * b, qb, 16);
+                memcpy(o + 64 + 16 * b, qb + 16, 16);
+                if (src->d) {
+                    d[b] = src->d[(size_t)t * (K / CK_QK) + blk];
+                    s[b] = src->s ? src->s[(size_t)t * (K / CK_QK) + blk] : 0.0f;
+                } else {
+                    const char *y = src->blocks + src->row_bytes * t + src->block_stride * (size_t)blk;
+                    uint16_t h;
+                    memcpy(&h, y, 2);
+                    d[b] = ck_fp16_to_fp32(h);
+                    memcpy(&h, y + 2, 2);
+                    s[b] = src->has_s ? ck_fp16_to_fp32(h) : 0.0f;
+                }
             }
             for (l = 0; l < 16; l++) { /* int32 lane l: block l / 4, bytes 4l .. 4l + 3 of lo and of hi */
                 int sum = 0;
                 for (j = 0; j < 4; j++) sum += o[4 * l + j] + o[64 + 4 * l + j];
                 a->off[at + l] = -8 * sum;
-                a->d[at + l] = d[4 * g + l / 4];
-                a->s4[at + l] = s ? 0.25f * s[4 * g + l / 4] : 0.0f; /* 4 lanes per block: exact quarters */
+                a->d[at + l] = d[l / 4];
+                a->s4[at + l] = 0.25f * s[l / 4]; /* 4 lanes per block: exact quarters */
             }
         }
     }
     return 0;
+}
+
+int ck_qdot4_acts_init(ck_qdot4_acts *a, const ck_qgemm_acts *src)
+{
+    acts_src s;
+    memset(&s, 0, sizeof s);
+    s.q = src->q;
+    s.q_stride = (size_t)src->K;
+    s.block_stride = CK_QK;
+    s.d = src->d;
+    s.s = src->s;
+    return acts_init(a, src->T, src->K, &s);
+}
+
+int ck_qdot4_acts_from_blocks(ck_qdot4_acts *a, int dot_type, const void *rows, size_t row_bytes, int T, int K)
+{
+    acts_src s;
+    const size_t qs = dot_type == CK_Q_Q8_1 ? offsetof(ck_block_q8_1, qs) : offsetof(ck_block_q8_0, qs);
+    memset(&s, 0, sizeof s);
+    s.block_stride = dot_type == CK_Q_Q8_1 ? sizeof(ck_block_q8_1) : sizeof(ck_block_q8_0);
+    s.q = (const int8_t *)rows + qs;
+    s.q_stride = row_bytes;
+    s.blocks = (const char *)rows;
+    s.row_bytes = row_bytes;
+    s.has_s = dot_type == CK_Q_Q8_1;
+    return acts_init(a, T, K, &s);
 }
 
 void ck_qdot4_acts_free(ck_qdot4_acts *a)
@@ -329,6 +385,142 @@ CK_VBMI static void rows_vbmi(float *out, const ck_qdot4_acts *a, int t, int typ
         out[n] = v + (bias ? bias[n] : 0.0f) + (add ? add[n] : 0.0f); /* add may be out itself */
     }
 }
+
+/* ---- the same on AVX2 (and AVX-VNNI): two blocks per 256-bit register ------------------------------------------
+ * Two 16-byte loads put blocks 2i and 2i + 1's nibbles in the two halves of one register, so the activations in
+ * ck_qdot4_acts' order (per 128 elements: the 4 blocks' quants 0-15, then 16-31) meet them lane for lane: each
+ * block's exact integer dot product lands in 4 int32 lanes, the weights' scales (and mins) are placed on their
+ * lanes by one byte shuffle of the group's 4 first words, and the float work is one multiply-add per 8 lanes.
+ * Per 128 weights about 40 instructions where the one-block body (qlinear.c) takes about 70. */
+#define CK_A2 __attribute__((target("avx2,fma,f16c")))
+#define CK_A2V __attribute__((target("avx2,fma,f16c,avxvnni")))
+
+/* 32 bits -> 32 bytes: byte j is 16 where bit j is set, else 0 */
+CK_A2 static inline __m256i a2_fifth(uint32_t x)
+{
+    __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x),
+                                    _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    b = _mm256_or_si256(b, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(b, _mm256_set1_epi64x(-1)), _mm256_set1_epi8(16));
+}
+
+/* blocks b and b + 1's 16 nibble bytes (at byte qoff of each) in the low and high half */
+CK_A2 static inline __m256i a2_nibbles(const char *w, int bsize, int qoff)
+{
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(w + qoff))),
+                                   _mm_loadu_si128((const __m128i *)(w + bsize + qoff)), 1);
+}
+
+CK_A2 static inline uint32_t a2_u32(const char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* The body for one token: the dot product of a row's 4 ng blocks with the prepared activations. DOT(lo, hi,
+ * qa_lo, qa_hi, acc) adds each lane's 8 products to acc (maddubs + madd, or one vpdpbusd each with AVX-VNNI). */
+#define CK_A2_DOT_PLAIN(l, h, al, ah, acc)                                                                      \
+    _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(l, al), _mm256_maddubs_epi16(h, ah)), \
+                                            _mm256_set1_epi16(1)))
+#define CK_A2_DOT_VNNI(l, h, al, ah, acc) _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc, l, al), h, ah)
+#define CK_A2_BODY(NAME, ATTR, DOT)                                                                                   \
+    ATTR static inline float NAME(int type, int64_t ng, const char *w, const int8_t *q, const float *d,              \
+                                  const int32_t *off, const float *s4, ck_pf_stream *pf)                             \
+    {                                                                                                                  \
+        const int bsize = type == CK_Q_Q4_0 ? 18 : type == CK_Q_Q4_1 ? 20 : type == CK_Q_Q5_0 ? 22 : 24;              \
+        const int qoff = bsize - 16, has_min = type == CK_Q_Q4_1 || type == CK_Q_Q5_1;                                \
+        const int q5 = type == CK_Q_Q5_0 || type == CK_Q_Q5_1, qh = has_min ? 4 : 2;                                 \
+        const __m256i m4 = _mm256_set1_epi8(0x0F);                                                                   \
+        /* the scales (word 0 of each block) of blocks 0, 1 and of 2, 3 on their 4 lanes each; the mins (word 1) */  \
+        const __m128i sc01 = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 4, 5, 4, 5, 4, 5, 4, 5);                        \
+        const __m128i sc23 = _mm_setr_epi8(8, 9, 8, 9, 8, 9, 8, 9, 12, 13, 12, 13, 12, 13, 12, 13);                \
+        const __m128i mn01 = _mm_setr_epi8(2, 3, 2, 3, 2, 3, 2, 3, 6, 7, 6, 7, 6, 7, 6, 7);                        \
+        const __m128i mn23 = _mm_setr_epi8(10, 11, 10, 11, 10, 11, 10, 11, 14, 15, 14, 15, 14, 15, 14, 15);        \
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), accm = _mm256_setzero_ps();                  \
+        int64_t g;                                                                                                     \
+        for (g = 0; g < ng; g++, w += 4 * bsize, q += 128, d += 16, off += 16, s4 += 16) {                            \
+            ck_pf_ahead(pf, w);                                                                                        \
+            const __m128i words = _mm_setr_epi32((int)a2_u32(w), (int)a2_u32(w + bsize), (int)a2_u32(w + 2 * bsize), \
+                                                 (int)a2_u32(w + 3 * bsize));                                         \
+            const __m256i x0 = a2_nibbles(w, bsize, qoff), x1 = a2_nibbles(w + 2 * bsize, bsize, qoff);              \
+            __m256i l0 = _mm256_and_si256(x0, m4), h0 = _mm256_and_si256(_mm256_srli_epi16(x0, 4), m4);             \
+            __m256i l1 = _mm256_and_si256(x1, m4), h1 = _mm256_and_si256(_mm256_srli_epi16(x1, 4), m4);             \
+            __m256i p0, p1;                                                                                            \
+            if (q5) { /* bit j of qh: element j's fifth bit, bit 16 + j: element 16 + j's */                           \
+                const uint32_t b0 = a2_u32(w + qh), b1 = a2_u32(w + bsize + qh);                                      \
+                const uint32_t b2 = a2_u32(w + 2 * bsize + qh), b3 = a2_u32(w + 3 * bsize + qh);                      \
+                l0 = _mm256_or_si256(l0, a2_fifth((b0 & 0xFFFFu) | (b1 << 16)));                                      \
+                h0 = _mm256_or_si256(h0, a2_fifth((b0 >> 16) | (b1 & 0xFFFF0000u)));                                  \
+                l1 = _mm256_or_si256(l1, a2_fifth((b2 & 0xFFFFu) | (b3 << 16)));                                      \
+                h1 = _mm256_or_si256(h1, a2_fifth((b2 >> 16) | (b3 & 0xFFFF0000u)));                                  \
+            }                                                                                                          \
+            if (has_min) {                                                                                             \
+                p0 = _mm256_setzero_si256();                                                                           \
+                p1 = _mm256_setzero_si256();                                                                           \
+            } else { /* q4_0's -8 sum qa per lane; q5_0's -16 */                                                       \
+                p0 = _mm256_loadu_si256((const __m256i *)off);                                                         \
+                p1 = _mm256_loadu_si256((const __m256i *)(off + 8));                                                   \
+                if (q5) {                                                                                              \
+                    p0 = _mm256_slli_epi32(p0, 1);                                                                     \
+                    p1 = _mm256_slli_epi32(p1, 1);                                                                     \
+                }                                                                                                      \
+            }                                                                                                          \
+            p0 = DOT(l0, h0, _mm256_loadu_si256((const __m256i *)q), _mm256_loadu_si256((const __m256i *)(q + 64)), p0); \
+            p1 = DOT(l1, h1, _mm256_loadu_si256((const __m256i *)(q + 32)), _mm256_loadu_si256((const __m256i *)(q + 96)), \
+                     p1);                                                                                              \
+            acc0 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm_shuffle_epi8(words, sc01)), _mm256_loadu_ps(d)),  \
+                                   _mm256_cvtepi32_ps(p0), acc0);                                                      \
+            acc1 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm_shuffle_epi8(words, sc23)), _mm256_loadu_ps(d + 8)), \
+                                   _mm256_cvtepi32_ps(p1), acc1);                                                      \
+            if (has_min) {                                                                                             \
+                accm = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_shuffle_epi8(words, mn01)), _mm256_loadu_ps(s4), accm);    \
+                accm = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_shuffle_epi8(words, mn23)), _mm256_loadu_ps(s4 + 8), accm); \
+            }                                                                                                          \
+        }                                                                                                              \
+        {                                                                                                              \
+            const __m256 t8 = _mm256_add_ps(_mm256_add_ps(acc0, acc1), accm);                                        \
+            __m128 r = _mm_add_ps(_mm256_extractf128_ps(t8, 1), _mm256_castps256_ps128(t8));                          \
+            r = _mm_add_ps(r, _mm_movehl_ps(r, r));                                                                    \
+            r = _mm_add_ss(r, _mm_movehdup_ps(r));                                                                     \
+            return _mm_cvtss_f32(r);                                                                                   \
+        }                                                                                                              \
+    }
+CK_A2_BODY(dot_avx2_g4, CK_A2, CK_A2_DOT_PLAIN)
+CK_A2_BODY(dot_avxvnni_g4, CK_A2V, CK_A2_DOT_VNNI)
+
+/* rows [n0, n1) of one token (see ck_qdot4_rows); the type a constant in each call, so each body specializes */
+#define CK_A2_ROWS(NAME, ATTR, BODY)                                                                                  \
+    ATTR static void NAME(float *out, const ck_qdot4_acts *a, int t, int type, const char *rows, size_t row_bytes,  \
+                          const void *act_row, ck_vec_dot_fn tail_dot, const float *bias, const float *add, int64_t n0, \
+                          int64_t n1)                                                                                  \
+    {                                                                                                                  \
+        const int64_t ng = a->K / 128, tail = a->K / CK_QK - 4 * ng;                                                   \
+        const size_t at = (size_t)t * (size_t)ng;                                                                      \
+        const int bsize = type == CK_Q_Q4_0 ? 18 : type == CK_Q_Q4_1 ? 20 : type == CK_Q_Q5_0 ? 22 : 24;              \
+        const int has_min = type == CK_Q_Q4_1 || type == CK_Q_Q5_1;                                                   \
+        const char *act_tail = (const char *)act_row + 4 * ng * (has_min ? sizeof(ck_block_q8_1) : sizeof(ck_block_q8_0)); \
+        const int8_t *q = a->q + at * 128;                                                                             \
+        const float *d = a->d + at * 16, *s4 = a->s4 + at * 16;                                                        \
+        const int32_t *off = a->off + at * 16;                                                                         \
+        ck_pf_stream pf;                                                                                               \
+        int64_t n;                                                                                                     \
+        ck_pf_start(&pf, rows + (size_t)n0 * row_bytes, rows + (size_t)n1 * row_bytes);                              \
+        for (n = n0; n < n1; n++) {                                                                                    \
+            const char *w = rows + (size_t)n * row_bytes;                                                              \
+            float v;                                                                                                   \
+            switch (type) {                                                                                            \
+            case CK_Q_Q4_0: v = BODY(CK_Q_Q4_0, ng, w, q, d, off, s4, &pf); break;                                    \
+            case CK_Q_Q4_1: v = BODY(CK_Q_Q4_1, ng, w, q, d, off, s4, &pf); break;                                    \
+            case CK_Q_Q5_0: v = BODY(CK_Q_Q5_0, ng, w, q, d, off, s4, &pf); break;                                    \
+            default: v = BODY(CK_Q_Q5_1, ng, w, q, d, off, s4, &pf); break;                                           \
+            }                                                                                                          \
+            if (tail) v += tail_dot(tail * CK_QK, w + 4 * ng * (size_t)bsize, act_tail);                              \
+            out[n] = v + (bias ? bias[n] : 0.0f) + (add ? add[n] : 0.0f);                                             \
+        }                                                                                                              \
+    }
+CK_A2_ROWS(rows_avx2, CK_A2, dot_avx2_g4)
+CK_A2_ROWS(rows_avxvnni, CK_A2V, dot_avxvnni_g4)
 #endif
 
 void ck_qdot4_rows2(float *out0, float *out1, const ck_qdot4_acts *a, int t0, int t1, int type, const char *rows,
@@ -336,7 +528,7 @@ void ck_qdot4_rows2(float *out0, float *out1, const ck_qdot4_acts *a, int t0, in
                     const float *add0, const float *add1, int64_t n0, int64_t n1)
 {
 #ifdef CK_X86
-    if (type == CK_Q_Q4_0) {
+    if (type == CK_Q_Q4_0 && ck_cpu_avx512vbmi()) {
         rows_q4_0_vbmi2(out0, out1, a, t0, t1, rows, row_bytes, act0, act1, tail_dot, bias, add0, add1, n0, n1);
         return;
     }
@@ -350,9 +542,14 @@ void ck_qdot4_rows(float *out, const ck_qdot4_acts *a, int t, int type, const ch
                    int64_t n1)
 {
 #ifdef CK_X86
-    rows_vbmi(out, a, t, type, rows, row_bytes, act_row, tail_dot, bias, add, n0, n1);
+    if (ck_cpu_avx512vbmi())
+        rows_vbmi(out, a, t, type, rows, row_bytes, act_row, tail_dot, bias, add, n0, n1);
+    else if (ck_cpu_vnni())
+        rows_avxvnni(out, a, t, type, rows, row_bytes, act_row, tail_dot, bias, add, n0, n1);
+    else
+        rows_avx2(out, a, t, type, rows, row_bytes, act_row, tail_dot, bias, add, n0, n1);
 #else
     (void)out, (void)a, (void)t, (void)type, (void)rows, (void)row_bytes, (void)act_row, (void)tail_dot, (void)bias, (void)add;
-    (void)n0, (void)n1; /* not reached: ck_qdot4_fast() is 0 off x86 */
+    (void)n0, (void)n1; /* not reached: ck_qdot4_takes() is 0 off x86 */
 #endif
 }

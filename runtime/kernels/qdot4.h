@@ -1,6 +1,6 @@
 /*
- * qdot4.h — the AVX-512 VBMI decode bodies of q4_0 / q4_1 / q5_0 / q5_1 (qdot4.c), used by qlinear.c (internal to
- * runtime/kernels).
+ * qdot4.h — the decode bodies of q4_0 / q4_1 / q5_0 / q5_1 on AVX-512 VBMI and on AVX2 / AVX-VNNI (qdot4.c),
+ * used by qlinear.c (internal to runtime/kernels).
  */
 #ifndef CK_QDOT4_H
 #define CK_QDOT4_H
@@ -27,9 +27,13 @@ typedef struct {
 } ck_qdot4_acts;
 
 int ck_qdot4_type(int type); /* 1 for q4_0, q4_1, q5_0 and q5_1 */
-int ck_qdot4_fast(void);     /* 1 when the bodies run (AVX-512 VNNI + VBMI, not capped by CK_KERNELS) */
+/* 1 when ck_qdot4_rows takes this type on this CPU (AVX-512 VBMI, else AVX2: on AVX-512 without VBMI, q4_0 has
+ * qlinear.c's own body), as capped by CK_KERNELS */
+int ck_qdot4_takes(int type);
 /* from activations quantized by qgemm.c (q8_0, or q8_1 for s); 0, or -1 out of memory */
 int ck_qdot4_acts_init(ck_qdot4_acts *a, const ck_qgemm_acts *src);
+/* the same from T rows of q8_0 or q8_1 blocks (dot_type), row_bytes apart (q8_0's s4: 0) */
+int ck_qdot4_acts_from_blocks(ck_qdot4_acts *a, int dot_type, const void *rows, size_t row_bytes, int T, int K);
 void ck_qdot4_acts_free(ck_qdot4_acts *a);
 /* out[n] = W[n] . x[t] (+ bias[n]) (+ add[n]) for rows [n0, n1) of a q4_0 / q4_1 / q5_0 / q5_1 part (rows: its data,
  * row_bytes apart); act_row: token t's activations as q8_0 / q8_1 blocks, for the last K % 128 elements, which

@@ -309,23 +309,6 @@ CK_AVX2_F16 static float dot_q4_0(int64_t nb, const ck_block_q4_0 *w, const ck_b
     return hsum8(acc);
 }
 
-/* The same with the activations' block sums given (computed once per token
- * for all rows): sum (q - 8) a = sum q a - 8 sum a, both exact integers, so
- * the nibbles multiply unsigned with no sign juggling per block */
-CK_AVX2_F16 static float dot_q4_0_sums(int64_t nb, const ck_block_q4_0 *w, const ck_block_q8_0 *a, const int32_t *sums)
-{
-    __m256 acc = _mm256_setzero_ps();
-    float corr = 0.0f;
-    int64_t i;
-    for (i = 0; i < nb; i++) {
-        const float d = h2f(w[i].d) * h2f(a[i].d);
-        corr += d * (float)sums[i];
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), dot_u8(nibbles32(w[i].qs), _mm256_loadu_si256((const __m256i *)a[i].qs)),
-                              acc);
-    }
-    return hsum8(acc) - 8.0f * corr;
-}
-
 CK_AVX2_F16 static float dot_q4_1(int64_t nb, const ck_block_q4_1 *w, const ck_block_q8_1 *a)
 {
     __m256 acc = _mm256_setzero_ps();
@@ -368,11 +351,32 @@ CK_AVX2_F16 static float dot_q5_1(int64_t nb, const ck_block_q5_1 *w, const ck_b
     return hsum8(acc) + summs;
 }
 
-/* q4_K / q5_K: x = d sc q - dmin m; sum = d_a (d sum_j sc_j (q_j . a_j) - dmin sum_j m_j bsum_j) */
+/* The 8 6-bit scales and 8 mins of a q4_K / q5_K block (12 bytes; ck_k4_scales_mins) as 8 int16 each, with 32-bit
+ * word operations: scales 0-3 / mins 0-3 are the low 6 bits of bytes 0-3 / 4-7; scales 4-7 the low nibbles of
+ * bytes 8-11 with bytes 0-3's top two bits above them, mins 4-7 the high nibbles with bytes 4-7's top bits */
+CK_AVX2_F16 static inline void k4_scales16(const uint8_t *s12, __m128i *sc, __m128i *mn)
+{
+    uint32_t u0, u1, u2;
+    memcpy(&u0, s12, 4);
+    memcpy(&u1, s12 + 4, 4);
+    memcpy(&u2, s12 + 8, 4);
+    {
+        const uint32_t s_lo = u0 & 0x3f3f3f3fu, m_lo = u1 & 0x3f3f3f3fu;
+        const uint32_t s_hi = (u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4);
+        const uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
+        const __m128i b = _mm_setr_epi32((int)s_lo, (int)s_hi, (int)m_lo, (int)m_hi);
+        *sc = _mm_cvtepu8_epi16(b);
+        *mn = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(b, b));
+    }
+}
+
+/* q4_K / q5_K: x = d sc q - dmin m; sum = d_a (d sum_j sc_j (q_j . a_j) - dmin sum_j m_j bsum_j). The scales reach
+ * the int16 lanes by one byte shuffle each; the mins' part is one madd with the activations' sums of 32. */
 CK_AVX2_F16 static float dot_qk45(int q5, int64_t nb, const void *vw, const ck_block_q8_K *a)
 {
     __m256 acc = _mm256_setzero_ps();
-    float accm = 0.0f;
+    __m128 accm = _mm_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
     int64_t i;
     int j;
     for (i = 0; i < nb; i++) {
@@ -380,16 +384,24 @@ CK_AVX2_F16 static float dot_qk45(int q5, int64_t nb, const void *vw, const ck_b
         const ck_block_q5_K *w5 = (const ck_block_q5_K *)vw + i;
         const uint8_t *q = q5 ? w5->qs : w4->qs;
         const int8_t *y = a[i].qs;
-        uint8_t sc[8], mn[8];
-        int summ = 0;
-        __m256i sumi = _mm256_setzero_si256(), hbits = _mm256_setzero_si256();
-        ck_k4_scales_mins(q5 ? w5->scales : w4->scales, sc, mn);
-        for (j = 0; j < 8; j++) summ += mn[j] * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
+        __m128i sc, mn;
+        __m256i sumi = _mm256_setzero_si256(), hbits = _mm256_setzero_si256(), sc2;
+        k4_scales16(q5 ? w5->scales : w4->scales, &sc, &mn);
+        { /* the mins against the sums of 32 (adjacent pairs of the 16 sums of 16) */
+            const __m128i sums = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a[i].bsums),
+                                                _mm_loadu_si128((const __m128i *)(a[i].bsums + 8)));
+            accm = _mm_fmadd_ps(_mm_set1_ps(a[i].d * h2f(q5 ? w5->dmin : w4->dmin)),
+                                _mm_cvtepi32_ps(_mm_madd_epi16(mn, sums)), accm);
+        }
+        sc2 = _mm256_broadcastsi128_si256(sc);
         if (q5) hbits = _mm256_loadu_si256((const __m256i *)w5->qh);
         for (j = 0; j < 4; j++, q += 32, y += 64) {
             const __m256i bits = _mm256_loadu_si256((const __m256i *)q);
-            __m256i lo = _mm256_and_si256(bits, _mm256_set1_epi8(0x0F));
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), _mm256_set1_epi8(0x0F));
+            /* int16 words 2j and 2j + 1 of the scales in every lane */
+            const __m256i s_lo = _mm256_shuffle_epi8(sc2, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * j))));
+            const __m256i s_hi = _mm256_shuffle_epi8(sc2, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * j + 1))));
+            __m256i lo = _mm256_and_si256(bits, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
             __m256i plo, phi;
             if (q5) { /* bit 2j of qh[l] is the fifth bit of the low half, 2j+1 of the high half */
                 const __m256i m = _mm256_set1_epi8(0x10);
@@ -398,16 +410,20 @@ CK_AVX2_F16 static float dot_qk45(int q5, int64_t nb, const void *vw, const ck_b
             }
             plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)y));
             phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 32)));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_set1_epi16(sc[2 * j]), plo));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_set1_epi16(sc[2 * j + 1]), phi));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s_lo, plo));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s_hi, phi));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * h2f(q5 ? w5->d : w4->d)), _mm256_cvtepi32_ps(sumi), acc);
-        accm += a[i].d * h2f(q5 ? w5->dmin : w4->dmin) * summ;
     }
-    return hsum8(acc) - accm;
+    {
+        __m128 m = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+        m = _mm_add_ss(m, _mm_movehdup_ps(m));
+        return hsum8(acc) - _mm_cvtss_f32(m);
+    }
 }
 
-/* q6_K: x = d sc (q - 32), q in [0, 64): the 32 is taken out through bsums */
+/* q6_K: x = d sc (q - 32), q in [0, 64): the 32 is taken out through bsums (one madd with the 16 scales); each
+ * group of 32 takes its two scales by one byte shuffle of the 8 scales of its half */
 CK_AVX2_F16 static float dot_q6_K(int64_t nb, const ck_block_q6_K *w, const ck_block_q8_K *a)
 {
     __m256 acc = _mm256_setzero_ps();
@@ -416,13 +432,17 @@ CK_AVX2_F16 static float dot_q6_K(int64_t nb, const ck_block_q6_K *w, const ck_b
     int j, g;
     for (i = 0; i < nb; i++) {
         const uint8_t *ql = w[i].ql, *qh = w[i].qh;
-        const int8_t *y = a[i].qs, *sc = w[i].scales;
-        __m256i sumi = _mm256_setzero_si256();
-        int sub = 0;
-        for (j = 0; j < 16; j++) sub += sc[j] * a[i].bsums[j];
-        for (j = 0; j < 2; j++, ql += 64, qh += 32, y += 128, sc += 8) {
+        const int8_t *y = a[i].qs;
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)w[i].scales);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        /* 32 sum_j sc_j bsum_j, to take out */
+        __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                        _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)a[i].bsums)), 5));
+        for (j = 0; j < 2; j++, ql += 64, qh += 32, y += 128) {
             const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
             const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+            /* scales 8j .. 8j + 7 as int16, in both halves */
+            const __m256i sc = _mm256_broadcastsi128_si256(j ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
             __m256i q[4];
             q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4));
             q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4));
@@ -430,13 +450,13 @@ CK_AVX2_F16 static float dot_q6_K(int64_t nb, const ck_block_q6_K *w, const ck_b
                                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4));
             q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4));
-            for (g = 0; g < 4; g++) { /* 32 elements, scales sc[2g] (first 16) and sc[2g + 1] */
+            for (g = 0; g < 4; g++) { /* 32 elements, scales 2g (first 16) and 2g + 1 (of this half's 8) */
                 const __m256i p = _mm256_maddubs_epi16(q[g], _mm256_loadu_si256((const __m256i *)(y + 32 * g)));
-                const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g]));
+                const __m256i s = _mm256_shuffle_epi8(sc, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * g + 1))),
+                                                                            _mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * g)))));
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s, p));
             }
         }
-        sumi = _mm256_sub_epi32(sumi, _mm256_setr_epi32(32 * sub, 0, 0, 0, 0, 0, 0, 0));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * h2f(w[i].d)), _mm256_cvtepi32_ps(sumi), acc);
     }
     return hsum8(acc);
@@ -510,24 +530,6 @@ CK_AVX2_F16 static void bf16_row(const uint16_t *x, float *y, int64_t n)
     for (; i < n; i++) y[i] = ck_bf16_to_fp32(x[i]);
 }
 
-/* With AVX-VNNI one vpdpbusd does maddubs + madd (no int16 saturation either) */
-__attribute__((target("avx2,fma,f16c,avxvnni"))) static float dot_q4_0_sums_vnni(int64_t nb, const ck_block_q4_0 *w,
-                                                                                 const ck_block_q8_0 *a,
-                                                                                 const int32_t *sums)
-{
-    __m256 acc = _mm256_setzero_ps();
-    float corr = 0.0f;
-    int64_t i;
-    for (i = 0; i < nb; i++) {
-        const float d = _cvtsh_ss(w[i].d) * _cvtsh_ss(a[i].d);
-        const __m128i t = _mm_loadu_si128((const __m128i *)w[i].qs);
-        const __m256i q = _mm256_and_si256(_mm256_set1_epi8(0x0F), _mm256_set_m128i(_mm_srli_epi16(t, 4), t));
-        const __m256i p = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), q, _mm256_loadu_si256((const __m256i *)a[i].qs));
-        corr += d * (float)sums[i];
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc);
-    }
-    return hsum8(acc) - 8.0f * corr;
-}
 
 /* ---- AVX-512 VNNI decode bodies: 64 weights per vpdpbusd, exact integer sums per block ----
  * q8_0 and q4_0 multiply unsigned weights (q + 128, or the raw nibble) and take
@@ -1004,11 +1006,10 @@ typedef struct {
     void *rows[CK_QMAT_MAX_PARTS];
     size_t row_bytes[CK_QMAT_MAX_PARTS];
     int n;
-    int32_t *sums;    /* q8_0 rows, AVX2: each block's sum of quants, [T][K / 32] (q4_0's - 8) */
     ck_qgemm_acts q8; /* q8_0 / q8_1 with AVX-512: quantized by qgemm.c's vector quantizer, */
     int32_t *off;     /* and per token act512's off8[K / 4], off128[K / 4] */
     ck_qgemm_acts q8k; /* q8_K with AVX-512, by the same quantizer */
-    ck_qdot4_acts g4;  /* q4_0 / q4_1 / q5_0 / q5_1 with AVX-512 VBMI: the q8 rows in qdot4.c's order (g4.q NULL: none) */
+    ck_qdot4_acts g4;  /* q4_0 / q4_1 / q5_0 / q5_1 (ck_qdot4_takes): the q8 rows in qdot4.c's order (g4.q NULL: none) */
     int8_t *k4;        /* q4_K / q5_K with AVX-512: the q8_K quants in rows_k45_512's order, [T][K] (NULL: none), */
     int16_t *k4sums;   /* and each 256-block's sums of 32 quants, [T][K / 256][8] */
     size_t ws_mark;    /* the workspace before act_prepare: act_free gives it back */
@@ -1060,6 +1061,16 @@ static int has_part(const ck_qmat *w, int (*is)(int))
 static int is_q8_0(int type) { return type == CK_Q_Q8_0; }
 static int is_q4_0(int type) { return type == CK_Q_Q4_0; }
 static int is_k45(int type) { return type == CK_Q_Q4_K || type == CK_Q_Q5_K; }
+
+/* qdot4.c's activations from the q8_1 rows if there are (their quants are the q8_0 ones, with s), else the q8_0 */
+static int g4_from_blocks(act_set *s, int T, int K)
+{
+    int i, pick = -1;
+    for (i = 0; i < s->n; i++)
+        if (s->type[i] == CK_Q_Q8_1 || (s->type[i] == CK_Q_Q8_0 && pick < 0)) pick = i;
+    if (pick < 0) return 0; /* (not reached: a qdot4 type's part has q8_0 / q8_1 rows) */
+    return ck_qdot4_acts_from_blocks(&s->g4, s->type[pick], s->rows[pick], s->row_bytes[pick], T, K);
+}
 #endif /* CK_X86 */
 
 /* `fast`: AVX-512 preparation where the CPU has it (the reference twin quantizes with the scalar code) */
@@ -1069,7 +1080,6 @@ static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, in
     (void)fast; /* (read by the x86 paths only) */
     s->ws_mark = ck_ws_mark(); /* every buffer below: the workspace (ck_kernels.h), else malloc */
     s->n = 0;
-    s->sums = NULL;
     s->off = NULL;
     memset(&s->q8, 0, sizeof s->q8);
     memset(&s->q8k, 0, sizeof s->q8k);
@@ -1091,7 +1101,7 @@ static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, in
                 if (ck_qgemm_acts_init(&s->q8, CK_Q_Q8_0, T, K)) return -1;
                 ck_qgemm_acts_quantize(&s->q8, x, ldx, 0, T, 1);
                 /* act512's offsets: for q8_0 parts, and q4_0 ones the VBMI bodies do not take */
-                if (has_part(w, is_q8_0) || (has_part(w, is_q4_0) && !(K >= 128 && ck_qdot4_fast()))) {
+                if (has_part(w, is_q8_0) || (has_part(w, is_q4_0) && !(K >= 128 && ck_qdot4_takes(CK_Q_Q4_0)))) {
                     s->off = (int32_t *)ck_ws_alloc(sizeof(int32_t) * (size_t)T * (K / 2) + 64);
                     if (!s->off) return -1;
                     for (t = 0; t < T; t++)
@@ -1110,24 +1120,11 @@ static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, in
         }
 #endif
         for (t = 0; t < T; t++) quantize_act(dt, x + (size_t)t * ldx, (char *)s->rows[i] + s->row_bytes[i] * t, K);
-        if (dt == CK_Q_Q8_0) {
-            int64_t nb = K / CK_QK, b;
-            s->sums = (int32_t *)ck_ws_alloc(sizeof *s->sums * (size_t)(T * nb) + 1);
-            if (!s->sums) return -1;
-            for (t = 0; t < T; t++) {
-                const ck_block_q8_0 *blk = (const ck_block_q8_0 *)((char *)s->rows[i] + s->row_bytes[i] * t);
-                for (b = 0; b < nb; b++) {
-                    int32_t sum = 0;
-                    int j;
-                    for (j = 0; j < CK_QK; j++) sum += blk[b].qs[j];
-                    s->sums[t * nb + b] = sum;
-                }
-            }
-        }
     }
 #ifdef CK_X86
-    if (s->q8.q && K >= 128 && ck_qdot4_fast() && has_part(w, ck_qdot4_type) && ck_qdot4_acts_init(&s->g4, &s->q8))
-        return -1;
+    if (fast && K >= 128 && has_part(w, ck_qdot4_takes)) { /* from the vector quantizer's rows, else the blocks */
+        if (s->q8.q ? ck_qdot4_acts_init(&s->g4, &s->q8) : g4_from_blocks(s, T, K)) return -1;
+    }
     if (s->q8k.q && has_part(w, is_k45)) { /* per 128: elements 0-31, 64-95, 32-63, 96-127 (rows_k45_512) */
         int64_t c;
         s->k4 = (int8_t *)ck_ws_alloc((size_t)T * (size_t)K + 64);
@@ -1155,7 +1152,6 @@ static void act_free(act_set *s)
 {
     int i;
     for (i = 0; i < s->n; i++) ck_ws_free(s->rows[i]);
-    ck_ws_free(s->sums);
     ck_ws_free(s->off);
     ck_qgemm_acts_free(&s->q8);
     ck_qgemm_acts_free(&s->q8k);
@@ -1219,7 +1215,7 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                     o[n] = dot_q6_K_512(K / CK_QK_K, (const ck_block_q6_K *)(rows + (size_t)n * rb),
                                         (const ck_block_q8_K *)act, &pf) + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
             }
-            if (fast && acts->g4.q && ck_qdot4_type(type)) { /* q4_0 / q4_1 / q5_0 / q5_1 on AVX-512 VBMI */
+            if (fast && acts->g4.q && ck_qdot4_takes(type)) { /* q4_0 / q4_1 / q5_0 / q5_1: AVX-512 VBMI, AVX2 */
                 if (t + 1 < T) { /* two tokens at a time: q4_0's weights unpacked once for both */
                     ck_qdot4_rows2(o, out + (size_t)(t + 1) * ldo, &acts->g4, t, t + 1, type, rows, rb, act,
                                    act_row(acts, type, t + 1), ck_qtype_cpu_of(type)->dot_ref, bias, ad,
@@ -1240,23 +1236,6 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                 ck_pf_start(&pf, rows + (size_t)n * rb, rows + (size_t)b * rb);
                 for (; n < b; n++) {
                     float v = dot_q40_q80_512(type == CK_Q_Q8_0, nb, rows + (size_t)n * rb, &ax, &pf);
-                    o[n] = v + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
-                }
-            }
-            if (fast && type == CK_Q_Q4_0 && ck_has_avx2() && acts->sums) { /* with the activations' block sums */
-                const int32_t *sums = acts->sums + (size_t)t * (K / CK_QK);
-                const int vnni = ck_cpu_vnni();
-                const int64_t nb = K / CK_QK, cn = nb % 16 == 0 ? 16 : nb; /* blocks per chunk */
-                int64_t c;
-                ck_pf_start(&pf, rows + (size_t)n * rb, rows + (size_t)b * rb);
-                for (; n < b; n++) {
-                    const ck_block_q4_0 *wr = (const ck_block_q4_0 *)(rows + (size_t)n * rb);
-                    const ck_block_q8_0 *ar = (const ck_block_q8_0 *)act;
-                    float v = 0.0f;
-                    for (c = 0; c < nb; c += cn) { /* in chunks, the lines requested between them */
-                        ck_pf_ahead(&pf, wr + c);
-                        v += vnni ? dot_q4_0_sums_vnni(cn, wr + c, ar + c, sums + c) : dot_q4_0_sums(cn, wr + c, ar + c, sums + c);
-                    }
                     o[n] = v + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
                 }
             }
