@@ -176,7 +176,8 @@ void ck_attention_std(float *out, ck_seq so, const float *q, ck_seq sq, const fl
     if ((double)BH * Sq * Sk * D < CK_PAR_MIN_ACT) team = 1;
     for (g0 = 0; g0 < BH; g0 += slots) {
         int64_t gn = BH - g0 < slots ? BH - g0 : slots;
-        int64_t blocks = gn >= team ? 1 : (team + gn - 1) / gn, rb, tasks, t;
+        /* row blocks fixed by the shape, not the team (blas.h: OpenBLAS's sums depend on a call's shape) */
+        int64_t blocks = BH >= CK_BLAS_PIECES ? 1 : (CK_BLAS_PIECES + BH - 1) / BH, rb, tasks, t;
         if (blocks > Sq) blocks = Sq;
         rb = (Sq + blocks - 1) / blocks;
         tasks = gn * blocks;

@@ -32,6 +32,27 @@ void ck_sgemv_builtin(int trans, int M, int N, float alpha, const float *A, int 
 /* "openblas" or "builtin": what this build's ck_sgemm / ck_sgemv are */
 const char *ck_blas_name(void);
 
+/* OpenBLAS's value for an output element depends on the shape of the call that computes it (Debian's 0.3.21
+ * on a Zen 3: the same column differs in the last bits between an N = 512 and an N = 1024 call, and so do rows),
+ * so a kernel that splits a GEMM over its team cuts it into pieces that depend on the matrix alone, never on
+ * the team, and the threads take whole pieces: the results are then the same at any thread count. A piece is
+ * about len / CK_BLAS_PIECES (12: whole runs for 1, 2, 3, 4 and 6 threads), a multiple of `align`, within
+ * [lo, hi]. */
+#define CK_BLAS_PIECES 12
+static inline long long ck_blas_piece(long long len, long long align, long long lo, long long hi)
+{
+    long long p = ((len + CK_BLAS_PIECES - 1) / CK_BLAS_PIECES + align - 1) / align * align;
+    if (p < lo) p = lo;
+    if (p > hi) p = hi;
+    return p > 0 ? p : 1;
+}
+/* member id of a team of nt's run [*p0, *p1) of `count` pieces */
+static inline void ck_blas_run(long long count, int nt, int id, long long *p0, long long *p1)
+{
+    *p0 = count * id / nt;
+    *p1 = count * (id + 1) / nt;
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -222,44 +222,42 @@ void ck_linear(float *out, int ldo, const float *x, int ldx, const float *w,
         linear_fgemm(out, ldo, x, ldx, w, bias, add, ld_add, T, K, N);
         return;
     }
+    /* OpenBLAS, single-threaded in each piece (blas.h: pieces fixed by the shape, so any thread count gives the
+     * same sums). With at least as many rows as columns, pieces of rows, each a whole-width GEMM: split by
+     * columns, each thread gets a thin one, which OpenBLAS runs slowly (2 threads, T x K x N: 256x128x128 87 ->
+     * 48 us, 256x512x128 225 -> 178 us; shapes with T < N measured the same or better by columns, which also
+     * stream a large W only once). Column pieces are at most 1024 wide, which keeps OpenBLAS's packed B panel
+     * cache-resident (measured 138 -> 152 GFLOP/s at T=128, N=4096; GEMV does not care); below ~64k
+     * multiply-adds the team is one thread (a parallel region costs more than it saves). */
+    {
+        const int by_rows = T >= N && T >= 64;
+        const long long len = by_rows ? T : N;
+        const long long piece = by_rows ? ck_blas_piece(len, 8, 32, len) : ck_blas_piece(len, 16, 128, 1024);
+        const long long count = (len + piece - 1) / piece;
+        int team = 1;
 #ifdef _OPENMP
-    /* Below ~64k multiply-adds a parallel region costs more than it saves. */
-    int team = omp_in_parallel() || (double)T * K * N < CK_PAR_MIN ? 1 : omp_get_max_threads();
-    if (team > 1) {
-        if (T >= N && T >= 8 * team) {
-            /* at least as many rows as columns: one contiguous row range per thread, each a whole-width
-             * GEMM. Split by columns, each thread gets a thin one, which OpenBLAS runs slowly (2 threads,
-             * T x K x N: 256x128x128 87 -> 48 us, 256x512x128 225 -> 178 us; shapes with T < N measured
-             * the same or better by columns, which also stream a large W only once) */
-#pragma omp parallel num_threads(team)
-            {
-                int nt = omp_get_num_threads(), id = omp_get_thread_num();
-                int per = (T + nt - 1) / nt, t0 = id * per, t1 = t0 + per > T ? T : t0 + per;
-                if (t1 > t0)
-                    ck_linear_cols(out + (size_t)t0 * ldo, ldo, x + (size_t)t0 * ldx, ldx, w, bias,
-                                add ? add + (size_t)t0 * ld_add : NULL, ld_add, t1 - t0, K, 0, N);
-            }
-            return;
-        }
-#pragma omp parallel num_threads(team)
-        {
-            int nt = omp_get_num_threads(), id = omp_get_thread_num();
-            /* one contiguous column range per thread, rounded to 16 floats (a
-             * 64-byte line); a GEMM range is done in pieces of <= 1024 columns,
-             * which keeps OpenBLAS's packed B panel cache-resident (measured
-             * 138 -> 152 GFLOP/s at T=128, N=4096; GEMV does not care) */
-            int per = ((N + nt - 1) / nt + 15) / 16 * 16;
-            int n0 = id * per, n1 = n0 + per > N ? N : n0 + per;
-            int pieces = T == 1 ? 1 : (n1 - n0 + 1023) / 1024;          /* equal pieces: no thin remainder */
-            int piece = pieces > 0 ? ((n1 - n0 + pieces - 1) / pieces + 15) / 16 * 16 : 0, c;
-            for (c = n0; c < n1; c += piece)
-                ck_linear_cols(out, ldo, x, ldx, w + (size_t)c * K, bias, add, ld_add, T, K, c,
-                               n1 - c < piece ? n1 - c : piece);
-        }
-        return;
-    }
+        team = omp_in_parallel() || (double)T * K * N < CK_PAR_MIN ? 1 : omp_get_max_threads();
+        if (team > count) team = (int)count;
+#pragma omp parallel num_threads(team) if (team > 1)
 #endif
-    ck_linear_cols(out, ldo, x, ldx, w, bias, add, ld_add, T, K, 0, N);
+        {
+            int nt = 1, id = 0;
+            long long p0, p1, p;
+#ifdef _OPENMP
+            nt = omp_get_num_threads(), id = omp_get_thread_num();
+#endif
+            ck_blas_run(count, nt, id, &p0, &p1);
+            for (p = p0; p < p1; p++) {
+                const int c = (int)(p * piece), nb = (int)(len - c < piece ? len - c : piece);
+                if (by_rows)
+                    ck_linear_cols(out + (size_t)c * ldo, ldo, x + (size_t)c * ldx, ldx, w, bias,
+                                   add ? add + (size_t)c * ld_add : NULL, ld_add, nb, K, 0, N);
+                else
+                    ck_linear_cols(out, ldo, x, ldx, w + (size_t)c * K, bias, add, ld_add, T, K, c, nb);
+            }
+        }
+        (void)team;
+    }
 }
 
 void ck_linear_ref(float *out, int ldo, const float *x, int ldx, const float *w,
@@ -326,8 +324,12 @@ static void matmul_fallback(const void *ctx, int64_t n0, int64_t n1)
  * floats (64-byte lines). Returns the number of tasks, each (t / splits)'s part t % splits */
 static int64_t batch_split(int64_t batch, int64_t N, int team, int64_t *splits, int64_t *per)
 {
-    *splits = batch >= team ? 1 : (team + batch - 1) / batch;
+    (void)team; /* the parts depend on the shape alone (blas.h's pieces): the same sums at any thread count */
+    *splits = batch >= CK_BLAS_PIECES ? 1 : (CK_BLAS_PIECES + batch - 1) / batch;
     *per = ((N + *splits - 1) / *splits + 15) / 16 * 16;
+    if (*per < 64) *per = N < 64 ? N : 64;
+    *splits = (N + *per - 1) / *per;
+    if (*splits < 1) *splits = 1;
     return batch * *splits;
 }
 
@@ -386,24 +388,17 @@ void ck_matmul(float *out, const float *a, const float *b, const float *add, con
         return;
     }
     team = team_for((double)batch * M * N * K);
-    if (team == 1) {
-        int64_t i;
-        for (i = 0; i < batch; i++)
-            matmul_block(out + i * M * N, a + i * M * K, b + (b_batched ? i * K * N : 0), add ? add + i * M * N : NULL,
-                         bias, M, N, K, trans_a, trans_b, alpha, 0, N);
-        return;
-    }
-#ifdef _OPENMP
     {
         int64_t splits, per, tasks = batch_split(batch, N, team, &splits, &per), t;
-#pragma omp parallel for schedule(static) num_threads(team)
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
+#endif
         for (t = 0; t < tasks; t++) {
             int64_t i = t / splits, n0 = (t % splits) * per, n1 = n0 + per > N ? N : n0 + per;
             matmul_block(out + i * M * N, a + i * M * K, b + (b_batched ? i * K * N : 0),
                          add ? add + i * M * N : NULL, bias, M, N, K, trans_a, trans_b, alpha, n0, n1 - n0);
         }
     }
-#endif
 }
 
 void ck_matmul_ref(float *out, const float *a, const float *b, const float *add, const float *bias, int64_t batch,

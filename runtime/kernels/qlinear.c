@@ -1281,9 +1281,11 @@ static void tile_rows(float *out, int ldo, const float *x, int ldx, const ck_qma
         const size_t rb = ck_qtype_row_bytes(type, K);
         const int64_t a = n0 > base ? n0 : base, b = n1 < base + w->rows[p] ? n1 : base + w->rows[p];
         const char *rows = (const char *)w->data[p] - (size_t)base * rb; /* indexed by global row */
-        const int step = type == CK_Q_F32 ? 1024 : CK_QTILE;
-        for (c = a; c < b; c += step) {
-            int nb = (int)(b - c < step ? b - c : step);
+        /* tiles at whole multiples of CK_QTILE rows of the matrix (cut at the part's ends), whatever the range:
+         * each sgemm's shape depends on the matrix alone */
+        for (c = a; c < b; c = (c / CK_QTILE + 1) * CK_QTILE) {
+            const int64_t e = (c / CK_QTILE + 1) * CK_QTILE;
+            int nb = (int)(b < e ? b - c : e - c);
             if (type == CK_Q_F32) {
                 ck_linear_cols(out, ldo, x, ldx, (const float *)(rows + (size_t)c * rb), bias, add, ld_add, T, K, (int)c, nb);
                 continue;
@@ -1382,7 +1384,8 @@ static int prefill(float *out, int ldo, const float *x, int ldx, const ck_qmat *
 #ifdef _OPENMP
 #pragma omp barrier
 #endif
-            per = ((N + nt - 1) / nt + 15) / 16 * 16, n0 = id * per, n1 = n0 + per > N ? N : n0 + per;
+            /* whole tiles: tile_rows' sgemms then have the same shapes at any thread count (blas.h) */
+            per = ((N + nt - 1) / nt + CK_QTILE - 1) / CK_QTILE * CK_QTILE, n0 = id * per, n1 = n0 + per > N ? N : n0 + per;
             r = n1 > n0 ? prefill_rows(&j, n0, n1, &tile) : 0;
             ck_ws_free(tile); /* (the workspace's part: back at the reset below) */
             if (r) {

@@ -139,7 +139,8 @@ def test_smollm2_against_llama_cpp(tmp_path):
     self_top1 = float(np.mean(one_by_one.argmax(-1) == want.argmax(-1)))
     print(f"SmolLM2 Q4_1, 256 positions of a story: top-1 agreement ckc/llama.cpp {top1:.4f} (llama.cpp batch/"
           f"one-by-one {self_top1:.4f}); max |diff| {np.max(np.abs(got - want)):.3f}")
-    assert top1 >= 0.99
+    # within a point of llama.cpp's agreement with itself (0.98-1.0 by CPU: 0.984 on a Zen 3)
+    assert top1 >= min(0.99, self_top1 - 0.01)
     # greedy: the same continuation, 32 tokens or more, for at least one prompt
     best = 0
     for text in ["The capital of France is", "Once upon a time, there was a little girl named Lily. She loved to",

@@ -15,12 +15,15 @@ import tokenizer_cases
 from conftest import tiny
 from references import CACHE, llama_cpp_greedy, llama_cpp_tokenize, smollm2_gguf
 
-# prompts whose greedy answers ckc and llama.cpp agree on for 32 tokens. Both quantize activations to 8 bits in
-# prefill and decode, yet this 30-layer model amplifies last-bit differences (summation order) to logits NMSE ~1e-3
-# (llama.cpp against itself, batched vs one token at a time, likewise): where the two best tokens are that close,
-# greedy picks part. Measured 2026-11-24: "What is 2 + 2?" parts at token 2 (margin 0.005 at logits ~28), "Why do
+# Both quantize activations to 8 bits in prefill and decode, yet this 30-layer model amplifies last-bit differences
+# (summation order, which differs by CPU: each side picks its SIMD bodies) to logits NMSE ~1e-3 (llama.cpp against
+# itself, batched vs one token at a time, likewise): where the two best tokens are that close, greedy picks part.
+# Measured on a Xeon (AVX-512), 2026-11-24: "What is 2 + 2?" parts at token 2 (margin 0.005 at logits ~28), "Why do
 # cats purr?" at 9 (0.04), "Give me a tip for learning to code." at 14 (0.12), "What is the capital of France?" at
-# 15 (0.26 at ~12), "How many legs does a spider have?" at 6.
+# 15 (0.26 at ~12); on a Zen 3 (AVX2), 2026-11-27, "Write a haiku about C compilers." at 6. So llama.cpp's greedy
+# answer is checked teacher-forced: at each of its 32 tokens, ckc's logits given the same prefix rank that token
+# first, or within NEAR_TIE of ckc's best.
+NEAR_TIE = 0.3
 PROMPTS = ["Write a haiku about C compilers.", "What are the three primary colors?", "Name three fruits.",
            "What is the capital of Italy?"]
 
@@ -40,9 +43,15 @@ def test_smollm2_greedy_chat_matches_llama_cpp(smol):
         rendered = m.apply_chat_template([{"role": "user", "content": q}])
         assert ids == llama_cpp_tokenize(path, [rendered])[0]
         theirs = llama_cpp_greedy(path, ids, 32)
+        logits = m.forward(ids + theirs[:-1])[len(ids) - 1:]
+        gaps = [float(row.max() - row[tok]) for row, tok in zip(logits, theirs)]
+        assert max(gaps) <= NEAR_TIE, (q, gaps)
+        assert sum(g == 0.0 for g in gaps) >= len(theirs) - 2, (q, gaps)  # near-ties are rare
         text = m.chat(q, max_new_tokens=32)
         ours = m.last_generation[0]
-        assert ours == theirs[:len(ours)], q
+        first = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), None)
+        # the greedy answers part only at a near-tie (ckc's decode sums in another order than its prefill, too)
+        assert first is None or abs(logits[first][ours[first]] - logits[first][theirs[first]]) <= NEAR_TIE, q
         assert len(ours) == 32 or m.last_generation[1] == "eog"
         assert text == m.detokenize(ours)
     assert "Red, Blue, and Yellow" in m.chat("What are the three primary colors?", 32)
