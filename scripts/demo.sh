@@ -13,6 +13,7 @@ OUT=out/demo
 QUESTION=${CKC_DEMO_QUESTION:-"Why is the sky blue? Answer in one sentence."}
 
 scripts/install_deps.sh
+. scripts/build_env.sh  # ccache (the test script's builds then start from the demo's)
 echo "== build ckc"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" --target ckc

@@ -3,6 +3,7 @@
 #
 # 1. Debian packages (apt; root or sudo only when something is missing):
 #      g++, cmake                 build ckc (C++17) and the generated C (C99)
+#      ccache                     the test and demo scripts' builds start from earlier ones (scripts/build_env.sh)
 #      libopenblas-dev            GEMM/GEMV in the runtime (and the -lopenblas link)
 #      nlohmann-json3-dev, libcli11-dev, libfmt-dev   the compiler's JSON, CLI, formatting
 #      catch2                     unit tests (v2)
@@ -26,7 +27,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
-PACKAGES=(g++ gcc make cmake libopenblas-dev nlohmann-json3-dev libcli11-dev libfmt-dev catch2 clang libclang-rt-14-dev
+PACKAGES=(g++ gcc make cmake ccache libopenblas-dev nlohmann-json3-dev libcli11-dev libfmt-dev catch2 clang libclang-rt-14-dev
           python3 python3-venv
           gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user wasi-libc lld-14 libclang-rt-14-dev-wasm32
           gcc-arm-none-eabi libnewlib-arm-none-eabi chromium)

@@ -3,7 +3,7 @@
 # ctest (unit, kernel and runtime tests + Python parity against PyTorch), then
 # the compiler and runtime tests again under AddressSanitizer +
 # UndefinedBehaviorSanitizer (including a generated model run end to end), then every fuzz harness (tests/fuzz)
-# for CKC_FUZZ_SECONDS (20) each, going on from the corpora earlier runs grew (~/.cache/ckc/fuzz, as scripts/fuzz.sh).
+# for CKC_FUZZ_SECONDS (10) each, going on from the corpora earlier runs grew (~/.cache/ckc/fuzz, as scripts/fuzz.sh).
 # Exits non-zero when any test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +13,7 @@ JOBS=$(nproc)
 export OMP_WAIT_POLICY=PASSIVE
 
 scripts/install_deps.sh
+. scripts/build_env.sh  # ccache for every CMake build below
 # llama.cpp, the reference of the GGUF tests (built from source once, cached outside the repository)
 if [ -z "${CKC_SKIP_SLOW:-}" ]; then scripts/llama_cpp.sh; fi
 
@@ -27,10 +28,10 @@ cmake --build build-asan -j"$JOBS"
 (cd build-asan && ctest --output-on-failure -j"$JOBS")
 
 FUZZ_WORK="${CKC_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ckc}/fuzz"
-echo "== build the fuzz harnesses (clang, ASan + UBSan + libFuzzer) and run each for ${CKC_FUZZ_SECONDS:-20} s" \
+echo "== build the fuzz harnesses (clang, ASan + UBSan + libFuzzer) and run each for ${CKC_FUZZ_SECONDS:-10} s" \
      "(corpora: $FUZZ_WORK)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCKC_FUZZ=ON -DCKC_BUILD_TESTS=OFF \
-    -DCKC_PYTHON_TESTS=OFF -DCKC_WERROR=ON -DCKC_FUZZ_SECONDS="${CKC_FUZZ_SECONDS:-20}" \
+    -DCKC_PYTHON_TESTS=OFF -DCKC_WERROR=ON -DCKC_FUZZ_SECONDS="${CKC_FUZZ_SECONDS:-10}" \
     -DCKC_FUZZ_WORK="$FUZZ_WORK" >/dev/null
 cmake --build build-fuzz -j"$JOBS"
 mkdir -p "$FUZZ_WORK"
