@@ -174,6 +174,7 @@ void ck_attention_std(float *out, ck_seq so, const float *q, ck_seq sq, const fl
     int64_t BH = B * H, slots = (int64_t)ck_attention_slots(BH), g0;
     int team = CK_MAX_THREADS();
     if ((double)BH * Sq * Sk * D < CK_PAR_MIN_ACT) team = 1;
+    (void)team; /* (read by the pragma alone) */
     for (g0 = 0; g0 < BH; g0 += slots) {
         int64_t gn = BH - g0 < slots ? BH - g0 : slots;
         /* row blocks fixed by the shape, not the team (blas.h: OpenBLAS's sums depend on a call's shape) */
