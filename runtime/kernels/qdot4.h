@@ -37,7 +37,7 @@ int ck_qdot4_acts_from_blocks(ck_qdot4_acts *a, int dot_type, const void *rows, 
 void ck_qdot4_acts_free(ck_qdot4_acts *a);
 /* out[n] = W[n] . x[t] (+ bias[n]) (+ add[n]) for rows [n0, n1) of a q4_0 / q4_1 / q5_0 / q5_1 part (rows: its data,
  * row_bytes apart); act_row: token t's activations as q8_0 / q8_1 blocks, for the last K % 128 elements, which
- * tail_dot (the type's scalar dot product, ck_qtype_cpu) multiplies */
+ * tail_dot (the type's one-block dot product, ck_vec_dot_for) multiplies */
 void ck_qdot4_rows(float *out, const ck_qdot4_acts *a, int t, int type, const char *rows, size_t row_bytes,
                    const void *act_row, ck_vec_dot_fn tail_dot, const float *bias, const float *add, int64_t n0,
                    int64_t n1);

@@ -1218,11 +1218,11 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
             if (fast && acts->g4.q && ck_qdot4_takes(type)) { /* q4_0 / q4_1 / q5_0 / q5_1: AVX-512 VBMI, AVX2 */
                 if (t + 1 < T) { /* two tokens at a time: q4_0's weights unpacked once for both */
                     ck_qdot4_rows2(o, out + (size_t)(t + 1) * ldo, &acts->g4, t, t + 1, type, rows, rb, act,
-                                   act_row(acts, type, t + 1), ck_qtype_cpu_of(type)->dot_ref, bias, ad,
+                                   act_row(acts, type, t + 1), dot, bias, ad,
                                    add ? add + (size_t)(t + 1) * ld_add : NULL, n, b);
                     paired = t + 1;
                 } else {
-                    ck_qdot4_rows(o, &acts->g4, t, type, rows, rb, act, ck_qtype_cpu_of(type)->dot_ref, bias, ad, n, b);
+                    ck_qdot4_rows(o, &acts->g4, t, type, rows, rb, act, dot, bias, ad, n, b);
                 }
                 n = b;
             }
