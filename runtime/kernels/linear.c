@@ -322,9 +322,9 @@ static void matmul_fallback(const void *ctx, int64_t n0, int64_t n1)
 
 /* split each of `batch` GEMMs' N columns so that batch * splits covers the team; parts are multiples of 16
  * floats (64-byte lines). Returns the number of tasks, each (t / splits)'s part t % splits */
-static int64_t batch_split(int64_t batch, int64_t N, int team, int64_t *splits, int64_t *per)
+/* the parts depend on the shape alone (as blas.h's pieces): the same sums at any thread count */
+static int64_t batch_split(int64_t batch, int64_t N, int64_t *splits, int64_t *per)
 {
-    (void)team; /* the parts depend on the shape alone (blas.h's pieces): the same sums at any thread count */
     *splits = batch >= CK_BLAS_PIECES ? 1 : (CK_BLAS_PIECES + batch - 1) / batch;
     *per = ((N + *splits - 1) / *splits + 15) / 16 * 16;
     if (*per < 64) *per = N < 64 ? N : 64;
@@ -337,10 +337,9 @@ static void matmul_batched_fgemm(float *out, const float *a, const float *b, con
                                  int64_t batch, int64_t M, int64_t N, int64_t K, int b_batched, int trans_a,
                                  int trans_b, float alpha)
 {
-    int team = team_for((double)batch * M * N * K);
-    int64_t splits, per, tasks = batch_split(batch, N, team, &splits, &per), t;
+    int64_t splits, per, tasks = batch_split(batch, N, &splits, &per), t;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(team)
+#pragma omp parallel for schedule(static) num_threads(team_for((double)batch * M * N * K))
 #endif
     for (t = 0; t < tasks; t++) {
         int64_t i = t / splits, n0 = (t % splits) * per, n1 = n0 + per > N ? N : n0 + per, r, c;
@@ -361,7 +360,6 @@ static void matmul_batched_fgemm(float *out, const float *a, const float *b, con
 void ck_matmul(float *out, const float *a, const float *b, const float *add, const float *bias, int64_t batch,
                int64_t M, int64_t N, int64_t K, int b_batched, int trans_a, int trans_b, float alpha)
 {
-    int team = 1;
     if (!b_batched && !trans_a) { /* one GEMM: [batch * M, K] @ B */
         M *= batch;
         batch = 1;
@@ -387,10 +385,10 @@ void ck_matmul(float *out, const float *a, const float *b, const float *add, con
         matmul_batched_fgemm(out, a, b, add, bias, batch, M, N, K, b_batched, trans_a, trans_b, alpha);
         return;
     }
-    team = team_for((double)batch * M * N * K);
     {
-        int64_t splits, per, tasks = batch_split(batch, N, team, &splits, &per), t;
+        int64_t splits, per, tasks = batch_split(batch, N, &splits, &per), t;
 #ifdef _OPENMP
+        const int team = team_for((double)batch * M * N * K);
 #pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
 #endif
         for (t = 0; t < tasks; t++) {

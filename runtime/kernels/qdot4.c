@@ -478,13 +478,7 @@ CK_A2 static inline uint32_t a2_u32(const char *p)
                 accm = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_shuffle_epi8(words, mn23)), _mm256_loadu_ps(s4 + 8), accm); \
             }                                                                                                          \
         }                                                                                                              \
-        {                                                                                                              \
-            const __m256 t8 = _mm256_add_ps(_mm256_add_ps(acc0, acc1), accm);                                        \
-            __m128 r = _mm_add_ps(_mm256_extractf128_ps(t8, 1), _mm256_castps256_ps128(t8));                          \
-            r = _mm_add_ps(r, _mm_movehl_ps(r, r));                                                                    \
-            r = _mm_add_ss(r, _mm_movehdup_ps(r));                                                                     \
-            return _mm_cvtss_f32(r);                                                                                   \
-        }                                                                                                              \
+        return ck_hsum8(_mm256_add_ps(_mm256_add_ps(acc0, acc1), accm));                                              \
     }
 CK_A2_BODY(dot_avx2_g4, CK_A2, CK_A2_DOT_PLAIN)
 CK_A2_BODY(dot_avxvnni_g4, CK_A2V, CK_A2_DOT_VNNI)

@@ -243,14 +243,6 @@ static float dot_ref_q6_K(int64_t n, const void *vw, const void *va)
 
 #define CK_AVX2_F16 __attribute__((target("avx2,fma,f16c")))
 
-CK_AVX2_F16 static inline float hsum8(__m256 x)
-{
-    __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    return _mm_cvtss_f32(r);
-}
-
 CK_AVX2_F16 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
 /* int8 x int8 -> 8 float sums of 4 products */
@@ -294,7 +286,7 @@ CK_AVX2_F16 static float dot_q8_0(int64_t nb, const ck_block_q8_0 *w, const ck_b
         acc = _mm256_fmadd_ps(d, dot_i8(_mm256_loadu_si256((const __m256i *)w[i].qs),
                                         _mm256_loadu_si256((const __m256i *)a[i].qs)), acc);
     }
-    return hsum8(acc);
+    return ck_hsum8(acc);
 }
 
 CK_AVX2_F16 static float dot_q4_0(int64_t nb, const ck_block_q4_0 *w, const ck_block_q8_0 *a)
@@ -306,7 +298,7 @@ CK_AVX2_F16 static float dot_q4_0(int64_t nb, const ck_block_q4_0 *w, const ck_b
         const __m256i qx = _mm256_sub_epi8(nibbles32(w[i].qs), _mm256_set1_epi8(8));
         acc = _mm256_fmadd_ps(d, dot_i8(qx, _mm256_loadu_si256((const __m256i *)a[i].qs)), acc);
     }
-    return hsum8(acc);
+    return ck_hsum8(acc);
 }
 
 CK_AVX2_F16 static float dot_q4_1(int64_t nb, const ck_block_q4_1 *w, const ck_block_q8_1 *a)
@@ -319,7 +311,7 @@ CK_AVX2_F16 static float dot_q4_1(int64_t nb, const ck_block_q4_1 *w, const ck_b
         summs += h2f(w[i].m) * h2f(a[i].s);
         acc = _mm256_fmadd_ps(d, dot_u8(nibbles32(w[i].qs), _mm256_loadu_si256((const __m256i *)a[i].qs)), acc);
     }
-    return hsum8(acc) + summs;
+    return ck_hsum8(acc) + summs;
 }
 
 CK_AVX2_F16 static float dot_q5_0(int64_t nb, const ck_block_q5_0 *w, const ck_block_q8_0 *a)
@@ -333,7 +325,7 @@ CK_AVX2_F16 static float dot_q5_0(int64_t nb, const ck_block_q5_0 *w, const ck_b
         const __m256i qx = _mm256_or_si256(nibbles32(w[i].qs), hi);
         acc = _mm256_fmadd_ps(d, dot_i8(qx, _mm256_loadu_si256((const __m256i *)a[i].qs)), acc);
     }
-    return hsum8(acc);
+    return ck_hsum8(acc);
 }
 
 CK_AVX2_F16 static float dot_q5_1(int64_t nb, const ck_block_q5_1 *w, const ck_block_q8_1 *a)
@@ -348,7 +340,7 @@ CK_AVX2_F16 static float dot_q5_1(int64_t nb, const ck_block_q5_1 *w, const ck_b
         acc = _mm256_fmadd_ps(d, dot_u8(_mm256_or_si256(nibbles32(w[i].qs), hi),
                                         _mm256_loadu_si256((const __m256i *)a[i].qs)), acc);
     }
-    return hsum8(acc) + summs;
+    return ck_hsum8(acc) + summs;
 }
 
 /* The 8 6-bit scales and 8 mins of a q4_K / q5_K block (12 bytes; ck_k4_scales_mins) as 8 int16 each, with 32-bit
@@ -418,7 +410,7 @@ CK_AVX2_F16 static float dot_qk45(int q5, int64_t nb, const void *vw, const ck_b
     {
         __m128 m = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
         m = _mm_add_ss(m, _mm_movehdup_ps(m));
-        return hsum8(acc) - _mm_cvtss_f32(m);
+        return ck_hsum8(acc) - _mm_cvtss_f32(m);
     }
 }
 
@@ -459,7 +451,7 @@ CK_AVX2_F16 static float dot_q6_K(int64_t nb, const ck_block_q6_K *w, const ck_b
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * h2f(w[i].d)), _mm256_cvtepi32_ps(sumi), acc);
     }
-    return hsum8(acc);
+    return ck_hsum8(acc);
 }
 
 CK_AVX2_F16 static float dot_f16(int64_t n, const uint16_t *w, const float *a)
@@ -472,7 +464,7 @@ CK_AVX2_F16 static float dot_f16(int64_t n, const uint16_t *w, const float *a)
         acc1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i + 8))), _mm256_loadu_ps(a + i + 8),
                                acc1);
     }
-    s = hsum8(_mm256_add_ps(acc0, acc1));
+    s = ck_hsum8(_mm256_add_ps(acc0, acc1));
     for (; i < n; i++) s += h2f(w[i]) * a[i];
     return s;
 }
@@ -491,7 +483,7 @@ CK_AVX2_F16 static float dot_bf16(int64_t n, const uint16_t *w, const float *a)
         acc0 = _mm256_fmadd_ps(bf16x8(w + i), _mm256_loadu_ps(a + i), acc0);
         acc1 = _mm256_fmadd_ps(bf16x8(w + i + 8), _mm256_loadu_ps(a + i + 8), acc1);
     }
-    s = hsum8(_mm256_add_ps(acc0, acc1));
+    s = ck_hsum8(_mm256_add_ps(acc0, acc1));
     for (; i < n; i++) {
         uint32_t u = (uint32_t)w[i] << 16;
         float f;
@@ -510,7 +502,7 @@ CK_AVX2_F16 static float dot_f32(int64_t n, const float *w, const float *a)
         acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(a + i), acc0);
         acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(a + i + 8), acc1);
     }
-    s = hsum8(_mm256_add_ps(acc0, acc1));
+    s = ck_hsum8(_mm256_add_ps(acc0, acc1));
     for (; i < n; i++) s += w[i] * a[i];
     return s;
 }
