@@ -395,14 +395,21 @@ CK_VBMI static void rows_vbmi(float *out, const ck_qdot4_acts *a, int t, int typ
 #define CK_A2 __attribute__((target("avx2,fma,f16c")))
 #define CK_A2V __attribute__((target("avx2,fma,f16c,avxvnni")))
 
-/* 32 bits -> 32 bytes: byte j is 16 where bit j is set, else 0 */
-CK_A2 static inline __m256i a2_fifth(uint32_t x)
+/* The fifth bits of four q5 blocks' halves: qh holds the blocks' 32-bit qh words (element j's fifth bit is bit j);
+ * sel picks, in each 128-bit lane, the two qh bytes of one block's 16 elements, each byte 8 times. Byte j of
+ * the result is 16 where its element's bit is set, else 0: one shuffle, two ands and a compare per register
+ * (no scalar bit assembly or general-register broadcasts per pair of blocks) */
+CK_A2 static inline __m256i a2_fifth(__m256i qh, __m256i sel)
 {
-    __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x),
-                                    _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
-    b = _mm256_or_si256(b, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
-    return _mm256_and_si256(_mm256_cmpeq_epi8(b, _mm256_set1_epi64x(-1)), _mm256_set1_epi8(16));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(qh, sel), bit);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(b, bit), _mm256_set1_epi8(16));
 }
+
+/* sel of a2_fifth: qh bytes lo, lo + 1 (each 8 times) in the low lane, hi, hi + 1 in the high lane */
+#define CK_A2_SEL(lo, hi)                                                                                              \
+    _mm256_setr_epi8(lo, lo, lo, lo, lo, lo, lo, lo, lo + 1, lo + 1, lo + 1, lo + 1, lo + 1, lo + 1, lo + 1, lo + 1, hi, \
+                     hi, hi, hi, hi, hi, hi, hi, hi + 1, hi + 1, hi + 1, hi + 1, hi + 1, hi + 1, hi + 1, hi + 1)
 
 /* blocks b and b + 1's 16 nibble bytes (at byte qoff of each) in the low and high half */
 CK_A2 static inline __m256i a2_nibbles(const char *w, int bsize, int qoff)
@@ -447,13 +454,14 @@ CK_A2 static inline uint32_t a2_u32(const char *p)
             __m256i l0 = _mm256_and_si256(x0, m4), h0 = _mm256_and_si256(_mm256_srli_epi16(x0, 4), m4);             \
             __m256i l1 = _mm256_and_si256(x1, m4), h1 = _mm256_and_si256(_mm256_srli_epi16(x1, 4), m4);             \
             __m256i p0, p1;                                                                                            \
-            if (q5) { /* bit j of qh: element j's fifth bit, bit 16 + j: element 16 + j's */                           \
-                const uint32_t b0 = a2_u32(w + qh), b1 = a2_u32(w + bsize + qh);                                      \
-                const uint32_t b2 = a2_u32(w + 2 * bsize + qh), b3 = a2_u32(w + 3 * bsize + qh);                      \
-                l0 = _mm256_or_si256(l0, a2_fifth((b0 & 0xFFFFu) | (b1 << 16)));                                      \
-                h0 = _mm256_or_si256(h0, a2_fifth((b0 >> 16) | (b1 & 0xFFFF0000u)));                                  \
-                l1 = _mm256_or_si256(l1, a2_fifth((b2 & 0xFFFFu) | (b3 << 16)));                                      \
-                h1 = _mm256_or_si256(h1, a2_fifth((b2 >> 16) | (b3 & 0xFFFF0000u)));                                  \
+            if (q5) { /* qh bytes 0-1 of a block: its low nibbles' fifth bits, bytes 2-3: its high nibbles' */          \
+                const __m256i hq = _mm256_broadcastsi128_si256(                                                        \
+                    _mm_setr_epi32((int)a2_u32(w + qh), (int)a2_u32(w + bsize + qh), (int)a2_u32(w + 2 * bsize + qh),  \
+                                   (int)a2_u32(w + 3 * bsize + qh)));                                                  \
+                l0 = _mm256_or_si256(l0, a2_fifth(hq, CK_A2_SEL(0, 4)));                                               \
+                h0 = _mm256_or_si256(h0, a2_fifth(hq, CK_A2_SEL(2, 6)));                                               \
+                l1 = _mm256_or_si256(l1, a2_fifth(hq, CK_A2_SEL(8, 12)));                                              \
+                h1 = _mm256_or_si256(h1, a2_fifth(hq, CK_A2_SEL(10, 14)));                                             \
             }                                                                                                          \
             if (has_min) {                                                                                             \
                 p0 = _mm256_setzero_si256();                                                                           \

@@ -364,7 +364,7 @@ CK_AVX2_F16 static inline void k4_scales16(const uint8_t *s12, __m128i *sc, __m1
 
 /* q4_K / q5_K: x = d sc q - dmin m; sum = d_a (d sum_j sc_j (q_j . a_j) - dmin sum_j m_j bsum_j). The scales reach
  * the int16 lanes by one byte shuffle each; the mins' part is one madd with the activations' sums of 32. */
-CK_AVX2_F16 static float dot_qk45(int q5, int64_t nb, const void *vw, const ck_block_q8_K *a)
+CK_AVX2_F16 static inline float dot_qk45(int q5, int64_t nb, const void *vw, const ck_block_q8_K *a, ck_pf_stream *pf)
 {
     __m256 acc = _mm256_setzero_ps();
     __m128 accm = _mm_setzero_ps();
@@ -375,6 +375,7 @@ CK_AVX2_F16 static float dot_qk45(int q5, int64_t nb, const void *vw, const ck_b
         const ck_block_q4_K *w4 = (const ck_block_q4_K *)vw + i;
         const ck_block_q5_K *w5 = (const ck_block_q5_K *)vw + i;
         const uint8_t *q = q5 ? w5->qs : w4->qs;
+        if (pf) ck_pf_ahead(pf, q5 ? (const void *)w5 : (const void *)w4);
         const int8_t *y = a[i].qs;
         __m128i sc, mn;
         __m256i sumi = _mm256_setzero_si256(), hbits = _mm256_setzero_si256(), sc2;
@@ -416,7 +417,7 @@ CK_AVX2_F16 static float dot_qk45(int q5, int64_t nb, const void *vw, const ck_b
 
 /* q6_K: x = d sc (q - 32), q in [0, 64): the 32 is taken out through bsums (one madd with the 16 scales); each
  * group of 32 takes its two scales by one byte shuffle of the 8 scales of its half */
-CK_AVX2_F16 static float dot_q6_K(int64_t nb, const ck_block_q6_K *w, const ck_block_q8_K *a)
+CK_AVX2_F16 static inline float dot_q6_K(int64_t nb, const ck_block_q6_K *w, const ck_block_q8_K *a, ck_pf_stream *pf)
 {
     __m256 acc = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
@@ -425,6 +426,7 @@ CK_AVX2_F16 static float dot_q6_K(int64_t nb, const ck_block_q6_K *w, const ck_b
     for (i = 0; i < nb; i++) {
         const uint8_t *ql = w[i].ql, *qh = w[i].qh;
         const int8_t *y = a[i].qs;
+        if (pf) ck_pf_ahead(pf, w + i);
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)w[i].scales);
         const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
         /* 32 sum_j sc_j bsum_j, to take out */
@@ -852,9 +854,9 @@ CK_DOT_FN(dot_avx2_q4_0, dot_q4_0(n / CK_QK, (const ck_block_q4_0 *)w, (const ck
 CK_DOT_FN(dot_avx2_q4_1, dot_q4_1(n / CK_QK, (const ck_block_q4_1 *)w, (const ck_block_q8_1 *)a))
 CK_DOT_FN(dot_avx2_q5_0, dot_q5_0(n / CK_QK, (const ck_block_q5_0 *)w, (const ck_block_q8_0 *)a))
 CK_DOT_FN(dot_avx2_q5_1, dot_q5_1(n / CK_QK, (const ck_block_q5_1 *)w, (const ck_block_q8_1 *)a))
-CK_DOT_FN(dot_avx2_q4_K, dot_qk45(0, n / CK_QK_K, w, (const ck_block_q8_K *)a))
-CK_DOT_FN(dot_avx2_q5_K, dot_qk45(1, n / CK_QK_K, w, (const ck_block_q8_K *)a))
-CK_DOT_FN(dot_avx2_q6_K, dot_q6_K(n / CK_QK_K, (const ck_block_q6_K *)w, (const ck_block_q8_K *)a))
+CK_DOT_FN(dot_avx2_q4_K, dot_qk45(0, n / CK_QK_K, w, (const ck_block_q8_K *)a, NULL))
+CK_DOT_FN(dot_avx2_q5_K, dot_qk45(1, n / CK_QK_K, w, (const ck_block_q8_K *)a, NULL))
+CK_DOT_FN(dot_avx2_q6_K, dot_q6_K(n / CK_QK_K, (const ck_block_q6_K *)w, (const ck_block_q8_K *)a, NULL))
 CK_DOT_FN(dot_avx512_f16, dot_half_512(0, n, (const uint16_t *)w, (const float *)a))
 CK_DOT_FN(dot_avx512_bf16, dot_half_512(1, n, (const uint16_t *)w, (const float *)a))
 CK_DOT_FN(dot_avx512_q8_0, dot_512_unprepared(CK_Q_Q8_0, n / CK_QK, w, (const ck_block_q8_0 *)a))
@@ -1228,6 +1230,21 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                 ck_pf_start(&pf, rows + (size_t)n * rb, rows + (size_t)b * rb);
                 for (; n < b; n++) {
                     float v = dot_q40_q80_512(type == CK_Q_Q8_0, nb, rows + (size_t)n * rb, &ax, &pf);
+                    o[n] = v + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
+                }
+            }
+            if (dot == dot_avx2_q4_K || dot == dot_avx2_q5_K || dot == dot_avx2_q6_K) {
+                /* AVX2's K-quant bodies over whole rows, the lines requested a few per block (one horizontal sum
+                 * and call per row, not per 512-element chunk as below). Decode of the 1.1B shape on the 2-core
+                 * Zen 3 (bench_decode.py --baseline, interleaved), time new / old at 1 / 2 threads: q4_K 0.92x /
+                 * 0.98x, q5_K 0.90x / 0.96x, q6_K 0.99x / 0.99x */
+                const int64_t nb = K / CK_QK_K;
+                const ck_block_q8_K *ak = (const ck_block_q8_K *)act;
+                ck_pf_start(&pf, rows + (size_t)n * rb, rows + (size_t)b * rb);
+                for (; n < b; n++) {
+                    const char *wr = rows + (size_t)n * rb;
+                    const float v = type == CK_Q_Q6_K ? dot_q6_K(nb, (const ck_block_q6_K *)wr, ak, &pf)
+                                                      : dot_qk45(type == CK_Q_Q5_K, nb, wr, ak, &pf);
                     o[n] = v + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
                 }
             }
