@@ -69,9 +69,11 @@ static void *need(void *p, const char *what)
 static void force_path(const char *p)
 {
     ck_cpu_force_portable(strcmp(p, "portable") == 0);
-    ck_cpu_force_no_vnni(strcmp(p, "avx2-vnni") && strcmp(p, "avx512") && strcmp(p, "avx512-vbmi") && strcmp(p, "auto"));
-    ck_cpu_force_no_avx512(strcmp(p, "avx512") && strcmp(p, "avx512-vbmi") && strcmp(p, "auto"));
-    ck_cpu_force_no_vbmi(strcmp(p, "avx512-vbmi") && strcmp(p, "auto"));
+    const int amx = strcmp(p, "amx") == 0 || strcmp(p, "auto") == 0;
+    ck_cpu_force_no_vnni(strcmp(p, "avx2-vnni") && strcmp(p, "avx512") && strcmp(p, "avx512-vbmi") && !amx);
+    ck_cpu_force_no_avx512(strcmp(p, "avx512") && strcmp(p, "avx512-vbmi") && !amx);
+    ck_cpu_force_no_vbmi(strcmp(p, "avx512-vbmi") && !amx);
+    ck_cpu_force_no_amx(!amx);
 }
 
 int main(int argc, char **argv)

@@ -14,7 +14,7 @@ decode runs (ck_linear_q, one token) over every layer of a model shape, with a c
 run interleaved with these, pass for pass, and each row gets the ratio of times (new / baseline; < 1: faster).
 This machine's timings drift by 10-20% over minutes; only an interleaved pair says which build is faster.
 
---paths: the kernel paths to run (cpu.c: portable, avx2, avx2-vnni, avx512, avx512-vbmi; auto = the CPU's
+--paths: the kernel paths to run (cpu.c: portable, avx2, avx2-vnni, avx512, avx512-vbmi, amx; auto = the CPU's
 best); a path the CPU lacks is skipped, said on stderr. Shapes: 1.1b is TinyLlama's (hidden 2048, intermediate
 5632, 4 KV heads of 64, 22 layers), stories110m llama2.c's (768, 2048, 12 heads, 12 layers).
 """
@@ -30,12 +30,12 @@ from ckc.contenders import machine
 
 SHAPES = {"1.1b": (2048, 5632, 256, 22), "stories110m": (768, 2048, 768, 12)}
 FORMATS = "f16,bf16,q8_0,q6_K,q5_K,q5_0,q5_1,q4_K,q4_1,q4_0"
-PATHS = ["portable", "avx2", "avx2-vnni", "avx512", "avx512-vbmi"]
+PATHS = ["portable", "avx2", "avx2-vnni", "avx512", "avx512-vbmi", "amx"]
 
 
 def build(folder, root=None):
     """The worker, linked against the runtime objects generated models use (ckc.build's flags and cache); with
-    root, against the kernels of the checkout at root instead (compiled here, the same flags)."""
+    root, the checkout at root's worker and kernels instead (compiled here, the same flags)."""
     import concurrent.futures
     here = os.path.dirname(os.path.abspath(__file__))
     runtime = os.path.join(root, "runtime") if root else os.path.dirname(ckc.build.include_dir())
@@ -52,7 +52,8 @@ def build(folder, root=None):
     else:
         objs = ckc.build.runtime_objects(sources)
     exe = os.path.join(folder, "bench_decode")
-    ckc.build.run(["cc", *ckc.build.RUNTIME_FLAGS, "-I", include, os.path.join(here, "bench_decode.c"),
+    worker = os.path.join(root, "scripts", "bench_decode.c") if root else os.path.join(here, "bench_decode.c")
+    ckc.build.run(["cc", *ckc.build.RUNTIME_FLAGS, "-I", include, worker,
                    *objs, "-lopenblas", "-lm", "-o", exe])
     return exe
 

@@ -95,7 +95,9 @@ int ck_cpu_avx512vnni(void);           /* 1 when the AVX-512 VNNI bodies run (th
 void ck_cpu_force_no_avx512(int on);   /* tests: what runs on a CPU without AVX-512 */
 int ck_cpu_avx512vbmi(void);           /* 1 when the AVX-512 VBMI bodies run (4-bit decode) */
 void ck_cpu_force_no_vbmi(int on);     /* tests: the AVX-512 bodies without VBMI */
-const char *ck_cpu_path(void);         /* the path that runs: portable, avx2, avx2-vnni, avx512, avx512-vbmi */
+int ck_cpu_amx(void);                  /* 1 when the AMX-INT8 tiles run the int8 prefill GEMM */
+void ck_cpu_force_no_amx(int on);      /* tests: the AVX-512 VNNI prefill on an AMX machine */
+const char *ck_cpu_path(void);         /* the path that runs: portable, avx2, avx2-vnni, avx512, avx512-vbmi, amx, neon */
 int ck_cpu_has_path(const char *name); /* 1 when the CPU has that path (CK_KERNELS and forcing aside) */
 
 /* ---- batched sequences ----------------------------------------------------

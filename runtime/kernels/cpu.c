@@ -7,6 +7,7 @@
  *   avx2-vnni    + AVX-VNNI (VEX vpdpbusd: Alder Lake and later, Zen 5)
  *   avx512       AVX-512 F/BW/VL + VNNI (the int8 prefill GEMM, the 512-bit decode bodies)
  *   avx512-vbmi  + AVX512_VBMI (vpermt2b: the 4-bit decode bodies that gather 4 blocks' quants in one shuffle)
+ *   amx          + AMX-TILE / AMX-INT8 with the OS's permission (the int8 prefill GEMM on tiles, qgemm.c)
  * and on ARM64:
  *   neon         the NEON decode bodies (qdot_neon.c; every ARMv8-A has NEON)
  * A path runs when the CPU has it and nothing caps it. CK_KERNELS=<path> caps the dispatch at that path
@@ -14,19 +15,62 @@
  * runs the best one below it, said once on stderr. Tests force each path through the ck_cpu_force_*
  * switches and skip, by name, the ones the CPU lacks.
  */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* syscall(), for the tile permission */
+#endif
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include "ck_kernels.h"
 
-enum { L_PORTABLE, L_AVX2, L_AVX2_VNNI, L_AVX512, L_AVX512_VBMI, L_NEON, L_COUNT };
-static const char *const kLevelName[L_COUNT] = {"portable", "avx2", "avx2-vnni", "avx512", "avx512-vbmi", "neon"};
+enum { L_PORTABLE, L_AVX2, L_AVX2_VNNI, L_AVX512, L_AVX512_VBMI, L_AMX, L_NEON, L_COUNT };
+static const char *const kLevelName[L_COUNT] = {"portable", "avx2", "avx2-vnni", "avx512", "avx512-vbmi", "amx", "neon"};
 
 static int ck_detected = 0;
 static int ck_has[L_COUNT]; /* what the CPU has (portable always) */
 static int ck_cap = L_COUNT - 1; /* CK_KERNELS */
-static int ck_forced_portable, ck_forced_no_vnni, ck_forced_no_avx512, ck_forced_no_vbmi;
+static int ck_forced_portable, ck_forced_no_vnni, ck_forced_no_avx512, ck_forced_no_vbmi, ck_forced_no_amx;
+
+/* AMX: the CPU's AMX-TILE and AMX-INT8 (CPUID 7.0 EDX bits 24, 25), the OS's tile state enabled (XCR0 bits 17,
+ * 18), and Linux's permission for this process to use it (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA; without
+ * it the first tile instruction faults). Where the CPU has AMX but the OS refuses, the int8 prefill stays on
+ * AVX-512 VNNI, and the reason is printed once when CK_DEBUG is set. */
+#if defined(__x86_64__) && defined(__GNUC__)
+static int amx_usable(void)
+{
+    unsigned a, b, c, d, lo, hi;
+    const char *why = NULL;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25))) return 0;
+    if (!__get_cpuid_count(1, 0, &a, &b, &c, &d) || !(c & (1u << 27))) { /* OSXSAVE: xgetbv is allowed */
+        why = "the OS does not enable XSAVE";
+    } else {
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        (void)hi;
+        if ((lo & (3u << 17)) != (3u << 17)) why = "the OS does not enable the tile state (XCR0 bits 17, 18)";
+    }
+#if defined(__linux__)
+    if (!why && syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) != 0)
+        why = strerror(errno);
+#else
+    if (!why) why = "no way to request the tile permission on this OS";
+#endif
+    if (why) {
+        if (getenv("CK_DEBUG")) fprintf(stderr, "ckc: AMX: not used (%s); the int8 prefill runs on AVX-512 VNNI\n", why);
+        return 0;
+    }
+    return 1;
+}
+#endif
 
 static void detect(void)
 {
@@ -43,6 +87,7 @@ static void detect(void)
     ck_has[L_AVX512] = ck_has[L_AVX2] && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
     ck_has[L_AVX512_VBMI] = ck_has[L_AVX512] && __builtin_cpu_supports("avx512vbmi");
+    ck_has[L_AMX] = ck_has[L_AVX512_VBMI] && amx_usable();
 #endif
 #if defined(__aarch64__) && defined(__ARM_NEON)
     ck_has[L_NEON] = 1;
@@ -52,7 +97,7 @@ static void detect(void)
         for (i = 0; i < L_COUNT && strcmp(env, kLevelName[i]) != 0; i++) {}
         if (i == L_COUNT) {
             fprintf(stderr, "ckc: CK_KERNELS=%s is not a kernel path (portable, avx2, avx2-vnni, avx512, avx512-vbmi, "
-                            "neon, auto); using auto\n", env);
+                            "amx, neon, auto); using auto\n", env);
         } else {
             ck_cap = i;
             if (!ck_has[i]) fprintf(stderr, "ckc: CK_KERNELS=%s: this CPU has no %s; the best path below it runs\n", env, env);
@@ -80,6 +125,7 @@ const char *ck_cpu_path(void)
 {
     if (ck_cpu_neon()) return kLevelName[L_NEON];
     if (!ck_cpu_avx2()) return kLevelName[L_PORTABLE];
+    if (ck_cpu_amx()) return kLevelName[L_AMX];
     if (ck_cpu_avx512vbmi()) return kLevelName[L_AVX512_VBMI];
     if (ck_cpu_avx512vnni()) return kLevelName[L_AVX512];
     return ck_cpu_vnni() ? kLevelName[L_AVX2_VNNI] : kLevelName[L_AVX2];
@@ -114,3 +160,7 @@ void ck_cpu_force_no_avx512(int on) { ck_forced_no_avx512 = on; }
 int ck_cpu_avx512vbmi(void) { return ck_cpu_avx512vnni() && !ck_forced_no_vbmi && level_on(L_AVX512_VBMI); }
 
 void ck_cpu_force_no_vbmi(int on) { ck_forced_no_vbmi = on; }
+
+int ck_cpu_amx(void) { return ck_cpu_avx512vbmi() && !ck_forced_no_amx && level_on(L_AMX); }
+
+void ck_cpu_force_no_amx(int on) { ck_forced_no_amx = on; }

@@ -28,10 +28,13 @@
  * chunk), so the file's layout is kept in memory and read in place; the
  * packing is the BLAS idea of copying a panel of B, not a repacked model.
  *
- * Bodies: AVX-512 VNNI (picked at run time) and a portable scalar twin with
- * the same integer sums and the same float operations in the same order (fmaf),
- * so the two give identical results; tests compare them bit for bit. CPUs
- * without AVX-512 VNNI keep the float tile path of qlinear.c.
+ * Bodies: AMX-INT8 tiles where the CPU and the OS allow them (cpu.c), else
+ * AVX-512 VNNI (picked at run time), and a portable scalar twin with the same
+ * integer sums and the same float operations in the same order (fmaf), so all
+ * give identical results; tests compare them bit for bit. The AMX body also
+ * runs on emulated tiles (plain C with the instructions' semantics and config
+ * checks), so machines without AMX test its tiling the same way. CPUs without
+ * AVX-512 VNNI keep the float tile path of qlinear.c.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -49,6 +52,7 @@
 
 #ifdef CK_X86
 #define CK_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")))
+#define CK_AMX __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c,amx-tile,amx-int8")))
 #endif
 
 #define NR 16 /* weight rows per panel: the int32 lanes of a zmm */
@@ -343,13 +347,15 @@ static void quantize_tokens(ck_qgemm_acts *a, const float *x, int ldx, int t0, i
 
 int ck_qgemm_acts_init(ck_qgemm_acts *a, int dot_type, int T, int K)
 {
-    const size_t T8 = (size_t)(T + 7) / 8 * 8;
+    const size_t T8 = (size_t)(T + 7) / 8 * 8, T16 = (size_t)(T + 15) / 16 * 16;
     memset(a, 0, sizeof *a);
     a->dot_type = dot_type;
     a->T = T;
     a->K = K;
-    /* from the workspace (ck_kernels.h), else malloc */
-    a->q = (int8_t *)ck_ws_alloc((size_t)T * K + 64);
+    /* from the workspace (ck_kernels.h), else malloc; the quants padded with zero tokens to a multiple of 16
+     * (an AMX tile of tokens reads 16 rows) */
+    a->q = (int8_t *)ck_ws_alloc(T16 * K + 64);
+    if (a->q) memset(a->q + (size_t)T * K, 0, (T16 - (size_t)T) * K);
     a->d = (float *)ck_ws_alloc(sizeof(float) * (size_t)T * (K / 32) + 64);
     a->sum16 = (int32_t *)ck_ws_alloc(sizeof(int32_t) * (size_t)T * (K / 16) + 64);
     a->s = (float *)ck_ws_alloc(sizeof(float) * (size_t)T * (K / 32) + 64);
@@ -689,12 +695,214 @@ CK_AVX512 static void qtile_avx512(const panel *p, const ck_qgemm_acts *a, const
 }
 #endif
 
+/* ---- the AMX tile: 16 tokens x NR rows ---------------------------------------------- */
+
+/* AMX (Sapphire Rapids and later) has 8 tile registers of up to 16 rows of 64 bytes. TDPBSUD C += A B takes A as
+ * signed bytes [M][4 G], B as unsigned bytes [G][4 N] (row g: 4 consecutive k for each of N columns, which is
+ * the panel's chunk layout exactly) and C as int32 [M][N]. Per sub-block j of L weights:
+ *   tile 1 (A) = the 16 tokens' L quants (a->q, rows K apart, zero past T), tile 2 (B) = the panel's L / 4
+ *   chunks, tile 0 (C) = 0; TDPBSUD; C stored as int32 [16][16]
+ * then the float part of qtile_ref on the stored sums: acc = C + the token's integer term (exact), f = fmaf(acc,
+ * s da, f) and the min term. The same tile program (AMX_SUBBLOCKS) runs on the real tiles with the AVX-512
+ * float part, and on emulated tiles (tile_emu: each instruction's semantics in C, and the checks the hardware
+ * makes of the configuration) with the scalar float part, so a machine without AMX tests the tiling bit for
+ * bit against the scalar twin. TM tokens per tile; results identical to the other bodies. */
+#define TM 16
+
+typedef struct { /* LDTILECFG's 64 bytes, palette 1 */
+    uint8_t palette_id, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_config;
+
+static void amx_config_for(amx_config *c, int L)
+{
+    memset(c, 0, sizeof *c);
+    c->palette_id = 1;
+    c->rows[0] = TM, c->colsb[0] = NR * 4; /* C: TM tokens x NR int32 */
+    c->rows[1] = TM, c->colsb[1] = (uint16_t)L; /* A: TM tokens x L quants */
+    c->rows[2] = (uint8_t)(L / 4), c->colsb[2] = NR * 4; /* B: L / 4 chunks of NR rows x 4 */
+}
+
+/* the emulated tiles */
+typedef struct {
+    amx_config cfg;
+    int fault; /* an instruction the hardware would refuse (#UD / #GP) */
+    uint8_t t[8][16][64];
+} tile_emu;
+
+static void emu_config(tile_emu *e, const amx_config *c)
+{
+    int i;
+    memset(e, 0, sizeof *e);
+    e->cfg = *c;
+    if (c->palette_id != 1) e->fault = 1;
+    for (i = 0; i < 8; i++)
+        if (c->rows[i] > 16 || c->colsb[i] > 64 || (c->rows[i] == 0) != (c->colsb[i] == 0)) e->fault = 1;
+}
+
+static void emu_zero(tile_emu *e, int t) { memset(e->t[t], 0, sizeof e->t[t]); }
+
+static void emu_load(tile_emu *e, int t, const void *base, size_t stride)
+{
+    int r;
+    if (!e->cfg.rows[t]) e->fault = 1;
+    emu_zero(e, t);
+    for (r = 0; r < e->cfg.rows[t]; r++) memcpy(e->t[t][r], (const char *)base + stride * (size_t)r, e->cfg.colsb[t]);
+}
+
+static void emu_store(tile_emu *e, int t, void *base, size_t stride)
+{
+    int r;
+    if (!e->cfg.rows[t]) e->fault = 1;
+    for (r = 0; r < e->cfg.rows[t]; r++) memcpy((char *)base + stride * (size_t)r, e->t[t][r], e->cfg.colsb[t]);
+}
+
+/* TDPBSUD c, a, b: C[m][n] += sum_g sum_i int8 A[m][4 g + i] * uint8 B[g][4 n + i]; the shapes must agree */
+static void emu_dpbsud(tile_emu *e, int c, int a, int b)
+{
+    const amx_config *f = &e->cfg;
+    int m, n, g, i;
+    if (f->rows[c] != f->rows[a] || f->colsb[c] != f->colsb[b] || f->colsb[a] != 4 * f->rows[b] || f->colsb[a] % 4 ||
+        f->colsb[c] % 4) {
+        e->fault = 1;
+        return;
+    }
+    for (m = 0; m < f->rows[c]; m++)
+        for (n = 0; n < f->colsb[c] / 4; n++) {
+            int32_t acc;
+            memcpy(&acc, e->t[c][m] + 4 * n, 4);
+            for (g = 0; g < f->rows[b]; g++)
+                for (i = 0; i < 4; i++) acc += (int32_t)(int8_t)e->t[a][m][4 * g + i] * (int32_t)e->t[b][g][4 * n + i];
+            memcpy(e->t[c][m] + 4 * n, &acc, 4);
+        }
+}
+
+/* the tile program of sub-block j: C = A B into c[TM][NR] (tile names as above) */
+#define AMX_SUBBLOCK(ZERO, LOAD, DP, STORE)                                                                \
+    do {                                                                                                    \
+        ZERO(0);                                                                                            \
+        LOAD(1, a->q + (size_t)t0 * K + (size_t)j * L, (size_t)K);                                          \
+        LOAD(2, p->u + (size_t)j * L * NR, (size_t)NR * 4);                                                 \
+        DP(0, 1, 2);                                                                                        \
+        STORE(0, c, (size_t)NR * 4);                                                                        \
+    } while (0)
+
+/* the float part of sub-block j for tokens t0 .. t0 + mr - 1, as qtile_ref */
+static void amx_float_ref(const panel *p, const ck_qgemm_acts *a, const void *terms, int t0, int mr, int j,
+                          int32_t c[TM][NR], float f[TM][NR])
+{
+    const int K = a->K, L = p->L, nsub = K / L;
+    int i, r;
+    for (i = 0; i < mr; i++) {
+        const int t = t0 + i;
+        const float da = a->d[(size_t)t * (K / 32) + j * L / 32];
+        const size_t at = (size_t)(t / 8) * 8 * nsub + 8 * (size_t)j + t % 8;
+        const int32_t base = p->min ? 0 : ((const int32_t *)terms)[at];
+        for (r = 0; r < NR; r++) f[i][r] = fmaf((float)(c[i][r] + base), p->s[j * NR + r] * da, f[i][r]);
+        if (p->min)
+            for (r = 0; r < NR; r++) f[i][r] = fmaf(p->m[j * NR + r], ((const float *)terms)[at], f[i][r]);
+    }
+}
+
+/* the emulated body; 0, or -1 when the tile program breaks a rule of the hardware's */
+static int qtile_amx_emu(const panel *p, const ck_qgemm_acts *a, const void *terms, int t0, int mr, const out_rows *o)
+{
+    const int K = a->K, L = p->L, nsub = K / L;
+    tile_emu e; /* 8 KiB of stack: the emulation runs in tests */
+    amx_config cfg;
+    int32_t c[TM][NR];
+    float f[TM][NR];
+    int i, j;
+    amx_config_for(&cfg, L);
+    emu_config(&e, &cfg);
+    memset(f, 0, sizeof f);
+#define EMU_ZERO(t) emu_zero(&e, t)
+#define EMU_LOAD(t, base, stride) emu_load(&e, t, base, stride)
+#define EMU_DP(cc, aa, bb) emu_dpbsud(&e, cc, aa, bb)
+#define EMU_STORE(t, base, stride) emu_store(&e, t, base, stride)
+    for (j = 0; j < nsub; j++) {
+        AMX_SUBBLOCK(EMU_ZERO, EMU_LOAD, EMU_DP, EMU_STORE);
+        amx_float_ref(p, a, terms, t0, mr, j, c, f);
+    }
+#undef EMU_ZERO
+#undef EMU_LOAD
+#undef EMU_DP
+#undef EMU_STORE
+    if (e.fault) return -1;
+    for (i = 0; i < mr; i++) store_ref(o, t0 + i, p->rows, f[i]);
+    return 0;
+}
+
+#ifdef CK_X86
+/* the float part on AVX-512: the same operations as amx_float_ref, 16 rows a vector */
+CK_AMX static inline void amx_float_512(const panel *p, const ck_qgemm_acts *a, const void *terms, int t0, int mr,
+                                        int j, int32_t c[TM][NR], float f[TM][NR])
+{
+    const int K = a->K, L = p->L, nsub = K / L;
+    const __m512 s = _mm512_load_ps(p->s + j * NR);
+    int i;
+    for (i = 0; i < mr; i++) {
+        const int t = t0 + i;
+        const float da = a->d[(size_t)t * (K / 32) + j * L / 32];
+        const size_t at = (size_t)(t / 8) * 8 * nsub + 8 * (size_t)j + t % 8;
+        __m512i acc = _mm512_loadu_si512((const void *)c[i]);
+        __m512 y = _mm512_loadu_ps(f[i]);
+        if (!p->min) acc = _mm512_add_epi32(acc, _mm512_set1_epi32(((const int32_t *)terms)[at]));
+        y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(s, _mm512_set1_ps(da)), y);
+        if (p->min) y = _mm512_fmadd_ps(_mm512_load_ps(p->m + j * NR), _mm512_set1_ps(((const float *)terms)[at]), y);
+        _mm512_storeu_ps(f[i], y);
+    }
+}
+
+/* the real tiles (configured by the caller: amx_config_for and _tile_loadconfig) */
+CK_AMX static void qtile_amx(const panel *p, const ck_qgemm_acts *a, const void *terms, int t0, int mr, const out_rows *o)
+{
+    const int K = a->K, L = p->L, nsub = K / L;
+    const __mmask16 mask = (__mmask16)((1u << p->rows) - 1u);
+    int32_t c[TM][NR] __attribute__((aligned(64)));
+    float f[TM][NR] __attribute__((aligned(64)));
+    int i, j;
+    memset(f, 0, sizeof f);
+#define AMX_ZERO(t) _tile_zero(t)
+#define AMX_LOAD(t, base, stride) _tile_loadd(t, base, stride)
+#define AMX_DP(cc, aa, bb) _tile_dpbsud(cc, aa, bb)
+#define AMX_STORE(t, base, stride) _tile_stored(t, base, stride)
+    for (j = 0; j < nsub; j++) {
+        AMX_SUBBLOCK(AMX_ZERO, AMX_LOAD, AMX_DP, AMX_STORE);
+        amx_float_512(p, a, terms, t0, mr, j, c, f);
+    }
+#undef AMX_ZERO
+#undef AMX_LOAD
+#undef AMX_DP
+#undef AMX_STORE
+    for (i = 0; i < mr; i++) {
+        const int t = t0 + i;
+        __m512 y = _mm512_loadu_ps(f[i]);
+        if (o->bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mask, o->bias + o->n0));
+        if (o->add) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mask, o->add + (size_t)t * o->ld_add + o->n0));
+        _mm512_mask_storeu_ps(o->out + (size_t)t * o->ldo + o->n0, mask, y);
+    }
+}
+
+CK_AMX static void amx_begin(int L)
+{
+    amx_config cfg;
+    amx_config_for(&cfg, L);
+    _tile_loadconfig(&cfg);
+}
+
+CK_AMX static void amx_end(void) { _tile_release(); }
+#endif
+
 /* ---- rows of one part, for every token ------------------------------------------ */
 
 int ck_qgemm_rows(float *out, int ldo, const ck_qgemm_acts *a, int type, const void *w, const float *bias,
-                  const float *add, int ld_add, int64_t r0, int64_t r1, int64_t col0, int fast)
+                  const float *add, int ld_add, int64_t r0, int64_t r1, int64_t col0, int body)
 {
     const int K = a->K, T = a->T;
+    const int fast = body == CK_QGEMM_VNNI || body == CK_QGEMM_AMX; /* the AVX-512 unpacking and transposes */
+    const int tiles = body == CK_QGEMM_AMX || body == CK_QGEMM_AMX_EMU;
     const size_t rb = ck_qtype_row_bytes(type, K);
     panel p;
     void *terms;
@@ -709,7 +917,10 @@ int ck_qgemm_rows(float *out, int ldo, const ck_qgemm_acts *a, int type, const v
         ck_ws_reset(mark);
         return -1;
     }
-    for (g = r0; g < r1; g += NR) {
+#ifdef CK_X86
+    if (body == CK_QGEMM_AMX) amx_begin(desc_of(type)->L);
+#endif
+    for (g = r0; g < r1 && !rc; g += NR) {
         const int rows = (int)(r1 - g < NR ? r1 - g : NR);
         out_rows o;
         panel_pack(&p, type, (const char *)w + rb * (size_t)g, rb, rows, K, fast);
@@ -720,6 +931,19 @@ int ck_qgemm_rows(float *out, int ldo, const ck_qgemm_acts *a, int type, const v
         o.add = add;
         o.ld_add = ld_add;
         o.n0 = (int)(col0 + g);
+        if (tiles) {
+            for (t = 0; t < T && !rc; t += TM) {
+                const int mr = T - t < TM ? T - t : TM;
+#ifdef CK_X86
+                if (body == CK_QGEMM_AMX) {
+                    qtile_amx(&p, a, terms, t, mr, &o);
+                    continue;
+                }
+#endif
+                rc = qtile_amx_emu(&p, a, terms, t, mr, &o) ? -2 : 0;
+            }
+            continue;
+        }
         for (t = 0; t < T; t += MR) {
             const int mr = T - t < MR ? T - t : MR;
 #ifdef CK_X86
@@ -731,11 +955,21 @@ int ck_qgemm_rows(float *out, int ldo, const ck_qgemm_acts *a, int type, const v
             qtile_ref(&p, a, terms, t, mr, &o);
         }
     }
+#ifdef CK_X86
+    if (body == CK_QGEMM_AMX) amx_end();
+#endif
     panel_free(&p);
     ck_ws_free(terms);
     ck_ws_reset(mark);
-    (void)fast;
     return rc;
 }
 
-int ck_qgemm_fast(void) { return ck_cpu_avx512vnni(); }
+int ck_qgemm_body(void)
+{
+#ifdef CK_X86
+    if (ck_cpu_amx()) return CK_QGEMM_AMX;
+#endif
+    return ck_cpu_avx512vnni() ? CK_QGEMM_VNNI : CK_QGEMM_REF;
+}
+
+int ck_qgemm_fast(void) { return ck_qgemm_body() != CK_QGEMM_REF; }

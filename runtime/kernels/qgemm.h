@@ -28,17 +28,26 @@ typedef struct {
 } ck_qgemm_acts;
 
 int ck_qgemm_type(int type); /* 1 for the types qgemm multiplies */
-int ck_qgemm_fast(void);     /* 1 when the AVX-512 VNNI body runs (else qlinear.c keeps its float tiles) */
+/* the bodies of ck_qgemm_rows: all give the same results, bit for bit */
+enum {
+    CK_QGEMM_REF = 0,    /* the portable scalar twin */
+    CK_QGEMM_VNNI = 1,   /* AVX-512 VNNI */
+    CK_QGEMM_AMX = 2,    /* AMX-INT8 tiles (with AVX-512 for the float part) */
+    CK_QGEMM_AMX_EMU = 3 /* the AMX body's tile program on emulated tiles (tests, any machine) */
+};
+int ck_qgemm_body(void);     /* the body the CPU runs: CK_QGEMM_AMX, CK_QGEMM_VNNI, or CK_QGEMM_REF */
+int ck_qgemm_fast(void);     /* 1 when a vector body runs (else qlinear.c keeps its float tiles) */
 int ck_qgemm_acts_init(ck_qgemm_acts *a, int dot_type, int T, int K); /* 0, or -1 out of memory */
 /* tokens [t0, t1) of x; `fast`: the AVX-512 body, else the scalar twin (identical results) */
 void ck_qgemm_acts_quantize(ck_qgemm_acts *a, const float *x, int ldx, int t0, int t1, int fast);
 void ck_qgemm_acts_free(ck_qgemm_acts *a);
 /* out[t][col0 + r] = sum_k x[t][k] W[r][k] (+ bias) (+ add) for rows [r0, r1)
- * of one matrix part `w` of `type` (bias / add indexed by output column);
- * `fast`: the AVX-512 VNNI body, else the scalar twin (identical results).
- * 0, or -1 when its buffers cannot be allocated. */
+ * of one matrix part `w` of `type` (bias / add indexed by output column) by
+ * `body` (CK_QGEMM_*; the vector ones only where the CPU has them). 0, -1 when
+ * its buffers cannot be allocated, -2 when the emulated tile program breaks a
+ * rule of the hardware's (a bug, for tests to catch). */
 int ck_qgemm_rows(float *out, int ldo, const ck_qgemm_acts *a, int type, const void *w, const float *bias,
-                  const float *add, int ld_add, int64_t r0, int64_t r1, int64_t col0, int fast);
+                  const float *add, int ld_add, int64_t r0, int64_t r1, int64_t col0, int body);
 
 #ifdef __cplusplus
 }

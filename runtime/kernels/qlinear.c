@@ -1346,7 +1346,7 @@ static int prefill_rows(prefill_job *j, int64_t n0, int64_t n1, float **tile)
         const int gemm = ck_qtype_cpu_of(type)->gemm;
         if (gemm == CK_GEMM_INT8 && ck_qgemm_fast()) {
             if (ck_qgemm_rows(j->out, j->ldo, &j->acts[part_acts(type)], type, j->w->data[p], j->bias, j->add,
-                              j->ld_add, a - base, b - base, base, 1))
+                              j->ld_add, a - base, b - base, base, ck_qgemm_body()))
                 return -1;
             continue;
         }

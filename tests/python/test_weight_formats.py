@@ -143,7 +143,7 @@ def test_bad_requests(tmp_path):
     assert not (tmp_path / "m.c").exists()
 
 
-PATHS = ["portable", "avx2", "avx2-vnni", "avx512", "avx512-vbmi"]
+PATHS = ["portable", "avx2", "avx2-vnni", "avx512", "avx512-vbmi", "amx"]
 PATH_RUN = r"""
 import sys, numpy as np, ckc
 out, items = sys.argv[1], sys.argv[2:]

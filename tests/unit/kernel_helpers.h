@@ -65,9 +65,10 @@ struct KernelPath {
     {
         const std::string p(path);
         ck_cpu_force_portable(p == "portable");
-        ck_cpu_force_no_vnni(p != "avx2-vnni" && p != "avx512" && p != "avx512-vbmi");
-        ck_cpu_force_no_avx512(p != "avx512" && p != "avx512-vbmi");
-        ck_cpu_force_no_vbmi(p != "avx512-vbmi");
+        ck_cpu_force_no_vnni(p != "avx2-vnni" && p != "avx512" && p != "avx512-vbmi" && p != "amx");
+        ck_cpu_force_no_avx512(p != "avx512" && p != "avx512-vbmi" && p != "amx");
+        ck_cpu_force_no_vbmi(p != "avx512-vbmi" && p != "amx");
+        ck_cpu_force_no_amx(p != "amx");
     }
     ~KernelPath()
     {
@@ -75,12 +76,13 @@ struct KernelPath {
         ck_cpu_force_no_vnni(0);
         ck_cpu_force_no_avx512(0);
         ck_cpu_force_no_vbmi(0);
+        ck_cpu_force_no_amx(0);
     }
 };
 
 inline const std::vector<const char *> &kernel_paths()
 {
-    static const std::vector<const char *> paths = {"portable", "avx2", "avx2-vnni", "avx512", "avx512-vbmi", "neon"};
+    static const std::vector<const char *> paths = {"portable", "avx2", "avx2-vnni", "avx512", "avx512-vbmi", "amx", "neon"};
     return paths;
 }
 

@@ -306,7 +306,7 @@ TEST_CASE("quant: the int8 prefill GEMM equals its scalar twin bit for bit", "[q
         w[7] = 40.0f;  // an outlier row block: large scales next to small ones
         auto wq = quantize(type, w);
         auto bias = rnd(N, 7u);
-        for (int T : {1, 7, 8, 19}) {
+        for (int T : {1, 7, 8, 19, 32, 37}) {  // AMX: one tile of 16 tokens, two, and a partial third
             INFO("type " << ck_qtype_name(type) << " K " << K << " T " << T);
             const int ldx = K + 4, ldo = N + 3;
             auto x = rnd(static_cast<size_t>(T) * ldx, 90u + T, 2.0f);
@@ -326,9 +326,27 @@ TEST_CASE("quant: the int8 prefill GEMM equals its scalar twin bit for bit", "[q
             auto add = rnd(static_cast<size_t>(T) * ldo, 60u + T);
             std::vector<float> twin(static_cast<size_t>(T) * ldo, -1.0f), fast(twin), dots(twin);
             // rows [5, 45): panels starting off the matrix's first row, the last one partial
-            REQUIRE(ck_qgemm_rows(twin.data(), ldo, &a, type, wq.data(), bias.data(), add.data(), ldo, 5, N, 0, 0) == 0);
-            if (ck_qgemm_fast()) {
-                REQUIRE(ck_qgemm_rows(fast.data(), ldo, &a, type, wq.data(), bias.data(), add.data(), ldo, 5, N, 0, 1) == 0);
+            REQUIRE(ck_qgemm_rows(twin.data(), ldo, &a, type, wq.data(), bias.data(), add.data(), ldo, 5, N, 0,
+                                  CK_QGEMM_REF) == 0);
+            // every other body, bit for bit: AVX-512 VNNI and AMX where the CPU has them, the AMX tile program on
+            // emulated tiles everywhere (its loads, strides and shapes checked as the hardware checks them)
+            struct Body {
+                int id;
+                const char *name;
+                bool here;
+            };
+            const Body bodies[] = {{CK_QGEMM_VNNI, "avx512", ck_cpu_avx512vnni() != 0},
+                                   {CK_QGEMM_AMX, "amx", ck_cpu_amx() != 0},
+                                   {CK_QGEMM_AMX_EMU, "amx (emulated tiles)", true}};
+            for (const Body &body : bodies) {
+                if (!body.here) {
+                    if (type == CK_Q_Q8_0 && T == 1 && K == 512) WARN("skipped: this CPU has no " << body.name);
+                    continue;
+                }
+                INFO("body " << body.name);
+                std::fill(fast.begin(), fast.end(), -1.0f);
+                REQUIRE(ck_qgemm_rows(fast.data(), ldo, &a, type, wq.data(), bias.data(), add.data(), ldo, 5, N, 0,
+                                      body.id) == 0);
                 for (size_t i = 0; i < twin.size(); i++) REQUIRE(fast[i] == twin[i]);
             }
             // the same integers as the decode path's scalar dot products (its quantized activations are these)
