@@ -573,12 +573,26 @@ Calls softcap_bwd(BwdCtx &c)
     return out;
 }
 
+Calls clamp_bwd(BwdCtx &c)
+{
+    const Node &n = *c.n;
+    contiguous(c, n.inputs[0]);
+    Calls out;
+    CArg a = c.acc({n.inputs[0]}, out);
+    std::vector<CArg> args = {c.write_grad(n.inputs[0]), a, c.read_grad(n.output), c.val(n.inputs[0]),
+                              c.numel(n.output)};
+    for (CArg &b : clamp_bounds(n)) args.push_back(b);
+    out.push_back(call("ck_clamp_backward", args));
+    return out;
+}
+
 const std::map<Op, Calls (*)(BwdCtx &)> kBackward = {
     {Op::EMBEDDING, embedding_bwd}, {Op::POS_EMBED, pos_embed_bwd},   {Op::RMSNORM, rmsnorm_bwd},
     {Op::LAYERNORM, layernorm_bwd}, {Op::MATMUL, matmul_bwd},         {Op::MATMUL_ADD, matmul_bwd},
     {Op::SLICE, slice_bwd},         {Op::ROPE, rope_bwd},             {Op::KV_STORE, kv_store_bwd},
     {Op::KV_ATTENTION, kv_attention_bwd}, {Op::GLU, glu_bwd},         {Op::GELU, gelu_bwd},
     {Op::ADD, add_bwd},             {Op::SCALE, scale_bwd},           {Op::SOFTCAP, softcap_bwd},
+    {Op::CLAMP, clamp_bwd},
     {Op::MOE_ROUTE, moe_route_bwd}, {Op::MOE_EXPERTS, moe_experts_bwd},
 };
 

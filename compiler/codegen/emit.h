@@ -79,4 +79,11 @@ CArg rope_rotated(Ctx &c, const Node &rope)
     return rope.has("rotated") ? c.param("rot_dim", "rotated", 0, true) : c.attr_size("rot_dim", "rot_dim");
 }
 
+// CLAMP's bounds as ck_clamp and ck_clamp_backward take them: lo, hi and which of them apply (bit 0, bit 1)
+inline std::vector<CArg> clamp_bounds(const Node &n)
+{
+    return {arg_float("lo", n.f("min", 0.0)), arg_float("hi", n.f("max", 0.0)),
+            arg_int("bounds", (n.has("min") ? 1 : 0) | (n.has("max") ? 2 : 0))};
+}
+
 }  // namespace ckc

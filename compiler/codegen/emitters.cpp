@@ -103,6 +103,13 @@ Calls softcap_emit(EmitCtx &c)
     return {call("ck_softcap", {c.out(), c.in(0), c.numel("n", c.n.output), arg_float("cap", c.n.f("cap"))})};
 }
 
+Calls clamp_emit(EmitCtx &c)
+{
+    std::vector<CArg> args = {c.out(), c.in(0), c.numel("n", c.n.output)};
+    for (CArg &a : clamp_bounds(c.n)) args.push_back(a);
+    return {call("ck_clamp", args)};
+}
+
 CArg act_enum(const Node &n)
 {
     switch (act_of(n)) {
@@ -571,6 +578,7 @@ std::vector<Lowering> build_lowerings()
         {Op::MATMUL_ADD, matmul_emit, {K_LIN}},
         {Op::SCALE, scale_emit, {K_EW}},
         {Op::SOFTCAP, softcap_emit, {K_EW}},
+        {Op::CLAMP, clamp_emit, {K_EW}},
         {Op::SLICE, slice_emit, {K_LAY}},
         {Op::ROPE, rope_emit, {K_ROPE}},
         {Op::KV_STORE, kv_store_emit, {K_ATT}},

@@ -105,6 +105,18 @@ bool eval_unary(const Node &n, const ConstInputs &in, ConstData &out)
     return true;
 }
 
+bool eval_clamp(const Node &n, const ConstInputs &in, ConstData &out)
+{
+    out.v.resize(in[0]->v.size());
+    for (size_t i = 0; i < in[0]->v.size(); i++) {
+        double x = in[0]->v[i];
+        if (n.has("min") && x < n.f("min")) x = n.f("min");  // NaN compares false: it stays NaN
+        if (n.has("max") && x > n.f("max")) x = n.f("max");
+        out.v[i] = round_to_dtype(x, out.dtype);
+    }
+    return true;
+}
+
 bool eval_reduce(const Node &n, const ConstInputs &in, ConstData &out)
 {
     const ReduceRow *row = reduce_row(n.op);

@@ -14,6 +14,7 @@ using ConstInputs = std::vector<const ConstData *>;
 
 bool eval_binary(const Node &n, const ConstInputs &in, ConstData &out);
 bool eval_unary(const Node &n, const ConstInputs &in, ConstData &out);
+bool eval_clamp(const Node &n, const ConstInputs &in, ConstData &out);
 bool eval_reduce(const Node &n, const ConstInputs &in, ConstData &out);
 bool eval_slice(const Node &n, const ConstInputs &in, ConstData &out);
 bool eval_reshape(const Node &n, const ConstInputs &in, ConstData &out);  // RESHAPE and COPY: same values

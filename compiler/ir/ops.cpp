@@ -576,6 +576,7 @@ std::vector<OpDef> build_table()
         Def("MATMUL_ADD", 3, 4, matmul_shape).inplace({2}).strided(in0 | in2 | kStridedOut).dims(matmul_names).by_pass(),
         Def("SCALE", 1, 1, same_shape).inplace({0}).elementwise().dims(same_dims).llm(),
         Def("SOFTCAP", 1, 1, same_shape).inplace({0}).elementwise().dims(same_dims).llm(),
+        Def("CLAMP", 1, 1, same_shape).inplace({0}).eval(eval_clamp).elementwise().dims(same_dims),
         Def("SLICE", 1, 1, slice_shape).dtype(same_dtype).view(slice_view).strided(in0 | kStridedOut).eval(eval_slice).any_dtype(all_inputs),
         Def("ROPE", 1, 1, rope_shape).inplace({0}).strided(in0 | kStridedOut).dims(same_dims).llm(),
         Def("KV_STORE", 2, 2, kv_store_shape).strided(in0 | in1).side_effects().llm(),

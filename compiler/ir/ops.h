@@ -44,6 +44,7 @@ namespace ckc {
     X(MATMUL_ADD)    /* (a, b, c[N] or c[..,M,N] [, bias[N]]) -> alpha a@b + c (+ bias)       */ \
     X(SCALE)         /* (x) -> x * scale                                                      */ \
     X(SOFTCAP)       /* (x) -> cap * tanh(x / cap)                                            */ \
+    X(CLAMP)         /* (x) -> x clamped to [min, max]  attrs min, max: either may be absent  */ \
     X(SLICE)         /* (x) -> x[.., start : start + length*step : step, ..] along axis       */ \
     X(ROPE)          /* (x[T,H*D]) -> [T,H*D]  rotary embedding at positions pos0..           */ \
     X(KV_STORE)      /* (k[T,KVH*D], v[T,KVH*D]) -> kv[2,KVH,T,D]  append to the KV store     */ \

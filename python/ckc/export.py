@@ -584,6 +584,14 @@ def _pow(c, n, x, e):
     c.fail("only tensor ** number and (positive number) ** tensor are supported")
 
 
+def _clamp(c, n, x, lo=None, hi=None):
+    """aten.clamp / clamp_min / clamp_max / hardtanh with number bounds: ckc's CLAMP (an absent bound: none)."""
+    if _is_tensor(lo) or _is_tensor(hi):
+        c.fail("only number bounds are supported (a tensor bound is not)")
+    attrs = {k: float(v) for k, v in (("min", lo), ("max", hi)) if v is not None}
+    return c.op("CLAMP", [c.t(x)], attrs, out=n)
+
+
 def _fma(c, n, a, b, addend):
     """prims.fma (what addcmul decomposes to): a * b + addend."""
     if not _is_tensor(a):
@@ -927,6 +935,9 @@ _HANDLERS = {
     "aten.rsqrt": _unary("RSQRT"), "aten.neg": _unary("NEG"), "aten.sigmoid": _unary("SIGMOID"), "aten.abs": _unary("ABS"),
     "aten.cos": _unary("COS"), "aten.sin": _unary("SIN"), "aten.erf": _unary("ERF"), "aten.gelu": _gelu, "aten.pow": _pow,
     "aten.sqrt": _sqrt, "aten.reciprocal": _reciprocal, "prims.fma": _fma, "aten.copy": _copy,
+    "aten.clamp": _clamp, "aten.clamp_min": lambda c, n, x, lo: _clamp(c, n, x, lo=lo),
+    "aten.clamp_max": lambda c, n, x, hi: _clamp(c, n, x, hi=hi),
+    "aten.hardtanh": lambda c, n, x, lo=-1.0, hi=1.0: _clamp(c, n, x, lo, hi),
     "aten.copy_": _copy_into,
     # normalization, softmax, reductions
     "aten.native_layer_norm": _native_layer_norm, "aten.layer_norm": _layer_norm,

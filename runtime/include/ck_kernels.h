@@ -221,6 +221,10 @@ void ck_scale(float *out, const float *x, size_t n, float s);
 /* out[i] = cap * tanh(x[i] / cap) (Gemma-2 logit soft-capping); out may equal x. */
 void ck_softcap(float *out, const float *x, size_t n, float cap);
 void ck_softcap_ref(float *out, const float *x, size_t n, float cap);
+/* out[i] = x[i] clamped to [lo, hi] (torch.clamp: NaN stays NaN); bounds bit 0: lo applies, bit 1: hi applies
+ * (an absent one is unbounded, so infinities pass); out may equal x. OLMoE's clip_qkv, exported clamps. */
+void ck_clamp(float *out, const float *x, size_t n, float lo, float hi, int bounds);
+void ck_clamp_ref(float *out, const float *x, size_t n, float lo, float hi, int bounds);
 
 /* ---- training (train.c): backward kernels, loss, optimizer ------------------
  * Gradients of the language-model ops, in the forward kernels' conventions
@@ -279,6 +283,11 @@ void ck_gelu_backward_ref(float *dx, int acc, const float *dy, const float *x, s
 /* out = cap tanh(x / cap): dx (=/+=) dy (1 - tanh^2(x / cap)) */
 void ck_softcap_backward(float *dx, int acc, const float *dy, const float *x, size_t n, float cap);
 void ck_softcap_backward_ref(float *dx, int acc, const float *dy, const float *x, size_t n, float cap);
+/* out = clamp(x, lo, hi) (ck_clamp's bounds): dx (=/+=) dy where lo <= x <= hi (torch's: the bounds included), 0
+ * elsewhere and at NaN */
+void ck_clamp_backward(float *dx, int acc, const float *dy, const float *x, size_t n, float lo, float hi, int bounds);
+void ck_clamp_backward_ref(float *dx, int acc, const float *dy, const float *x, size_t n, float lo, float hi,
+                           int bounds);
 /* Mean cross-entropy of logits[T][V] against targets (rows whose target is ignore_index do not count; the
  * caller checks the others are in [0, V)). Writes dlogits = (softmax - onehot) / n_counted, zero rows for
  * ignored targets; dlogits may equal logits. Returns the loss (0 when no row counts), *n_counted the rows. */

@@ -128,6 +128,29 @@ void ck_softcap_ref(float *out, const float *x, size_t n, float cap)
     for (i = 0; i < n; i++) out[i] = (float)(cap * tanh((double)x[i] / cap));
 }
 
+void ck_clamp(float *out, const float *x, size_t n, float lo, float hi, int bounds)
+{
+    /* each bound a compare and a select (vectorizable): x < lo is false at NaN, so NaN passes through */
+    const float l = bounds & 1 ? lo : -INFINITY, h = bounds & 2 ? hi : INFINITY;
+    long i;
+#pragma omp parallel for schedule(static) if (n >= CK_PAR_MIN)
+    for (i = 0; i < (long)n; i++) {
+        const float v = x[i] < l ? l : x[i];
+        out[i] = v > h ? h : v;
+    }
+}
+
+void ck_clamp_ref(float *out, const float *x, size_t n, float lo, float hi, int bounds)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        float v = x[i];
+        if ((bounds & 1) && v < lo) v = lo;
+        if ((bounds & 2) && v > hi) v = hi;
+        out[i] = v;
+    }
+}
+
 void ck_add(float *out, const float *a, const float *b, size_t n)
 {
     long i;

@@ -615,6 +615,27 @@ void ck_softcap_backward_ref(float *dx, int acc, const float *dy, const float *x
     }
 }
 
+void ck_clamp_backward(float *dx, int acc, const float *dy, const float *x, size_t n, float lo, float hi, int bounds)
+{
+    const float l = bounds & 1 ? lo : -INFINITY, h = bounds & 2 ? hi : INFINITY;
+    long i;
+#pragma omp parallel for schedule(static) if (n >= CK_PAR_MIN_ACT)
+    for (i = 0; i < (long)n; i++) {
+        const float v = x[i] >= l && x[i] <= h ? dy[i] : 0.0f;
+        dx[i] = acc ? dx[i] + v : v;
+    }
+}
+
+void ck_clamp_backward_ref(float *dx, int acc, const float *dy, const float *x, size_t n, float lo, float hi,
+                           int bounds)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        const int in = x[i] == x[i] && (!(bounds & 1) || x[i] >= lo) && (!(bounds & 2) || x[i] <= hi);
+        dx[i] = (float)((acc ? dx[i] : 0.0) + (in ? dy[i] : 0.0));
+    }
+}
+
 /* ---- loss ------------------------------------------------------------------------------------------ */
 
 double ck_cross_entropy(float *dlogits, const float *logits, const int32_t *targets, int T, int V, int ignore_index,

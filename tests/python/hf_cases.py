@@ -61,9 +61,10 @@ CASES = {
     "mixtral": published("tiny-mixtral"),
     "mixtral_window": published("tiny-mixtral", sliding_window=8, output_router_logits=True),
     # OLMoE-1B-7B: whole-width q/k RMSNorm, 64 experts top 8 (16 top 4 here) as they come out of the softmax; and
-    # renormalized with GQA
+    # renormalized with GQA; and q, k, v clamped (clip_qkv; OLMo 1 used 8): 1.0 clips about a third of each here
     "olmoe": published("tiny-olmoe"),
     "olmoe_norm_gqa": published("tiny-olmoe", norm_topk_prob=True, num_key_value_heads=2),
+    "olmoe_clip": published("tiny-olmoe", clip_qkv=1.0),
     # GPT-2: learned positions, Conv1D, tied; and the inverse-layer attention scale
     "gpt2": published("tiny-gpt2", bos_token_id=0, eos_token_id=0),
     "gpt2_layer_scaled": published("tiny-gpt2", bos_token_id=0, eos_token_id=0, scale_attn_by_inverse_layer_idx=True),

@@ -333,12 +333,15 @@ def test_cli_refusals(llama_files, tmp_path):
                            capture_output=True, text=True)
         assert r.returncode != 0 and f'key "{key}"' in r.stderr and "llama.cpp" in r.stderr, r.stderr
         assert not (tmp_path / "g3.gguf").exists()
-    # the mixtures' choices llama.cpp cannot say: qwen3moe always renormalizes, olmoe never does
-    for family, over in [("qwen3_moe", {"norm_topk_prob": False}), ("olmoe", {"norm_topk_prob": True})]:
+    # the mixtures' choices llama.cpp cannot say: qwen3moe always renormalizes, olmoe never does, nor clamps q, k
+    # and v (measured: llama.cpp 0.3.36 runs an olmoe file with attention.clamp_kqv 0.5 exactly as one without)
+    for family, over, key in [("qwen3_moe", {"norm_topk_prob": False}, "norm_topk_prob"),
+                              ("olmoe", {"norm_topk_prob": True}, "norm_topk_prob"),
+                              ("olmoe", {"clip_qkv": 0.5}, "clip_qkv")]:
         cfg.write_text(json.dumps(dict(family_config(family), **over)))
         r = subprocess.run([ckc.ckc_binary(), "quantize", str(cfg), "-o", str(tmp_path / "m.gguf")],
                            capture_output=True, text=True)
-        assert r.returncode != 0 and 'key "norm_topk_prob"' in r.stderr and "llama.cpp" in r.stderr, r.stderr
+        assert r.returncode != 0 and f'key "{key}"' in r.stderr and "llama.cpp" in r.stderr, r.stderr
         assert not (tmp_path / "m.gguf").exists()
 
 

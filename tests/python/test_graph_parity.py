@@ -244,6 +244,27 @@ def test_every_unary_op_against_pytorch(compile_graph, aten):
     assert max_diff(c.model()(x).numpy(), eager(m, x)) < TOL
 
 
+class Clamps(torch.nn.Module):
+    def forward(self, x):
+        return (torch.clamp(x, -0.3, 0.6), torch.clamp(x, min=0.1), torch.clamp(x, max=-0.2),
+                torch.nn.functional.hardtanh(x, -0.5, 0.25), torch.nn.functional.relu6(x * 8.0))
+
+
+def test_clamps_against_pytorch(compile_graph):
+    """torch.clamp with both bounds or one, clamp_min / clamp_max, hardtanh and relu6 (its decomposition): CLAMP
+    nodes that match PyTorch, NaN and infinities included."""
+    m = Clamps()
+    x = torch.randn(3, 40, generator=torch.Generator().manual_seed(6))
+    x[0, 0], x[0, 1], x[0, 2] = float("nan"), float("inf"), -float("inf")
+    c = compile_graph("clamps", m, (x,))
+    assert op_counts(c.inspect(), programs=True).get("CLAMP", 0) >= 5
+    got = c.model()(x)
+    with torch.no_grad():
+        want = m(x)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), w.numpy())  # NaN where PyTorch's is NaN, infinities kept
+
+
 @pytest.mark.parametrize("fold", [True, False], ids=["folded", "flat"])
 def test_trace_agrees_with_pytorch_node_by_node(compile_graph, fold):
     """-DCK_TRACE: every traced tensor with a reference (the FX node it equals) matches PyTorch's value of that

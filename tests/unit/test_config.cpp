@@ -404,8 +404,19 @@ TEST_CASE("families: Hugging Face class defaults", "[config][families]")
         Program o = program_from(tiny_llama({{"model_type", "olmoe"}, {"num_experts", 16}, {"num_experts_per_tok", 4}}));
         CHECK(o.block.node("route")->i("norm_topk") == 0);
         CHECK(o.block.tensor(o.block.node("q_normed")->inputs[1]).shape == Shape{64});  // the whole width
-        CHECK_THAT(build_error(tiny_llama({{"model_type", "olmoe"}, {"clip_qkv", 8.0}}).dump()),
-                   Contains("key \"clip_qkv\": is set"));
+        CHECK_FALSE(o.block.node("q_clipped"));  // clip_qkv null (the default): no clamp
+        Program clip = program_from(tiny_llama({{"model_type", "olmoe"}, {"clip_qkv", 8.0}}));
+        for (const char *name : {"q_clipped", "k_clipped", "v_clipped"}) {
+            const Node *n = clip.block.node(name);
+            REQUIRE(n);
+            CHECK(n->op == Op::CLAMP);
+            CHECK(n->f("min") == -8.0);
+            CHECK(n->f("max") == 8.0);
+        }
+        CHECK(clip.block.node("q_clipped")->inputs[0] == "q_normed");  // after the norm, before RoPE
+        CHECK(clip.block.node("q_rope")->inputs[0] == "q_clipped");
+        CHECK_THAT(build_error(tiny_llama({{"model_type", "olmoe"}, {"clip_qkv", -1.0}}).dump()),
+                   Contains("key \"clip_qkv\""));
     }
     SECTION("gemma: head_dim 256, tied, tanh GELU even when hidden_act says gelu")
     {

@@ -280,6 +280,36 @@ TEST_CASE("ck_gelu and ck_softcap match the reference", "[kernels]")
     for (float v : c) CHECK(std::fabs(v) <= 5.0f);
 }
 
+TEST_CASE("ck_clamp matches the reference and torch.clamp's edges", "[kernels]")
+{
+    size_t n = GENERATE(1, 257, 100000);
+    Threads th(2);
+    auto x = rnd(n, 23, 8.0f);
+    x[0] = NAN;
+    if (n > 2) x[1] = INFINITY, x[2] = -INFINITY;
+    for (int bounds = 0; bounds < 4; bounds++) {
+        std::vector<float> a(n), b(n);
+        ck_clamp(a.data(), x.data(), n, -2.0f, 3.0f, bounds);
+        ck_clamp_ref(b.data(), x.data(), n, -2.0f, 3.0f, bounds);
+        for (size_t i = 0; i < n; i++) {
+            INFO("bounds " << bounds << " i " << i << " x " << x[i]);
+            if (std::isnan(x[i])) {  // NaN stays NaN
+                CHECK(std::isnan(a[i]));
+                CHECK(std::isnan(b[i]));
+                continue;
+            }
+            float want = x[i];
+            if ((bounds & 1) && want < -2.0f) want = -2.0f;
+            if ((bounds & 2) && want > 3.0f) want = 3.0f;
+            CHECK(a[i] == want);
+            CHECK(b[i] == want);
+        }
+    }
+    std::vector<float> y(x);  // in place
+    ck_clamp(y.data(), y.data(), n, -1.0f, 1.0f, 3);
+    for (size_t i = 1; i < n; i++) CHECK(std::fabs(y[i]) <= 1.0f);
+}
+
 TEST_CASE("ck_layernorm matches the reference", "[kernels]")
 {
     auto [T, C] = GENERATE(std::pair{1, 1}, std::pair{1, 7}, std::pair{3, 64}, std::pair{17, 129}, std::pair{32, 2560});

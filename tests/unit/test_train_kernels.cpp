@@ -298,6 +298,31 @@ TEST_CASE("ck_glu_backward, ck_gelu_backward, ck_softcap_backward: finite differ
     ck_softcap_backward(sa.data(), 1, rs.data(), x.data(), 40, 5.0f);
     ck_softcap_backward_ref(sb.data(), 1, rs.data(), x.data(), 40, 5.0f);
     CHECK(max_rel_diff(sa, sb) < 1e-5);
+    // clamp: the gradient passes inside [lo, hi] (the bounds included, as torch's) and nowhere else
+    for (int bounds = 0; bounds < 4; bounds++) {
+        Vec cx = rnd(40, 8, 4.0f), cd(40);
+        cx[3] = -1.5f, cx[4] = 2.5f, cx[5] = NAN;  // on each bound, and NaN (no gradient)
+        ck_clamp_backward_ref(cd.data(), 0, rs.data(), cx.data(), 40, -1.5f, 2.5f, bounds);
+        for (size_t i = 0; i < 40; i++) {
+            const bool in = !std::isnan(cx[i]) && (!(bounds & 1) || cx[i] >= -1.5f) && (!(bounds & 2) || cx[i] <= 2.5f);
+            CHECK(cd[i] == (in ? rs[i] : 0.0f));
+        }
+        cx[5] = 0.0f;
+        Vec fx(cx);  // finite differences away from the bounds (the clamp is not differentiable on them)
+        for (float &v : fx)
+            if (std::fabs(v + 1.5f) < 0.01f || std::fabs(v - 2.5f) < 0.01f) v += 0.05f;
+        ck_clamp_backward_ref(cd.data(), 0, rs.data(), fx.data(), 40, -1.5f, 2.5f, bounds);
+        fd_check(fx, cd, [&] {
+            Vec y(40);
+            ck_clamp_ref(y.data(), fx.data(), 40, -1.5f, 2.5f, bounds);
+            return weighted(y, rs);
+        }, "clamp dx", 1e-3);
+        Vec ca(40, 1.0f), cb(ca);
+        cx[5] = NAN;
+        ck_clamp_backward(ca.data(), 1, rs.data(), cx.data(), 40, -1.5f, 2.5f, bounds);
+        ck_clamp_backward_ref(cb.data(), 1, rs.data(), cx.data(), 40, -1.5f, 2.5f, bounds);
+        CHECK(ca == cb);
+    }
 }
 
 TEST_CASE("ck_cross_entropy: the loss, finite differences, ignored rows, fast = ref in place", "[train]")

@@ -292,6 +292,8 @@ const std::vector<GgufArch> &gguf_archs()
         olmoe.read_extra = [](const GgufNumber &get, nlohmann::json &cfg) {
             read_moe_counts(get, cfg, "num_experts");
             cfg["norm_topk_prob"] = false;
+            // what the file says, though llama.cpp's olmoe ignores it (ckc quantize refuses to write it)
+            if (auto clip = get("attention.clamp_kqv"); clip && *clip > 0) cfg["clip_qkv"] = *clip;
         };
         olmoe.write_extra = [](const ConfigReader &r, const LlmConfig &c, GgufMeta &meta) {
             MoeSpec m = olmoe_moe(r, c);
@@ -299,6 +301,9 @@ const std::vector<GgufArch> &gguf_archs()
                 r.fail("norm_topk_prob", "is true; llama.cpp's olmoe never renormalizes the chosen experts' weights, "
                                          "so this model cannot be written to GGUF");
             write_moe_counts("olmoe", m, meta);
+            if (r.has("clip_qkv"))
+                r.fail("clip_qkv", "is set; llama.cpp's olmoe does not clamp q, k and v (it runs a file with "
+                                   "attention.clamp_kqv as one without), so this model cannot be written to GGUF");
         };
         t.push_back(olmoe);
 

@@ -183,6 +183,12 @@ std::string build_attention(SectionBuilder &b, const std::string &x, const LlmCo
         k = b.op(Op::RMSNORM, {k, b.weight(m + ".k_norm.weight", {per_head ? head : dims.kv})}, "k_normed", attrs,
                  m + ".k_norm");
     }
+    if (s.clip_qkv > 0.0) {
+        std::map<std::string, Attr> clip{{"min", -s.clip_qkv}, {"max", s.clip_qkv}};
+        q = b.op(Op::CLAMP, {q}, "q_clipped", clip, m);
+        k = b.op(Op::CLAMP, {k}, "k_clipped", clip, m);
+        v = b.op(Op::CLAMP, {v}, "v_clipped", clip, m);
+    }
     if (s.rope) {
         std::map<std::string, Attr> rope{{"head_dim", D},
                                          {"rot_dim", c.rope.rot_dim},

@@ -108,6 +108,9 @@ struct AttentionSpec {
     // width ([heads x head_dim], [kv_heads x head_dim]; OLMo 2)
     enum class QkNorm { None, PerHead, Whole } qk_norm = QkNorm::None;
     NormSpec qk_norm_spec;
+    // q, k and v clamped to [-clip_qkv, clip_qkv] after the projections and q/k norms, before RoPE (OLMoE's
+    // clip_qkv); 0 = none
+    double clip_qkv = 0.0;
 };
 
 // q/k/v projections, per-head q/k norms, RoPE on q and k, KV store, causal GQA attention, o_proj.

@@ -2,7 +2,7 @@
 // on the whole of q and of k (q_norm [heads x head_dim], k_norm [kv_heads x head_dim]) before RoPE, as OLMo 2, and
 // a mixture of num_experts SwiGLU experts of width intermediate_size (mlp.gate, mlp.experts.{E}.*), the top
 // num_experts_per_tok of the router's softmax, renormalized only when norm_topk_prob (false by default).
-// clip_qkv (null by default) would clamp q, k and v: not supported yet.
+// clip_qkv (null by default): q and k after their norms, and v, clamped to [-clip_qkv, clip_qkv] before RoPE.
 #include "frontend/hf/builders.h"
 #include "frontend/hf/families.h"
 
@@ -20,7 +20,6 @@ LlmConfig parse_olmoe(const ConfigReader &r)
     d.norm_eps = 1e-5;
     LlmConfig c = read_llama_like(r, "olmoe", d);
     c.attention_bias = r.boolean("attention_bias", false);
-    if (r.has("clip_qkv")) r.fail("clip_qkv", "is set: clamping q, k and v is not supported yet (null turns it off)");
     return c;
 }
 
@@ -38,6 +37,7 @@ Program build_olmoe(const ConfigReader &r, const LlmConfig &c)
     blk.attn.qkv_bias = blk.attn.o_bias = c.attention_bias;
     blk.attn.qk_norm = AttentionSpec::QkNorm::Whole;
     blk.attn.qk_norm_spec = blk.norm;
+    if (r.has("clip_qkv")) blk.attn.clip_qkv = r.positive_number("clip_qkv");  // null: no clamp
     blk.moe = olmoe_moe(r, c);
     build_llama_layout(p, c, blk);
     return p;
