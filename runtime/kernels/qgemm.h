@@ -12,7 +12,8 @@ extern "C" {
 #endif
 
 /* T tokens of K activations quantized for one dot type (q8_0 and q8_1 share
- * theirs, or q8_K): quants [T][K], the scale of every 32 [T][K / 32] (q8_K's
+ * theirs, or q8_K): quants [T][K] (zero rows after them up to a multiple of
+ * 16 tokens: an AMX tile reads 16), the scale of every 32 [T][K / 32] (q8_K's
  * repeated), the sum of every 16 quants [T][K / 16], and q8_1's s = d sum of
  * every 32 as its block stores it (f16) [T][K / 32] */
 typedef struct {
