@@ -639,6 +639,15 @@ static void qtile_ref(const panel *p, const ck_qgemm_acts *a, const void *terms,
 }
 
 #ifdef CK_X86
+/* store_ref on AVX-512: token t's row of the panel's first `rows` outputs, + bias, + add */
+CK_AVX512 static inline void store_512(const out_rows *o, int t, int rows, __m512 y)
+{
+    const __mmask16 mask = (__mmask16)((1u << rows) - 1u);
+    if (o->bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mask, o->bias + o->n0));
+    if (o->add) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mask, o->add + (size_t)t * o->ld_add + o->n0));
+    _mm512_mask_storeu_ps(o->out + (size_t)t * o->ldo + o->n0, mask, y);
+}
+
 /* 8 tokens (tile `tile`; the first mr real) x the panel's 16 rows. The activations, their scales and the
  * per-token terms are interleaved per tile, so every broadcast is one load at a fixed offset from one
  * pointer and the 8 + 8 accumulators stay in registers */
@@ -646,7 +655,6 @@ CK_AVX512 static void qtile_avx512(const panel *p, const ck_qgemm_acts *a, const
                                   const out_rows *o)
 {
     const int K = a->K, L = p->L, nsub = K / L, cps = L / 4;
-    const __mmask16 mask = (__mmask16)((1u << p->rows) - 1u);
     const int8_t *xt = a->qt + (size_t)tile * 8 * K;
     const float *dt = a->dt + (size_t)tile * 8 * (K / 32);
     const int32_t *ti = (const int32_t *)terms + (size_t)tile * 8 * nsub;
@@ -685,13 +693,7 @@ CK_AVX512 static void qtile_avx512(const panel *p, const ck_qgemm_acts *a, const
             for (i = 0; i < MR; i++) f[i] = _mm512_fmadd_ps(m, _mm512_set1_ps(tf[8 * j + i]), f[i]);
         }
     }
-    for (i = 0; i < mr; i++) {
-        const int t = 8 * tile + i;
-        __m512 y = f[i];
-        if (o->bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mask, o->bias + o->n0));
-        if (o->add) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mask, o->add + (size_t)t * o->ld_add + o->n0));
-        _mm512_mask_storeu_ps(o->out + (size_t)t * o->ldo + o->n0, mask, y);
-    }
+    for (i = 0; i < mr; i++) store_512(o, 8 * tile + i, p->rows, f[i]);
 }
 #endif
 
@@ -703,7 +705,7 @@ CK_AVX512 static void qtile_avx512(const panel *p, const ck_qgemm_acts *a, const
  *   tile 1 (A) = the 16 tokens' L quants (a->q, rows K apart, zero past T), tile 2 (B) = the panel's L / 4
  *   chunks, tile 0 (C) = 0; TDPBSUD; C stored as int32 [16][16]
  * then the float part of qtile_ref on the stored sums: acc = C + the token's integer term (exact), f = fmaf(acc,
- * s da, f) and the min term. The same tile program (AMX_SUBBLOCKS) runs on the real tiles with the AVX-512
+ * s da, f) and the min term. The same tile program (AMX_SUBBLOCK) runs on the real tiles with the AVX-512
  * float part, and on emulated tiles (tile_emu: each instruction's semantics in C, and the checks the hardware
  * makes of the configuration) with the scalar float part, so a machine without AMX tests the tiling bit for
  * bit against the scalar twin. TM tokens per tile; results identical to the other bodies. */
@@ -778,7 +780,14 @@ static void emu_dpbsud(tile_emu *e, int c, int a, int b)
         }
 }
 
-/* the tile program of sub-block j: C = A B into c[TM][NR] (tile names as above) */
+/* the emulated instructions, named as the intrinsics' arguments (a tile_emu `e` in scope) */
+#define EMU_ZERO(t) emu_zero(&e, t)
+#define EMU_LOAD(t, base, stride) emu_load(&e, t, base, stride)
+#define EMU_DP(cc, aa, bb) emu_dpbsud(&e, cc, aa, bb)
+#define EMU_STORE(t, base, stride) emu_store(&e, t, base, stride)
+
+/* the tile program of sub-block j: C = A B into c[TM][NR] (tile names as above); the real one passes the
+ * intrinsics (_tile_zero, _tile_loadd, _tile_dpbsud, _tile_stored), the emulated one EMU_* */
 #define AMX_SUBBLOCK(ZERO, LOAD, DP, STORE)                                                                \
     do {                                                                                                    \
         ZERO(0);                                                                                            \
@@ -817,18 +826,10 @@ static int qtile_amx_emu(const panel *p, const ck_qgemm_acts *a, const void *ter
     amx_config_for(&cfg, L);
     emu_config(&e, &cfg);
     memset(f, 0, sizeof f);
-#define EMU_ZERO(t) emu_zero(&e, t)
-#define EMU_LOAD(t, base, stride) emu_load(&e, t, base, stride)
-#define EMU_DP(cc, aa, bb) emu_dpbsud(&e, cc, aa, bb)
-#define EMU_STORE(t, base, stride) emu_store(&e, t, base, stride)
     for (j = 0; j < nsub; j++) {
         AMX_SUBBLOCK(EMU_ZERO, EMU_LOAD, EMU_DP, EMU_STORE);
         amx_float_ref(p, a, terms, t0, mr, j, c, f);
     }
-#undef EMU_ZERO
-#undef EMU_LOAD
-#undef EMU_DP
-#undef EMU_STORE
     if (e.fault) return -1;
     for (i = 0; i < mr; i++) store_ref(o, t0 + i, p->rows, f[i]);
     return 0;
@@ -859,30 +860,15 @@ CK_AMX static inline void amx_float_512(const panel *p, const ck_qgemm_acts *a, 
 CK_AMX static void qtile_amx(const panel *p, const ck_qgemm_acts *a, const void *terms, int t0, int mr, const out_rows *o)
 {
     const int K = a->K, L = p->L, nsub = K / L;
-    const __mmask16 mask = (__mmask16)((1u << p->rows) - 1u);
     int32_t c[TM][NR] __attribute__((aligned(64)));
     float f[TM][NR] __attribute__((aligned(64)));
     int i, j;
     memset(f, 0, sizeof f);
-#define AMX_ZERO(t) _tile_zero(t)
-#define AMX_LOAD(t, base, stride) _tile_loadd(t, base, stride)
-#define AMX_DP(cc, aa, bb) _tile_dpbsud(cc, aa, bb)
-#define AMX_STORE(t, base, stride) _tile_stored(t, base, stride)
     for (j = 0; j < nsub; j++) {
-        AMX_SUBBLOCK(AMX_ZERO, AMX_LOAD, AMX_DP, AMX_STORE);
+        AMX_SUBBLOCK(_tile_zero, _tile_loadd, _tile_dpbsud, _tile_stored);
         amx_float_512(p, a, terms, t0, mr, j, c, f);
     }
-#undef AMX_ZERO
-#undef AMX_LOAD
-#undef AMX_DP
-#undef AMX_STORE
-    for (i = 0; i < mr; i++) {
-        const int t = t0 + i;
-        __m512 y = _mm512_loadu_ps(f[i]);
-        if (o->bias) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mask, o->bias + o->n0));
-        if (o->add) y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mask, o->add + (size_t)t * o->ld_add + o->n0));
-        _mm512_mask_storeu_ps(o->out + (size_t)t * o->ldo + o->n0, mask, y);
-    }
+    for (i = 0; i < mr; i++) store_512(o, t0 + i, p->rows, _mm512_loadu_ps(f[i]));
 }
 
 CK_AMX static void amx_begin(int L)

@@ -416,7 +416,7 @@ TEST_CASE("families: Hugging Face class defaults", "[config][families]")
         CHECK(clip.block.node("q_clipped")->inputs[0] == "q_normed");  // after the norm, before RoPE
         CHECK(clip.block.node("q_rope")->inputs[0] == "q_clipped");
         CHECK_THAT(build_error(tiny_llama({{"model_type", "olmoe"}, {"clip_qkv", -1.0}}).dump()),
-                   Contains("key \"clip_qkv\""));
+                   Contains("key \"clip_qkv\": must be positive"));
     }
     SECTION("gemma: head_dim 256, tied, tanh GELU even when hidden_act says gelu")
     {

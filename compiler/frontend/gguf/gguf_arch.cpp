@@ -293,7 +293,8 @@ const std::vector<GgufArch> &gguf_archs()
             read_moe_counts(get, cfg, "num_experts");
             cfg["norm_topk_prob"] = false;
             // what the file says, though llama.cpp's olmoe ignores it (ckc quantize refuses to write it)
-            if (auto clip = get("attention.clamp_kqv"); clip && *clip > 0) cfg["clip_qkv"] = *clip;
+            // (0 is llama.cpp's "none"; anything else goes to the config reader, which takes only a finite positive)
+            if (auto clip = get("attention.clamp_kqv"); clip && *clip != 0) cfg["clip_qkv"] = *clip;
         };
         olmoe.write_extra = [](const ConfigReader &r, const LlmConfig &c, GgufMeta &meta) {
             MoeSpec m = olmoe_moe(r, c);

@@ -3,6 +3,8 @@
 // a mixture of num_experts SwiGLU experts of width intermediate_size (mlp.gate, mlp.experts.{E}.*), the top
 // num_experts_per_tok of the router's softmax, renormalized only when norm_topk_prob (false by default).
 // clip_qkv (null by default): q and k after their norms, and v, clamped to [-clip_qkv, clip_qkv] before RoPE.
+#include <cmath>
+
 #include "frontend/hf/builders.h"
 #include "frontend/hf/families.h"
 
@@ -37,7 +39,10 @@ Program build_olmoe(const ConfigReader &r, const LlmConfig &c)
     blk.attn.qkv_bias = blk.attn.o_bias = c.attention_bias;
     blk.attn.qk_norm = AttentionSpec::QkNorm::Whole;
     blk.attn.qk_norm_spec = blk.norm;
-    if (r.has("clip_qkv")) blk.attn.clip_qkv = r.positive_number("clip_qkv");  // null: no clamp
+    if (r.has("clip_qkv")) {  // null: no clamp
+        blk.attn.clip_qkv = r.positive_number("clip_qkv");
+        if (!std::isfinite(blk.attn.clip_qkv)) r.fail("clip_qkv", "must be finite (null turns the clamp off)");
+    }
     blk.moe = olmoe_moe(r, c);
     build_llama_layout(p, c, blk);
     return p;
