@@ -18,6 +18,7 @@
 #include "ck_kernels.h"
 #include "ir/ew_program.h"
 #include "ir/op_rules.h"
+#include "ir/symbolic.h"
 #include "support/error.h"
 #include "support/util.h"
 
@@ -36,7 +37,8 @@ KernelCall call(const std::string &kernel, std::vector<CArg> args)
     return k;
 }
 
-// Emitters of static-shape (graph) kernels need concrete shapes.
+// Emitters of graph kernels that take whole shapes need shapes without T (symbolic sizes print as C that
+// computes them when the code runs).
 const Shape &static_shape(const EmitCtx &c, const Tensor &t)
 {
     if (shape_has_tokens(t.shape))
@@ -178,7 +180,7 @@ Calls matmul_emit(EmitCtx &c)
     double alpha = n.f("alpha", 1.0);
     if (!d.b_batched && d.trans_b && !d.trans_a && alpha == 1.0) {
         // weights in nn.Linear layout: the threaded, row-stride-aware GEMM/GEMV
-        CArg rows = shape_has_tokens(c.tin(0).shape) ? c.rows("T", n.inputs[0]) : arg_size("T", d.batch * d.M);
+        CArg rows = shape_has_tokens(c.tin(0).shape) ? c.rows("T", n.inputs[0]) : arg_size("T", dim_mul(d.batch, d.M));
         std::vector<CArg> args = {c.out(), c.ld_out(), c.in(0), c.ld_in(0), c.in(1), bias, add, ld_add, rows,
                                   c.dim("K", n.inputs[0]), c.dim("N", n.output)};
         KernelCall k = call(c.stored_matrix(n.inputs[1]) ? "ck_linear_q" : "ck_linear", args);
@@ -345,8 +347,9 @@ Calls reduce_emit(EmitCtx &c)
 Calls causal_mask_emit(EmitCtx &c)
 {
     const Shape &s = static_shape(c, c.tin(0));
-    int64_t S = s.back();
-    return {call("ck_causal_mask", {c.out(), c.in(0), arg_size("batch", shape_numel_fixed(s) / (S * S)), arg_size("S", S)})};
+    int64_t S = s.back(), batch = 0;
+    if (!dim_div(shape_numel(s), dim_mul(S, S), batch)) internal_error("node '" + c.n.name + "': not square slices");
+    return {call("ck_causal_mask", {c.out(), c.in(0), arg_size("batch", batch), arg_size("S", S)})};
 }
 
 // A contiguous copy of the input: its rows gathered when it is a column view (float32), else every byte.
@@ -462,7 +465,7 @@ Calls tril_emit(EmitCtx &c)
 {
     const Shape &s = static_shape(c, c.tout());
     int64_t rows = s[s.size() - 2], cols = s.back(), batch = 1;
-    for (size_t d = 0; d + 2 < s.size(); d++) batch *= s[d];
+    for (size_t d = 0; d + 2 < s.size(); d++) batch = dim_mul(batch, s[d]);
     CArg out = c.out();
     return {call("ck_tril", {out, c.in(0), arg_size("batch", batch), arg_size("rows", rows), arg_size("cols", cols),
                              arg_int("diagonal", c.n.i("diagonal", 0)), elem_size(out)})};
@@ -487,7 +490,7 @@ Calls index_emit(EmitCtx &c)
     call_.fails_if = ">= 0";
     call_.fail_code = "CK_EINVAL";
     std::string dims;
-    for (int64_t j = 0; j < k; j++) dims += fmt::format("{}{}", j ? ", " : "", x[static_cast<size_t>(j)]);
+    for (int64_t j = 0; j < k; j++) dims += fmt::format("{}{}", j ? ", " : "", dim_str(x[static_cast<size_t>(j)]));
     call_.fail_message = fmt::format("'{}': an index is outside the indexed dims ({}) of '{}'", c.n.name, dims,
                                      c.n.inputs[0]);
     return {call_};
@@ -502,9 +505,12 @@ Calls attention_emit(EmitCtx &c)
     // strides of every operand from its row stride (a column view is read in place)
     auto seq = [&](const std::string &label, const std::string &t, int64_t S) {
         int64_t ld = c.ld_value(t);
-        return arg_expr(label, heads ? fmt::format("ck_seq_bshd({}, {}, {})", S, ld, a.D)
-                                     : fmt::format("ck_seq_bhsd({}, {}, {})", a.H, S, ld),
-                        {});
+        std::vector<std::string> reads;
+        for (int64_t d : {S, ld, a.D, a.H})
+            for (const std::string &r : dim_reads(d)) reads.push_back(r);
+        return arg_expr(label, heads ? fmt::format("ck_seq_bshd({}, {}, {})", dim_c(S), dim_c(ld), dim_c(a.D))
+                                     : fmt::format("ck_seq_bhsd({}, {}, {})", dim_c(a.H), dim_c(S), dim_c(ld)),
+                        reads);
     };
     return {call(use_flash(c.n, a) ? "ck_attention_flash" : "ck_attention_std",
                  {c.out(), seq("so", c.n.output, a.Sq), c.in(0), seq("sq", c.n.inputs[0], a.Sq), c.in(1),
@@ -656,8 +662,8 @@ CArg EmitCtx::rows(const std::string &label, const std::string &tensor) const
 {
     const Shape &s = g.tensor(tensor).shape;
     Shape lead(s.begin(), s.empty() ? s.end() : s.end() - 1);
+    if (!shape_has_tokens(lead)) return arg_size(label, shape_numel(lead));
     int64_t fixed = shape_numel_fixed(lead);
-    if (!shape_has_tokens(lead)) return arg_size(label, fixed);
     if (fixed == 1) return tokens();
     return arg_expr(label, fmt::format("T * {}", fixed), {"T"});
 }
@@ -665,7 +671,7 @@ CArg EmitCtx::rows(const std::string &label, const std::string &tensor) const
 CArg EmitCtx::numel(const std::string &label, const std::string &tensor) const
 {
     const Tensor &t = g.tensor(tensor);
-    if (!shape_has_tokens(t.shape)) return arg_size(label, shape_numel_fixed(t.shape));
+    if (!shape_has_tokens(t.shape)) return arg_size(label, shape_numel(t.shape));
     if (t.shape.size() == 2 && t.shape[0] == kTokens) {  // [T, width]: T times the width's name
         CArg w = dim(label, tensor);
         if (w.named) return arg_expr(label, "(size_t)T * " + w.text, {"T"});

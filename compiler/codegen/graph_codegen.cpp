@@ -26,6 +26,7 @@
 #include "support/util.h"
 #include "support/version.h"
 #include "ir/constants.h"
+#include "ir/symbolic.h"
 #include "support/checkpoint.h"
 #include "support/safetensors_writer.h"
 
@@ -45,6 +46,7 @@ public:
     GraphTarget(const Program &p, const WeightTable &wt, bool gcu) : p_(p), wt_(wt), gcu_(gcu) {}
     bool device() const override { return gcu_; }
     std::vector<std::string> frame_params(Section) const override { return {"layer"}; }
+    CExpr symbol(size_t k) const override { return {fmt::format("g->sym[{}]", k), {"g"}}; }
     std::string stream() const override { return "g->stream"; }
     std::string device_status() const override { return "g->dev_status"; }
     std::string inline_const(const Tensor &t, const std::string &array) const override
@@ -110,21 +112,59 @@ const Tensor &io_tensor(const Program &p, const std::string &name)
     internal_error("codegen: no tensor '" + name + "'");
 }
 
+// The symbols of a graph with symbolic sizes: names and bounds, in the order g->sym holds their values.
+std::string symbols_c(const Program &p)
+{
+    CWriter w;
+    std::vector<std::string> names, lo, hi;
+    for (const auto &s : p.symbols) {
+        names.push_back(c_string(s));
+        lo.push_back(std::to_string(sym_bounds(s).min));
+        hi.push_back(std::to_string(sym_bounds(s).max));
+    }
+    auto list = [](const std::vector<std::string> &v, const std::string &dflt) { return v.empty() ? dflt : join(v, ", "); };
+    w.line(fmt::format("#define CK_N_SYMBOLS {} /* symbolic sizes, bound by each call's input shapes */", p.symbols.size()));
+    w.line(fmt::format("static const char *const CK_SYMBOL_NAMES[] = {{{}}};", list(names, "\"\"")));
+    w.line(fmt::format("static const int64_t CK_SYMBOL_MIN[] = {{{}}};", list(lo, "0")));
+    w.line(fmt::format("static const int64_t CK_SYMBOL_MAX[] = {{{}}};", list(hi, "0")));
+    return w.str();
+}
+
 std::string io_c(const Program &p)
 {
     CWriter w;
+    w.lines(symbols_c(p));
+    w.line();
+    const bool symbolic = !p.symbols.empty();
     auto table = [&](const std::string &what, const std::vector<std::string> &tensors,
                      const std::vector<std::string> &names) {
         std::string up = upper(what);
-        std::vector<std::string> n, d, r, sh;
+        std::vector<std::string> n, d, r, sh, sz;
         for (size_t i = 0; i < tensors.size(); i++) {
             const Tensor &t = io_tensor(p, tensors[i]);
             n.push_back(c_string(names[i]));
             d.push_back(dtype_enum(t.dtype));
             r.push_back(std::to_string(t.shape.size()));
-            w.line(fmt::format("static const int64_t CK_{}_SHAPE_{}[] = {}; /* {} {} {} */", up, i, c_shape(t.shape),
-                               what, comment_safe(names[i]), dtype_name(t.dtype)));
+            Shape fixed;  // -1 where symbolic
+            for (int64_t v : t.shape) fixed.push_back(is_sym(v) ? -1 : v);
+            w.line(fmt::format("static const int64_t CK_{}_SHAPE_{}[] = {}; /* {} {} {}{} */", up, i, c_shape(fixed),
+                               what, comment_safe(names[i]), dtype_name(t.dtype),
+                               shape_is_static(t.shape) ? "" : " " + shape_str(t.shape)));
             sh.push_back(fmt::format("CK_{}_SHAPE_{}", up, i));
+            if (symbolic) {  // each size as {coefficient, exponent of each symbol}
+                std::vector<std::string> v;
+                for (int64_t dim : t.shape) {
+                    SymProduct sp;
+                    if (is_sym(dim)) sp = sym_product(dim);
+                    else sp.coef = dim;
+                    v.push_back(std::to_string(sp.coef));
+                    for (const auto &sym : p.symbols)
+                        v.push_back(std::to_string(sp.powers.count(sym) ? sp.powers.at(sym) : 0));
+                }
+                if (v.empty()) v.push_back("1");
+                w.line(fmt::format("static const int64_t CK_{}_SIZE_{}[] = {{{}}};", up, i, join(v, ", ")));
+                sz.push_back(fmt::format("CK_{}_SIZE_{}", up, i));
+            }
         }
         auto list = [](std::vector<std::string> v, const std::string &dflt) {
             return "{" + (v.empty() ? dflt : join(v, ", ")) + "}";
@@ -134,6 +174,8 @@ std::string io_c(const Program &p)
         w.line(fmt::format("static const int CK_{}_DTYPES[] = {};", up, list(d, "0")));
         w.line(fmt::format("static const int CK_{}_RANKS[] = {};", up, list(r, "0")));
         w.line(fmt::format("static const int64_t *const CK_{}_SHAPES[] = {};", up, list(sh, "NULL")));
+        if (symbolic)
+            w.line(fmt::format("static const int64_t *const CK_{}_SIZES[] = {}; /* CK_{}_SIZE_i */", up, list(sz, "NULL"), up));
     };
     table("input", p.inputs, p.inputs);
     w.line();
@@ -256,6 +298,11 @@ GraphCodegenResult generate_graph_c(Program &p, const Plan &plan, const CodegenO
                             return naive;
                         }()),
                         n_params, weights_name));
+    if (!p.symbols.empty()) {
+        std::vector<std::string> b;
+        for (const auto &sym : p.symbols) b.push_back(fmt::format("{} in [{}, {}]", sym, sym_bounds(sym).min, sym_bounds(sym).max));
+        fm.line(" *   symbols : " + join(b, ", ") + " (the arena is planned for the bounds; ck_graph_run_shaped binds them)");
+    }
     fm.line(" *");
     for (const auto &l : build_lines(o, "-DCK_GRAPH_MAIN", "an executable that runs it on input files (main() at the end)"))
         fm.line(l);

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "ir/symbolic.h"
+#include "support/error.h"
 #include "support/util.h"
 
 namespace ckc {
@@ -35,6 +37,9 @@ CArg arg_null(const std::string &label)
 
 CArg arg_size(const std::string &label, int64_t value, const std::string &name)
 {
+    if (is_sym(value)) return arg_expr(label, dim_c(value), dim_reads(value));  // known when the code runs
+    if (value < kSymBase / 2)  // symbolic arithmetic gone wrong (ir/symbolic.h): never print it as a size
+        internal_error(fmt::format("codegen: size '{}' is {}, not a size", label, value));
     CArg a;
     a.kind = CArg::Kind::Size;
     a.label = label;
@@ -91,9 +96,15 @@ CArg arg_array(const std::string &label, const std::string &elem, const std::vec
 
 CArg arg_array(const std::string &label, const std::string &elem, const std::vector<int64_t> &items)
 {
-    std::vector<std::string> text;
-    for (int64_t v : items) text.push_back(std::to_string(v));
-    return arg_array(label, elem, text);
+    std::vector<std::string> text, reads;
+    for (int64_t v : items) {
+        CArg s = arg_size(label, v);
+        text.push_back(s.text);
+        reads.insert(reads.end(), s.reads.begin(), s.reads.end());
+    }
+    CArg a = arg_array(label, elem, text);
+    a.reads = reads;  // symbolic sizes: an array filled when the code runs
+    return a;
 }
 
 CArg arg_pointers(const std::string &label, const std::string &elem, const std::vector<CArg> &pointers)
@@ -118,8 +129,9 @@ void render_call(const KernelCall &call, CWriter &w,
     for (const CArg &a : call.args) block = block || a.kind == CArg::Kind::Array || a.kind == CArg::Kind::PointerArray;
     if (block) w.open("");
     for (const CArg &a : call.args) {
-        if (a.kind == CArg::Kind::Array)
-            w.line(fmt::format("static const {} {}[] = {{{}}};", a.elem, a.label, join(a.items, ", ")));
+        if (a.kind == CArg::Kind::Array)  // constant unless it holds sizes known only at run time
+            w.line(fmt::format("{}const {} {}[] = {{{}}};", a.reads.empty() ? "static " : "", a.elem, a.label,
+                               join(a.items, ", ")));
         else if (a.kind == CArg::Kind::PointerArray)
             w.line(fmt::format("{}const {}[] = {{{}}};", a.elem, a.label, join(a.items, ", ")));
     }

@@ -9,6 +9,7 @@
 #include "ck_quant.h"
 #include "ck_weights.h"  // CK_WEIGHT_MAX_PARTS, CK_WEIGHT_MAX_DIMS
 #include "ir/op_rules.h"
+#include "ir/symbolic.h"
 #include "codegen/emit.h"
 #include "codegen/emitters.h"
 #include "codegen/template.h"
@@ -24,6 +25,11 @@ std::string upper(std::string s)
 }
 
 std::string comment_safe(const std::string &s) { return replace_all(s, "*/", "* /"); }
+
+CExpr Target::symbol(size_t k) const
+{
+    internal_error(fmt::format("codegen: this target has no symbolic sizes (asked for the {}th)", k));
+}
 
 std::string c_type(DType t)
 {
@@ -372,10 +378,13 @@ std::vector<std::string> SectionLocals::reads() const
     return out;
 }
 
-void SectionLocals::write(CWriter &w) const
+void SectionLocals::write(CWriter &w, const std::set<std::string> &used, const std::set<std::string> &traced) const
 {
-    std::vector<const Local *> order;
-    for (const Local &l : locals_) order.push_back(&l);
+    std::vector<const Local *> order, trace_only;
+    for (const Local &l : locals_) {
+        if (!l.lazy || used.count(l.name)) order.push_back(&l);
+        else if (traced.count(l.name)) trace_only.push_back(&l);
+    }
     std::stable_sort(order.begin(), order.end(), [](const Local *a, const Local *b) {
         return std::make_pair(!a->host_only, a->group) < std::make_pair(!b->host_only, b->group);
     });
@@ -387,6 +396,11 @@ void SectionLocals::write(CWriter &w) const
     }
     for (size_t i = 0; i < decls.size(); i++)
         w.line(fmt::format("{:<{}} /* {} */", decls[i], width, comment_safe(order[i]->note)));
+    if (trace_only.empty()) return;
+    w.line("#ifdef CK_TRACE /* what only the trace hooks read */");
+    for (const Local *l : trace_only)
+        w.line(fmt::format("{}{} = {}; /* {} */", l->type, l->name, l->expr, comment_safe(l->note)));
+    w.line("#endif");
 }
 
 CExpr SectionLocals::root_expr(const std::string &root, const std::string &type)
@@ -451,6 +465,7 @@ std::string SectionLocals::declare(const std::string &t)
     }
     std::string name = take_name(t);
     locals_.push_back({(input ? "const " : "") + type + " *", name, expr, shape + " " + note, reads});
+    locals_.back().lazy = lazy_views && r.root != t;  // a view nothing reads (only its trace): no local
     return tensor_local_[t] = name;
 }
 
@@ -589,6 +604,18 @@ public:
     SectionWriter(const Program &p, Section sec, const SectionPlan &sp, const WeightTable &wt, Target &target)
         : l_(p, sec, sp, wt, target, {"m", "g", "w", "T", "layer", "pos0", "f_"}), target_(target), sec_(sec)
     {
+        l_.lazy_views = true;
+        for (size_t k = 0; k < p.symbols.size(); k++) {  // the symbolic sizes' values, as the sizes print them
+            const std::string name = l_.take_name(sym_c_name(p.symbols[k]));
+            if (name != sym_c_name(p.symbols[k])) internal_error("codegen: the local " + name + " is taken");
+            CExpr v = target.symbol(k);
+            const SymBounds &b = sym_bounds(p.symbols[k]);
+            SectionLocals::Local l{"int64_t ", name, v.text,
+                                   fmt::format("symbolic size {} ({}..{}), bound by the call", p.symbols[k], b.min, b.max),
+                                   v.reads};
+            l.lazy = true;
+            l_.add(l);
+        }
     }
 
     std::string write()
@@ -699,10 +726,11 @@ private:
         SectionEmitCtx ctx(l_, n);
         if (!t.shape.empty() && t.shape.back() == kTokens)
             internal_error("codegen: node '" + n.name + "': a trace needs a fixed last dimension");
+        CArg out = ctx.out(), rows = ctx.rows("rows", n.output), cols = ctx.dim("cols", n.output), ld = ctx.ld_out();
+        for (const CArg *a : {&out, &rows, &cols, &ld}) traced_.insert(a->reads.begin(), a->reads.end());
         body_.line(fmt::format("CK_TRACE_NODE({}, CK_TRACE_{}[{}], {}, {}, {}, {}, {});", target_.tracer(),
                                upper(section_name()), sites_.size(), sec_ == Section::Block ? "layer" : "-1",
-                               ctx.out().text, ctx.rows("rows", n.output).text, ctx.dim("cols", n.output).text,
-                               ctx.ld_out().text));
+                               out.text, rows.text, cols.text, ld.text));
         sites_.push_back(fmt::format("{{\"{}\", {}, \"{}\", {}, {}}},", section_name(), c_string(n.name), op_name(n.op),
                                      c_string(n.origin.module), c_string(t.reference)));
     }
@@ -766,7 +794,7 @@ private:
             "\n * arena " + arena + " */";
         std::string body = body_.str();
         std::vector<std::string> reads(reads_.begin(), reads_.end());
-        if (target_.device()) {
+        if (target_.device() && !kernels_.empty()) {  // (a section with no kernel has no frame to fill)
             CWriter fill;
             fill.indent();
             fill.line(fmt::format("{}_frame f_;", fn()));
@@ -779,7 +807,8 @@ private:
             body = fill.str() + body;
             reads.push_back(target_.device_status().substr(0, target_.device_status().find("->")));
         }
-        return function_c(comment, signature_c(fn(), target_.params(sec_)), l_, target_.params(sec_), reads, body);
+        return function_c(comment, signature_c(fn(), target_.params(sec_)), l_, target_.params(sec_), reads, body,
+                          traced_);
     }
 
     SectionLocals l_;
@@ -787,6 +816,7 @@ private:
     Section sec_;
     CWriter body_;
     std::set<std::string> reads_;     // what the body's calls read
+    std::set<std::string> traced_;    // what its trace hooks read (compiled with -DCK_TRACE only)
     std::vector<std::string> sites_;  // CK_TRACE_<SECTION> rows
     std::vector<std::string> kernels_;  // device targets: one kernel per node
 };
@@ -801,16 +831,30 @@ std::string signature_c(const std::string &name, const std::vector<CParam> &para
 }
 
 std::string function_c(const std::string &comment, const std::string &signature, const SectionLocals &locals,
-                       const std::vector<CParam> &params, const std::vector<std::string> &reads, const std::string &body)
+                       const std::vector<CParam> &params, const std::vector<std::string> &reads, const std::string &body,
+                       const std::set<std::string> &traced)
 {
     std::set<std::string> used(reads.begin(), reads.end());
-    for (const auto &r : locals.reads()) used.insert(r);
+    for (const auto &l : locals.locals())
+        if (!l.lazy) used.insert(l.reads.begin(), l.reads.end());
+    // a lazy local is declared when read, and then reads what it reads (a view of a view: to a fixed point)
+    auto close = [&](std::set<std::string> &names) {
+        for (bool grew = true; grew;) {
+            grew = false;
+            for (const auto &l : locals.locals())
+                if (l.lazy && names.count(l.name))
+                    for (const auto &r : l.reads) grew = names.insert(r).second || grew;
+        }
+    };
+    close(used);
+    std::set<std::string> trace_only(traced.begin(), traced.end());
+    close(trace_only);
     CWriter w;
     if (!comment.empty()) w.lines(comment);
     w.line(signature);
     w.line("{");
     w.indent();
-    locals.write(w);
+    locals.write(w, used, trace_only);
     std::vector<std::string> unused;
     for (const CParam &p : params)
         if (!used.count(p.name)) unused.push_back("(void)" + p.name + ";");

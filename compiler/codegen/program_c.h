@@ -40,6 +40,8 @@ public:
     virtual std::string weights_type() const = 0;                    // "ck_layer_weights"
     virtual RopeRef rope_tables(const Node &rope) = 0;               // "m->rope_cos[0]", "m->rope_sin[0]"
     virtual std::string tracer() const = 0;                          // the handle's ck_tracer: "m->trace"
+    // The value of the program's k-th symbolic size (Program::symbols) where the section runs: "g->sym[0]".
+    virtual CExpr symbol(size_t k) const;
 
     // ---- device targets (--target gcu): every node's calls become a kernel `static void <fn>_k<i>(void *frame)`
     // launched on the device stream through gcu.h; the section function only fills the frame (its pointer locals
@@ -100,6 +102,7 @@ public:
         std::string type, name, expr, note;
         std::vector<std::string> reads;
         bool host_only = false;  // the host's alone (the block's `w`): not in a device kernel's frame
+        bool lazy = false;       // declared only when something reads it (a symbolic size's value, a view)
         int group = 0;           // declarations print host-only ones first, then by group (values 0, gradients 1)
     };
     SectionLocals(const Program &p, Section sec, const SectionPlan &sp, const WeightTable &wt, Target &target,
@@ -124,7 +127,10 @@ public:
 
     const std::vector<Local> &locals() const { return locals_; }
     std::vector<std::string> reads() const;  // what every local reads
-    void write(CWriter &w) const;            // the declarations, comments aligned
+    // The declarations, comments aligned: every local but the lazy ones nothing in `used` reads; those only
+    // `traced` reads (a trace hook's arguments) in a block compiled with -DCK_TRACE alone.
+    void write(CWriter &w, const std::set<std::string> &used, const std::set<std::string> &traced) const;
+    bool lazy_views = false;  // views' locals are lazy (the forward sections, whose every read is recorded)
 
 private:
     CExpr root_expr(const std::string &root, const std::string &type);
@@ -151,7 +157,8 @@ std::string section_c(const Program &p, Section section, const SectionPlan &sp, 
 // The function around `body`: a comment, the signature, the block's weights local when read, the locals, (void)
 // for each parameter nothing reads (`reads`: what the body reads besides the locals).
 std::string function_c(const std::string &comment, const std::string &signature, const SectionLocals &locals,
-                       const std::vector<CParam> &params, const std::vector<std::string> &reads, const std::string &body);
+                       const std::vector<CParam> &params, const std::vector<std::string> &reads, const std::string &body,
+                       const std::set<std::string> &traced = {});
 std::string signature_c(const std::string &name, const std::vector<CParam> &params);
 // The runtime sources a Program needs (relative to runtime/): what every model
 // uses, its ops' kernels, and `extra` (a target's or training's files).

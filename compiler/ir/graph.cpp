@@ -1,4 +1,5 @@
 #include "ir/graph.h"
+#include "ir/symbolic.h"
 
 #include <algorithm>
 #include <set>
@@ -80,7 +81,7 @@ std::string shape_str(const Shape &s)
     std::string out = "[";
     for (size_t i = 0; i < s.size(); i++) {
         if (i) out += ", ";
-        out += s[i] == kTokens ? std::string("T") : std::to_string(s[i]);
+        out += s[i] == kTokens ? std::string("T") : dim_str(s[i]);
     }
     return out + "]";
 }
@@ -89,8 +90,20 @@ int64_t shape_numel_fixed(const Shape &s)
 {
     int64_t n = 1;
     for (int64_t d : s)
-        if (d != kTokens) n *= d;
+        if (d != kTokens) n *= dim_max(d);
     return n;
+}
+
+int64_t shape_numel(const Shape &s)
+{
+    int64_t n = 1;
+    for (int64_t d : s) n = dim_mul(n, d);
+    return n;
+}
+
+bool shape_is_static(const Shape &s)
+{
+    return std::all_of(s.begin(), s.end(), [](int64_t d) { return d >= 0; });
 }
 
 bool shape_has_tokens(const Shape &s) { return std::find(s.begin(), s.end(), kTokens) != s.end(); }

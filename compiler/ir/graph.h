@@ -345,6 +345,9 @@ struct Program {
     // Graph programs: caller inputs and outputs (tensor names) in export
     // order, and the outputs' names as the exported module returned them.
     std::vector<std::string> inputs, outputs, output_names;
+    // Graph programs: the symbolic sizes (ir/symbolic.h) their inputs' shapes bind, in the order the generated
+    // code keeps their values (ck_graph.h: ck_graph_symbol_name); empty for a graph of static shapes.
+    std::vector<std::string> symbols;
 
     Graph &section(Section s) { return s == Section::Header ? header : s == Section::Block ? block : footer; }
     const Graph &section(Section s) const { return s == Section::Header ? header : s == Section::Block ? block : footer; }
@@ -358,7 +361,9 @@ struct Program {
 std::optional<ViewOf> potential_view(const Graph &g, const Node &n);
 
 std::string shape_str(const Shape &s);          // "[T, 64]"
-int64_t shape_numel_fixed(const Shape &s);      // product of the non-T dims
+int64_t shape_numel_fixed(const Shape &s);      // product of the non-T dims, symbolic sizes at their bounds
+int64_t shape_numel(const Shape &s);            // the product as a (symbolic) size; not for T shapes
 bool shape_has_tokens(const Shape &s);
+bool shape_is_static(const Shape &s);           // no T, no symbolic size (ir/symbolic.h)
 
 }  // namespace ckc

@@ -18,6 +18,7 @@
 #include "ir/ew_program.h"
 #include "ir/graph.h"
 #include "ir/op_rules.h"
+#include "ir/symbolic.h"
 #include "support/error.h"
 #include "support/util.h"
 
@@ -65,9 +66,9 @@ bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType
 void split_axis(const Shape &s, int64_t axis, int64_t &outer, int64_t &n, int64_t &inner)
 {
     outer = inner = 1;
-    for (int64_t i = 0; i < axis; i++) outer *= s[i];
+    for (int64_t i = 0; i < axis; i++) outer = dim_mul(outer, s[i]);
     n = s.empty() ? 1 : s[axis];
-    for (size_t i = static_cast<size_t>(axis) + 1; i < s.size(); i++) inner *= s[i];
+    for (size_t i = static_cast<size_t>(axis) + 1; i < s.size(); i++) inner = dim_mul(inner, s[i]);
 }
 
 
@@ -190,7 +191,7 @@ MM matmul_dims(const Node &n, const Inputs &in)
         CK_EXPECT(b.size() == a.size() && std::equal(a.begin(), a.end() - 2, b.begin()), n,
                "batched B must have A's batch dims: " + shapes(in));
     d.batch = 1;
-    for (size_t i = 0; i + 2 < a.size(); i++) d.batch *= a[i];
+    for (size_t i = 0; i + 2 < a.size(); i++) d.batch = dim_mul(d.batch, a[i]);
     return d;
 }
 Shape matmul_shape(const Node &n, const Inputs &in)
@@ -212,6 +213,7 @@ Shape slice_shape(const Node &n, const Inputs &in)
 {
     const Shape &s = in[0]->shape;
     int64_t axis = axis_of(n, s), start = n.i("start"), len = n.i("length"), step = n.i("step", 1);
+    CK_EXPECT(!is_sym(s[axis]), n, fmt::format("slicing axis {} of symbolic size {} is not supported", axis, dim_str(s[axis])));
     CK_EXPECT(step >= 1 && start >= 0 && len > 0 && start + (len - 1) * step < s[axis], n,
            fmt::format("slice {}:{}:{} of axis {} (size {}) is out of range", start, start + len * step, step, axis, s[axis]));
     Shape out = s;
@@ -225,7 +227,8 @@ std::optional<ViewOf> slice_view(const Node &n, const Inputs &in)
     if (step != 1) return std::nullopt;
     int64_t outer, size, inner;
     split_axis(s, axis, outer, size, inner);
-    if (outer == 1 || (axis == 0 && !shape_has_tokens(s))) return ViewOf{start * inner, false};  // leading rows: contiguous
+    if (is_sym(inner) && start != 0) return std::nullopt;  // an offset known only at run time: a copy
+    if (outer == 1 || (axis == 0 && !shape_has_tokens(s))) return ViewOf{is_sym(inner) ? 0 : start * inner, false};  // leading rows: contiguous
     if (s.size() >= 2 && axis == static_cast<int64_t>(s.size()) - 1) return ViewOf{start, true};    // columns: a row stride
     return std::nullopt;
 }
@@ -322,7 +325,7 @@ Shape causal_mask_shape(const Node &n, const Inputs &in)
 Shape reshape_shape(const Node &n, const Inputs &in)
 {
     Shape s = n.ints("shape");
-    CK_EXPECT(shape_numel_fixed(s) == shape_numel_fixed(in[0]->shape) && !shape_has_tokens(in[0]->shape), n,
+    CK_EXPECT(shape_numel(s) == shape_numel(in[0]->shape) && !shape_has_tokens(in[0]->shape), n,
            fmt::format("cannot view {} as {}", shape_str(in[0]->shape), shape_str(s)));
     return s;
 }
@@ -376,6 +379,7 @@ Shape cat_shape(const Node &n, const Inputs &in)
     out[axis] = 0;
     for (auto *t : in) {
         CK_EXPECT(t->shape.size() == out.size() && t->dtype == in[0]->dtype, n, "inputs must have one rank and dtype: " + shapes(in));
+        CK_EXPECT(!is_sym(t->shape[axis]), n, "concatenating along a symbolic size is not supported: " + shapes(in));
         for (size_t i = 0; i < out.size(); i++)
             CK_EXPECT(static_cast<int64_t>(i) == axis || t->shape[i] == in[0]->shape[i], n, "shapes differ off the axis: " + shapes(in));
         out[axis] += t->shape[axis];
@@ -408,7 +412,7 @@ Att attention_dims(const Node &n, const Inputs &in)
         a.Sk = k[k.size() - 2];
         a.D = q.back();
         a.B = 1;
-        a.H = shape_numel_fixed(q) / (a.Sq * a.D);
+        CK_EXPECT(dim_div(shape_numel(q), dim_mul(a.Sq, a.D), a.H), n, "q's leading dims: " + shapes(in));
     }
     if (n.i("causal", 0)) CK_EXPECT(a.Sq <= a.Sk, n, "causal attention needs Sq <= Sk");
     return a;
@@ -422,11 +426,12 @@ Shape attention_shape(const Node &n, const Inputs &in)
 bool use_flash(const Node &n, const Att &a)
 {
     std::string impl = n.has("impl") ? n.s("impl") : "auto";
-    return impl == "flash" || (impl == "auto" && a.Sk > kFlashMinKeys);
+    return impl == "flash" || (impl == "auto" && dim_max(a.Sk) > kFlashMinKeys);  // symbolic: by its bound
 }
 int64_t attention_scratch(const Node &n, const Inputs &in)
 {
-    Att a = attention_dims(n, in);
+    Att a = attention_dims(n, in);  // sized for the largest binding of symbolic sizes
+    a = {dim_max(a.B), dim_max(a.H), dim_max(a.Sq), dim_max(a.Sk), dim_max(a.D)};
     int64_t BH = a.B * a.H;
     return static_cast<int64_t>(use_flash(n, a) ? ck_attention_flash_scratch(BH, a.Sq, a.Sk, a.D)
                                                 : ck_attention_std_scratch(BH, a.Sq, a.Sk, a.D));

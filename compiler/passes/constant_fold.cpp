@@ -41,7 +41,7 @@ bool try_fold(Graph &g, Program &p, const Node &n)
         largest = std::max(largest, shape_numel_fixed(t.shape));
     }
     const Tensor &out_t = g.tensor(n.output);
-    if (shape_has_tokens(out_t.shape)) return false;
+    if (!shape_is_static(out_t.shape)) return false;
     int64_t out_n = shape_numel_fixed(out_t.shape);
     if (!d.fold_only && out_n > kSmall && out_n > largest) return false;
     for (const auto &i : n.inputs) {

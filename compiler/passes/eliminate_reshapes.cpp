@@ -27,6 +27,7 @@
 // between the dims a GEMM contracts.
 #include <numeric>
 
+#include "ir/symbolic.h"
 #include "passes/match.h"
 #include "passes/pass.h"
 
@@ -144,7 +145,8 @@ bool unflatten_matmul(Graph &g, const Node &mm)
         // shared B: rows M = a product of a's leading dims, the rest is K
         int64_t rows = 1;
         size_t k = 0;
-        while (k < a.size() && rows < flat[0]) rows *= a[k++];
+        while (k < a.size() && rows != flat[0] && (is_sym(rows) || is_sym(flat[0]) || rows < flat[0]))
+            rows = dim_mul(rows, a[k++]);
         if (rows != flat[0] || k < 2) return false;  // no batch to recover
         Shape target(a.begin(), a.begin() + static_cast<long>(k));
         target.push_back(flat[1]);

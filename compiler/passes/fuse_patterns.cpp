@@ -20,6 +20,7 @@
 // Left alone: attention whose scores are read elsewhere (e.g. returned
 // attention weights), q @ k without transpose_b (absorb_blas had no
 // transpose to absorb), v with a different head size, softmax over another dim.
+#include "ir/symbolic.h"
 #include "passes/match.h"
 #include "passes/pass.h"
 
@@ -67,7 +68,7 @@ std::optional<std::string> heads_of(const Graph &g, const std::string &t, int64_
     const Node *rs = sole(g, tr->inputs[0], Op::RESHAPE);
     if (!rs) return std::nullopt;
     const Shape &x = g.tensor(rs->inputs[0]).shape;
-    if (x != Shape{s4[0], s4[1], s4[2] * s4[3]}) return std::nullopt;
+    if (x != Shape{s4[0], s4[1], dim_mul(s4[2], s4[3])}) return std::nullopt;
     return rs->inputs[0];
 }
 
@@ -88,7 +89,7 @@ bool attention_heads(Graph &g, const Node &att)
         std::max(axis_attr(*tr, 4, "dim0"), axis_attr(*tr, 4, "dim1")) != 2)
         return false;
     const Node *rs = only_reader(g, tr->output, Op::RESHAPE);
-    if (!rs || g.tensor(rs->output).shape != Shape{o[0], o[2], o[1] * o[3]}) return false;
+    if (!rs || g.tensor(rs->output).shape != Shape{o[0], o[2], dim_mul(o[1], o[3])}) return false;
     Node fused;
     fused.op = Op::ATTENTION;
     fused.inputs = x;

@@ -19,7 +19,7 @@ except ImportError as e:  # the one hard dependency
                       "and use its Python (scripts/py)") from None
 
 from .build import ROOT, build_library, ckc_binary, compile_model, include_dir, random_weights
-from .export import ExportError, export
+from .export import Dim, ExportError, export
 from .graph import GraphModel
 from .llm import CkError, LlmModel, Sampler
 from .text import Tokenizer, TokenizerError
@@ -27,5 +27,5 @@ from . import trace
 from .conductor import aot_compile, aot_load, cache_clear, explain
 
 __all__ = ["ROOT", "build_library", "ckc_binary", "compile_model", "include_dir", "random_weights", "CkError",
-           "LlmModel", "Sampler", "Tokenizer", "TokenizerError", "ExportError", "export", "GraphModel", "trace", "aot_compile", "aot_load",
+           "LlmModel", "Sampler", "Tokenizer", "TokenizerError", "Dim", "ExportError", "export", "GraphModel", "trace", "aot_compile", "aot_load",
            "cache_clear", "explain"]

@@ -13,7 +13,11 @@ index, bitwise ops; RoPE tables) is folded here with PyTorch's own values.
 An op without a handler is an error naming the op, the FX node and the
 module it came from.
 
-Shapes are static: the example inputs fix them. The graph.json schema is
+Shapes are fixed by the example inputs, except the sizes declared dynamic
+(`dynamic_shapes={"x": {0: ckc.Dim("batch", max=64)}}`, as torch.export takes
+them): those become graph.json symbols with bounds, and every size computed
+from them a product of symbols ("8*seq"); the compiled library then takes the
+sizes at run time (ck_graph_run_shaped). The graph.json schema is
 documented in docs/graph-schema.md; the weights file holds every parameter
 and buffer the graph reads, under the module's own names.
 """
@@ -89,17 +93,58 @@ def _preserved(torch):
     return (aten.scaled_dot_product_attention.default, aten.silu.default)
 
 
-def _capture(model, args):
+def Dim(name, min=1, max=None):
+    """A dynamic size for export(dynamic_shapes=...): torch.export.Dim with the bounds ckc needs. `max` is
+    required: the compiled library's memory is planned for it."""
+    torch = require_torch()
+    if max is None:
+        raise ExportError(f"ckc.Dim('{name}'): give max=, the largest size the compiled library must run "
+                          "(its memory is planned for it)")
+    if not (isinstance(min, int) and isinstance(max, int) and 1 <= min <= max):
+        raise ExportError(f"ckc.Dim('{name}'): bounds min={min!r}, max={max!r} must be integers with 1 <= min <= max")
+    return torch.export.Dim(name, min=min, max=max)
+
+
+def _symbol_names(placeholders, dynamic_shapes, input_names):
+    """{sympy symbol name: the user's Dim name} from the placeholders' symbolic sizes and the dynamic_shapes
+    spec (a dict by argument name, or a tuple / list by position)."""
+    names = {}
+    if not dynamic_shapes:
+        return names
+    specs = dynamic_shapes
+    if isinstance(specs, dict):
+        specs = [specs.get(n) for n in input_names]
+    for ph, spec in zip(placeholders, specs):
+        if not spec:
+            continue
+        items = spec.items() if isinstance(spec, dict) else enumerate(spec)
+        shape = ph.meta["val"].shape
+        for axis, dim in items:
+            if dim is None:
+                continue
+            expr = getattr(getattr(shape[axis], "node", None), "expr", None)
+            if expr is not None and expr.is_Symbol:
+                names.setdefault(str(expr), getattr(dim, "__name__", str(expr)))
+    return names
+
+
+def _capture(model, args, dynamic_shapes=None):
     """torch.export + core ATen decompositions (but _preserved ops).
 
     Returns (graph module, user-input placeholders, {placeholder: example}, {node: (name, tensor)} for
-    parameters, buffers and constants, the set of parameter nodes, the return value's pytree spec)."""
+    parameters, buffers and constants, the set of parameter nodes, the return value's pytree spec, and the
+    symbols: {sympy name: (name, min, max)})."""
     import warnings
 
     import torch
     with warnings.catch_warnings():  # torch's own pytree deprecation, nothing a caller can act on
         warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
-        ep = torch.export.export(model, tuple(args))
+        try:
+            ep = torch.export.export(model, tuple(args), dynamic_shapes=dynamic_shapes)
+        except Exception as e:  # torch's constraint violations name the dims: pass them on
+            if dynamic_shapes is None or not any(k in type(e).__name__ for k in ("Constraint", "UserError")):
+                raise
+            raise ExportError(f"torch.export refused the dynamic shapes: {e}") from None
         table = torch.export.default_decompositions()
         for op in _preserved(torch):
             table.pop(op, None)
@@ -122,7 +167,18 @@ def _capture(model, args):
     for n in gm.graph.nodes:
         if n.op == "get_attr":
             consts[n] = (None, getattr(gm, n.target))
-    return gm, placeholders, feeds, consts, params, ep.call_spec.out_spec
+    symbols = {}
+    if dynamic_shapes:
+        names = _symbol_names(placeholders, dynamic_shapes, _input_names(model, len(placeholders)))
+        for sym, vr in ep.range_constraints.items():
+            name = names.get(str(sym), str(sym))
+            try:
+                hi = int(vr.upper)
+            except (TypeError, ValueError, OverflowError):
+                raise ExportError(f"dynamic size '{name}' has no upper bound: give its Dim a max "
+                                  "(ckc.Dim(name, max=...))") from None
+            symbols[str(sym)] = (name, max(1, int(vr.lower)), hi)
+    return gm, placeholders, feeds, consts, params, ep.call_spec.out_spec, symbols
 
 
 def _record_values(gm, placeholders, feeds, consts, light=False):
@@ -221,8 +277,9 @@ class _Converter:
     or a parameter: masks, position ids, RoPE tables) are folded here, with PyTorch's own values, and
     become constants where a computed node reads them; parameters stay named weights."""
 
-    def __init__(self, gm, placeholders, consts, params, values, input_names):
+    def __init__(self, gm, placeholders, consts, params, values, input_names, symbols=None):
         self.gm, self.values, self.consts, self.params = gm, values, consts, params
+        self.symbols = symbols or {}  # sympy name -> (graph.json name, min, max): the dynamic sizes
         self.static = set()  # FX nodes whose value is known at export (folded)
         self.out_spec = None  # the pytree spec of the module's return value
         self.folded_by_value = {}  # (dtype, shape, sha1 of the bytes) -> constant name
@@ -238,7 +295,7 @@ class _Converter:
         for ph, name in zip(placeholders, input_names):
             t = values[ph]
             name = self.fresh(name)
-            self.inputs.append({"name": name, "shape": list(t.shape), "dtype": _dtype_name(t.dtype)})
+            self.inputs.append({"name": name, "shape": self.shape(ph), "dtype": _dtype_name(t.dtype)})
             self.env[ph] = name
             self.depends_on_input.add(ph)
 
@@ -328,10 +385,34 @@ class _Converter:
 
     def meta(self, n):
         v = self.values[n]
-        return list(v.shape), _dtype_name(v.dtype)
+        return self.shape(n), _dtype_name(v.dtype)
 
     def shape(self, a):
+        """a's shape: ints, and with dynamic sizes, each symbolic size as graph.json writes it ("8*seq")."""
+        if self.symbols:
+            val = a.meta.get("val")
+            if hasattr(val, "shape"):
+                return [self.size(d) for d in val.shape]
         return list(self.values[a].shape)
+
+    def size(self, d):
+        """A size of a traced shape: an int, or a product of the dynamic sizes as text ("8*batch*seq")."""
+        expr = getattr(getattr(d, "node", None), "expr", None)
+        if expr is None:
+            return int(d)
+        if expr.is_number:
+            return int(expr)
+        coef, factors = 1, []
+        for f in expr.as_ordered_factors():
+            if f.is_Integer:
+                coef *= int(f)
+            elif f.is_Symbol and str(f) in self.symbols:
+                factors.append(self.symbols[str(f)][0])
+            elif f.is_Pow and f.base.is_Symbol and f.exp.is_Integer and int(f.exp) > 0 and str(f.base) in self.symbols:
+                factors += [self.symbols[str(f.base)][0]] * int(f.exp)
+            else:
+                self.fail(f"size {expr} is not a product of the dynamic sizes (ckc compiles sizes like 8*batch*seq)")
+        return "*".join(([str(coef)] if coef != 1 else []) + factors)
 
     def op(self, op, inputs, attrs=None, out=None, hint=None):
         """Emits one IR node; `out` is the FX node whose value it computes (its shape is then declared)."""
@@ -339,7 +420,7 @@ class _Converter:
         name = self.fresh(out.name if out is not None else f"{n.name}_{hint or op.lower()}")
         node = {"name": name, "op": op, "inputs": list(inputs)}
         if attrs:
-            node["attrs"] = {k: ([_num(x) for x in v] if isinstance(v, (list, tuple)) else
+            node["attrs"] = {k: ([x if isinstance(x, str) else _num(x) for x in v] if isinstance(v, (list, tuple)) else
                                  v if isinstance(v, str) else _num(v)) for k, v in attrs.items()}
         if out is not None:
             node["shape"], node["dtype"] = self.meta(out)
@@ -355,11 +436,14 @@ class _Converter:
         return d + rank if d < 0 else d
 
     def convert(self):
+        import torch
         import torch.fx
         for n in self.gm.graph.nodes:
             self.current = n
             if n.op == "placeholder" and n in self.env:
                 continue
+            if self.symbols and isinstance(n.meta.get("val"), torch.SymInt):
+                continue  # a size (a dynamo graph's SymInt argument, sym_size, mul): shapes carry it as text
             if n in self.consts:
                 if n in self.params:
                     name, tensor = self.consts[n]
@@ -384,7 +468,12 @@ class _Converter:
             if handler is None:
                 raise ExportError(f"no ckc handler for {_target_name(n)} ({self.where()}); supported: "
                                   f"{', '.join(sorted(_HANDLERS))}", n.name)
-            self.env[n] = handler(self, n, *n.args, **n.kwargs)
+            try:
+                self.env[n] = handler(self, n, *n.args, **n.kwargs)
+            except TypeError as e:  # a handler's arithmetic met a size that is a symbol
+                if not self.symbols:
+                    raise
+                self.fail(f"needs a fixed size where the dynamic shapes give a symbolic one ({e})")
 
     def outputs(self, out, spec):
         """Output names from the module's return structure (torch.export flattens it into a tuple):
@@ -989,17 +1078,18 @@ def reference_values(model, example_inputs):
     torch = require_torch()
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
-    gm, placeholders, feeds, consts, _params, _spec = _capture(model, tuple(example_inputs))
+    gm, placeholders, feeds, consts, _params, _spec, _symbols = _capture(model, tuple(example_inputs))
     values = _record_values(gm, placeholders, feeds, consts)
     return {n.name: v.detach().float().numpy() for n, v in values.items()
             if isinstance(v, torch.Tensor) and v.is_floating_point()}
 
 
-def export(model, example_inputs, out_dir):
+def export(model, example_inputs, out_dir, dynamic_shapes=None):
     """Writes OUT_DIR/graph.json and OUT_DIR/weights.safetensors; returns the graph.json path.
 
     example_inputs: a tuple of tensors (float32, int64, int32 or bool); their shapes become the
-    compiled shapes.
+    compiled shapes, except the sizes `dynamic_shapes` makes dynamic, as torch.export.export takes it
+    ({"x": {0: ckc.Dim("batch", max=64)}}): those the compiled library takes at run time, within bounds.
     """
     torch = require_torch()
     if not isinstance(model, torch.nn.Module):
@@ -1017,18 +1107,21 @@ def export(model, example_inputs, out_dir):
         if mod.training and isinstance(mod, torch.nn.modules.dropout._DropoutNd) and mod.p > 0:
             raise ExportError(f"module '{name}' ({type(mod).__name__}, p={mod.p}) is in training mode, where dropout is "
                               "random; call model.eval() before exporting")
-    gm, placeholders, feeds, consts, params, out_spec = _capture(model, example_inputs)
+    gm, placeholders, feeds, consts, params, out_spec, symbols = _capture(model, example_inputs, dynamic_shapes)
     values = _record_values(gm, placeholders, feeds, consts)
     doc, data = graph_document(gm, placeholders, consts, params, values, _input_names(model, len(example_inputs)),
-                               out_spec, type(model).__name__, f"ckc.export (torch.export, torch {torch.__version__})")
+                               out_spec, type(model).__name__, f"ckc.export (torch.export, torch {torch.__version__})",
+                               symbols)
     return write_graph(out_dir, doc, data)
 
 
-def graph_document(gm, placeholders, consts, params, values, input_names, out_spec, module_name, producer):
+def graph_document(gm, placeholders, consts, params, values, input_names, out_spec, module_name, producer,
+                   symbols=None):
     """(graph.json document, {constant: numpy array}) for a captured ATen graph. `placeholders` are the
     caller's inputs in order, `consts` maps the other placeholders / get_attrs to (name, tensor), `params`
-    are the constants that stay named weights, `values` holds every node's value of one run."""
-    conv = _Converter(gm, placeholders, consts, params, values, input_names)
+    are the constants that stay named weights, `values` holds every node's value of one run; `symbols`
+    {sympy name: (name, min, max)} the dynamic sizes, which the shapes in the nodes' meta carry."""
+    conv = _Converter(gm, placeholders, consts, params, values, input_names, symbols)
     conv.out_spec = out_spec
     outputs = conv.convert()
     outputs = [{"name": name, "tensor": t} for name, t in outputs] + [
@@ -1044,6 +1137,8 @@ def graph_document(gm, placeholders, consts, params, values, input_names, out_sp
         "nodes": conv.nodes,
         "outputs": outputs,
     }
+    if symbols:
+        doc["symbols"] = {name: {"min": lo, "max": hi} for name, lo, hi in symbols.values()}
     return doc, conv.const_data
 
 

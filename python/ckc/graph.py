@@ -5,7 +5,11 @@
     y = g(torch_x)               # torch tensors in, torch tensors out; contiguous CPU inputs are not copied
 
 Inputs are checked against the compiled shapes and dtypes before the call;
-a mismatch raises CkError naming the input.
+a mismatch raises CkError naming the input. A graph exported with dynamic
+sizes (ckc.export(..., dynamic_shapes=...)) takes any shape within its
+bounds: each call binds the symbols from the inputs' shapes (a size outside
+its bounds, or one symbol with two values, raises CkError naming the input,
+the dimension and the bound), and the outputs get the shapes that follow.
 """
 import ctypes
 import os
@@ -17,7 +21,7 @@ from .llm import CkError, _Handle, as_numpy, is_torch, spin_then_sleep
 
 _DTYPES = {0: np.float32, 1: np.int64, 2: np.int32, 3: np.bool_}
 
-ABI_VERSION = 3  # CK_GRAPH_ABI_VERSION in runtime/include/ck_graph.h: what this wrapper speaks
+ABI_VERSION = 4  # CK_GRAPH_ABI_VERSION in runtime/include/ck_graph.h: what this wrapper speaks
 
 _SIGNATURES = {
     "ck_graph_abi_version": (ctypes.c_int, []),
@@ -40,15 +44,29 @@ _SIGNATURES = {
     "ck_graph_input_shape": (ctypes.POINTER(ctypes.c_int64), [ctypes.c_int]),
     "ck_graph_output_shape": (ctypes.POINTER(ctypes.c_int64), [ctypes.c_int]),
     "ck_graph_output_into": (ctypes.c_int, [ctypes.c_int]),
+    "ck_graph_bind": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.POINTER(ctypes.c_int64))]),
+    "ck_graph_bound_output_shape": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]),
+    "ck_graph_num_symbols": (ctypes.c_int, []),
+    "ck_graph_symbol_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "ck_graph_symbol_min": (ctypes.c_int64, [ctypes.c_int]),
+    "ck_graph_symbol_max": (ctypes.c_int64, [ctypes.c_int]),
+    "ck_graph_input_symbol": (ctypes.c_int, [ctypes.c_int, ctypes.c_int]),
 }
 
 
 class TensorSpec:
-    def __init__(self, name, dtype, shape):
+    """An input or output: name, numpy dtype, shape (-1 where the size is symbolic) and, for inputs, the
+    symbol of each dimension (None where fixed)."""
+
+    def __init__(self, name, dtype, shape, symbols=None):
         self.name, self.dtype, self.shape = name, dtype, tuple(shape)
+        self.symbols = tuple(symbols) if symbols is not None else (None,) * len(self.shape)
+
+    def dims(self):
+        return [s if s is not None else d for d, s in zip(self.shape, self.symbols)]
 
     def __repr__(self):
-        return f"{self.name}: {np.dtype(self.dtype).name}{list(self.shape)}"
+        return f"{self.name}: {np.dtype(self.dtype).name}{self.dims()}"
 
 
 def torch_dtypes():
@@ -96,6 +114,11 @@ class GraphModel(_Handle):
             raise CkError(-5, f"{lib_path}: ck_graph ABI version {self.lib.ck_graph_abi_version()}, this ckc speaks "
                               f"{ABI_VERSION}: rebuild the library with this ckc")
         self._free = self.lib.ck_graph_free
+        lib = self.lib
+        # the symbolic sizes: name -> (min, max); none for a graph of fixed shapes
+        self.symbols = {lib.ck_graph_symbol_name(k).decode(): (lib.ck_graph_symbol_min(k), lib.ck_graph_symbol_max(k))
+                        for k in range(lib.ck_graph_num_symbols())}
+        self._sym_names = list(self.symbols)
         self.inputs = [self._spec(i, "input") for i in range(self.lib.ck_graph_num_inputs())]
         self.outputs = [self._spec(i, "output") for i in range(self.lib.ck_graph_num_outputs())]
         # per output: the input it is written into (graph.json "into": updated in place), else None
@@ -116,7 +139,51 @@ class GraphModel(_Handle):
         dt = _DTYPES[getattr(lib, f"ck_graph_{kind}_dtype")(i)]
         rank = getattr(lib, f"ck_graph_{kind}_rank")(i)
         shape_p = getattr(lib, f"ck_graph_{kind}_shape")(i)
-        return TensorSpec(name, dt, [shape_p[k] for k in range(rank)])
+        syms = None
+        if kind == "input" and self.symbols:
+            syms = [self._sym_names[k] if k >= 0 else None
+                    for k in (lib.ck_graph_input_symbol(i, d) for d in range(rank))]
+        return TensorSpec(name, dt, [shape_p[k] for k in range(rank)], syms)
+
+    def bind_shapes(self, shapes):
+        """Binds the symbols from the inputs' shapes (checked: fixed sizes as exported, each symbol within its
+        bounds and one value wherever it appears); returns the outputs' shapes. A graph without symbols: its
+        compiled output shapes, after the same check of the inputs."""
+        if not self.symbols:
+            for spec, shape in zip(self.inputs, shapes):
+                if tuple(shape) != spec.shape:
+                    raise CkError(-1, f"input '{spec.name}' must have shape {list(spec.shape)}, got {list(shape)}")
+            return [s.shape for s in self.outputs]
+        values = {}
+        for spec, shape in zip(self.inputs, shapes):
+            shape = tuple(shape)
+            if len(shape) != len(spec.shape):
+                raise CkError(-1, f"input '{spec.name}' must have {len(spec.shape)} dimensions {spec.dims()}, got "
+                                  f"{list(shape)}")
+            for d, (v, fixed, sym) in enumerate(zip(shape, spec.shape, spec.symbols)):
+                if sym is None:
+                    if v != fixed:
+                        raise CkError(-1, f"input '{spec.name}' dimension {d} must be {fixed} (a fixed size; the "
+                                          f"dynamic ones are {[n for n in spec.symbols if n]}), got {v}")
+                    continue
+                lo, hi = self.symbols[sym]
+                if not lo <= v <= hi:
+                    raise CkError(-1, f"input '{spec.name}' dimension {d} is {v}: the dynamic size '{sym}' must be "
+                                      f"in [{lo}, {hi}] (the bounds it was exported with)")
+                if values.setdefault(sym, (v, spec.name, d))[0] != v:
+                    first = values[sym]
+                    raise CkError(-1, f"input '{spec.name}' dimension {d} is {v}, but it is the dynamic size "
+                                      f"'{sym}', which input '{first[1]}' dimension {first[2]} sets to {first[0]}")
+        arrays = [(ctypes.c_int64 * max(1, len(s)))(*s) for s in shapes]
+        ptrs = (ctypes.POINTER(ctypes.c_int64) * max(1, len(arrays)))(
+            *[ctypes.cast(a, ctypes.POINTER(ctypes.c_int64)) for a in arrays])
+        self._check(self.lib.ck_graph_bind(self.h, ptrs))
+        out = []
+        for j, spec in enumerate(self.outputs):
+            dims = (ctypes.c_int64 * max(1, len(spec.shape)))()
+            self._check(self.lib.ck_graph_bound_output_shape(self.h, j, dims))
+            out.append(tuple(dims[k] for k in range(len(spec.shape))))
+        return out
 
     def _check(self, rc):
         if rc != 0:
@@ -131,12 +198,13 @@ class GraphModel(_Handle):
             raise CkError(-1, f"the graph takes {len(self.inputs)} inputs ({', '.join(map(repr, self.inputs))}), "
                               f"got {len(inputs)}")
         arrays = self.prepare(*inputs)
-        outs = out if out is not None else [np.empty(s.shape, s.dtype) for s in self.outputs]
+        shapes = self.bind_shapes([a.shape for a in arrays])
+        outs = out if out is not None else [np.empty(sh, s.dtype) for sh, s in zip(shapes, self.outputs)]
         outs = [o if j is None else arrays[j] for o, j in zip(outs, self.into)]
-        for spec, o in zip(self.outputs, outs):
-            if o.shape != spec.shape or o.dtype != spec.dtype or not o.flags.c_contiguous:
+        for spec, sh, o in zip(self.outputs, shapes, outs):
+            if o.shape != sh or o.dtype != spec.dtype or not o.flags.c_contiguous:
                 raise CkError(-1, f"output buffer '{spec.name}' must be a contiguous {np.dtype(spec.dtype).name}"
-                                  f"{list(spec.shape)}")
+                                  f"{list(sh)}")
         in_p = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
         out_p = (ctypes.c_void_p * max(1, len(outs)))(*[o.ctypes.data if j is None else None
                                                           for o, j in zip(outs, self.into)])
@@ -154,7 +222,7 @@ class GraphModel(_Handle):
                 raise CkError(-1, f"input '{spec.name}' is updated in place by the graph: pass a writable contiguous "
                                   f"{np.dtype(spec.dtype).name} array, got {a.dtype}"
                                   f"{'' if a.flags.c_contiguous else ' (not contiguous)'}")
-            if a.shape != spec.shape:
+            if a.shape != spec.shape and not self.symbols:  # (symbolic sizes: bind_shapes checks them)
                 raise CkError(-1, f"input '{spec.name}' must have shape {list(spec.shape)}, got {list(a.shape)}")
             if a.dtype != spec.dtype:
                 if np.can_cast(a.dtype, spec.dtype, casting="same_kind"):
@@ -168,14 +236,23 @@ class GraphModel(_Handle):
         """A zero-argument function running the graph on these inputs into fixed output arrays (returned
         as `.outputs`): the per-call cost is one C call, for benchmarks and tight loops."""
         arrays = self.prepare(*inputs)
-        outs = [np.empty(s.shape, s.dtype) if j is None else arrays[j] for s, j in zip(self.outputs, self.into)]
+        shapes = self.bind_shapes([a.shape for a in arrays])  # (stays bound for the calls: one handle, one shape)
+        outs = [np.empty(sh, s.dtype) if j is None else arrays[j] for sh, s, j in zip(shapes, self.outputs, self.into)]
         self.run(*arrays, out=outs)  # validates once
         in_p = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
         out_p = (ctypes.c_void_p * max(1, len(outs)))(*[o.ctypes.data if j is None else None
                                                           for o, j in zip(outs, self.into)])
         run, h = self.lib.ck_graph_run, self.h
+        rebind = None
+        if self.symbols:  # another call on this handle may have bound other sizes: bind these again
+            dims = [(ctypes.c_int64 * max(1, a.ndim))(*a.shape) for a in arrays]
+            shape_p = (ctypes.POINTER(ctypes.c_int64) * max(1, len(dims)))(
+                *[ctypes.cast(d, ctypes.POINTER(ctypes.c_int64)) for d in dims])
+            rebind = (self.lib.ck_graph_bind, dims, shape_p)
 
         def call():
+            if rebind is not None:
+                self._check(rebind[0](h, rebind[2]))
             rc = run(h, in_p, out_p)
             if rc != 0:
                 self._check(rc)
@@ -209,6 +286,8 @@ class GraphModel(_Handle):
         into = self.into
         updated = sorted({j for j in into if j is not None})
         bump = torch.autograd.graph.increment_version
+        symbolic = bool(self.symbols)
+        bind_shapes = self.bind_shapes
 
         def call(*args):
             if len(args) != len(ins):
@@ -223,14 +302,16 @@ class GraphModel(_Handle):
                         raise CkError(-1, f"input '{name}' is updated in place by the graph: pass a contiguous CPU "
                                           f"{dt} tensor, got a {t.dtype} tensor on {t.device}"
                                           f"{'' if t.is_contiguous() else ' (not contiguous)'}")
-                    if tuple(t.shape) != shape:
+                    if tuple(t.shape) != shape and not symbolic:
                         raise CkError(-1, f"input '{name}' must have shape {list(shape)}, got {list(t.shape)}")
                     t = t.detach().to(device="cpu", dtype=dt).contiguous()
                     converted.append(t)
-                elif t.shape != shape:
+                elif t.shape != shape and not symbolic:
                     raise CkError(-1, f"input '{name}' must have shape {list(shape)}, got {list(t.shape)}")
                 resident(i, t)
-            results = [new(shape, dt, npdt) if j is None else args[j] for (shape, dt, npdt), j in zip(outs, into)]
+            shapes = bind_shapes([tuple(a.shape) for a in args]) if symbolic else [o[0] for o in outs]
+            results = [new(shape, dt, npdt) if j is None else args[j]
+                       for shape, (_, dt, npdt), j in zip(shapes, outs, into)]
             for j, o in enumerate(results):
                 out_p[j] = None if into[j] is not None else o.data_ptr() or empty_p
             rc = run(h, in_p, out_p)

@@ -8,7 +8,11 @@
  *   if (ck_graph_run(g, in, out) != CK_OK) puts(ck_last_error());
  *   ck_graph_free(g);
  *
- * Shapes are static (fixed by the example inputs at export); the
+ * Shapes are fixed by the example inputs at export, except the sizes exported
+ * as symbols (graph.json "symbols", ckc.export(dynamic_shapes=...)): a graph
+ * with symbols runs through ck_graph_run_shaped, which binds each symbol from
+ * the shapes of this call's inputs, checked against its bounds; the arena is
+ * planned for the bounds, so any binding runs without allocating. The
  * introspection functions describe every input and output. `int` results are
  * 0 on success and a negative CK_E* code (ck_errors.h) on failure, with a
  * message from ck_last_error(). A handle runs one call at a time: use one
@@ -29,7 +33,7 @@ extern "C" {
 typedef struct ck_graph ck_graph;
 
 /* Bumped whenever a function below changes meaning; ck_graph_abi_version() is the library's. */
-#define CK_GRAPH_ABI_VERSION 3
+#define CK_GRAPH_ABI_VERSION 4
 int ck_graph_abi_version(void);
 
 /* weights_path: the model.weights.safetensors written next to model.c; NULL
@@ -44,6 +48,16 @@ void ck_graph_free(ck_graph *g);
  * into inputs[j], which the run reads before overwriting; outputs[i] is then
  * neither read nor written and may be NULL. */
 int ck_graph_run(ck_graph *g, const void *const *inputs, void *const *outputs);
+
+/* Symbolic sizes: shapes[i] lists input i's ck_graph_input_rank(i) sizes. ck_graph_bind checks them (each
+ * fixed size as exported; each symbol in its bounds and equal wherever it appears) and binds the symbols for
+ * the runs that follow; CK_EINVAL naming the input, the dimension and the bound otherwise, and the previous
+ * binding stays. ck_graph_run_shaped binds and runs. ck_graph_run on a graph with symbols runs with the
+ * last binding (CK_ESTATE before the first). A graph without symbols accepts both, with its exported shapes. */
+int ck_graph_bind(ck_graph *g, const int64_t *const *shapes);
+int ck_graph_run_shaped(ck_graph *g, const void *const *inputs, const int64_t *const *shapes, void *const *outputs);
+/* The sizes of output i (ck_graph_output_rank(i) of them) under the current binding. */
+int ck_graph_bound_output_shape(const ck_graph *g, int i, int64_t *dims);
 
 /* Resident inputs (parameters passed to every run): on a device target (--target gcu) a kept input's device
  * copy is made by the next run and reused by the runs after it, as long as they pass the same pointer for it
@@ -71,9 +85,16 @@ int ck_graph_input_dtype(int i);       /* a ck_graph_dtype */
 int ck_graph_output_dtype(int i);
 int ck_graph_input_rank(int i);
 int ck_graph_output_rank(int i);
-const int64_t *ck_graph_input_shape(int i);   /* rank entries */
-const int64_t *ck_graph_output_shape(int i);
+const int64_t *ck_graph_input_shape(int i);   /* rank entries; -1 where the size is symbolic */
+const int64_t *ck_graph_output_shape(int i);  /* (an output's size that involves a symbol: -1) */
 int ck_graph_output_into(int i);       /* the input output i is written into, or -1 (its own buffer) */
+/* The symbols (0 for a graph of fixed shapes), each with its bounds; ck_graph_input_symbol(i, d): the symbol
+ * that is input i's size d, or -1 where that size is fixed. */
+int ck_graph_num_symbols(void);
+const char *ck_graph_symbol_name(int k);
+int64_t ck_graph_symbol_min(int k);
+int64_t ck_graph_symbol_max(int k);
+int ck_graph_input_symbol(int i, int d);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "frontend/graph/graph_json.h"
+#include "ir/symbolic.h"
 #include "passes/pass.h"
 #include "support/util.h"
 #include "support/safetensors_writer.h"
@@ -330,5 +331,108 @@ TEST_CASE("fold_layers: layers that differ, or share more than the carry, stay u
         Exported e(layered(1, "layers"), layered_weights(1, "layers"));
         Program p = build_from_graph_json(e.path());
         CHECK(fold_layers(p) == 0);
+    }
+}
+
+// ---- symbolic sizes (ir/symbolic.h; issue #30) ------------------------------------------------------------
+
+TEST_CASE("symbolic sizes: products of symbols are interned, multiplied, divided and printed", "[graph-frontend]")
+{
+    int64_t b = sym_dim("batch"), s = sym_dim("seq");
+    CHECK(is_sym(b));
+    CHECK(!is_sym(64));
+    CHECK(!is_sym(-1));  // T is not one of them
+    CHECK(sym_dim("batch") == b);
+    int64_t bs = dim_mul(b, s), sb = dim_mul(s, b);
+    CHECK(bs == sb);  // one product, one code
+    CHECK(dim_mul(bs, 8) == parse_dim("8*seq*batch"));
+    CHECK(dim_str(dim_mul(bs, 8)) == "8*batch*seq");
+    CHECK(dim_c(dim_mul(bs, 8)) == "(int64_t)8 * sym_batch * sym_seq");
+    CHECK(dim_c(b) == "sym_batch");
+    CHECK(dim_reads(bs) == std::vector<std::string>{"sym_batch", "sym_seq"});
+    CHECK(dim_mul(3, 4) == 12);
+    CHECK(dim_mul(b, 0) == 0);
+    int64_t q = 0;
+    REQUIRE(dim_div(dim_mul(bs, 8), dim_mul(s, 4), q));
+    CHECK(q == dim_mul(b, 2));
+    CHECK(!dim_div(b, s, q));             // not a product of what is left
+    CHECK(!dim_div(dim_mul(b, 3), 2, q));  // 3*batch / 2
+    REQUIRE(dim_div(dim_mul(b, 6), b, q));
+    CHECK(q == 6);  // the symbol cancels: a plain size again
+    sym_declare("batch", {1, 16});
+    sym_declare("seq", {2, 64});
+    CHECK(dim_max(dim_mul(bs, 8)) == 8 * 16 * 64);
+    CHECK(shape_numel_fixed(Shape{b, s, 32}) == 16 * 64 * 32);  // the planner's size: at the bounds
+    CHECK(shape_numel(Shape{b, s, 32}) == dim_mul(bs, 32));
+    CHECK(!shape_is_static(Shape{b, 4}));
+    CHECK(shape_str(Shape{b, dim_mul(s, 4)}) == "[batch, 4*seq]");
+    for (const char *bad : {"", "batch*", "2x", "batch+1", "1e3", "*seq"})
+        CHECK_THROWS_AS(parse_dim(bad), std::runtime_error);
+    CHECK_THROWS_AS(sym_bounds("no_such_symbol"), std::runtime_error);
+}
+
+namespace {
+
+// y = relu(x @ w^T + b) with x [batch, 8]
+json symbolic_linear_relu()
+{
+    json d = linear_relu();
+    d["symbols"] = {{"batch", {{"min", 1}, {"max", 32}}}};
+    d["inputs"][0]["shape"] = {"batch", 8};
+    return d;
+}
+
+}  // namespace
+
+TEST_CASE("graph.json: symbolic sizes flow through the shape rules and bad ones are named", "[graph-frontend]")
+{
+    {
+        Exported e(symbolic_linear_relu(), linear_weights());
+        Program p = build_from_graph_json(e.path());
+        CHECK(p.symbols == std::vector<std::string>{"batch"});
+        CHECK(p.header.tensor("relu").shape == (Shape{sym_dim("batch"), 4}));
+        CHECK(sym_bounds("batch").max == 32);
+    }
+    SECTION("a size naming an undeclared symbol")
+    {
+        json d = symbolic_linear_relu();
+        d["inputs"][0]["shape"] = {"batches", 8};
+        Exported e(d, linear_weights());
+        CHECK_THAT(error_of(e.path()), Catch::Contains("names 'batches', which \"symbols\" does not declare"));
+    }
+    SECTION("bounds out of order")
+    {
+        json d = symbolic_linear_relu();
+        d["symbols"]["batch"]["min"] = 40;
+        Exported e(d, linear_weights());
+        CHECK_THAT(error_of(e.path()), Catch::Contains("symbols \"batch\": bounds [40, 32]"));
+    }
+    SECTION("an input size that is a product")
+    {
+        json d = symbolic_linear_relu();
+        d["inputs"][0]["shape"] = {"2*batch", 8};
+        Exported e(d, linear_weights());
+        CHECK_THAT(error_of(e.path()), Catch::Contains("size 2*batch is a product"));
+    }
+    SECTION("a symbol no input binds")
+    {
+        json d = symbolic_linear_relu();
+        d["symbols"]["seq"] = {{"min", 1}, {"max", 8}};
+        Exported e(d, linear_weights());
+        CHECK_THAT(error_of(e.path()), Catch::Contains("symbols \"seq\": no input has it as a size"));
+    }
+    SECTION("a declared node shape that disagrees")
+    {
+        json d = symbolic_linear_relu();
+        d["nodes"][2]["shape"] = {"2*batch", 4};
+        Exported e(d, linear_weights());
+        CHECK_THAT(error_of(e.path()), Catch::Contains("declares shape [2*batch, 4] but the op computes [batch, 4]"));
+    }
+    SECTION("bounds above the limits")
+    {
+        json d = symbolic_linear_relu();
+        d["symbols"]["batch"]["max"] = int64_t(1) << 40;
+        Exported e(d, linear_weights());
+        CHECK_THAT(error_of(e.path()), Catch::Contains("must satisfy 1 <= min <= max"));
     }
 }

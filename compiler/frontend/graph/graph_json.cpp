@@ -16,6 +16,7 @@
 #include "support/limits.h"
 #include "support/source_location.h"
 #include "support/util.h"
+#include "ir/symbolic.h"
 
 static_assert(ckc::limits::kRank <= CK_MAX_RANK, "graph.json tensors must fit the kernels' shape arrays");
 
@@ -69,17 +70,40 @@ public:
         if (static_cast<int64_t>(a.size()) > limits::kRank)
             fail(fmt::format("{}: \"shape\" has {} dimensions, above ckc's limit of {}", where, a.size(), limits::kRank));
         for (const auto &d : a) {
-            if (!d.is_number_integer() || d.get<int64_t>() < 0)
-                fail(fmt::format("{}: \"shape\" must list non-negative integers, has {}", where, d.dump()));
-            int64_t v = d.get<int64_t>();
+            if (d.is_string()) {  // a symbolic size: "batch", "64*batch"
+                s.push_back(dim(d.get<std::string>(), where + " \"shape\""));
+            } else {
+                if (!d.is_number_integer() || d.get<int64_t>() < 0)
+                    fail(fmt::format("{}: \"shape\" must list non-negative integers or symbolic sizes, has {}", where,
+                                     d.dump()));
+                s.push_back(d.get<int64_t>());
+            }
+            int64_t v = dim_max(s.back());
             if (v > limits::kDim || (v && n > limits::kElements / v))
-                fail(fmt::format("{}: \"shape\" {} is above ckc's limits ({} per dimension, {} elements)", where,
-                                 a.dump(), limits::kDim, limits::kElements));
+                fail(fmt::format("{}: \"shape\" {} is above ckc's limits ({} per dimension, {} elements){}", where,
+                                 a.dump(), limits::kDim, limits::kElements,
+                                 shape_is_static(s) ? "" : " with its symbols at their bounds"));
             n *= v;
-            s.push_back(v);
         }
         return s;
     }
+    // A symbolic size written as text ("batch", "64*batch*seq"), its symbols declared in "symbols".
+    int64_t dim(const std::string &text, const std::string &where) const
+    {
+        int64_t d = 0;
+        try {
+            d = parse_dim(text);
+        } catch (const std::runtime_error &e) {
+            fail(fmt::format("{}: {}", where, e.what()));
+        }
+        if (is_sym(d))
+            for (const auto &[sym, e] : sym_product(d).powers)
+                if (!symbols_.count(sym))
+                    fail(fmt::format("{}: size \"{}\" names '{}', which \"symbols\" does not declare{}", where, text,
+                                     sym, symbols_.empty() ? "" : " (declared: " + join(std::vector<std::string>(symbols_.begin(), symbols_.end()), ", ") + ")"));
+        return d;
+    }
+    void declare_symbol(const std::string &name) { symbols_.insert(name); }
     DType dtype(const json &obj, const std::string &where) const
     {
         std::string d = str(obj, "dtype", where);
@@ -108,6 +132,7 @@ private:
     }
     std::string path_;
     std::string text_;  // the file, for error positions
+    std::set<std::string> symbols_;  // the document's "symbols"
 };
 
 Attr attr_of(const Reader &r, const json &v, const std::string &where)
@@ -125,7 +150,11 @@ Attr attr_of(const Reader &r, const json &v, const std::string &where)
     if (v.is_array()) {
         std::vector<int64_t> out;
         for (const auto &e : v) {
-            if (!e.is_number_integer()) r.fail(where + ": lists must hold integers, has " + e.dump());
+            if (e.is_string()) {  // a shape attribute's symbolic size
+                out.push_back(r.dim(e.get<std::string>(), where));
+                continue;
+            }
+            if (!e.is_number_integer()) r.fail(where + ": lists must hold integers or symbolic sizes, has " + e.dump());
             out.push_back(e.get<int64_t>());
         }
         return out;
@@ -226,6 +255,27 @@ json parse_document(const Reader &r, const std::string &text)
     return doc;
 }
 
+// "symbols": {"batch": {"min": 1, "max": 64}, ...}: the symbolic sizes and their bounds (ir/symbolic.h).
+void read_symbols(Reader &r, const json &doc, Program &p)
+{
+    if (!doc.contains("symbols")) return;
+    const json &syms = r.field(doc, "symbols", json::value_t::object, "top level");
+    for (const auto &[name, b] : syms.items()) {
+        std::string where = fmt::format("symbols \"{}\"", name);
+        int64_t lo = r.field(b, "min", json::value_t::number_integer, where).get<int64_t>();
+        int64_t hi = r.field(b, "max", json::value_t::number_integer, where).get<int64_t>();
+        if (lo < 1 || hi < lo || hi > limits::kDim)
+            r.fail(fmt::format("{}: bounds [{}, {}] must satisfy 1 <= min <= max <= {}", where, lo, hi, limits::kDim));
+        try {
+            sym_declare(name, {lo, hi});
+        } catch (const std::runtime_error &e) {
+            r.fail(fmt::format("{}: {}", where, e.what()));
+        }
+        r.declare_symbol(name);
+        p.symbols.push_back(name);
+    }
+}
+
 void read_inputs(const Reader &r, const json &doc, Program &p, Names &names)
 {
     Graph &g = p.header;
@@ -236,10 +286,21 @@ void read_inputs(const Reader &r, const json &doc, Program &p, Names &names)
         t.name = r.str(inputs[i], "name", where);
         names.add(t.name, where);
         t.shape = r.shape(inputs[i], where + " '" + t.name + "'");
+        for (int64_t d : t.shape)  // the caller's shapes bind the symbols: each an input's size of its own
+            if (is_sym(d) && (sym_product(d).coef != 1 || sym_product(d).powers.size() != 1 ||
+                              sym_product(d).powers.begin()->second != 1))
+                r.fail(fmt::format("{} '{}': size {} is a product; an input's sizes are constants or one symbol each",
+                                   where, t.name, dim_str(d)));
         t.dtype = r.dtype(inputs[i], where + " '" + t.name + "'");
         t.storage = Storage::Input;
         g.add_tensor(t);
         p.inputs.push_back(t.name);
+    }
+    for (const std::string &sym : p.symbols) {
+        bool bound = false;
+        for (const std::string &in : p.inputs)
+            for (int64_t d : g.tensor(in).shape) bound = bound || d == sym_dim(sym);
+        if (!bound) r.fail(fmt::format("symbols \"{}\": no input has it as a size, so no call could bind it", sym));
     }
 
 }
@@ -438,6 +499,7 @@ Program build_from_graph_json(const std::string &path)
     p.info.family = r.optional_str(doc, "module", "top level");
     if (p.info.family.empty()) p.info.family = "graph";
     Names names{r, {}};
+    read_symbols(r, doc, p);
     read_inputs(r, doc, p, names);
     size_t n_consts = read_constants(r, doc, path, p, names);
     read_nodes(r, doc, p, names);

@@ -34,14 +34,18 @@ class ArtifactError(CkError):
 
 
 def _specs(graph_model, kind):
-    return [{"name": s.name, "shape": list(s.shape), "dtype": np.dtype(s.dtype).name}
+    """The signature's inputs or outputs: name, shape (a symbolic input size by its name, an output's as -1),
+    dtype."""
+    return [{"name": s.name, "shape": s.dims(), "dtype": np.dtype(s.dtype).name}
             for s in getattr(graph_model, kind)]
 
 
-def aot_compile(model, example_inputs, path, options=()):
+def aot_compile(model, example_inputs, path, options=(), dynamic_shapes=None):
     """Exports `model` on `example_inputs` (their shapes and dtypes become the signature), compiles and builds
     it, and writes the artifact folder `path` (replaced whole, never half-written). Returns the path.
-    options: as the backend's ({"target": "gcu"} for the gcu device; the default here is "cpu")."""
+    options: as the backend's ({"target": "gcu"} for the gcu device; the default here is "cpu").
+    dynamic_shapes: as ckc.export's ({"x": {0: ckc.Dim("batch", max=64)}}): the artifact then takes any size
+    within those bounds (the signature lists the symbols)."""
     from ..export import export
     from .cache import compile_args, target_of
     if isinstance(options, dict) and "fallback" in options:
@@ -53,7 +57,7 @@ def aot_compile(model, example_inputs, path, options=()):
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".aot-", dir=parent)
     try:
-        graph = export(model, example_inputs, tmp)
+        graph = export(model, example_inputs, tmp, dynamic_shapes=dynamic_shapes)
         c_path = build.compile_model(graph, tmp, args=list(options))
         os.remove(os.path.join(tmp, "weights.safetensors"))  # compiled into model.weights.safetensors
         so = build.build_library(c_path)
@@ -69,6 +73,7 @@ def aot_compile(model, example_inputs, path, options=()):
             "weights_sha256": build.sha256_file(os.path.join(tmp, "model.weights.safetensors")),
             "inputs": _specs(g, "inputs"),
             "outputs": _specs(g, "outputs"),
+            "symbols": {name: list(bounds) for name, bounds in g.symbols.items()},
         }
         g.close()
         with open(os.path.join(tmp, "signature.json"), "w") as f:
@@ -116,7 +121,8 @@ class AotModel(GraphModel):
                                     "differs: truncated, replaced or edited); compile the artifact again")
         super().__init__(so, weights, threads=threads)
         for kind in ("inputs", "outputs"):
-            if _specs(self, kind) != sig[kind]:
+            if _specs(self, kind) != sig[kind] or (kind == "inputs" and
+                                                   {k: list(v) for k, v in self.symbols.items()} != sig.get("symbols", {})):
                 self.close()
                 raise ArtifactError(f"{sig_path}: its {kind} {sig[kind]} are not what the library takes "
                                     f"{_specs(self, kind)}: the signature was edited")
@@ -129,9 +135,11 @@ class AotModel(GraphModel):
                               f"got {len(inputs)}")
         for spec, x in zip(self.inputs, inputs):
             a = as_numpy(x)
-            if tuple(a.shape) != spec.shape or a.dtype != spec.dtype:
+            fits = len(a.shape) == len(spec.shape) and all(
+                sym is not None or d == fixed for d, fixed, sym in zip(a.shape, spec.shape, spec.symbols))
+            if not fits or a.dtype != spec.dtype:
                 raise CkError(-1, f"input '{spec.name}' of {self.path} must be {np.dtype(spec.dtype).name}"
-                                  f"{list(spec.shape)} (the signature it was compiled for), got {a.dtype}"
+                                  f"{spec.dims()} (the signature it was compiled for), got {a.dtype}"
                                   f"{list(a.shape)}{' (a torch tensor)' if is_torch(x) else ''}")
         return super().__call__(*inputs)
 

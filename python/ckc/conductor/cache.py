@@ -68,11 +68,12 @@ def compile_args(options, default_target):
     if options is None:
         options = ()
     if isinstance(options, dict):
-        unknown = sorted(set(options) - {"target", "args", "fallback"})
+        unknown = sorted(set(options) - {"target", "args", "fallback", "max_size"})
         if unknown:
             raise ValueError(f"ckc: unknown option(s) {', '.join(map(repr, unknown))}; the options are 'target' "
-                             f"({' or '.join(TARGETS)}), 'args' (more `ckc compile` arguments) and 'fallback' "
-                             f"({' or '.join(map(repr, FALLBACKS))}: what runs the ops ckc does not)")
+                             f"({' or '.join(TARGETS)}), 'args' (more `ckc compile` arguments), 'fallback' "
+                             f"({' or '.join(map(repr, FALLBACKS))}: what runs the ops ckc does not) and 'max_size' "
+                             "(the bound of every symbolic size)")
         args = [str(a) for a in options.get("args", ())]
         target = options.get("target")
         if target is not None:
@@ -99,6 +100,15 @@ def fallback_of(options):
     value = options.get("fallback", "eager") if isinstance(options, dict) else "eager"
     if value not in FALLBACKS:
         raise ValueError(f"ckc: fallback {value!r}; the ops ckc does not compile run by {' or '.join(map(repr, FALLBACKS))}")
+    return value
+
+
+def max_size_of(options):
+    """options={"max_size": N}: the bound the backend compiles every symbolic size of a dynamic graph for (None:
+    its own choice, conductor/symbolic.py)."""
+    value = options.get("max_size") if isinstance(options, dict) else None
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise ValueError(f"ckc: max_size {value!r}; a positive integer (the largest size a symbolic dimension takes)")
     return value
 
 

@@ -5,8 +5,9 @@ Training: AOTAutograd's backward graph (the joint graph's second half) goes thro
 per-node fallback and per-shape builds, so loss.backward() runs in ckc's C too; LayerNorm is decomposed in
 training graphs (its mean / rstd are saved for the backward, which ckc's LAYERNORM does not return).
 
-The compiled forward is specialised on first call for the concrete shapes it sees (ckc plans memory for
-static shapes); a graph dynamo traced with symbolic sizes gets one artifact per concrete shape. Every
+The compiled forward is specialised on first call for the concrete shapes it sees. A graph dynamo traced with
+symbolic sizes that ckc runs whole (inference) compiles once, to one library for every size up to a bound
+(symbolic.py); other symbolic graphs (an op ckc does not run, training) get one build per concrete shape. Every
 placeholder, parameters included, is an input of the compiled C: parameters are read in place from the
 module's tensors on each call (nothing is copied into the library), so an in-place update of a parameter
 is seen by the next call without recompiling.
@@ -14,6 +15,7 @@ is seen by the next call without recompiling.
 The stages, one module each:
   support.py      which nodes ckc can run, and why not
   specialize.py   one static graph per argument signature
+  symbolic.py     one library for a symbolic graph, sizes bound per call
   rewrites.py     FX rewrites before partitioning (attention whole, in-place scatter, views, recompute)
   partition.py    partitions -> libraries (cache.py), per-node fallback to eager
   whole_graph.py  graphs that became one library, served from the cache without AOTAutograd
@@ -25,7 +27,7 @@ import importlib
 import logging
 import warnings
 
-from . import cache, partition, rewrites, specialize, whole_graph
+from . import cache, partition, rewrites, specialize, symbolic, whole_graph
 from .buffers import BakedBuffers, buffer_inputs
 from .report import GraphReport, collect, collecting
 from .support import LAYOUT_ONLY
@@ -39,7 +41,7 @@ class _Specializing:
     """A compiled forward or backward graph: one static build per concrete argument signature."""
 
     def __init__(self, agm, name, options, whole_key=None, graph_outputs=0, training=False, constants=None,
-                 boxed=False, fallback="eager"):
+                 boxed=False, fallback="eager", max_size=None):
         self.agm, self.name, self.options, self.whole_key = agm, name, options, whole_key
         self.fallback = fallback  # what runs the nodes ckc does not: "eager" or "inductor" (cache.fallback_of)
         self.boxed = boxed  # called through call_boxed (AOTAutograd's backward): its graph gets boxed code
@@ -50,6 +52,16 @@ class _Specializing:
         self.warned = False
         self.symbolic = _is_symbolic(agm)
         self.training = training  # a training forward or a backward graph: returned views stay views
+        # a symbolic inference graph ckc runs whole: one library for every shape within its bounds (symbolic.py)
+        self.dynamic, self.why_static = None, None
+        if self.symbolic:
+            if training or boxed:
+                self.why_static = "a training graph"
+            else:
+                self.dynamic = symbolic.SymbolicGraph(agm, name, options, self.constants, max_size)
+                self.why_static = self.dynamic.why_not()
+                if self.why_static:
+                    self.dynamic = None
 
     def __call__(self, *args):
         gm, keep, perms = self._build_for(args)
@@ -70,13 +82,19 @@ class _Specializing:
         import torch
         if self.builds and not self.symbolic:  # dynamo guards static shapes: one build serves every call
             return self.only
+        if self.dynamic is not None:
+            try:
+                run, keep = self.dynamic.runner(args)
+                return run, keep, None
+            except (ex.ExportError, RuntimeError) as e:  # not convertible after all, or ckc compile / cc failed
+                self.dynamic, self.why_static = None, partition.first_error_line(str(e))
         key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else a for a in args)
         hit = self.builds.get(key)
         if hit is None:
             if self.symbolic and self.builds and not self.warned:
                 self.warned = True
-                warnings.warn(f"ckc (gcu): graph {self.name} has symbolic sizes; ckc plans static shapes, so it "
-                              "compiles one library per concrete shape", stacklevel=3)
+                warnings.warn(f"ckc (gcu): graph {self.name} has symbolic sizes but is compiled per concrete shape "
+                              f"(one library each): {self.why_static}", stacklevel=3)
             hit = self.builds[key] = self.only = self._build(args)
         return hit
 
@@ -141,17 +159,20 @@ def gcu(gm, example_inputs, options=()):
 
     options={"fallback": "inductor"} hands the nodes ckc does not compile to TorchInductor, each group of them
     between ckc's partitions one Inductor graph, instead of running them op by op (the default, "eager");
-    ckc.explain says which ran where."""
-    fallback = cache.fallback_of(options)
+    ckc.explain says which ran where.
+
+    A graph with symbolic sizes (dynamic=True) compiles to one library for every size up to a bound:
+    options={"max_size": N}, else the backend's choice (conductor/symbolic.py)."""
+    fallback, max_size = cache.fallback_of(options), cache.max_size_of(options)
     options = cache.compile_args(options, "gcu")
-    compile_graph = functools.partial(_compile_graph, fallback=fallback)
+    compile_graph = functools.partial(_compile_graph, fallback=fallback, max_size=max_size)
     buffers = buffer_inputs(gm, example_inputs)
     if buffers:
         return BakedBuffers(gm, example_inputs, options, buffers, compile_graph)
     return compile_graph(gm, example_inputs, options)
 
 
-def _compile_graph(gm, example_inputs, options, constants=None, fallback="eager"):
+def _compile_graph(gm, example_inputs, options, constants=None, fallback="eager", max_size=None):
     """gcu() for a graph; `constants` ({input index: value}) are the inputs compiled in (the compiled function
     still takes them, and ignores them)."""
     global _graph_counter
@@ -190,7 +211,7 @@ def _compile_graph(gm, example_inputs, options, constants=None, fallback="eager"
         # the forward's arguments are dynamo's, in order (else nothing is compiled in: the buffers stay inputs)
         built.append(_Specializing(agm, name, options, whole_key, graph_outputs, training=training,
                                    constants=constants if n_args == len(example_inputs) else None,
-                                   fallback=fallback))
+                                   fallback=fallback, max_size=max_size))
         return built[-1]
 
     def backward(agm, _fake_inputs):

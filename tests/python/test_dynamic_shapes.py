@@ -1,0 +1,332 @@
+"""Symbolic sizes (issue #30): a graph exported with dynamic_shapes compiles ONCE to a library that runs every
+shape within the declared bounds (ck_graph_run_shaped), equal to eager PyTorch; shapes outside the bounds,
+fixed sizes that differ and one symbol with two values are clear errors naming the input, the dimension and
+the bound."""
+import ctypes
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+import ckc
+from ckc import build
+
+TOL = 1e-4
+BATCHES = (1, 2, 3, 5, 9, 16)
+SEQS = (1, 7, 32, 64)
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(32, 96)
+        self.down = torch.nn.Linear(96, 32)
+        self.norm = torch.nn.LayerNorm(32)
+
+    def forward(self, x):
+        return self.norm(x + self.down(torch.nn.functional.gelu(self.up(x))))
+
+
+class Attention(torch.nn.Module):
+    """A pre-norm causal self-attention block written as people write it: q/k/v projections, heads by view and
+    transpose, scaled_dot_product_attention, the heads merged back with a reshape of the symbolic sizes."""
+
+    def __init__(self, dim=32, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.norm = torch.nn.LayerNorm(dim)
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.proj = torch.nn.Linear(dim, dim)
+
+    def forward(self, x):
+        B, S, C = x.shape
+        q, k, v = self.qkv(self.norm(x)).split(C, dim=-1)
+        q, k, v = (t.view(B, S, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return x + self.proj(y.transpose(1, 2).reshape(B, S, C))
+
+
+class Encoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+
+    def forward(self, x):
+        return self.layer(x)
+
+
+class Pair(torch.nn.Module):
+    """Two inputs that share their sizes."""
+
+    def forward(self, x, y):
+        return x * y + 1.0
+
+
+def dims():
+    return {"x": {0: ckc.Dim("batch", max=16), 1: ckc.Dim("seq", max=64)}}
+
+
+def compiled(module, tmp_path, args=()):
+    """(module, GraphModel, how many ckc compiles it took) for module exported with dims()."""
+    torch.manual_seed(0)
+    m = module().eval()
+    before = build.INVOCATIONS["ckc"]
+    graph = ckc.export(m, (torch.randn(3, 5, 32),), str(tmp_path / "export"), dynamic_shapes=dims())
+    c = ckc.compile_model(graph, str(tmp_path / "out"), args=args)
+    return m, ckc.GraphModel(build.build_library(c)), build.INVOCATIONS["ckc"] - before, c
+
+
+@pytest.mark.parametrize("module", [MLP, Attention, Encoder])
+def test_one_library_runs_every_shape_within_the_bounds(module, tmp_path):
+    m, g, compiles, c = compiled(module, tmp_path)
+    assert compiles == 1
+    assert g.symbols == {"batch": (1, 16), "seq": (1, 64)}
+    assert g.inputs[0].dims() == ["batch", "seq", 32]
+    src = open(c).read()
+    assert "symbols : batch in [1, 16], seq in [1, 64]" in src
+    assert "sym_batch * sym_seq" in src  # the sizes are computed when the code runs, not baked in
+    torch.manual_seed(1)
+    worst = 0.0
+    for b in BATCHES:
+        for s in SEQS:
+            x = torch.randn(b, s, 32)
+            with torch.no_grad():
+                ref = m(x)
+            y = g(x)
+            assert y.shape == ref.shape, (b, s)
+            worst = max(worst, (y - ref).abs().max().item())
+    assert worst < TOL, worst
+    assert build.INVOCATIONS["ckc"] - compiles >= 0  # (no compile happened while running)
+
+
+def test_a_shape_seen_after_a_larger_one_is_not_polluted(tmp_path):
+    """The arena holds the largest binding; a smaller call after it reads only its own rows (causal attention
+    over stale keys would show here)."""
+    m, g, _, _ = compiled(Attention, tmp_path)
+    torch.manual_seed(2)
+    for b, s in ((16, 64), (2, 3), (16, 64), (1, 1), (4, 17)):
+        x = torch.randn(b, s, 32)
+        with torch.no_grad():
+            assert (g(x) - m(x)).abs().max().item() < TOL, (b, s)
+
+
+def test_the_gcu_target_runs_symbolic_sizes(tmp_path):
+    m, g, _, _ = compiled(Attention, tmp_path, args=["--target", "gcu"])
+    torch.manual_seed(3)
+    for b, s in ((1, 1), (3, 33), (16, 64)):
+        x = torch.randn(b, s, 32)
+        with torch.no_grad():
+            assert (g(x) - m(x)).abs().max().item() < TOL, (b, s)
+
+
+def test_torch_runner_and_bind_follow_the_shapes(tmp_path):
+    m, g, _, _ = compiled(MLP, tmp_path)
+    run = g.torch_runner()
+    x1, x2 = torch.randn(2, 3, 32), torch.randn(7, 9, 32)
+    with torch.no_grad():
+        r1, r2 = m(x1), m(x2)
+    assert (run(x1)[0] - r1).abs().max().item() < TOL
+    assert (run(x2)[0] - r2).abs().max().item() < TOL
+    call1, call2 = g.bind(x1.numpy()), g.bind(x2.numpy())
+    call2()
+    assert np.abs(call1()[0] - r1.numpy()).max() < TOL  # each bound call binds its own sizes again
+    assert np.abs(call2()[0] - r2.numpy()).max() < TOL
+
+
+def test_shapes_outside_the_declaration_are_named(tmp_path):
+    _, g, _, _ = compiled(MLP, tmp_path)
+    with pytest.raises(ckc.CkError, match=r"input 'x' dimension 0 is 17: the dynamic size 'batch' must be in \[1, 16\]"):
+        g(torch.randn(17, 3, 32))
+    with pytest.raises(ckc.CkError, match=r"input 'x' dimension 1 is 65: the dynamic size 'seq' must be in \[1, 64\]"):
+        g(torch.randn(2, 65, 32))
+    with pytest.raises(ckc.CkError, match="input 'x' dimension 2 must be 32 .a fixed size"):
+        g(torch.randn(2, 3, 31))
+    with pytest.raises(ckc.CkError, match=r"input 'x' must have 3 dimensions \['batch', 'seq', 32\]"):
+        g(torch.randn(2, 32))
+
+
+def test_one_symbol_with_two_values_is_refused(tmp_path):
+    b, s = ckc.Dim("batch", max=8), ckc.Dim("seq", max=8)
+    graph = ckc.export(Pair().eval(), (torch.randn(2, 3), torch.randn(2, 3)), str(tmp_path / "e"),
+                       dynamic_shapes={"x": {0: b, 1: s}, "y": {0: b, 1: s}})
+    g = ckc.GraphModel(build.build_library(ckc.compile_model(graph, str(tmp_path / "out"))))
+    x, y = torch.randn(4, 5), torch.randn(4, 5)
+    assert (g(x, y) - (x * y + 1)).abs().max().item() < TOL
+    with pytest.raises(ckc.CkError, match="input 'y' dimension 1 is 6, but it is the dynamic size 'seq', which input "
+                                          "'x' dimension 1 sets to 5"):
+        g(torch.randn(4, 5), torch.randn(4, 6))
+
+
+def test_the_c_abi_checks_the_binding(tmp_path):
+    """ck_graph_run before any binding is CK_ESTATE; ck_graph_bind refuses bad shapes in C too (the Python
+    wrapper's checks are not the only ones), and keeps the previous binding."""
+    _, g, _, _ = compiled(MLP, tmp_path)
+    lib, h = g.lib, g.h
+    x = np.zeros((2, 3, 32), np.float32)
+    y = np.zeros((2, 3, 32), np.float32)
+    ins = (ctypes.c_void_p * 1)(x.ctypes.data)
+    outs = (ctypes.c_void_p * 1)(y.ctypes.data)
+    assert lib.ck_graph_run(h, ins, outs) == -3  # CK_ESTATE
+    assert "bind them with ck_graph_run_shaped" in lib.ck_last_error().decode()
+
+    def bind(shape):
+        arr = (ctypes.c_int64 * 3)(*shape)
+        return lib.ck_graph_bind(h, (ctypes.POINTER(ctypes.c_int64) * 1)(ctypes.cast(arr, ctypes.POINTER(ctypes.c_int64))))
+    assert bind((2, 3, 32)) == 0
+    assert bind((2, 99, 32)) == -1
+    assert lib.ck_last_error().decode() == ("ck_graph_bind: input 'x' dimension 1 (symbol 'seq') is 99, outside its "
+                                            "bounds [1, 64]")
+    assert bind((2, 3, 8)) == -1
+    assert "a fixed size" in lib.ck_last_error().decode()
+    dims = (ctypes.c_int64 * 3)()
+    assert lib.ck_graph_bound_output_shape(h, 0, dims) == 0
+    assert list(dims) == [2, 3, 32]  # the good binding stayed
+    assert lib.ck_graph_num_symbols() == 2
+    assert [lib.ck_graph_input_symbol(0, d) for d in range(3)] == [0, 1, -1]
+
+
+def test_the_executable_takes_the_sizes(tmp_path):
+    m, g, _, c = compiled(MLP, tmp_path)
+    with open(c + ".kernels") as f:
+        sources = [line.strip() for line in f if line.strip()]
+    exe = str(tmp_path / "model")
+    build.run(["cc", "-O1", "-DCK_GRAPH_MAIN", "-I", build.include_dir(), c, *build.runtime_objects(sources),
+               "-lopenblas", "-lm", "-fopenmp", "-o", exe])
+    p = subprocess.run([exe, "--help"], capture_output=True, text=True)
+    assert p.returncode == 0 and "x: f32, batch x seq x 32 (row-major)" in p.stderr, p.stderr
+    assert "symbol batch: 1..16 (-s batch=SIZE)" in p.stderr
+    x = torch.randn(3, 4, 32)
+    (tmp_path / "x.bin").write_bytes(x.numpy().tobytes())
+    weights = str(tmp_path / "out" / "model.weights.safetensors")
+    p = subprocess.run([exe, weights, str(tmp_path / "x.bin"), "-s", "batch=3", "-s", "seq=4"], capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == "output output f32 3x4x32"
+    with torch.no_grad():
+        ref = m(x).numpy().ravel()
+    assert np.abs(np.array([float(v) for v in lines[1:]]) - ref).max() < TOL
+    p = subprocess.run([exe, weights, str(tmp_path / "x.bin"), "-s", "batch=3"], capture_output=True, text=True)
+    assert p.returncode == 1 and "symbol seq has no size: pass -s seq=SIZE" in p.stderr
+    p = subprocess.run([exe, weights, str(tmp_path / "x.bin"), "-s", "batch=3", "-s", "seq=5"], capture_output=True,
+                       text=True)
+    assert p.returncode == 1 and "input x needs exactly 1920 bytes" in p.stderr
+    p = subprocess.run([exe, weights, str(tmp_path / "x.bin"), "-s", "batch=30", "-s", "seq=4"], capture_output=True,
+                       text=True)
+    assert p.returncode == 1 and "outside its bounds [1, 16]" in p.stderr
+
+
+def test_export_needs_a_bound(tmp_path):
+    with pytest.raises(ckc.ExportError, match="give max="):
+        ckc.Dim("batch")
+    with pytest.raises(ckc.ExportError, match="1 <= min <= max"):
+        ckc.Dim("batch", min=4, max=2)
+
+
+def test_the_plan_is_sized_for_the_bounds(tmp_path):
+    """The arena of the symbolic library equals the one of a library exported at the largest shape (the plan
+    holds for every binding, and costs no more than the worst case)."""
+    _, _, _, c = compiled(MLP, tmp_path / "dyn")
+    torch.manual_seed(0)
+    graph = ckc.export(MLP().eval(), (torch.randn(16, 64, 32),), str(tmp_path / "static"))
+    s = ckc.compile_model(graph, str(tmp_path / "static" / "out"))
+
+    def arena(path):
+        line = next(l for l in open(path) if "#define CK_ACT_FIXED" in l)
+        return int(line.split()[2])
+    assert arena(c) == arena(s)
+    assert arena(c) >= 16 * 64 * 96 * 4  # at least the widest activation at the bounds
+
+
+def test_an_aot_artifact_takes_dynamic_shapes(tmp_path):
+    """ckc.aot_compile(dynamic_shapes=...): the artifact runs every shape within the bounds; its signature lists
+    the symbols, and aot_load checks them with the rest."""
+    import json
+    torch.manual_seed(0)
+    m = MLP().eval()
+    path = ckc.aot_compile(m, (torch.randn(2, 3, 32),), str(tmp_path / "art"), dynamic_shapes=dims())
+    sig = json.load(open(tmp_path / "art" / "signature.json"))
+    assert sig["inputs"] == [{"name": "x", "shape": ["batch", "seq", 32], "dtype": "float32"}]
+    assert sig["symbols"] == {"batch": [1, 16], "seq": [1, 64]}
+    a = ckc.aot_load(path)
+    for b, s in ((1, 1), (4, 9), (16, 64)):
+        x = torch.randn(b, s, 32)
+        with torch.no_grad():
+            assert (a(x) - m(x)).abs().max().item() < TOL
+    with pytest.raises(ckc.CkError, match=r"must be float32\['batch', 'seq', 32\]"):
+        a(torch.randn(2, 3, 16))
+    with pytest.raises(ckc.CkError, match="dynamic size 'batch' must be in"):
+        a(torch.randn(17, 3, 32))
+    a.close()
+    sig["symbols"]["batch"] = [1, 1000]  # an edited bound is refused like any edit
+    json.dump(sig, open(tmp_path / "art" / "signature.json", "w"))
+    with pytest.raises(ckc.CkError, match="the signature was edited"):
+        ckc.aot_load(path)
+
+
+# ---- torch.compile(backend="gcu") on graphs dynamo traced with symbolic sizes ----------------------------
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A fresh JIT cache per test (never the user's): the compile counts below are real compiles."""
+    monkeypatch.setenv("CKC_CACHE_DIR", str(tmp_path / "cache"))
+    torch._dynamo.reset()
+    return tmp_path / "cache"
+
+
+def compiled_calls(module, shapes, **compile_kwargs):
+    """(worst difference from eager, ckc compiles, warnings) over calls of torch.compile(module) at `shapes`."""
+    import warnings
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    m = module().eval()
+    fast = torch.compile(m, backend="gcu", **compile_kwargs)
+    before, worst = build.INVOCATIONS["ckc"], 0.0
+    with warnings.catch_warnings(record=True) as w, torch.no_grad():
+        warnings.simplefilter("always")
+        for b, s in shapes:
+            x = torch.randn(b, s, 32)
+            worst = max(worst, (fast(x) - m(x)).abs().max().item())
+    return worst, build.INVOCATIONS["ckc"] - before, [str(x.message) for x in w]
+
+
+@pytest.mark.parametrize("module", [MLP, Attention])
+def test_dynamic_true_compiles_once(module, cache):
+    shapes = [(b, s) for b in (2, 3, 17, 64) for s in (5, 33)]
+    worst, compiles, warned = compiled_calls(module, shapes, dynamic=True)
+    assert worst < TOL
+    assert compiles == 1, warned  # one ckc compile (and one cc build) for all 8 shapes
+    assert not [w for w in warned if "ckc" in w], warned
+
+
+def test_automatic_dynamic_shapes_compile_once_more(cache):
+    """Without dynamic=True, dynamo traces the first shape static and, when another comes, the graph again with
+    symbolic sizes: two ckc compiles for any number of shapes after that."""
+    worst, compiles, _ = compiled_calls(MLP, [(2, 5), (3, 5), (4, 5), (9, 5), (16, 5)])
+    assert worst < TOL and compiles == 2
+
+
+def test_a_size_beyond_the_bound_compiles_again_and_says_so(cache):
+    worst, compiles, warned = compiled_calls(MLP, [(2, 5), (3, 5), (300, 5), (1000, 5)], dynamic=True)
+    assert worst < TOL and compiles == 2, warned
+    assert any("compiles again" in w and "= 300 is above the bound 64" in w and "(now 2048)" in w for w in warned), warned
+    worst, compiles, warned = compiled_calls(MLP, [(2, 5), (300, 5)], dynamic=True, options={"max_size": 512})
+    assert worst < TOL and compiles == 1, warned
+    with pytest.raises(Exception, match="max_size 0; a positive integer"):
+        compiled_calls(MLP, [(2, 5)], dynamic=True, options={"max_size": 0})
+
+
+class WithSort(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(32, 32)
+
+    def forward(self, x):
+        return torch.sort(self.fc(x), dim=-1).values
+
+
+def test_a_graph_ckc_cannot_run_whole_is_compiled_per_shape_with_the_reason(cache):
+    worst, compiles, warned = compiled_calls(WithSort, [(2, 5), (3, 5)], dynamic=True)
+    assert worst < TOL and compiles == 2
+    assert any("compiled per concrete shape" in w and "aten.sort" in w for w in warned), warned
