@@ -119,6 +119,7 @@ class GraphModel(_Handle):
         self.symbols = {lib.ck_graph_symbol_name(k).decode(): (lib.ck_graph_symbol_min(k), lib.ck_graph_symbol_max(k))
                         for k in range(lib.ck_graph_num_symbols())}
         self._sym_names = list(self.symbols)
+        self._bound_key = self._bound_outputs = None  # the input shapes the handle is bound to (bind_shapes)
         self.inputs = [self._spec(i, "input") for i in range(self.lib.ck_graph_num_inputs())]
         self.outputs = [self._spec(i, "output") for i in range(self.lib.ck_graph_num_outputs())]
         # per output: the input it is written into (graph.json "into": updated in place), else None
@@ -154,6 +155,10 @@ class GraphModel(_Handle):
                 if tuple(shape) != spec.shape:
                     raise CkError(-1, f"input '{spec.name}' must have shape {list(spec.shape)}, got {list(shape)}")
             return [s.shape for s in self.outputs]
+        key = tuple(map(tuple, shapes))
+        if key == self._bound_key:  # the handle is bound to these already (a loop over one shape pays nothing)
+            return self._bound_outputs
+        self._bound_key = None
         values = {}
         for spec, shape in zip(self.inputs, shapes):
             shape = tuple(shape)
@@ -183,6 +188,7 @@ class GraphModel(_Handle):
             dims = (ctypes.c_int64 * max(1, len(spec.shape)))()
             self._check(self.lib.ck_graph_bound_output_shape(self.h, j, dims))
             out.append(tuple(dims[k] for k in range(len(spec.shape))))
+        self._bound_key, self._bound_outputs = key, out
         return out
 
     def _check(self, rc):
@@ -252,6 +258,7 @@ class GraphModel(_Handle):
 
         def call():
             if rebind is not None:
+                self._bound_key = None  # (bound here, not through bind_shapes)
                 self._check(rebind[0](h, rebind[2]))
             rc = run(h, in_p, out_p)
             if rc != 0:

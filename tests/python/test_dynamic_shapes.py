@@ -330,3 +330,15 @@ def test_a_graph_ckc_cannot_run_whole_is_compiled_per_shape_with_the_reason(cach
     worst, compiles, warned = compiled_calls(WithSort, [(2, 5), (3, 5)], dynamic=True)
     assert worst < TOL and compiles == 2
     assert any("compiled per concrete shape" in w and "aten.sort" in w for w in warned), warned
+
+
+def test_the_symbolic_library_is_called_without_aotautograds_wrapper(cache, monkeypatch):
+    """Once built, dynamo calls the library directly (symbolic.SymbolicGraph.direct): AOTAutograd's runtime
+    wrapper and the per-shape dispatcher (jit._Specializing) run only for the build-ahead call."""
+    from ckc.conductor import jit
+    calls = []
+    original = jit._Specializing.__call__
+    monkeypatch.setattr(jit._Specializing, "__call__", lambda self, *a: calls.append(1) or original(self, *a))
+    worst, compiles, _ = compiled_calls(MLP, [(2, 5), (3, 7), (9, 2), (300, 3)], dynamic=True)
+    assert worst < TOL and compiles == 2  # (300 is beyond the first bound: compiled again, still direct)
+    assert len(calls) == 1

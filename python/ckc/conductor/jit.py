@@ -228,17 +228,24 @@ def _compile_graph(gm, example_inputs, options, constants=None, fallback="eager"
     compiled = aot_module_simplified(gm, example_inputs, fw_compiler=forward, bw_compiler=backward,
                                      decompositions=table, keep_inference_input_mutations=not training,
                                      partition_fn=rewrites.partition_joint)
-    if whole_key and not updates:  # (a build-ahead run would apply the update once too often)
+    # a symbolic graph's size arguments, as the values of this call (dynamo's hints)
+    hints = [a.node.hint if isinstance(a, torch.SymInt) else a for a in example_inputs]
+    sizes = any(isinstance(a, torch.SymInt) for a in example_inputs)
+    if (whole_key or (sizes and not training and all(h is not None for h in hints))) and not updates:
+        # (a build-ahead run would apply the update once too often)
         # dynamo hands over real example inputs: build now, and when the graph became one library, return the
         # library itself, without AOTAutograd's runtime wrapper around it (its per-call cost is that of the
         # kernels on small inputs)
         # (on copies of the inputs other than parameters: a module may update an input in place)
         with torch.no_grad():
             compiled(*[t.clone() if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter) else t
-                       for t in example_inputs])
+                       for t in hints])
         plan = built and built[-1].plan
         if plan:
             return whole_graph.runner_of(plan, example_inputs)
+        direct = built and built[-1].dynamic and built[-1].dynamic.direct(graph_outputs, len(example_inputs))
+        if direct:  # a symbolic graph that is one library: called on dynamo's arguments, nothing in between
+            return direct
     return compiled
 
 

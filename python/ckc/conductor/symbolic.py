@@ -59,6 +59,28 @@ class SymbolicGraph:
                         return f"input {n.name} has the size {expr}, not one symbol"
         return None
 
+    def direct(self, graph_outputs, n_args):
+        """The compiled function dynamo can call itself, without AOTAutograd's runtime wrapper (its per-call
+        cost is that of the kernels on small inputs): when the library is built, the graph's arguments are
+        dynamo's (n_args) and it returns exactly dynamo's outputs, each computed (none an input or a size).
+        Else None."""
+        import torch
+        import torch.fx
+        if self.run is None or len(self.placeholders()) != n_args:
+            return None
+        outs = self.agm.graph.output_node().args[0]
+        outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+        if len(outs) != graph_outputs or any(
+                not isinstance(o, torch.fx.Node) or o.op == "placeholder" or not isinstance(o.meta.get("val"), torch.Tensor)
+                for o in outs):
+            return None
+
+        def compiled(*args):
+            run, keep = self.runner(args)
+            return run(*[args[i] for i in keep])
+        compiled.graph = self  # keeps the library loaded
+        return compiled
+
     def fits(self, args):
         return self.run is not None and all(args[i].shape[d] <= self.bounds[s] for s, (i, d) in self.positions)
 
