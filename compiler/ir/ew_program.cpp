@@ -8,6 +8,7 @@
 
 #include "ck_kernels.h"
 #include "ir/op_rules.h"
+#include "ir/symbolic.h"
 #include "support/util.h"
 
 namespace ckc {
@@ -130,8 +131,8 @@ std::optional<std::pair<int64_t, int64_t>> ew_index(const Shape &s, const Shape 
     }
     int64_t div = 1, mod = 1;
     if (d0 >= 0) {
-        for (size_t d = d1; d < o.size(); d++) div *= o[d];
-        for (int d = d0; d < d1; d++) mod *= o[d];
+        for (size_t d = d1; d < o.size(); d++) div = dim_mul(div, o[d]);  // (symbolic sizes: products of them)
+        for (int d = d0; d < d1; d++) mod = dim_mul(mod, o[d]);
     }
     return std::make_pair(div, mod);
 }

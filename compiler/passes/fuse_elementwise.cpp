@@ -37,7 +37,7 @@ bool fusible(const Graph &g, const Node &n)
 {
     if (!ew_code(n.op)) return false;
     const Tensor &out = g.tensor(n.output);
-    if (out.dtype != DType::F32 || !shape_is_static(out.shape)) return false;  // (ew_index: static shapes)
+    if (out.dtype != DType::F32 || shape_has_tokens(out.shape)) return false;
     for (const auto &x : n.inputs) {
         const Tensor &t = g.tensor(x);
         if (t.dtype != DType::F32 || !ew_index(t.shape, out.shape)) return false;

@@ -3,6 +3,7 @@ shape within the declared bounds (ck_graph_run_shaped), equal to eager PyTorch; 
 fixed sizes that differ and one symbol with two values are clear errors naming the input, the dimension and
 the bound."""
 import ctypes
+import math
 import subprocess
 
 import numpy as np
@@ -342,3 +343,36 @@ def test_the_symbolic_library_is_called_without_aotautograds_wrapper(cache, monk
     worst, compiles, _ = compiled_calls(MLP, [(2, 5), (3, 7), (9, 2), (300, 3)], dynamic=True)
     assert worst < TOL and compiles == 2  # (300 is beyond the first bound: compiled again, still direct)
     assert len(calls) == 1
+
+
+class Elementwise(torch.nn.Module):
+    """A chain of elementwise ops (GPT-2's tanh GELU written out, a broadcast row mean) on symbolic shapes: one
+    fused EW program whose index pattern has symbolic sizes."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(32, 32)
+        self.shift = torch.nn.Parameter(torch.randn(32))
+
+    def forward(self, x, y):
+        h = self.fc(x)
+        g = 0.5 * h * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * torch.pow(h, 3.0))))
+        return g * y + self.shift - y.mean(-1, keepdim=True) * 0.1
+
+
+@pytest.mark.parametrize("target", ["cpu", "gcu"])
+def test_elementwise_chains_fuse_on_symbolic_shapes(target, tmp_path):
+    torch.manual_seed(0)
+    m = Elementwise().eval()
+    b, s = ckc.Dim("batch", max=16), ckc.Dim("seq", max=64)
+    graph = ckc.export(m, (torch.randn(2, 3, 32), torch.randn(2, 3, 32)), str(tmp_path / "e"),
+                       dynamic_shapes={"x": {0: b, 1: s}, "y": {0: b, 1: s}})
+    c = ckc.compile_model(graph, str(tmp_path / "out"), args=["--target", target])
+    src = open(c).read()
+    assert src.count("ck_ew(") == 1  # the GELU's eight ops, the product, the shift and the mean's broadcast
+    assert "const int64_t md[] = {(int64_t)32 * sym_batch * sym_seq" in src  # an index pattern known when it runs
+    g = ckc.GraphModel(build.build_library(c))
+    for bb, ss in ((1, 1), (2, 3), (16, 64), (5, 7)):
+        x, y = torch.randn(bb, ss, 32), torch.randn(bb, ss, 32)
+        with torch.no_grad():
+            assert (g(x, y) - m(x, y)).abs().max().item() < TOL, (bb, ss)
