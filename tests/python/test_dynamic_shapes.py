@@ -376,3 +376,14 @@ def test_elementwise_chains_fuse_on_symbolic_shapes(target, tmp_path):
         x, y = torch.randn(bb, ss, 32), torch.randn(bb, ss, 32)
         with torch.no_grad():
             assert (g(x, y) - m(x, y)).abs().max().item() < TOL, (bb, ss)
+
+
+def test_what_is_not_supported_yet_is_named(tmp_path):
+    """A transformers Llama slices its positions to the sequence length: with a symbolic length the export
+    stops, naming the node and what it needs (never a wrong graph)."""
+    from test_hf_export import hf_model
+    m = hf_model("llama").eval()
+    ids = torch.randint(0, m.config.vocab_size, (2, 8))
+    with pytest.raises(ckc.ExportError, match=r"node 'slice\w*' \(aten.slice\).*needs a fixed size"):
+        ckc.export(m, (ids,), str(tmp_path / "hf"),
+                   dynamic_shapes={"input_ids": {0: ckc.Dim("batch", max=4), 1: ckc.Dim("seq", max=32)}})
