@@ -87,10 +87,14 @@ int64_t dim_mul(int64_t a, int64_t b)
     if (a == -1 || b == -1) return a * b;
     if (!is_sym(a) && !is_sym(b)) {
         if (a < 0 || b < 0) internal_error(fmt::format("size {} x {} in symbolic arithmetic", a, b));
+        if (a && b > std::numeric_limits<int64_t>::max() / a)  // (a graph.json's "4000000000*9000000000")
+            throw std::runtime_error(fmt::format("the size {} x {} overflows", a, b));
         return a * b;
     }
     if (a == 0 || b == 0) return 0;
     SymProduct p = product_of(a), q = product_of(b);
+    if (q.coef > std::numeric_limits<int64_t>::max() / p.coef)
+        throw std::runtime_error(fmt::format("the size {} x {} overflows", dim_str(a), dim_str(b)));
     p.coef *= q.coef;
     for (const auto &[s, e] : q.powers) p.powers[s] += e;
     return sym_make(p);
