@@ -157,6 +157,9 @@ size_t ck_linear_q_workspace(int T, int K);
  * GEMM wins from 7 tokens on; q4_0's pair kernel (qdot4.c) would still lead at 8 (90.7 vs 77.2 tok/s), the other
  * formats' single-token bodies would not */
 #define CK_LINEAR_Q_DECODE_T 6
+/* ... and up to this many minus one when an integer part has no int8 GEMM on the CPU (AVX2 without VNNI), where
+ * the prefill path would dequantize the whole matrix into float tiles each call (qlinear.c: prefill_min_t) */
+#define CK_LINEAR_Q_TILE_MIN_T 16
 int ck_linear_q(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, const float *bias, const float *add,
                 int ld_add, int T, int K, int N);
 int ck_linear_q_ref(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, const float *bias,
