@@ -393,10 +393,11 @@ def test_the_issues_loop_is_one_compile_without_dynamos_size_1_specialization(ca
     """for b in (1, 3, 17, 64): fast(x[b]) with dynamic=True is ONE ckc compile once dynamo stops specializing
     size 1 (torch.fx.experimental._config.backed_size_oblivious); without it, batch 1 is a graph of its own."""
     import torch.fx.experimental._config as fx_config
-    monkeypatch.setattr(fx_config, "backed_size_oblivious", True)
-    worst, compiles, warned = compiled_calls(MLP, [(1, 128), (3, 128), (17, 128), (64, 128)], dynamic=True)
+    # (torch's config.patch: monkeypatch's undo deletes the attribute, which a torch config module refuses)
+    with fx_config.patch(backed_size_oblivious=True):
+        worst, compiles, warned = compiled_calls(MLP, [(1, 128), (3, 128), (17, 128), (64, 128)], dynamic=True)
     assert worst < TOL and compiles == 1, warned
-    monkeypatch.setattr(fx_config, "backed_size_oblivious", False)
     monkeypatch.setenv("CKC_CACHE_DIR", str(cache) + "-2")  # (the symbolic library is cached by now)
-    worst, compiles, warned = compiled_calls(MLP, [(1, 128), (3, 128), (17, 128), (64, 128)], dynamic=True)
+    with fx_config.patch(backed_size_oblivious=False):
+        worst, compiles, warned = compiled_calls(MLP, [(1, 128), (3, 128), (17, 128), (64, 128)], dynamic=True)
     assert worst < TOL and compiles == 2, warned
