@@ -15,6 +15,7 @@ namespace {
 
 struct Table {
     std::vector<SymProduct> products;
+    std::map<std::string, size_t> index;  // key_of(product) -> its place in products
     std::map<std::string, SymBounds> bounds;
 };
 Table &table()
@@ -50,11 +51,9 @@ int64_t sym_make(const SymProduct &p)
     if (p.coef < 1) internal_error(fmt::format("symbolic size with coefficient {}", p.coef));
     if (p.powers.empty()) return p.coef;
     auto &t = table();
-    std::string k = key_of(p);
-    for (size_t i = 0; i < t.products.size(); i++)
-        if (key_of(t.products[i]) == k) return kSymBase - static_cast<int64_t>(i);
-    t.products.push_back(p);
-    return kSymBase - static_cast<int64_t>(t.products.size() - 1);
+    auto [it, added] = t.index.emplace(key_of(p), t.products.size());
+    if (added) t.products.push_back(p);
+    return kSymBase - static_cast<int64_t>(it->second);
 }
 
 int64_t sym_dim(const std::string &name)
