@@ -96,6 +96,8 @@ void ck_cpu_force_no_avx512(int on);   /* tests: what runs on a CPU without AVX-
 int ck_cpu_avx512vbmi(void);           /* 1 when the AVX-512 VBMI bodies run (4-bit decode) */
 void ck_cpu_force_no_vbmi(int on);     /* tests: the AVX-512 bodies without VBMI */
 int ck_cpu_amx(void);                  /* 1 when the AMX-INT8 tiles run the int8 prefill GEMM */
+int ck_cpu_amx_bf16(void);             /* 1 when AMX-BF16 tiles run the f16 / bf16 prefill GEMM too */
+int ck_cpu_avx512bf16(void);           /* 1 when the avx512 path may use AVX512_BF16's conversions */
 void ck_cpu_force_no_amx(int on);      /* tests: the AVX-512 VNNI prefill on an AMX machine */
 const char *ck_cpu_path(void);         /* the path that runs: portable, avx2, avx2-vnni, avx512, avx512-vbmi, amx, neon */
 int ck_cpu_has_path(const char *name); /* 1 when the CPU has that path (CK_KERNELS and forcing aside) */

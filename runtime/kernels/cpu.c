@@ -7,7 +7,8 @@
  *   avx2-vnni    + AVX-VNNI (VEX vpdpbusd: Alder Lake and later, Zen 5)
  *   avx512       AVX-512 F/BW/VL + VNNI (the int8 prefill GEMM, the 512-bit decode bodies)
  *   avx512-vbmi  + AVX512_VBMI (vpermt2b: the 4-bit decode bodies that gather 4 blocks' quants in one shuffle)
- *   amx          + AMX-TILE / AMX-INT8 with the OS's permission (the int8 prefill GEMM on tiles, qgemm.c)
+ *   amx          + AMX-TILE / AMX-INT8 with the OS's permission (the int8 prefill GEMM on tiles, qgemm.c), and
+ *                  where the CPU also has AMX-BF16 + AVX512_BF16, the f16 / bf16 prefill on tiles (fgemm.c)
  * and on ARM64:
  *   neon         the NEON decode bodies (qdot_neon.c; every ARMv8-A has NEON)
  * A path runs when the CPU has it and nothing caps it. CK_KERNELS=<path> caps the dispatch at that path
@@ -40,6 +41,8 @@ static int ck_detected = 0;
 static int ck_has[L_COUNT]; /* what the CPU has (portable always) */
 static int ck_cap = L_COUNT - 1; /* CK_KERNELS */
 static int ck_forced_portable, ck_forced_no_vnni, ck_forced_no_avx512, ck_forced_no_vbmi, ck_forced_no_amx;
+static int ck_has_avx512bf16; /* AVX512_BF16 beside the avx512 path (fgemm.c's bf16 splitting for the tiles) */
+static int ck_has_amx_bf16;   /* the amx path's tiles also take bf16 (AMX-BF16 and AVX512_BF16) */
 
 /* AMX: the CPU's AMX-TILE and AMX-INT8 (CPUID 7.0 EDX bits 24, 25), the OS's tile state enabled (XCR0 bits 17,
  * 18), and Linux's permission for this process to use it (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA; without
@@ -65,7 +68,9 @@ static int amx_usable(void)
     if (!why) why = "no way to request the tile permission on this OS";
 #endif
     if (why) {
-        if (getenv("CK_DEBUG")) fprintf(stderr, "ckc: AMX: not used (%s); the int8 prefill runs on AVX-512 VNNI\n", why);
+        if (getenv("CK_DEBUG"))
+            fprintf(stderr, "ckc: AMX: not used (%s); the int8 prefill runs on AVX-512 VNNI, f16 / bf16 on FMAs\n",
+                    why);
         return 0;
     }
     return 1;
@@ -88,6 +93,17 @@ static void detect(void)
                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
     ck_has[L_AVX512_VBMI] = ck_has[L_AVX512] && __builtin_cpu_supports("avx512vbmi");
     ck_has[L_AMX] = ck_has[L_AVX512_VBMI] && amx_usable();
+    {
+        unsigned a, b, c, d;
+        /* AVX512_BF16: CPUID 7.1 EAX bit 5; AMX-BF16: 7.0 EDX bit 22 */
+        ck_has_avx512bf16 = ck_has[L_AVX512] && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+        ck_has_amx_bf16 = ck_has[L_AMX] && ck_has_avx512bf16 && __get_cpuid_count(7, 0, &a, &b, &c, &d) &&
+                          (d & (1u << 22));
+    }
+    if (ck_has[L_AMX]) {
+        if (!ck_has_amx_bf16 && getenv("CK_DEBUG"))
+            fprintf(stderr, "ckc: AMX-BF16: not on this CPU; the f16 / bf16 prefill runs on AVX-512 FMAs\n");
+    }
 #endif
 #if defined(__aarch64__) && defined(__ARM_NEON)
     ck_has[L_NEON] = 1;
@@ -164,3 +180,7 @@ void ck_cpu_force_no_vbmi(int on) { ck_forced_no_vbmi = on; }
 int ck_cpu_amx(void) { return ck_cpu_avx512vbmi() && !ck_forced_no_amx && level_on(L_AMX); }
 
 void ck_cpu_force_no_amx(int on) { ck_forced_no_amx = on; }
+
+int ck_cpu_amx_bf16(void) { return ck_cpu_amx() && ck_has_amx_bf16; }
+
+int ck_cpu_avx512bf16(void) { return ck_cpu_avx512vnni() && ck_has_avx512bf16; }

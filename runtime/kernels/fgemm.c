@@ -24,6 +24,10 @@
  * depend on the panel widths; the scalar twins do the same FMAs (fmaf) in the
  * same order and equal the AVX-512 bodies bit for bit (tested). CPUs without
  * AVX-512 keep OpenBLAS (ck_linear) and qlinear.c's tiles into sgemm.
+ *
+ * On AMX-BF16, f16 / bf16 weights run on tiles instead (fgemm_amx below): the
+ * operands split exactly into bf16 parts, so the products are float32's and
+ * only the order of the sums differs.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -32,6 +36,7 @@
 #include "ck_kernels.h"
 #include "ck_quant.h"
 #include "ck_simd.h"
+#include "amx_tiles.h"
 #include "fgemm.h"
 
 #define NV 3        /* zmm of weight rows per panel (the last panel of a range: as few as its rows need) */
@@ -45,6 +50,12 @@ typedef char ck_fgemm_panel_fits[CK_FGEMM_PANEL_BYTES == 0 || sizeof(float) * KC
 int ck_fgemm_type(int type) { return type == CK_Q_F32 || type == CK_Q_F16 || type == CK_Q_BF16; }
 
 int ck_fgemm_fast(void) { return ck_cpu_avx512vnni(); }
+
+int ck_fgemm_body(int type)
+{
+    if ((type == CK_Q_F16 || type == CK_Q_BF16) && ck_cpu_amx_bf16()) return CK_FGEMM_AMX;
+    return ck_fgemm_fast() ? CK_FGEMM_AVX512 : CK_FGEMM_REF;
+}
 
 /* element i of a row of `type` */
 static float elem(int type, const void *row, size_t i)
@@ -226,6 +237,368 @@ CK_AVX512F static void tile_avx512(const float *P, int nv, const acts *x, int k0
 }
 #endif
 
+/* ---- AMX-BF16 tiles: f16 / bf16 weights ---------------------------------------------------------------
+ * TDPBF16PS C += A B takes A as bf16 [16 tokens][32 k], B as bf16 [16 pairs][16 rows x 2] (row g of B holds the
+ * pair k = 2g, 2g + 1 of each of 16 weight rows: 16 rows of W viewed as 32-bit pairs, transposed) and C as float
+ * [16 tokens][16 rows]; the product of two bf16 is exact in float and every sum rounds to nearest.
+ *
+ * bf16 keeps 8 significant bits, float 24. So that the tiles compute float32's products and not bf16's
+ * (rounding the activations alone costs up to 2^-8 of every product: logits ~1e-3 off), the operands are split
+ * exactly: an activation x = hi + mid + lo (three bf16 of 8 bits each, rounded to nearest in turn: each residual
+ * has at most 16, then 8 significant bits), an f16 weight w = hi + lo (its 11 bits), a bf16 weight as it is. Per
+ * 32 k and 16 rows, smallest first:
+ *   bf16 weights  C += A_lo W + A_mid W + A_hi W
+ *   f16 weights   C += A_lo W_hi + A_mid W_hi + A_hi W_hi + A_mid W_lo + A_hi W_lo
+ * (the A_lo W_lo left out is under 2^-24 of the product). So an output differs from the FMA body's only by the
+ * order and rounding of float sums, as two BLAS do (tested: within 2e-6 of sum |x w|, as the FMA body is).
+ * That is 3 or 5 tile products where bf16 would take one; TDPBF16PS does 512 multiply-adds a cycle, 16x an
+ * AVX-512 core's FMAs.
+ *
+ * Layout: the activations of up to FAMX_TB tokens are split once per call into A_hi / A_mid / A_lo
+ * [tokens][kp] (kp: K rounded up to 32, zero past K and past the last token to a multiple of 16); the weights
+ * are packed per panel (48 rows x KC columns, as the FMA body's) into B tiles of 1 KiB, [k tile][row block], hi
+ * and (f16) lo. Tiles 0-2: C of the panel's three row blocks; 3-5: A_hi, A_mid, A_lo; 6, 7: B_hi, B_lo. After a
+ * panel's k tiles the three C are stored and added into y as the FMA body adds a panel's sums (the bias and
+ * residual with the first). The tile program (FAMX_TILE) runs on the real tiles, and on emulated ones
+ * (amx_tiles.h) in the tests of every machine; the splitting and packing have a scalar and an AVX512_BF16 body
+ * with the same rounding (VCVTNE2PS2BF16's), equal bit for bit. */
+#define FAMX_TB 256 /* tokens whose activations are split at a time: 3 x 256 x K bf16 */
+#define TM 16       /* tokens per tile */
+#define KT 32       /* k per tile */
+
+typedef struct {
+    const uint16_t *hi, *mid, *lo; /* [tokens][kp] */
+    size_t kp;
+} famx_acts;
+
+/* v as a bf16 part (VCVTNE2PS2BF16's rounding) and what is left of it (0 when v is infinite or NaN: the part
+ * carries it) */
+static uint16_t famx_part(float v, float *rest)
+{
+    const uint16_t h = amx_bf16_of(v);
+    const float d = v - amx_bf16_value(h);
+    *rest = d == d ? d : 0.0f;
+    return h;
+}
+
+/* one f16 / bf16 weight as hi (+ lo) */
+static void famx_split_w(int type, uint16_t v, uint16_t *hi, uint16_t *lo)
+{
+    float rest;
+    if (type == CK_Q_BF16) {
+        *hi = v, *lo = 0;
+        return;
+    }
+    *hi = famx_part(ck_fp16_to_fp32(v), &rest);
+    *lo = amx_bf16_of(rest);
+}
+
+/* tokens [t0, t1) of x into A's three parts (rows from 0; zero past K and from t1 - t0 to a multiple of TM) */
+static void famx_acts_ref(uint16_t *hi, uint16_t *mid, uint16_t *lo, size_t kp, const float *x, int64_t ldx, int t0,
+                          int t1, int K)
+{
+    const int rows = (t1 - t0 + TM - 1) / TM * TM;
+    int i;
+    size_t k;
+    for (i = 0; i < rows; i++)
+        for (k = 0; k < kp; k++) {
+            const size_t at = (size_t)i * kp + k;
+            float r1 = 0.0f, r2 = 0.0f;
+            hi[at] = famx_part(i < t1 - t0 && k < (size_t)K ? x[(int64_t)(t0 + i) * ldx + (int64_t)k] : 0.0f, &r1);
+            mid[at] = famx_part(r1, &r2);
+            lo[at] = amx_bf16_of(r2);
+        }
+}
+
+/* rows [0, rows) x columns [k0, k0 + kc) of W into nv row blocks of B tiles: Bh[(kk nv + v) 512 + 32 g + 2 n + i]
+ * = W[16 v + n][k0 + 32 kk + 2 g + i] (zero past the rows and columns); Bl likewise with the lo parts (f16) */
+static void famx_pack_ref(uint16_t *Bh, uint16_t *Bl, int type, const void *w, size_t ldw, int rows, int nv, int k0,
+                          int kc)
+{
+    const int nk = (kc + KT - 1) / KT;
+    int kk, v, g, n, i;
+    for (kk = 0; kk < nk; kk++)
+        for (v = 0; v < nv; v++)
+            for (g = 0; g < 16; g++)
+                for (n = 0; n < 16; n++)
+                    for (i = 0; i < 2; i++) {
+                        const int r = 16 * v + n, k = KT * kk + 2 * g + i;
+                        const size_t at = (size_t)(kk * nv + v) * 512 + 32 * g + 2 * n + i;
+                        uint16_t h = 0, l = 0;
+                        if (r < rows && k < kc) famx_split_w(type, ((const uint16_t *)w)[(size_t)r * ldw + k0 + k], &h, &l);
+                        Bh[at] = h;
+                        if (Bl) Bl[at] = l;
+                    }
+}
+
+static void famx_config(amx_config *c)
+{
+    int i;
+    memset(c, 0, sizeof *c);
+    c->palette_id = 1;
+    for (i = 0; i < 8; i++) c->rows[i] = 16, c->colsb[i] = 64; /* every tile 16 x 64 bytes (see above) */
+}
+
+/* the tile program of one panel x 16 tokens over nk k tiles: c[TM][NR] = A B (the tiles named above; the
+ * real one passes the intrinsics, the emulated one FEMU_*; tile numbers are immediates, hence no loop over v) */
+#define FAMX_BLOCK(V, LOAD, DP)                                                     \
+    do {                                                                            \
+        LOAD(6, Bh + (size_t)(kk * nv + (V)) * 512, 64);                            \
+        DP(V, 5, 6);                                                                \
+        DP(V, 4, 6);                                                                \
+        DP(V, 3, 6);                                                                \
+        if (Bl) {                                                                   \
+            LOAD(7, Bl + (size_t)(kk * nv + (V)) * 512, 64);                        \
+            DP(V, 4, 7);                                                            \
+            DP(V, 3, 7);                                                            \
+        }                                                                           \
+    } while (0)
+#define FAMX_TILE(ZERO, LOAD, DP, STORE)                                            \
+    do {                                                                            \
+        const size_t a0 = (size_t)ti * A->kp + k0;                                  \
+        int kk;                                                                     \
+        ZERO(0);                                                                    \
+        if (nv > 1) ZERO(1);                                                        \
+        if (nv > 2) ZERO(2);                                                        \
+        for (kk = 0; kk < nk; kk++) {                                               \
+            LOAD(3, A->hi + a0 + (size_t)KT * kk, A->kp * 2);                       \
+            LOAD(4, A->mid + a0 + (size_t)KT * kk, A->kp * 2);                      \
+            LOAD(5, A->lo + a0 + (size_t)KT * kk, A->kp * 2);                       \
+            FAMX_BLOCK(0, LOAD, DP);                                                \
+            if (nv > 1) FAMX_BLOCK(1, LOAD, DP);                                    \
+            if (nv > 2) FAMX_BLOCK(2, LOAD, DP);                                    \
+        }                                                                           \
+        STORE(0, c, NR * 4);                                                        \
+        if (nv > 1) STORE(1, c[0] + 16, NR * 4);                                    \
+        if (nv > 2) STORE(2, c[0] + 32, NR * 4);                                    \
+    } while (0)
+#define FEMU_ZERO(t) emu_zero(&e, t)
+#define FEMU_LOAD(t, base, stride) emu_load(&e, t, base, stride)
+#define FEMU_DP(cc, aa, bb) emu_dpbf16ps(&e, cc, aa, bb)
+#define FEMU_STORE(t, base, stride) emu_store(&e, t, base, stride)
+
+/* y[t0 + i][n0 + r] (+)= c[i][r] for i < mr, r < rows, as tile_ref adds a panel's sums */
+static void famx_add_ref(float c[TM][NR], int t0, int mr, int n0, int rows, const dest *o, int first)
+{
+    int i, r;
+    for (i = 0; i < mr; i++) {
+        float *y = o->out + (size_t)(t0 + i) * o->ldo + n0;
+        for (r = 0; r < rows; r++) {
+            float v = c[i][r];
+            if (first) {
+                if (o->bias) v += o->bias[n0 + r];
+                if (o->add) v += o->add[(size_t)(t0 + i) * o->ld_add + n0 + r];
+            } else {
+                v += y[r];
+            }
+            y[r] = v;
+        }
+    }
+}
+
+/* the emulated tiles of one panel x up to 16 tokens (ti: the tokens' row in A); 0, or -1 on a fault */
+static int famx_tile_emu(const uint16_t *Bh, const uint16_t *Bl, int nv, int nk, const famx_acts *A, int ti, int k0,
+                         int t0, int mr, int n0, int rows, const dest *o)
+{
+    tile_emu e; /* 8 KiB of stack: the emulation runs in tests */
+    amx_config cfg;
+    float c[TM][NR];
+    famx_config(&cfg);
+    emu_config(&e, &cfg);
+    memset(c, 0, sizeof c);
+    FAMX_TILE(FEMU_ZERO, FEMU_LOAD, FEMU_DP, FEMU_STORE);
+    if (e.fault) return -1;
+    famx_add_ref(c, t0, mr, n0, rows, o, k0 == 0);
+    return 0;
+}
+
+#ifdef CK_X86
+#define CK_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma,f16c")))
+#define CK_AMX_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma,f16c,amx-tile,amx-bf16")))
+
+/* 32 floats (f0: the first 16) as bf16 parts and what is left of them (famx_part's rounding: VCVTNE2PS2BF16) */
+CK_AVX512_BF16 static inline __m512i famx_part32(__m512 f0, __m512 f1, __m512 *r0, __m512 *r1)
+{
+    const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(f1, f0);
+    const __m512 h0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
+    const __m512 h1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
+    const __m512 d0 = _mm512_sub_ps(f0, h0), d1 = _mm512_sub_ps(f1, h1);
+    *r0 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(d0, d0, _CMP_ORD_Q), d0); /* infinity or NaN: the part carries it */
+    *r1 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(d1, d1, _CMP_ORD_Q), d1);
+    return h;
+}
+
+static inline __mmask16 famx_mask16(int left)
+{
+    return (__mmask16)(left >= 16 ? 0xFFFF : left > 0 ? (1u << left) - 1u : 0u);
+}
+
+CK_AVX512_BF16 static void famx_acts_512(uint16_t *hi, uint16_t *mid, uint16_t *lo, size_t kp, const float *x,
+                                         int64_t ldx, int t0, int t1, int K)
+{
+    const int rows = (t1 - t0 + TM - 1) / TM * TM;
+    int i;
+    size_t k;
+    for (i = 0; i < rows; i++)
+        for (k = 0; k < kp; k += 32) {
+            const float *xr = x + (int64_t)(t0 + i) * ldx + (int64_t)k;
+            const int in = i < t1 - t0;
+            const size_t at = (size_t)i * kp + k;
+            __m512 r0, r1, e0, e1;
+            _mm512_storeu_si512((void *)(hi + at), famx_part32(_mm512_maskz_loadu_ps(in ? famx_mask16(K - (int)k) : 0, xr),
+                                                               _mm512_maskz_loadu_ps(in ? famx_mask16(K - (int)k - 16) : 0, xr + 16),
+                                                               &r0, &r1));
+            _mm512_storeu_si512((void *)(mid + at), famx_part32(r0, r1, &e0, &e1));
+            _mm512_storeu_si512((void *)(lo + at), (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
+        }
+}
+
+CK_AVX512_BF16 static void famx_pack_512(uint16_t *Bh, uint16_t *Bl, int type, const void *w, size_t ldw,
+                                         int rows, int nv, int k0, int kc)
+{
+    const int nk = (kc + KT - 1) / KT;
+    int kk, v, n, g;
+    for (kk = 0; kk < nk; kk++) {
+        const int left = kc - KT * kk;
+        const __mmask32 km = left >= 32 ? 0xFFFFFFFFu : (1u << left) - 1u;
+        for (v = 0; v < nv; v++) {
+            __m512 mh[16], ml[16];
+            for (n = 0; n < 16; n++) {
+                const int r = 16 * v + n;
+                const __m512i raw = _mm512_maskz_loadu_epi16(r < rows ? km : 0,
+                                                             (const uint16_t *)w + (size_t)r * ldw + k0 + KT * kk);
+                if (type == CK_Q_BF16) {
+                    mh[n] = _mm512_castsi512_ps(raw);
+                    continue;
+                }
+                __m512 r0, r1;
+                mh[n] = _mm512_castsi512_ps(famx_part32(_mm512_cvtph_ps(_mm512_castsi512_si256(raw)),
+                                                        _mm512_cvtph_ps(_mm512_extracti64x4_epi64(raw, 1)), &r0, &r1));
+                ml[n] = _mm512_castsi512_ps((__m512i)_mm512_cvtne2ps_pbh(r1, r0));
+            }
+            ck_transpose16(mh); /* row g: the pair g of each of the 16 rows */
+            for (g = 0; g < 16; g++) _mm512_store_ps((float *)(Bh + (size_t)(kk * nv + v) * 512 + 32 * g), mh[g]);
+            if (!Bl) continue;
+            ck_transpose16(ml);
+            for (g = 0; g < 16; g++) _mm512_store_ps((float *)(Bl + (size_t)(kk * nv + v) * 512 + 32 * g), ml[g]);
+        }
+    }
+}
+
+CK_AVX512_BF16 static void famx_add_512(float c[TM][NR], int t0, int mr, int n0, int rows, const dest *o, int first)
+{
+    int i, v;
+    for (i = 0; i < mr; i++) {
+        const int t = t0 + i;
+        float *y = o->out + (size_t)t * o->ldo + n0;
+        for (v = 0; v * 16 < rows; v++) {
+            const __mmask16 m = famx_mask16(rows - 16 * v);
+            __m512 r = _mm512_loadu_ps(c[i] + 16 * v);
+            if (first) {
+                if (o->bias) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(m, o->bias + n0 + 16 * v));
+                if (o->add) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(m, o->add + (size_t)t * o->ld_add + n0 + 16 * v));
+            } else {
+                r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(m, y + 16 * v));
+            }
+            _mm512_mask_storeu_ps(y + 16 * v, m, r);
+        }
+    }
+}
+
+/* the real tiles (configured by the caller) */
+CK_AMX_BF16 static void famx_tile(const uint16_t *Bh, const uint16_t *Bl, int nv, int nk, const famx_acts *A, int ti,
+                                  int k0, int t0, int mr, int n0, int rows, const dest *o)
+{
+    float c[TM][NR] __attribute__((aligned(64)));
+    FAMX_TILE(_tile_zero, _tile_loadd, _tile_dpbf16ps, _tile_stored);
+    famx_add_512(c, t0, mr, n0, rows, o, k0 == 0);
+}
+
+CK_AMX_BF16 static void famx_begin(void)
+{
+    amx_config cfg;
+    famx_config(&cfg);
+    _tile_loadconfig(&cfg);
+}
+
+CK_AMX_BF16 static void famx_end(void) { _tile_release(); }
+#endif
+
+/* ck_fgemm_general on tiles (body CK_FGEMM_AMX or CK_FGEMM_AMX_EMU; f16 / bf16 W as [N][K], x as rows):
+ * 0, -1 when memory runs out, -2 when the emulated tile program breaks a rule of the hardware's */
+static int fgemm_amx(float *out, int ldo, const float *x, int64_t ldx, int type, const void *w, int64_t ldw,
+                     const float *bias, const float *add, int ld_add, int T, int K, int64_t r0, int64_t r1,
+                     int64_t col0, int body)
+{
+    const size_t kp = (size_t)(K + KT - 1) / KT * KT, tb_max = (size_t)(T < FAMX_TB ? T : FAMX_TB);
+    const size_t tile_elems = (size_t)(KC / KT) * 3 * 512, mark = ck_ws_mark();
+    /* the AVX-512 splitting and packing wherever the CPU has AVX512_BF16, the emulated tiles too (so the
+     * tests of a machine with it run them; their results equal the scalar ones bit for bit) */
+    const int real = body == CK_FGEMM_AMX, simd = real || ck_cpu_avx512bf16();
+    const size_t a_elems = kp * ((tb_max + TM - 1) / TM * TM);
+    uint16_t *ah = (uint16_t *)ck_ws_alloc(3 * sizeof(uint16_t) * a_elems);
+    uint16_t *Bh = (uint16_t *)ck_ws_alloc(sizeof(uint16_t) * tile_elems * 2 + 64);
+    int tb, rc = 0;
+    dest o;
+    if (!ah || !Bh) {
+        ck_ws_free(Bh), ck_ws_free(ah);
+        ck_ws_reset(mark);
+        return -1;
+    }
+    {
+        uint16_t *const B0 = (uint16_t *)((char *)Bh + (64 - (uintptr_t)Bh % 64) % 64); /* 64-byte aligned */
+        uint16_t *const Bl = type == CK_Q_F16 ? B0 + tile_elems : NULL;
+        famx_acts A;
+        (void)real, (void)simd; /* (no real tiles off x86-64) */
+        A.hi = ah, A.mid = ah + a_elems, A.lo = ah + 2 * a_elems, A.kp = kp;
+        o.out = out, o.ldo = ldo, o.bias = bias, o.add = add, o.ld_add = ld_add;
+#ifdef CK_X86
+        if (real) famx_begin();
+#endif
+        for (tb = 0; tb < T && !rc; tb += FAMX_TB) {
+            const int te = T - tb < FAMX_TB ? T : tb + FAMX_TB;
+            int64_t g;
+#ifdef CK_X86
+            if (simd)
+                famx_acts_512((uint16_t *)A.hi, (uint16_t *)A.mid, (uint16_t *)A.lo, kp, x, ldx, tb, te, K);
+            else
+#endif
+                famx_acts_ref((uint16_t *)A.hi, (uint16_t *)A.mid, (uint16_t *)A.lo, kp, x, ldx, tb, te, K);
+            for (g = r0; g < r1 && !rc; g += NR) {
+                const int rows = (int)(r1 - g < NR ? r1 - g : NR), nv = (rows + 15) / 16;
+                const uint16_t *wg = (const uint16_t *)w + (size_t)g * (size_t)ldw;
+                int k0;
+                for (k0 = 0; k0 < K && !rc; k0 += KC) {
+                    const int kc = K - k0 < KC ? K - k0 : KC, nk = (kc + KT - 1) / KT;
+                    int t;
+#ifdef CK_X86
+                    if (real) {
+                        famx_pack_512(B0, Bl, type, wg, (size_t)ldw, rows, nv, k0, kc);
+                        for (t = tb; t < te; t += TM)
+                            famx_tile(B0, Bl, nv, nk, &A, t - tb, k0, t, te - t < TM ? te - t : TM, (int)(col0 + g),
+                                      rows, &o);
+                        continue;
+                    }
+                    if (simd)
+                        famx_pack_512(B0, Bl, type, wg, (size_t)ldw, rows, nv, k0, kc);
+                    else
+#endif
+                        famx_pack_ref(B0, Bl, type, wg, (size_t)ldw, rows, nv, k0, kc);
+                    for (t = tb; t < te && !rc; t += TM)
+                        rc = famx_tile_emu(B0, Bl, nv, nk, &A, t - tb, k0, t, te - t < TM ? te - t : TM,
+                                           (int)(col0 + g), rows, &o) ? -2 : 0;
+                }
+            }
+        }
+#ifdef CK_X86
+        if (real) famx_end();
+#endif
+    }
+    ck_ws_free(Bh), ck_ws_free(ah);
+    ck_ws_reset(mark);
+    return rc;
+}
+
 /* the rows of the panel starting `left` rows before the end of a range: 48; the last 64 as two of 32
  * rather than 48 + 16 (a 16-row panel pays a broadcast per multiply-add). The results do not depend on it. */
 static int panel_width(int64_t left) { return (left + 15) / 16 == 4 ? 32 : NR; }
@@ -279,6 +652,11 @@ int ck_fgemm_general(float *out, int ldo, const float *x, int64_t xs_t, int64_t 
     acts xa;
     if (r1 <= r0) return 0;
     if (w_kn && type != CK_Q_F32) return -1;
+    if (fast >= CK_FGEMM_AMX) { /* the tiles take f16 / bf16 weights as rows and activations as rows */
+        if ((type == CK_Q_F16 || type == CK_Q_BF16) && !w_kn && xs_k == 1)
+            return fgemm_amx(out, ldo, x, xs_t, type, w, ldw, bias, add, ld_add, T, K, r0, r1, col0, fast);
+        fast = fast == CK_FGEMM_AMX ? CK_FGEMM_AVX512 : CK_FGEMM_REF;
+    }
     const size_t mark = ck_ws_mark();
     /* the workspace (ck_kernels.h), else malloc */
     mem = (float *)ck_ws_alloc(sizeof(float) * (size_t)KC * NR + 64);

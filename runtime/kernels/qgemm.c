@@ -48,6 +48,7 @@
 #include "ck_quant.h"
 #include "ck_quant_blocks.h"
 #include "ck_simd.h"
+#include "amx_tiles.h"
 #include "qgemm.h"
 
 #ifdef CK_X86
@@ -706,16 +707,10 @@ CK_AVX512 static void qtile_avx512(const panel *p, const ck_qgemm_acts *a, const
  *   chunks, tile 0 (C) = 0; TDPBSUD; C stored as int32 [16][16]
  * then the float part of qtile_ref on the stored sums: acc = C + the token's integer term (exact), f = fmaf(acc,
  * s da, f) and the min term. The same tile program (AMX_SUBBLOCK) runs on the real tiles with the AVX-512
- * float part, and on emulated tiles (tile_emu: each instruction's semantics in C, and the checks the hardware
- * makes of the configuration) with the scalar float part, so a machine without AMX tests the tiling bit for
+ * float part, and on emulated tiles (amx_tiles.h: each instruction's semantics in C, and the checks the
+ * hardware makes of the configuration) with the scalar float part, so a machine without AMX tests the tiling bit for
  * bit against the scalar twin. TM tokens per tile; results identical to the other bodies. */
 #define TM 16
-
-typedef struct { /* LDTILECFG's 64 bytes, palette 1 */
-    uint8_t palette_id, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} amx_config;
 
 static void amx_config_for(amx_config *c, int L)
 {
@@ -724,60 +719,6 @@ static void amx_config_for(amx_config *c, int L)
     c->rows[0] = TM, c->colsb[0] = NR * 4; /* C: TM tokens x NR int32 */
     c->rows[1] = TM, c->colsb[1] = (uint16_t)L; /* A: TM tokens x L quants */
     c->rows[2] = (uint8_t)(L / 4), c->colsb[2] = NR * 4; /* B: L / 4 chunks of NR rows x 4 */
-}
-
-/* the emulated tiles */
-typedef struct {
-    amx_config cfg;
-    int fault; /* an instruction the hardware would refuse (#UD / #GP) */
-    uint8_t t[8][16][64];
-} tile_emu;
-
-static void emu_config(tile_emu *e, const amx_config *c)
-{
-    int i;
-    memset(e, 0, sizeof *e);
-    e->cfg = *c;
-    if (c->palette_id != 1) e->fault = 1;
-    for (i = 0; i < 8; i++)
-        if (c->rows[i] > 16 || c->colsb[i] > 64 || (c->rows[i] == 0) != (c->colsb[i] == 0)) e->fault = 1;
-}
-
-static void emu_zero(tile_emu *e, int t) { memset(e->t[t], 0, sizeof e->t[t]); }
-
-static void emu_load(tile_emu *e, int t, const void *base, size_t stride)
-{
-    int r;
-    if (!e->cfg.rows[t]) e->fault = 1;
-    emu_zero(e, t);
-    for (r = 0; r < e->cfg.rows[t]; r++) memcpy(e->t[t][r], (const char *)base + stride * (size_t)r, e->cfg.colsb[t]);
-}
-
-static void emu_store(tile_emu *e, int t, void *base, size_t stride)
-{
-    int r;
-    if (!e->cfg.rows[t]) e->fault = 1;
-    for (r = 0; r < e->cfg.rows[t]; r++) memcpy((char *)base + stride * (size_t)r, e->t[t][r], e->cfg.colsb[t]);
-}
-
-/* TDPBSUD c, a, b: C[m][n] += sum_g sum_i int8 A[m][4 g + i] * uint8 B[g][4 n + i]; the shapes must agree */
-static void emu_dpbsud(tile_emu *e, int c, int a, int b)
-{
-    const amx_config *f = &e->cfg;
-    int m, n, g, i;
-    if (f->rows[c] != f->rows[a] || f->colsb[c] != f->colsb[b] || f->colsb[a] != 4 * f->rows[b] || f->colsb[a] % 4 ||
-        f->colsb[c] % 4) {
-        e->fault = 1;
-        return;
-    }
-    for (m = 0; m < f->rows[c]; m++)
-        for (n = 0; n < f->colsb[c] / 4; n++) {
-            int32_t acc;
-            memcpy(&acc, e->t[c][m] + 4 * n, 4);
-            for (g = 0; g < f->rows[b]; g++)
-                for (i = 0; i < 4; i++) acc += (int32_t)(int8_t)e->t[a][m][4 * g + i] * (int32_t)e->t[b][g][4 * n + i];
-            memcpy(e->t[c][m] + 4 * n, &acc, 4);
-        }
 }
 
 /* the emulated instructions, named as the intrinsics' arguments (a tile_emu `e` in scope) */

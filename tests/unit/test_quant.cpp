@@ -453,6 +453,81 @@ TEST_CASE("quant: the f32 / f16 / bf16 prefill GEMM equals its scalar twin bit f
         }
 }
 
+TEST_CASE("quant: the f16 / bf16 prefill GEMM on AMX-BF16 tiles keeps float32's accuracy", "[quant]")
+{
+    // The tile program on emulated tiles (every machine; amx_tiles.h's TDPBF16PS) and on the real ones where the
+    // CPU has AMX-BF16, against the product of the dequantized weights in double: within the FMA body's bound of
+    // sum |x w| (the operands split exactly into bf16 parts; activations rounded to bf16 would be ~1e-3 off, and
+    // any part left out ~1e-5)
+    const bool real = ck_cpu_amx_bf16() != 0;
+    if (!real) WARN("no AMX-BF16 on this CPU (or the OS refuses the tiles): the real tiles are not run here");
+    for (int type : {CK_Q_F16, CK_Q_BF16})
+        for (int K : {520, 96, 1024}) {  // 520: a last k tile of 8 and a second column panel; 1024: two full panels
+            const int N = 75;              // rows [3, 75): row blocks of 16 off the matrix's first row, one partial
+            auto w = rnd(static_cast<size_t>(N) * K, 900u + type + K, 0.3f);
+            auto wq = quantize(type, w);
+            auto wd = dequantize(type, wq, w.size());
+            auto bias = rnd(N, 9u);
+            for (int T : {1, 13, 16, 37, 270}) {  // 270: two blocks of split activations (FAMX_TB), a partial tile
+                if (T == 270 && K != 96) continue;
+                INFO("type " << ck_qtype_name(type) << " K " << K << " T " << T);
+                const int ldx = K + 4, ldo = N + 3;
+                auto x = rnd(static_cast<size_t>(T) * ldx, 170u + T, 2.0f);
+                auto add = rnd(static_cast<size_t>(T) * ldo, 180u + T);
+                std::vector<float> emu(static_cast<size_t>(T) * ldo, -1.0f), tiles(emu), inplace(add);
+                REQUIRE(ck_fgemm_rows(emu.data(), ldo, x.data(), ldx, type, wq.data(), bias.data(), add.data(), ldo, T,
+                                      K, 3, N, 0, CK_FGEMM_AMX_EMU) == 0);
+                // the residual is the output (the planner's MATMUL_ADD trick)
+                REQUIRE(ck_fgemm_rows(inplace.data(), ldo, x.data(), ldx, type, wq.data(), bias.data(), inplace.data(),
+                                      ldo, T, K, 3, N, 0, CK_FGEMM_AMX_EMU) == 0);
+                if (real)
+                    REQUIRE(ck_fgemm_rows(tiles.data(), ldo, x.data(), ldx, type, wq.data(), bias.data(), add.data(),
+                                          ldo, T, K, 3, N, 0, CK_FGEMM_AMX) == 0);
+                // the FMA body's scalar twin: the accuracy to keep
+                std::vector<float> fma(emu.size(), -1.0f);
+                REQUIRE(ck_fgemm_rows(fma.data(), ldo, x.data(), ldx, type, wq.data(), bias.data(), add.data(), ldo, T,
+                                      K, 3, N, 0, CK_FGEMM_REF) == 0);
+                double worst = 0, sq_tiles = 0, sq_fma = 0;
+                for (int t = 0; t < T; t++)
+                    for (int n = 0; n < N; n++) {
+                        const size_t i = static_cast<size_t>(t) * ldo + n;
+                        if (n < 3) {
+                            REQUIRE(emu[i] == -1.0f);  // rows outside [r0, r1) untouched
+                            continue;
+                        }
+                        double exact = static_cast<double>(bias[n]) + add[i], mag = 0;
+                        for (int k = 0; k < K; k++) {
+                            const double p = static_cast<double>(x[static_cast<size_t>(t) * ldx + k]) *
+                                             wd[static_cast<size_t>(n) * K + k];
+                            exact += p, mag += std::fabs(p);
+                        }
+                        worst = std::max(worst, std::fabs(emu[i] - exact) / (1.0 + mag));
+                        sq_tiles += (emu[i] - exact) * (emu[i] - exact) / ((1.0 + mag) * (1.0 + mag));
+                        sq_fma += (fma[i] - exact) * (fma[i] - exact) / ((1.0 + mag) * (1.0 + mag));
+                        REQUIRE(inplace[i] == emu[i]);
+                        if (real) REQUIRE(std::fabs(tiles[i] - emu[i]) <= 1e-6 * (1.0 + mag));
+                    }
+                INFO("worst difference from the exact sum, per (1 + sum |x w|): " << worst << "; RMS tiles "
+                                                                                   << std::sqrt(sq_tiles) << " FMAs "
+                                                                                   << std::sqrt(sq_fma));
+                REQUIRE(worst <= 1e-6);
+                // as accurate as the FMAs (measured 1.1-1.7x their RMS error: the sums' order; a part of an operand
+                // left out gives 6-16x)
+                REQUIRE(sq_tiles <= 2.5 * 2.5 * sq_fma);
+            }
+        }
+    // f32 weights are not the tiles' type: the emulated body is the scalar twin there, and the real one the FMAs
+    const int T = 9, K = 64, N = 20;
+    auto w = rnd(static_cast<size_t>(N) * K, 77u, 0.3f), x = rnd(static_cast<size_t>(T) * K, 78u);
+    std::vector<float> ref(static_cast<size_t>(T) * N), emu(ref);
+    REQUIRE(ck_fgemm_rows(ref.data(), N, x.data(), K, CK_Q_F32, w.data(), nullptr, nullptr, 0, T, K, 0, N, 0, 0) == 0);
+    REQUIRE(ck_fgemm_rows(emu.data(), N, x.data(), K, CK_Q_F32, w.data(), nullptr, nullptr, 0, T, K, 0, N, 0,
+                          CK_FGEMM_AMX_EMU) == 0);
+    REQUIRE(emu == ref);
+    CHECK(ck_fgemm_body(CK_Q_F32) != CK_FGEMM_AMX);
+    CHECK((ck_fgemm_body(CK_Q_F16) == CK_FGEMM_AMX) == real);
+}
+
 TEST_CASE("quant: the few-token f32 GEMM equals its scalar twin bit for bit", "[quant]")
 {
     for (int K : {512, 100}) {  // 100: the transposes' tail under 16 columns
