@@ -51,6 +51,9 @@ def aot_compile(model, example_inputs, path, options=(), dynamic_shapes=None):
     if isinstance(options, dict) and "fallback" in options:
         raise ValueError("ckc: options['fallback'] is for torch.compile; an AOT artifact runs every op in ckc, "
                          "without torch")
+    if isinstance(options, dict) and "huge_pages" in options:
+        raise ValueError("ckc: options['huge_pages'] is for torch.compile (the parameters it reads from PyTorch's "
+                         "memory); an AOT artifact loads its weights itself")
     options = compile_args(options, "cpu")
     path = os.path.abspath(path)
     parent = os.path.dirname(path)

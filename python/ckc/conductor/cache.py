@@ -68,12 +68,13 @@ def compile_args(options, default_target):
     if options is None:
         options = ()
     if isinstance(options, dict):
-        unknown = sorted(set(options) - {"target", "args", "fallback", "max_size"})
+        unknown = sorted(set(options) - {"target", "args", "fallback", "max_size", "huge_pages"})
         if unknown:
             raise ValueError(f"ckc: unknown option(s) {', '.join(map(repr, unknown))}; the options are 'target' "
                              f"({' or '.join(TARGETS)}), 'args' (more `ckc compile` arguments), 'fallback' "
-                             f"({' or '.join(map(repr, FALLBACKS))}: what runs the ops ckc does not) and 'max_size' "
-                             "(the bound of every symbolic size)")
+                             f"({' or '.join(map(repr, FALLBACKS))}: what runs the ops ckc does not), 'max_size' "
+                             "(the bound of every symbolic size) and 'huge_pages' (False: leave the parameters on "
+                             "the pages PyTorch gave them)")
         args = [str(a) for a in options.get("args", ())]
         target = options.get("target")
         if target is not None:
@@ -109,6 +110,14 @@ def max_size_of(options):
     value = options.get("max_size") if isinstance(options, dict) else None
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
         raise ValueError(f"ckc: max_size {value!r}; a positive integer (the largest size a symbolic dimension takes)")
+    return value
+
+
+def huge_pages_of(options):
+    """options={"huge_pages": False}: leave the parameters on PyTorch's pages (default True: ckc.hugepages)."""
+    value = options.get("huge_pages", True) if isinstance(options, dict) else True
+    if not isinstance(value, bool):
+        raise ValueError(f"ckc: huge_pages {value!r}; True (move the parameters onto huge pages) or False")
     return value
 
 

@@ -27,6 +27,7 @@ import importlib
 import logging
 import warnings
 
+from .. import hugepages
 from . import cache, partition, rewrites, specialize, symbolic, whole_graph
 from .buffers import BakedBuffers, buffer_inputs
 from .report import GraphReport, collect, collecting
@@ -162,9 +163,16 @@ def gcu(gm, example_inputs, options=()):
     ckc.explain says which ran where.
 
     A graph with symbolic sizes (dynamic=True) compiles to one library for every size up to a bound:
-    options={"max_size": N}, else the backend's choice (conductor/symbolic.py)."""
+    options={"max_size": N}, else the backend's choice (conductor/symbolic.py).
+
+    The parameters the libraries read in place are moved onto huge pages where Linux allows (ckc.hugepages:
+    the same addresses and values; options={"huge_pages": False} leaves them)."""
     fallback, max_size = cache.fallback_of(options), cache.max_size_of(options)
+    huge = cache.huge_pages_of(options)
     options = cache.compile_args(options, "gcu")
+    if huge:
+        import torch
+        hugepages.collapse([t for t in example_inputs if isinstance(t, torch.nn.Parameter)])
     compile_graph = functools.partial(_compile_graph, fallback=fallback, max_size=max_size)
     buffers = buffer_inputs(gm, example_inputs)
     if buffers:
