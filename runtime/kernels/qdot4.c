@@ -425,71 +425,117 @@ CK_A2 static inline uint32_t a2_u32(const char *p)
     return v;
 }
 
-/* The body for one token: the dot product of a row's 4 ng blocks with the prepared activations. DOT(lo, hi,
- * qa_lo, qa_hi, acc) adds each lane's 8 products to acc (maddubs + madd, or one vpdpbusd each with AVX-VNNI). */
+/* A group of 4 blocks of one row, unpacked: the blocks' 32-bit words (scale, and min), and the bytes of their
+ * low / high nibbles (with q5's fifth bits): blocks 0, 1 in l0 / h0, blocks 2, 3 in l1 / h1 */
+typedef struct {
+    __m128i words;
+    __m256i l0, h0, l1, h1;
+} a2_group;
+
+CK_A2 static inline __attribute__((always_inline)) void a2_unpack(a2_group *u, int type, const char *w)
+{
+    const int bsize = type == CK_Q_Q4_0 ? 18 : type == CK_Q_Q4_1 ? 20 : type == CK_Q_Q5_0 ? 22 : 24;
+    const int qoff = bsize - 16, has_min = type == CK_Q_Q4_1 || type == CK_Q_Q5_1;
+    const int q5 = type == CK_Q_Q5_0 || type == CK_Q_Q5_1, qh = has_min ? 4 : 2;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i x0 = a2_nibbles(w, bsize, qoff), x1 = a2_nibbles(w + 2 * bsize, bsize, qoff);
+    u->words = _mm_setr_epi32((int)a2_u32(w), (int)a2_u32(w + bsize), (int)a2_u32(w + 2 * bsize),
+                              (int)a2_u32(w + 3 * bsize));
+    u->l0 = _mm256_and_si256(x0, m4), u->h0 = _mm256_and_si256(_mm256_srli_epi16(x0, 4), m4);
+    u->l1 = _mm256_and_si256(x1, m4), u->h1 = _mm256_and_si256(_mm256_srli_epi16(x1, 4), m4);
+    if (q5) { /* qh bytes 0-1 of a block: its low nibbles' fifth bits, bytes 2-3: its high nibbles' */
+        const __m256i hq = _mm256_broadcastsi128_si256(_mm_setr_epi32(
+            (int)a2_u32(w + qh), (int)a2_u32(w + bsize + qh), (int)a2_u32(w + 2 * bsize + qh),
+            (int)a2_u32(w + 3 * bsize + qh)));
+        u->l0 = _mm256_or_si256(u->l0, a2_fifth(hq, CK_A2_SEL(0, 4)));
+        u->h0 = _mm256_or_si256(u->h0, a2_fifth(hq, CK_A2_SEL(2, 6)));
+        u->l1 = _mm256_or_si256(u->l1, a2_fifth(hq, CK_A2_SEL(8, 12)));
+        u->h1 = _mm256_or_si256(u->h1, a2_fifth(hq, CK_A2_SEL(10, 14)));
+    }
+}
+
+/* One token's share of a group: DOT(lo, hi, qa_lo, qa_hi, acc) adds each lane's 8 products to acc (maddubs +
+ * madd, or one vpdpbusd each with AVX-VNNI); then the blocks' scales times the token's, and the mins' term */
 #define CK_A2_DOT_PLAIN(l, h, al, ah, acc)                                                                      \
     _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(l, al), _mm256_maddubs_epi16(h, ah)), \
                                             _mm256_set1_epi16(1)))
 #define CK_A2_DOT_VNNI(l, h, al, ah, acc) _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc, l, al), h, ah)
+#define CK_A2_ACC(DOT, type, u, q, d, off, s4, acc0, acc1, accm)                                                      \
+    do {                                                                                                               \
+        const int has_min_ = (type) == CK_Q_Q4_1 || (type) == CK_Q_Q5_1, q5_ = (type) == CK_Q_Q5_0 || (type) == CK_Q_Q5_1; \
+        /* the scales (word 0 of each block) of blocks 0, 1 and of 2, 3 on their 4 lanes each; the mins (word 1) */  \
+        const __m128i sc01 = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 4, 5, 4, 5, 4, 5, 4, 5);                        \
+        const __m128i sc23 = _mm_setr_epi8(8, 9, 8, 9, 8, 9, 8, 9, 12, 13, 12, 13, 12, 13, 12, 13);                \
+        __m256i p0, p1;                                                                                                \
+        if (has_min_) {                                                                                                \
+            p0 = _mm256_setzero_si256();                                                                               \
+            p1 = _mm256_setzero_si256();                                                                               \
+        } else { /* q4_0's -8 sum qa per lane; q5_0's -16 */                                                           \
+            p0 = _mm256_loadu_si256((const __m256i *)(off));                                                           \
+            p1 = _mm256_loadu_si256((const __m256i *)((off) + 8));                                                     \
+            if (q5_) {                                                                                                 \
+                p0 = _mm256_slli_epi32(p0, 1);                                                                         \
+                p1 = _mm256_slli_epi32(p1, 1);                                                                         \
+            }                                                                                                          \
+        }                                                                                                              \
+        p0 = DOT((u).l0, (u).h0, _mm256_loadu_si256((const __m256i *)(q)), _mm256_loadu_si256((const __m256i *)((q) + 64)), p0); \
+        p1 = DOT((u).l1, (u).h1, _mm256_loadu_si256((const __m256i *)((q) + 32)),                                     \
+                 _mm256_loadu_si256((const __m256i *)((q) + 96)), p1);                                                 \
+        acc0 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm_shuffle_epi8((u).words, sc01)), _mm256_loadu_ps(d)),  \
+                               _mm256_cvtepi32_ps(p0), acc0);                                                          \
+        acc1 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm_shuffle_epi8((u).words, sc23)), _mm256_loadu_ps((d) + 8)), \
+                               _mm256_cvtepi32_ps(p1), acc1);                                                          \
+        if (has_min_) {                                                                                                \
+            const __m128i mn01 = _mm_setr_epi8(2, 3, 2, 3, 2, 3, 2, 3, 6, 7, 6, 7, 6, 7, 6, 7);                    \
+            const __m128i mn23 = _mm_setr_epi8(10, 11, 10, 11, 10, 11, 10, 11, 14, 15, 14, 15, 14, 15, 14, 15);    \
+            accm = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_shuffle_epi8((u).words, mn01)), _mm256_loadu_ps(s4), accm);    \
+            accm = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_shuffle_epi8((u).words, mn23)), _mm256_loadu_ps((s4) + 8), accm); \
+        }                                                                                                              \
+    } while (0)
+
+/* The body for one token: the dot product of a row's 4 ng blocks with the prepared activations */
 #define CK_A2_BODY(NAME, ATTR, DOT)                                                                                   \
     ATTR static inline float NAME(int type, int64_t ng, const char *w, const int8_t *q, const float *d,              \
                                   const int32_t *off, const float *s4, ck_pf_stream *pf)                             \
     {                                                                                                                  \
         const int bsize = type == CK_Q_Q4_0 ? 18 : type == CK_Q_Q4_1 ? 20 : type == CK_Q_Q5_0 ? 22 : 24;              \
-        const int qoff = bsize - 16, has_min = type == CK_Q_Q4_1 || type == CK_Q_Q5_1;                                \
-        const int q5 = type == CK_Q_Q5_0 || type == CK_Q_Q5_1, qh = has_min ? 4 : 2;                                 \
-        const __m256i m4 = _mm256_set1_epi8(0x0F);                                                                   \
-        /* the scales (word 0 of each block) of blocks 0, 1 and of 2, 3 on their 4 lanes each; the mins (word 1) */  \
-        const __m128i sc01 = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 4, 5, 4, 5, 4, 5, 4, 5);                        \
-        const __m128i sc23 = _mm_setr_epi8(8, 9, 8, 9, 8, 9, 8, 9, 12, 13, 12, 13, 12, 13, 12, 13);                \
-        const __m128i mn01 = _mm_setr_epi8(2, 3, 2, 3, 2, 3, 2, 3, 6, 7, 6, 7, 6, 7, 6, 7);                        \
-        const __m128i mn23 = _mm_setr_epi8(10, 11, 10, 11, 10, 11, 10, 11, 14, 15, 14, 15, 14, 15, 14, 15);        \
         __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), accm = _mm256_setzero_ps();                  \
         int64_t g;                                                                                                     \
         for (g = 0; g < ng; g++, w += 4 * bsize, q += 128, d += 16, off += 16, s4 += 16) {                            \
+            a2_group u;                                                                                                \
             ck_pf_ahead(pf, w);                                                                                        \
-            const __m128i words = _mm_setr_epi32((int)a2_u32(w), (int)a2_u32(w + bsize), (int)a2_u32(w + 2 * bsize), \
-                                                 (int)a2_u32(w + 3 * bsize));                                         \
-            const __m256i x0 = a2_nibbles(w, bsize, qoff), x1 = a2_nibbles(w + 2 * bsize, bsize, qoff);              \
-            __m256i l0 = _mm256_and_si256(x0, m4), h0 = _mm256_and_si256(_mm256_srli_epi16(x0, 4), m4);             \
-            __m256i l1 = _mm256_and_si256(x1, m4), h1 = _mm256_and_si256(_mm256_srli_epi16(x1, 4), m4);             \
-            __m256i p0, p1;                                                                                            \
-            if (q5) { /* qh bytes 0-1 of a block: its low nibbles' fifth bits, bytes 2-3: its high nibbles' */          \
-                const __m256i hq = _mm256_broadcastsi128_si256(                                                        \
-                    _mm_setr_epi32((int)a2_u32(w + qh), (int)a2_u32(w + bsize + qh), (int)a2_u32(w + 2 * bsize + qh),  \
-                                   (int)a2_u32(w + 3 * bsize + qh)));                                                  \
-                l0 = _mm256_or_si256(l0, a2_fifth(hq, CK_A2_SEL(0, 4)));                                               \
-                h0 = _mm256_or_si256(h0, a2_fifth(hq, CK_A2_SEL(2, 6)));                                               \
-                l1 = _mm256_or_si256(l1, a2_fifth(hq, CK_A2_SEL(8, 12)));                                              \
-                h1 = _mm256_or_si256(h1, a2_fifth(hq, CK_A2_SEL(10, 14)));                                             \
-            }                                                                                                          \
-            if (has_min) {                                                                                             \
-                p0 = _mm256_setzero_si256();                                                                           \
-                p1 = _mm256_setzero_si256();                                                                           \
-            } else { /* q4_0's -8 sum qa per lane; q5_0's -16 */                                                       \
-                p0 = _mm256_loadu_si256((const __m256i *)off);                                                         \
-                p1 = _mm256_loadu_si256((const __m256i *)(off + 8));                                                   \
-                if (q5) {                                                                                              \
-                    p0 = _mm256_slli_epi32(p0, 1);                                                                     \
-                    p1 = _mm256_slli_epi32(p1, 1);                                                                     \
-                }                                                                                                      \
-            }                                                                                                          \
-            p0 = DOT(l0, h0, _mm256_loadu_si256((const __m256i *)q), _mm256_loadu_si256((const __m256i *)(q + 64)), p0); \
-            p1 = DOT(l1, h1, _mm256_loadu_si256((const __m256i *)(q + 32)), _mm256_loadu_si256((const __m256i *)(q + 96)), \
-                     p1);                                                                                              \
-            acc0 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm_shuffle_epi8(words, sc01)), _mm256_loadu_ps(d)),  \
-                                   _mm256_cvtepi32_ps(p0), acc0);                                                      \
-            acc1 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm_shuffle_epi8(words, sc23)), _mm256_loadu_ps(d + 8)), \
-                                   _mm256_cvtepi32_ps(p1), acc1);                                                      \
-            if (has_min) {                                                                                             \
-                accm = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_shuffle_epi8(words, mn01)), _mm256_loadu_ps(s4), accm);    \
-                accm = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_shuffle_epi8(words, mn23)), _mm256_loadu_ps(s4 + 8), accm); \
-            }                                                                                                          \
+            a2_unpack(&u, type, w);                                                                                    \
+            CK_A2_ACC(DOT, type, u, q, d, off, s4, acc0, acc1, accm);                                                  \
         }                                                                                                              \
         return ck_hsum8(_mm256_add_ps(_mm256_add_ps(acc0, acc1), accm));                                              \
     }
 CK_A2_BODY(dot_avx2_g4, CK_A2, CK_A2_DOT_PLAIN)
 CK_A2_BODY(dot_avxvnni_g4, CK_A2V, CK_A2_DOT_VNNI)
+
+/* The same for two tokens (a batch of sequences), each group unpacked once for both; each token's operations
+ * and their order are the one-token body's, so its result is too, bit for bit */
+#define CK_A2_BODY2(NAME, ATTR, DOT)                                                                                  \
+    ATTR static inline void NAME(int type, int64_t ng, const char *w, const int8_t *q, const float *d,               \
+                                 const int32_t *off, const float *s4, const int8_t *qb, const float *db,             \
+                                 const int32_t *offb, const float *s4b, ck_pf_stream *pf, float *v0, float *v1)       \
+    {                                                                                                                  \
+        const int bsize = type == CK_Q_Q4_0 ? 18 : type == CK_Q_Q4_1 ? 20 : type == CK_Q_Q5_0 ? 22 : 24;              \
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), accm = _mm256_setzero_ps();                  \
+        __m256 bcc0 = _mm256_setzero_ps(), bcc1 = _mm256_setzero_ps(), bccm = _mm256_setzero_ps();                  \
+        int64_t g;                                                                                                     \
+        for (g = 0; g < ng; g++, w += 4 * bsize, q += 128, d += 16, off += 16, s4 += 16, qb += 128, db += 16,        \
+                          offb += 16, s4b += 16) {                                                                     \
+            a2_group u;                                                                                                \
+            ck_pf_ahead(pf, w);                                                                                        \
+            a2_unpack(&u, type, w);                                                                                    \
+            CK_A2_ACC(DOT, type, u, q, d, off, s4, acc0, acc1, accm);                                                  \
+            CK_A2_ACC(DOT, type, u, qb, db, offb, s4b, bcc0, bcc1, bccm);                                              \
+        }                                                                                                              \
+        *v0 = ck_hsum8(_mm256_add_ps(_mm256_add_ps(acc0, acc1), accm));                                               \
+        *v1 = ck_hsum8(_mm256_add_ps(_mm256_add_ps(bcc0, bcc1), bccm));                                               \
+    }
+CK_A2_BODY2(dot2_avx2_g4, CK_A2, CK_A2_DOT_PLAIN)
+CK_A2_BODY2(dot2_avxvnni_g4, CK_A2V, CK_A2_DOT_VNNI)
 
 /* rows [n0, n1) of one token (see ck_qdot4_rows); the type a constant in each call, so each body specializes */
 #define CK_A2_ROWS(NAME, ATTR, BODY)                                                                                  \
@@ -523,6 +569,44 @@ CK_A2_BODY(dot_avxvnni_g4, CK_A2V, CK_A2_DOT_VNNI)
     }
 CK_A2_ROWS(rows_avx2, CK_A2, dot_avx2_g4)
 CK_A2_ROWS(rows_avxvnni, CK_A2V, dot_avxvnni_g4)
+
+/* rows [n0, n1) of tokens t0 and t1 together (see ck_qdot4_rows2) */
+#define CK_A2_ROWS2(NAME, ATTR, BODY2)                                                                                \
+    ATTR static void NAME(float *out0, float *out1, const ck_qdot4_acts *a, int t0, int t1, int type,                 \
+                          const char *rows, size_t row_bytes, const void *act0, const void *act1,                     \
+                          ck_vec_dot_fn tail_dot, const float *bias, const float *add0, const float *add1, int64_t n0, \
+                          int64_t n1)                                                                                  \
+    {                                                                                                                  \
+        const int64_t ng = a->K / 128, tail = a->K / CK_QK - 4 * ng;                                                   \
+        const size_t at0 = (size_t)t0 * (size_t)ng, at1 = (size_t)t1 * (size_t)ng;                                     \
+        const int bsize = type == CK_Q_Q4_0 ? 18 : type == CK_Q_Q4_1 ? 20 : type == CK_Q_Q5_0 ? 22 : 24;              \
+        const int has_min = type == CK_Q_Q4_1 || type == CK_Q_Q5_1;                                                   \
+        const size_t tail_at = 4 * (size_t)ng * (has_min ? sizeof(ck_block_q8_1) : sizeof(ck_block_q8_0));            \
+        const int8_t *q = a->q + at0 * 128, *qb = a->q + at1 * 128;                                                    \
+        const float *d = a->d + at0 * 16, *s4 = a->s4 + at0 * 16, *db = a->d + at1 * 16, *s4b = a->s4 + at1 * 16;    \
+        const int32_t *off = a->off + at0 * 16, *offb = a->off + at1 * 16;                                             \
+        ck_pf_stream pf;                                                                                               \
+        int64_t n;                                                                                                     \
+        ck_pf_start(&pf, rows + (size_t)n0 * row_bytes, rows + (size_t)n1 * row_bytes);                              \
+        for (n = n0; n < n1; n++) {                                                                                    \
+            const char *w = rows + (size_t)n * row_bytes;                                                              \
+            float v0, v1;                                                                                              \
+            switch (type) {                                                                                            \
+            case CK_Q_Q4_0: BODY2(CK_Q_Q4_0, ng, w, q, d, off, s4, qb, db, offb, s4b, &pf, &v0, &v1); break;          \
+            case CK_Q_Q4_1: BODY2(CK_Q_Q4_1, ng, w, q, d, off, s4, qb, db, offb, s4b, &pf, &v0, &v1); break;          \
+            case CK_Q_Q5_0: BODY2(CK_Q_Q5_0, ng, w, q, d, off, s4, qb, db, offb, s4b, &pf, &v0, &v1); break;          \
+            default: BODY2(CK_Q_Q5_1, ng, w, q, d, off, s4, qb, db, offb, s4b, &pf, &v0, &v1); break;                 \
+            }                                                                                                          \
+            if (tail) {                                                                                                \
+                v0 += tail_dot(tail * CK_QK, w + 4 * ng * (size_t)bsize, (const char *)act0 + tail_at);               \
+                v1 += tail_dot(tail * CK_QK, w + 4 * ng * (size_t)bsize, (const char *)act1 + tail_at);               \
+            }                                                                                                          \
+            out0[n] = v0 + (bias ? bias[n] : 0.0f) + (add0 ? add0[n] : 0.0f);                                         \
+            out1[n] = v1 + (bias ? bias[n] : 0.0f) + (add1 ? add1[n] : 0.0f);                                         \
+        }                                                                                                              \
+    }
+CK_A2_ROWS2(rows2_avx2, CK_A2, dot2_avx2_g4)
+CK_A2_ROWS2(rows2_avxvnni, CK_A2V, dot2_avxvnni_g4)
 #endif
 
 void ck_qdot4_rows2(float *out0, float *out1, const ck_qdot4_acts *a, int t0, int t1, int type, const char *rows,
@@ -532,6 +616,11 @@ void ck_qdot4_rows2(float *out0, float *out1, const ck_qdot4_acts *a, int t0, in
 #ifdef CK_X86
     if (type == CK_Q_Q4_0 && ck_cpu_avx512vbmi()) {
         rows_q4_0_vbmi2(out0, out1, a, t0, t1, rows, row_bytes, act0, act1, tail_dot, bias, add0, add1, n0, n1);
+        return;
+    }
+    if (!ck_cpu_avx512vbmi()) { /* AVX2 (with AVX-VNNI or not): every type's groups unpacked once for both */
+        (ck_cpu_vnni() ? rows2_avxvnni : rows2_avx2)(out0, out1, a, t0, t1, type, rows, row_bytes, act0, act1,
+                                                     tail_dot, bias, add0, add1, n0, n1);
         return;
     }
 #endif

@@ -41,8 +41,9 @@ void ck_qdot4_acts_free(ck_qdot4_acts *a);
 void ck_qdot4_rows(float *out, const ck_qdot4_acts *a, int t, int type, const char *rows, size_t row_bytes,
                    const void *act_row, ck_vec_dot_fn tail_dot, const float *bias, const float *add, int64_t n0,
                    int64_t n1);
-/* the same for tokens t0 and t1 at once (a batch of sequences): q4_0 unpacks each weight group once for both, with
- * each token's result exactly that of ck_qdot4_rows; the other types run ck_qdot4_rows for each */
+/* the same for tokens t0 and t1 at once (a batch of sequences): each weight group unpacked once for both (AVX2 and
+ * AVX-VNNI: every type; AVX-512 VBMI: q4_0, the others run ck_qdot4_rows for each), each token's result exactly
+ * that of ck_qdot4_rows */
 void ck_qdot4_rows2(float *out0, float *out1, const ck_qdot4_acts *a, int t0, int t1, int type, const char *rows,
                     size_t row_bytes, const void *act0, const void *act1, ck_vec_dot_fn tail_dot, const float *bias,
                     const float *add0, const float *add1, int64_t n0, int64_t n1);
