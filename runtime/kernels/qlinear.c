@@ -415,6 +415,64 @@ CK_AVX2_F16 static inline float dot_qk45(int q5, int64_t nb, const void *vw, con
     }
 }
 
+/* dot_qk45 for two tokens (a batch of sequences' decode step): each block's scales, nibbles and fifth bits
+ * unpacked once for both; each token's operations and their order are dot_qk45's, so its result is too */
+CK_AVX2_F16 static inline void dot2_qk45(int q5, int64_t nb, const void *vw, const ck_block_q8_K *a,
+                                         const ck_block_q8_K *b, ck_pf_stream *pf, float *v0, float *v1)
+{
+    __m256 acc = _mm256_setzero_ps(), bcc = _mm256_setzero_ps();
+    __m128 accm = _mm_setzero_ps(), bccm = _mm_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    int64_t i;
+    int j;
+    for (i = 0; i < nb; i++) {
+        const ck_block_q4_K *w4 = (const ck_block_q4_K *)vw + i;
+        const ck_block_q5_K *w5 = (const ck_block_q5_K *)vw + i;
+        const uint8_t *q = q5 ? w5->qs : w4->qs;
+        ck_pf_ahead(pf, q5 ? (const void *)w5 : (const void *)w4);
+        const int8_t *y = a[i].qs, *z = b[i].qs;
+        const float dw = h2f(q5 ? w5->d : w4->d), dmin = h2f(q5 ? w5->dmin : w4->dmin);
+        __m128i sc, mn;
+        __m256i sumi = _mm256_setzero_si256(), sumj = _mm256_setzero_si256(), hbits = _mm256_setzero_si256(), sc2;
+        k4_scales16(q5 ? w5->scales : w4->scales, &sc, &mn);
+        {
+            const __m128i sa = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a[i].bsums),
+                                              _mm_loadu_si128((const __m128i *)(a[i].bsums + 8)));
+            const __m128i sb = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)b[i].bsums),
+                                              _mm_loadu_si128((const __m128i *)(b[i].bsums + 8)));
+            accm = _mm_fmadd_ps(_mm_set1_ps(a[i].d * dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mn, sa)), accm);
+            bccm = _mm_fmadd_ps(_mm_set1_ps(b[i].d * dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mn, sb)), bccm);
+        }
+        sc2 = _mm256_broadcastsi128_si256(sc);
+        if (q5) hbits = _mm256_loadu_si256((const __m256i *)w5->qh);
+        for (j = 0; j < 4; j++, q += 32, y += 64, z += 64) {
+            const __m256i bits = _mm256_loadu_si256((const __m256i *)q);
+            const __m256i s_lo = _mm256_shuffle_epi8(sc2, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * j))));
+            const __m256i s_hi = _mm256_shuffle_epi8(sc2, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * j + 1))));
+            __m256i lo = _mm256_and_si256(bits, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+            if (q5) {
+                const __m256i m = _mm256_set1_epi8(0x10);
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * j), 4), m));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * j + 1), 4), m));
+            }
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s_lo, _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)y))));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s_hi, _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 32)))));
+            sumj = _mm256_add_epi32(sumj, _mm256_madd_epi16(s_lo, _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)z))));
+            sumj = _mm256_add_epi32(sumj, _mm256_madd_epi16(s_hi, _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(z + 32)))));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * dw), _mm256_cvtepi32_ps(sumi), acc);
+        bcc = _mm256_fmadd_ps(_mm256_set1_ps(b[i].d * dw), _mm256_cvtepi32_ps(sumj), bcc);
+    }
+    {
+        __m128 m = _mm_add_ps(accm, _mm_movehl_ps(accm, accm)), mb = _mm_add_ps(bccm, _mm_movehl_ps(bccm, bccm));
+        m = _mm_add_ss(m, _mm_movehdup_ps(m));
+        mb = _mm_add_ss(mb, _mm_movehdup_ps(mb));
+        *v0 = ck_hsum8(acc) - _mm_cvtss_f32(m);
+        *v1 = ck_hsum8(bcc) - _mm_cvtss_f32(mb);
+    }
+}
+
 /* q6_K: x = d sc (q - 32), q in [0, 64): the 32 is taken out through bsums (one madd with the 16 scales); each
  * group of 32 takes its two scales by one byte shuffle of the 8 scales of its half */
 CK_AVX2_F16 static inline float dot_q6_K(int64_t nb, const ck_block_q6_K *w, const ck_block_q8_K *a, ck_pf_stream *pf)
@@ -1241,6 +1299,18 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                 const int64_t nb = K / CK_QK_K;
                 const ck_block_q8_K *ak = (const ck_block_q8_K *)act;
                 ck_pf_start(&pf, rows + (size_t)n * rb, rows + (size_t)b * rb);
+                if (type != CK_Q_Q6_K && t + 1 < T && n < b) { /* two tokens: q4_K / q5_K unpacked once for both */
+                    const ck_block_q8_K *ak1 = (const ck_block_q8_K *)act_row(acts, type, t + 1);
+                    float *o1 = out + (size_t)(t + 1) * ldo;
+                    const float *ad1 = add ? add + (size_t)(t + 1) * ld_add : NULL;
+                    for (; n < b; n++) {
+                        float v0, v1;
+                        dot2_qk45(type == CK_Q_Q5_K, nb, rows + (size_t)n * rb, ak, ak1, &pf, &v0, &v1);
+                        o[n] = v0 + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
+                        o1[n] = v1 + (bias ? bias[n] : 0.0f) + (ad1 ? ad1[n] : 0.0f);
+                    }
+                    paired = t + 1;
+                }
                 for (; n < b; n++) {
                     const char *wr = rows + (size_t)n * rb;
                     const float v = type == CK_Q_Q6_K ? dot_q6_K(nb, (const ck_block_q6_K *)wr, ak, &pf)
