@@ -514,6 +514,51 @@ CK_AVX2_F16 static inline float dot_q6_K(int64_t nb, const ck_block_q6_K *w, con
     return ck_hsum8(acc);
 }
 
+/* dot_q6_K for two tokens: each block's 6-bit values and scales unpacked once for both; each token's operations
+ * and their order are dot_q6_K's, so its result is too */
+CK_AVX2_F16 static inline void dot2_q6_K(int64_t nb, const ck_block_q6_K *w, const ck_block_q8_K *a,
+                                         const ck_block_q8_K *b, ck_pf_stream *pf, float *v0, float *v1)
+{
+    __m256 acc = _mm256_setzero_ps(), bcc = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+    int64_t i;
+    int j, g;
+    for (i = 0; i < nb; i++) {
+        const uint8_t *ql = w[i].ql, *qh = w[i].qh;
+        const int8_t *y = a[i].qs, *z = b[i].qs;
+        ck_pf_ahead(pf, w + i);
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)w[i].scales);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        const float dw = h2f(w[i].d);
+        __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                        _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)a[i].bsums)), 5));
+        __m256i sumj = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                        _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)b[i].bsums)), 5));
+        for (j = 0; j < 2; j++, ql += 64, qh += 32, y += 128, z += 128) {
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+            const __m256i sc = _mm256_broadcastsi128_si256(j ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4));
+            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4));
+            for (g = 0; g < 4; g++) {
+                const __m256i s = _mm256_shuffle_epi8(sc, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * g + 1))),
+                                                                            _mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * g)))));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s, _mm256_maddubs_epi16(q[g], _mm256_loadu_si256((const __m256i *)(y + 32 * g)))));
+                sumj = _mm256_add_epi32(sumj, _mm256_madd_epi16(s, _mm256_maddubs_epi16(q[g], _mm256_loadu_si256((const __m256i *)(z + 32 * g)))));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * dw), _mm256_cvtepi32_ps(sumi), acc);
+        bcc = _mm256_fmadd_ps(_mm256_set1_ps(b[i].d * dw), _mm256_cvtepi32_ps(sumj), bcc);
+    }
+    *v0 = ck_hsum8(acc);
+    *v1 = ck_hsum8(bcc);
+}
+
 CK_AVX2_F16 static float dot_f16(int64_t n, const uint16_t *w, const float *a)
 {
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
@@ -1299,13 +1344,17 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                 const int64_t nb = K / CK_QK_K;
                 const ck_block_q8_K *ak = (const ck_block_q8_K *)act;
                 ck_pf_start(&pf, rows + (size_t)n * rb, rows + (size_t)b * rb);
-                if (type != CK_Q_Q6_K && t + 1 < T && n < b) { /* two tokens: q4_K / q5_K unpacked once for both */
+                if (t + 1 < T && n < b) { /* two tokens: each block unpacked once for both */
                     const ck_block_q8_K *ak1 = (const ck_block_q8_K *)act_row(acts, type, t + 1);
                     float *o1 = out + (size_t)(t + 1) * ldo;
                     const float *ad1 = add ? add + (size_t)(t + 1) * ld_add : NULL;
                     for (; n < b; n++) {
+                        const char *wr = rows + (size_t)n * rb;
                         float v0, v1;
-                        dot2_qk45(type == CK_Q_Q5_K, nb, rows + (size_t)n * rb, ak, ak1, &pf, &v0, &v1);
+                        if (type == CK_Q_Q6_K)
+                            dot2_q6_K(nb, (const ck_block_q6_K *)wr, ak, ak1, &pf, &v0, &v1);
+                        else
+                            dot2_qk45(type == CK_Q_Q5_K, nb, wr, ak, ak1, &pf, &v0, &v1);
                         o[n] = v0 + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
                         o1[n] = v1 + (bias ? bias[n] : 0.0f) + (ad1 ? ad1[n] : 0.0f);
                     }
