@@ -28,6 +28,9 @@
  * scripts/bench_graph.py --targets measures the device against --target cpu.
  */
 #define _POSIX_C_SOURCE 200809L
+#if defined(__linux__) && !defined(_DEFAULT_SOURCE)
+#define _DEFAULT_SOURCE /* madvise */
+#endif
 
 #include "gcu.h"
 
@@ -39,8 +42,12 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #define GCU_ALIGN 64
+#define GCU_HUGE ((size_t)2 << 20) /* a huge page */
 #define STREAM_MAGIC 0x67637573u /* "gcus" */
 #define EVENT_MAGIC 0x67637565u  /* "gcue" */
 #define GCU_IDLE_POLL_NS 1000000000L /* how often an idle stream's worker looks at its queue */
@@ -220,8 +227,17 @@ gcu_error gcu_malloc(void **dev_ptr, size_t bytes)
     if (!dev_ptr) return gcu_fail(GCU_ERROR_INVALID_VALUE, "gcu_malloc: dev_ptr is NULL");
     *dev_ptr = NULL;
     gcu_error err;
-    if (posix_memalign(&p, GCU_ALIGN, bytes ? bytes : 1) != 0)
+    /* two huge pages or more (a model's weights): 2 MiB-aligned, and on Linux advised onto huge pages before the
+     * first touch, so that the kernel compacts for them at fault instead of leaving 4 KiB pages where none is free:
+     * a kernel streaming the weights then misses the TLB once per 2 MiB. Measured on the Zen 3 VM (an exported MLP
+     * of three 2048-wide layers, --target gcu, two builds interleaved in one process): 48 of its 48 MiB of weights
+     * on huge pages instead of 14, and 1.5-5% faster per call */
+    const size_t align = bytes >= 2 * GCU_HUGE ? GCU_HUGE : GCU_ALIGN;
+    if (posix_memalign(&p, align, bytes ? bytes : 1) != 0)
         return gcu_fail(GCU_ERROR_OUT_OF_MEMORY, "gcu_malloc: out of device memory for %zu bytes", bytes);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (align == GCU_HUGE) (void)madvise(p, bytes / GCU_HUGE * GCU_HUGE, MADV_HUGEPAGE);
+#endif
     if ((err = track(p, bytes, 0, "gcu_malloc")) != GCU_SUCCESS) {
         free(p);
         return err;
