@@ -340,7 +340,7 @@ class GraphModel(_Handle):
         marked changed when another tensor, another storage or a new version comes. No output may be written
         into an input (ValueError)."""
         import torch
-        from .pool import SMALL
+        from . import pool as pools
         dtypes = torch_dtypes()
         if any(j is not None for j in self.into):
             raise ValueError("guarded_torch_runner: the graph writes an output into an input")
@@ -365,7 +365,8 @@ class GraphModel(_Handle):
         for j, spec in enumerate(self.outputs):
             env[f"s{j}"], env[f"d{j}"], env[f"n{j}"] = tuple(spec.shape), dtypes[spec.dtype], spec.dtype
             nbytes = int(np.prod(spec.shape)) * np.dtype(spec.dtype).itemsize
-            make = f"new(s{j}, d{j}, n{j})" if pool is not None and nbytes >= SMALL else f"torch.empty(s{j}, dtype=d{j})"
+            make = (f"new(s{j}, d{j}, n{j})" if pool is not None and nbytes >= max(pools.DIRECT, pools.SMALL)
+                    else f"torch.empty(s{j}, dtype=d{j})")
             lines.append(f"    o{j} = {make}")
             lines.append(f"    out_p[{j}] = o{j}.data_ptr()" if nbytes else f"    out_p[{j}] = empty_p")
         lines += ["    rc = run(h, in_p, out_p)", "    if rc != 0:", "        check(rc)",

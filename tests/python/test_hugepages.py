@@ -2,6 +2,7 @@
 MADV_COLLAPSE), without changing an address or a value, and leaves them with options={"huge_pages": False}."""
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -47,20 +48,37 @@ class Wide(torch.nn.Module):
         return torch.relu(self.fc(x))
 
 
-def fresh(d=1536):
-    """A module whose weight (9 MiB) was just allocated, and whose pages are not huge yet (PyTorch's allocator
-    leaves them small); skips where they are (nothing to observe)."""
+MADV_HUGEPAGE, MADV_NOHUGEPAGE = 14, 15
+
+
+def small_pages_module(d, keep):
+    """A Wide(d) whose weight lives in its own anonymous mapping, faulted in on 4 KiB pages (MADV_NOHUGEPAGE while it
+    is written, then cleared), so that the backend is all that changes its pages: PyTorch's own allocator may serve
+    a weight from a heap whose pages other tests already changed. Returns (module, the weight's 2 MiB-aligned part)."""
+    import ctypes
+    import mmap
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    nbytes = d * d * 4
+    buf = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    if libc.madvise(addr, nbytes, MADV_NOHUGEPAGE) != 0:
+        pytest.skip("this kernel has no transparent huge pages")
+    w = np.frombuffer(buf, dtype=np.float32).reshape(d, d)
+    w[:] = np.random.default_rng(0).standard_normal((d, d), dtype=np.float32) / d ** 0.5
+    assert libc.madvise(addr, nbytes, MADV_HUGEPAGE) == 0
+    keep.append(buf)
     m = Wide(d).eval()
-    w = m.fc.weight
-    r = hugepages.huge_range(w.data_ptr(), w.numel() * 4)
-    if huge_kb(r[0]) > 0:
-        pytest.skip("PyTorch's pages are huge already on this machine")
+    m.fc.weight = torch.nn.Parameter(torch.from_numpy(w))
+    r = hugepages.huge_range(addr, nbytes)
+    assert huge_kb(r[0]) == 0
     return m, r
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="MADV_COLLAPSE is Linux's")
 def test_the_backend_moves_parameters_onto_huge_pages_in_place():
-    m, r = fresh()
+    keep = []
+    m, r = small_pages_module(1536, keep)  # 9 MiB: at least three whole huge pages
     x = torch.randn(3, m.fc.in_features)
     with torch.no_grad():
         want = m(x)
@@ -90,7 +108,8 @@ def test_the_backend_moves_parameters_onto_huge_pages_in_place():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="MADV_COLLAPSE is Linux's")
 def test_huge_pages_false_leaves_them():
-    m, r = fresh(1600)
+    keep = []
+    m, r = small_pages_module(1600, keep)
     fast = torch.compile(m, backend="gcu", options={"huge_pages": False})
     with torch.no_grad():
         fast(torch.randn(2, m.fc.in_features))

@@ -12,7 +12,24 @@ import ckc
 from ckc import pool
 from ckc.pool import ALIGN, SMALL, HostPool, size_class
 
-BIG = (256, 768)  # 768 KiB of f32: pooled
+BIG = (256, 768)  # 768 KiB of f32: pooled (the tests of the allocator's mechanics pool from SMALL on)
+
+
+@pytest.fixture(autouse=True)
+def pool_from_small(request, monkeypatch):
+    """Outputs below pool.DIRECT come from torch.empty; these tests (but the one about that threshold) lower it to
+    SMALL, so the mechanics are tested on blocks of a few hundred KiB."""
+    if "direct" not in request.node.name:
+        monkeypatch.setattr(pool, "DIRECT", SMALL)
+
+
+def test_outputs_below_direct_come_from_torch_empty():
+    p = HostPool()
+    below = p.empty((pool.DIRECT // 4 - 1,), torch.float32, np.float32)
+    assert p.misses == 0 and p.live == 0  # torch.empty's
+    below.resize_(10)  # (a pooled storage is not resizable)
+    at = p.empty((pool.DIRECT // 4,), torch.float32, np.float32)
+    assert p.misses == 1 and p.live == size_class(pool.DIRECT) and at.data_ptr() % ALIGN == 0
 
 
 def test_size_classes_round_up_by_at_most_a_quarter():
