@@ -363,134 +363,99 @@ CK_AVX2_F16 static inline void k4_scales16(const uint8_t *s12, __m128i *sc, __m1
 }
 
 /* q4_K / q5_K: x = d sc q - dmin m; sum = d_a (d sum_j sc_j (q_j . a_j) - dmin sum_j m_j bsum_j). The scales reach
- * the int16 lanes by one byte shuffle each; the mins' part is one madd with the activations' sums of 32. */
-CK_AVX2_F16 static inline float dot_qk45(int q5, int64_t nb, const void *vw, const ck_block_q8_K *a, ck_pf_stream *pf)
+ * the int16 lanes by one byte shuffle each; the mins' part is one madd with the activations' sums of 32.
+ * nt tokens (1, or 2 for a batch of sequences' decode step: a constant in each caller, so the loops over the
+ * tokens unroll) share each block's unpacking; each token's operations and their order do not depend on nt, so
+ * a token's result is the same alone or paired, bit for bit. v[t] = W . a[t] */
+CK_AVX2_F16 static inline __attribute__((always_inline)) void qk45_rows(int nt, int q5, int64_t nb, const void *vw,
+                                                                       const ck_block_q8_K *const *a,
+                                                                       ck_pf_stream *pf, float *v)
 {
-    __m256 acc = _mm256_setzero_ps();
-    __m128 accm = _mm_setzero_ps();
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m128 accm[2] = {_mm_setzero_ps(), _mm_setzero_ps()};
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     int64_t i;
-    int j;
+    int j, t;
     for (i = 0; i < nb; i++) {
         const ck_block_q4_K *w4 = (const ck_block_q4_K *)vw + i;
         const ck_block_q5_K *w5 = (const ck_block_q5_K *)vw + i;
         const uint8_t *q = q5 ? w5->qs : w4->qs;
         if (pf) ck_pf_ahead(pf, q5 ? (const void *)w5 : (const void *)w4);
-        const int8_t *y = a[i].qs;
+        const float dw = h2f(q5 ? w5->d : w4->d), dmin = h2f(q5 ? w5->dmin : w4->dmin);
         __m128i sc, mn;
-        __m256i sumi = _mm256_setzero_si256(), hbits = _mm256_setzero_si256(), sc2;
+        __m256i sumi[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, hbits = _mm256_setzero_si256(), sc2;
         k4_scales16(q5 ? w5->scales : w4->scales, &sc, &mn);
-        { /* the mins against the sums of 32 (adjacent pairs of the 16 sums of 16) */
-            const __m128i sums = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a[i].bsums),
-                                                _mm_loadu_si128((const __m128i *)(a[i].bsums + 8)));
-            accm = _mm_fmadd_ps(_mm_set1_ps(a[i].d * h2f(q5 ? w5->dmin : w4->dmin)),
-                                _mm_cvtepi32_ps(_mm_madd_epi16(mn, sums)), accm);
+        for (t = 0; t < nt; t++) { /* the mins against the sums of 32 (adjacent pairs of the 16 sums of 16) */
+            const __m128i sums = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a[t][i].bsums),
+                                                _mm_loadu_si128((const __m128i *)(a[t][i].bsums + 8)));
+            accm[t] = _mm_fmadd_ps(_mm_set1_ps(a[t][i].d * dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mn, sums)), accm[t]);
         }
         sc2 = _mm256_broadcastsi128_si256(sc);
         if (q5) hbits = _mm256_loadu_si256((const __m256i *)w5->qh);
-        for (j = 0; j < 4; j++, q += 32, y += 64) {
+        for (j = 0; j < 4; j++, q += 32) {
             const __m256i bits = _mm256_loadu_si256((const __m256i *)q);
             /* int16 words 2j and 2j + 1 of the scales in every lane */
             const __m256i s_lo = _mm256_shuffle_epi8(sc2, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * j))));
             const __m256i s_hi = _mm256_shuffle_epi8(sc2, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * j + 1))));
             __m256i lo = _mm256_and_si256(bits, m4);
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-            __m256i plo, phi;
             if (q5) { /* bit 2j of qh[l] is the fifth bit of the low half, 2j+1 of the high half */
                 const __m256i m = _mm256_set1_epi8(0x10);
                 lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * j), 4), m));
                 hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * j + 1), 4), m));
             }
-            plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)y));
-            phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 32)));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s_lo, plo));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s_hi, phi));
+            for (t = 0; t < nt; t++) {
+                const int8_t *y = a[t][i].qs + 64 * j;
+                const __m256i plo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)y));
+                const __m256i phi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 32)));
+                sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(s_lo, plo));
+                sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(s_hi, phi));
+            }
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * h2f(q5 ? w5->d : w4->d)), _mm256_cvtepi32_ps(sumi), acc);
+        for (t = 0; t < nt; t++)
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(a[t][i].d * dw), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
     }
-    {
-        __m128 m = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+    for (t = 0; t < nt; t++) {
+        __m128 m = _mm_add_ps(accm[t], _mm_movehl_ps(accm[t], accm[t]));
         m = _mm_add_ss(m, _mm_movehdup_ps(m));
-        return ck_hsum8(acc) - _mm_cvtss_f32(m);
+        v[t] = ck_hsum8(acc[t]) - _mm_cvtss_f32(m);
     }
 }
 
-/* dot_qk45 for two tokens (a batch of sequences' decode step): each block's scales, nibbles and fifth bits
- * unpacked once for both; each token's operations and their order are dot_qk45's, so its result is too */
-CK_AVX2_F16 static inline void dot2_qk45(int q5, int64_t nb, const void *vw, const ck_block_q8_K *a,
-                                         const ck_block_q8_K *b, ck_pf_stream *pf, float *v0, float *v1)
+CK_AVX2_F16 static inline float dot_qk45(int q5, int64_t nb, const void *vw, const ck_block_q8_K *a, ck_pf_stream *pf)
 {
-    __m256 acc = _mm256_setzero_ps(), bcc = _mm256_setzero_ps();
-    __m128 accm = _mm_setzero_ps(), bccm = _mm_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    int64_t i;
-    int j;
-    for (i = 0; i < nb; i++) {
-        const ck_block_q4_K *w4 = (const ck_block_q4_K *)vw + i;
-        const ck_block_q5_K *w5 = (const ck_block_q5_K *)vw + i;
-        const uint8_t *q = q5 ? w5->qs : w4->qs;
-        ck_pf_ahead(pf, q5 ? (const void *)w5 : (const void *)w4);
-        const int8_t *y = a[i].qs, *z = b[i].qs;
-        const float dw = h2f(q5 ? w5->d : w4->d), dmin = h2f(q5 ? w5->dmin : w4->dmin);
-        __m128i sc, mn;
-        __m256i sumi = _mm256_setzero_si256(), sumj = _mm256_setzero_si256(), hbits = _mm256_setzero_si256(), sc2;
-        k4_scales16(q5 ? w5->scales : w4->scales, &sc, &mn);
-        {
-            const __m128i sa = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a[i].bsums),
-                                              _mm_loadu_si128((const __m128i *)(a[i].bsums + 8)));
-            const __m128i sb = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)b[i].bsums),
-                                              _mm_loadu_si128((const __m128i *)(b[i].bsums + 8)));
-            accm = _mm_fmadd_ps(_mm_set1_ps(a[i].d * dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mn, sa)), accm);
-            bccm = _mm_fmadd_ps(_mm_set1_ps(b[i].d * dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mn, sb)), bccm);
-        }
-        sc2 = _mm256_broadcastsi128_si256(sc);
-        if (q5) hbits = _mm256_loadu_si256((const __m256i *)w5->qh);
-        for (j = 0; j < 4; j++, q += 32, y += 64, z += 64) {
-            const __m256i bits = _mm256_loadu_si256((const __m256i *)q);
-            const __m256i s_lo = _mm256_shuffle_epi8(sc2, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * j))));
-            const __m256i s_hi = _mm256_shuffle_epi8(sc2, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * j + 1))));
-            __m256i lo = _mm256_and_si256(bits, m4);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-            if (q5) {
-                const __m256i m = _mm256_set1_epi8(0x10);
-                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * j), 4), m));
-                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hbits, 2 * j + 1), 4), m));
-            }
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s_lo, _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)y))));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s_hi, _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 32)))));
-            sumj = _mm256_add_epi32(sumj, _mm256_madd_epi16(s_lo, _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)z))));
-            sumj = _mm256_add_epi32(sumj, _mm256_madd_epi16(s_hi, _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(z + 32)))));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * dw), _mm256_cvtepi32_ps(sumi), acc);
-        bcc = _mm256_fmadd_ps(_mm256_set1_ps(b[i].d * dw), _mm256_cvtepi32_ps(sumj), bcc);
-    }
-    {
-        __m128 m = _mm_add_ps(accm, _mm_movehl_ps(accm, accm)), mb = _mm_add_ps(bccm, _mm_movehl_ps(bccm, bccm));
-        m = _mm_add_ss(m, _mm_movehdup_ps(m));
-        mb = _mm_add_ss(mb, _mm_movehdup_ps(mb));
-        *v0 = ck_hsum8(acc) - _mm_cvtss_f32(m);
-        *v1 = ck_hsum8(bcc) - _mm_cvtss_f32(mb);
-    }
+    float v;
+    qk45_rows(1, q5, nb, vw, &a, pf, &v);
+    return v;
+}
+
+CK_AVX2_F16 static void dot2_qk45(int q5, int64_t nb, const void *vw, const ck_block_q8_K *const *a, ck_pf_stream *pf,
+                                  float *v)
+{
+    qk45_rows(2, q5, nb, vw, a, pf, v);
 }
 
 /* q6_K: x = d sc (q - 32), q in [0, 64): the 32 is taken out through bsums (one madd with the 16 scales); each
- * group of 32 takes its two scales by one byte shuffle of the 8 scales of its half */
-CK_AVX2_F16 static inline float dot_q6_K(int64_t nb, const ck_block_q6_K *w, const ck_block_q8_K *a, ck_pf_stream *pf)
+ * group of 32 takes its two scales by one byte shuffle of the 8 scales of its half. nt tokens as qk45_rows. */
+CK_AVX2_F16 static inline __attribute__((always_inline)) void q6_K_rows(int nt, int64_t nb, const ck_block_q6_K *w,
+                                                                       const ck_block_q8_K *const *a,
+                                                                       ck_pf_stream *pf, float *v)
 {
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
     int64_t i;
-    int j, g;
+    int j, g, t;
     for (i = 0; i < nb; i++) {
         const uint8_t *ql = w[i].ql, *qh = w[i].qh;
-        const int8_t *y = a[i].qs;
         if (pf) ck_pf_ahead(pf, w + i);
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)w[i].scales);
         const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-        /* 32 sum_j sc_j bsum_j, to take out */
-        __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                        _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)a[i].bsums)), 5));
-        for (j = 0; j < 2; j++, ql += 64, qh += 32, y += 128) {
+        const float dw = h2f(w[i].d);
+        __m256i sumi[2];
+        for (t = 0; t < nt; t++) /* 32 sum_j sc_j bsum_j, to take out */
+            sumi[t] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                       _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)a[t][i].bsums)), 5));
+        for (j = 0; j < 2; j++, ql += 64, qh += 32) {
             const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
             const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
             /* scales 8j .. 8j + 7 as int16, in both halves */
@@ -503,60 +468,31 @@ CK_AVX2_F16 static inline float dot_q6_K(int64_t nb, const ck_block_q6_K *w, con
             q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                    _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4));
             for (g = 0; g < 4; g++) { /* 32 elements, scales 2g (first 16) and 2g + 1 (of this half's 8) */
-                const __m256i p = _mm256_maddubs_epi16(q[g], _mm256_loadu_si256((const __m256i *)(y + 32 * g)));
                 const __m256i s = _mm256_shuffle_epi8(sc, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * g + 1))),
                                                                             _mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * g)))));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s, p));
+                for (t = 0; t < nt; t++) {
+                    const __m256i p = _mm256_maddubs_epi16(q[g], _mm256_loadu_si256((const __m256i *)(a[t][i].qs + 128 * j + 32 * g)));
+                    sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(s, p));
+                }
             }
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * h2f(w[i].d)), _mm256_cvtepi32_ps(sumi), acc);
+        for (t = 0; t < nt; t++)
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(a[t][i].d * dw), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
     }
-    return ck_hsum8(acc);
+    for (t = 0; t < nt; t++) v[t] = ck_hsum8(acc[t]);
 }
 
-/* dot_q6_K for two tokens: each block's 6-bit values and scales unpacked once for both; each token's operations
- * and their order are dot_q6_K's, so its result is too */
-CK_AVX2_F16 static inline void dot2_q6_K(int64_t nb, const ck_block_q6_K *w, const ck_block_q8_K *a,
-                                         const ck_block_q8_K *b, ck_pf_stream *pf, float *v0, float *v1)
+CK_AVX2_F16 static inline float dot_q6_K(int64_t nb, const ck_block_q6_K *w, const ck_block_q8_K *a, ck_pf_stream *pf)
 {
-    __m256 acc = _mm256_setzero_ps(), bcc = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
-    int64_t i;
-    int j, g;
-    for (i = 0; i < nb; i++) {
-        const uint8_t *ql = w[i].ql, *qh = w[i].qh;
-        const int8_t *y = a[i].qs, *z = b[i].qs;
-        ck_pf_ahead(pf, w + i);
-        const __m128i sc8 = _mm_loadu_si128((const __m128i *)w[i].scales);
-        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-        const float dw = h2f(w[i].d);
-        __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                        _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)a[i].bsums)), 5));
-        __m256i sumj = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                        _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)b[i].bsums)), 5));
-        for (j = 0; j < 2; j++, ql += 64, qh += 32, y += 128, z += 128) {
-            const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-            const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
-            const __m256i sc = _mm256_broadcastsi128_si256(j ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
-            __m256i q[4];
-            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4));
-            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4));
-            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4));
-            for (g = 0; g < 4; g++) {
-                const __m256i s = _mm256_shuffle_epi8(sc, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * g + 1))),
-                                                                            _mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * g)))));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s, _mm256_maddubs_epi16(q[g], _mm256_loadu_si256((const __m256i *)(y + 32 * g)))));
-                sumj = _mm256_add_epi32(sumj, _mm256_madd_epi16(s, _mm256_maddubs_epi16(q[g], _mm256_loadu_si256((const __m256i *)(z + 32 * g)))));
-            }
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * dw), _mm256_cvtepi32_ps(sumi), acc);
-        bcc = _mm256_fmadd_ps(_mm256_set1_ps(b[i].d * dw), _mm256_cvtepi32_ps(sumj), bcc);
-    }
-    *v0 = ck_hsum8(acc);
-    *v1 = ck_hsum8(bcc);
+    float v;
+    q6_K_rows(1, nb, w, &a, pf, &v);
+    return v;
+}
+
+CK_AVX2_F16 static void dot2_q6_K(int64_t nb, const ck_block_q6_K *w, const ck_block_q8_K *const *a, ck_pf_stream *pf,
+                                  float *v)
+{
+    q6_K_rows(2, nb, w, a, pf, v);
 }
 
 CK_AVX2_F16 static float dot_f16(int64_t n, const uint16_t *w, const float *a)
@@ -1348,15 +1284,16 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                     const ck_block_q8_K *ak1 = (const ck_block_q8_K *)act_row(acts, type, t + 1);
                     float *o1 = out + (size_t)(t + 1) * ldo;
                     const float *ad1 = add ? add + (size_t)(t + 1) * ld_add : NULL;
+                    const ck_block_q8_K *const pair[2] = {ak, ak1};
                     for (; n < b; n++) {
                         const char *wr = rows + (size_t)n * rb;
-                        float v0, v1;
+                        float v[2];
                         if (type == CK_Q_Q6_K)
-                            dot2_q6_K(nb, (const ck_block_q6_K *)wr, ak, ak1, &pf, &v0, &v1);
+                            dot2_q6_K(nb, (const ck_block_q6_K *)wr, pair, &pf, v);
                         else
-                            dot2_qk45(type == CK_Q_Q5_K, nb, wr, ak, ak1, &pf, &v0, &v1);
-                        o[n] = v0 + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
-                        o1[n] = v1 + (bias ? bias[n] : 0.0f) + (ad1 ? ad1[n] : 0.0f);
+                            dot2_qk45(type == CK_Q_Q5_K, nb, wr, pair, &pf, v);
+                        o[n] = v[0] + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
+                        o1[n] = v[1] + (bias ? bias[n] : 0.0f) + (ad1 ? ad1[n] : 0.0f);
                     }
                     paired = t + 1;
                 }
