@@ -450,6 +450,12 @@ Calls cast_emit(EmitCtx &c)
                              c.numel("n", c.n.output)})};
 }
 
+Calls arange_emit(EmitCtx &c)
+{
+    return {call("ck_arange", {c.out(), elem_enum("to", c.tout().dtype), arg_double("start", c.n.f("start")),
+                               arg_double("step", c.n.f("step", 1.0)), c.numel("n", c.n.output)})};
+}
+
 Calls where_emit(EmitCtx &c)
 {
     const Shape &o = static_shape(c, c.tout());
@@ -607,6 +613,7 @@ std::vector<Lowering> build_lowerings()
         {Op::EW, ew_emit, {K_EW}},
         {Op::CMP, cmp_emit, {K_SEL}},
         {Op::CAST, cast_emit, {K_SEL}},
+        {Op::ARANGE, arange_emit, {K_SEL}},
         {Op::WHERE, where_emit, {K_SEL}},
         {Op::TRIL, tril_emit, {K_SEL}},
         {Op::INDEX, index_emit, {K_SEL}},

@@ -71,6 +71,8 @@ static CArg scalar(const std::string &label, std::string text)
 
 CArg arg_float(const std::string &label, double v) { return scalar(label, c_float(v)); }
 
+CArg arg_double(const std::string &label, double v) { return scalar(label, c_double(v)); }
+
 CArg arg_int(const std::string &label, int64_t v) { return scalar(label, std::to_string(v)); }
 
 CArg arg_enum(const std::string &label, const std::string &constant)

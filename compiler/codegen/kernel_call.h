@@ -64,6 +64,7 @@ CArg arg_null(const std::string &label);                                     // 
 CArg arg_size(const std::string &label, int64_t value, const std::string &name = "");  // named if `name`
 CArg arg_expr(const std::string &label, const std::string &text, std::vector<std::string> reads, bool named = true);
 CArg arg_float(const std::string &label, double v);
+CArg arg_double(const std::string &label, double v);
 CArg arg_int(const std::string &label, int64_t v);
 CArg arg_enum(const std::string &label, const std::string &constant);
 CArg arg_array(const std::string &label, const std::string &elem, const std::vector<int64_t> &items);

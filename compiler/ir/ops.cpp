@@ -463,9 +463,15 @@ Shape ew_shape(const Node &n, const Inputs &in)
 // ---- fold-only ----------------------------------------------------------------------------
 Shape arange_shape(const Node &n, const Inputs &)
 {
-    double start = n.f("start"), end = n.f("end"), step = n.f("step", 1.0);
+    double start = n.f("start"), step = n.f("step", 1.0);
     CK_EXPECT(step != 0, n, "step must not be 0");
-    int64_t len = static_cast<int64_t>(std::ceil((end - start) / step));
+    if (n.has("shape")) {  // a length known when the code runs: arange(0, seq), "shape": ["seq"]
+        Shape s = n.ints("shape");
+        CK_EXPECT(s.size() == 1 && (s[0] >= 0 || is_sym(s[0])), n, "\"shape\" must be one size");
+        CK_EXPECT(!n.has("end"), n, "takes \"end\" or \"shape\", not both");
+        return s;
+    }
+    int64_t len = static_cast<int64_t>(std::ceil((n.f("end") - start) / step));
     return {std::max<int64_t>(len, 0)};
 }
 Shape full_shape(const Node &n, const Inputs &) { return n.ints("shape"); }
@@ -624,8 +630,8 @@ std::vector<OpDef> build_table()
         Def("WHERE", 3, 3, where_shape).dtype(where_dtype).eval(eval_where).any_dtype(all_inputs),
         Def("TRIL", 1, 1, tril_shape).dtype(same_dtype).inplace({0}).eval(eval_tril).any_dtype(all_inputs),
         Def("INDEX", 2, 1 + CK_MAX_RANK, index_shape).dtype(same_dtype).eval(eval_index).any_dtype(all_inputs),
+        Def("ARANGE", 0, 0, arange_shape).dtype(attr_dtype).eval(eval_arange),
         // ---- fold-only
-        Def("ARANGE", 0, 0, arange_shape).dtype(attr_dtype).eval(eval_arange).fold_only(),
         Def("FULL", 0, 0, full_shape).dtype(attr_dtype).eval(eval_full).fold_only(),
     };
     std::vector<OpDef> out;

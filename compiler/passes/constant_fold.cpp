@@ -6,8 +6,9 @@
 // inlined in model.c when it is not float32) and the node disappears; dead
 // inputs go in DCE. This is how a causal mask built from arange / tril / a
 // registered buffer becomes one constant that absorb_causal_mask can
-// recognize, and why the fold-only ops (ARANGE, FULL, CMP, CAST, WHERE, TRIL)
-// never need kernels: one reaching codegen is reported as an error.
+// recognize, and why the mask ops (ARANGE, CMP, CAST, WHERE, TRIL) run as kernels
+// only on run-time data or sizes (an attention_mask input, a symbolic length), and
+// the fold-only op (FULL) needs none: one reaching codegen is reported as an error.
 //
 // A fold-only op producing a section output (a constant the graph returns)
 // folds into a constant COPYed to the output's buffer.

@@ -282,6 +282,7 @@ private:
         out.inputs = p_.inputs;
         out.outputs = p_.outputs;
         out.output_names = p_.output_names;
+        out.symbols = p_.symbols;
         const Layer &first = layers_.front(), &last = layers_.back();
 
         // header: everything before layer 0, its last value written to the carry

@@ -811,6 +811,15 @@ def _slice(c, n, x, dim=0, start=None, end=None, step=1):
     s = c.shape(x)
     axis = c.axis(dim, len(s))
     size = s[axis]
+    if isinstance(size, str):  # a dynamic size: whole slices only (x[:, None], x[..., :seq])
+        import torch.fx
+        end_size = c.size(end.meta.get("val")) if isinstance(end, torch.fx.Node) else end
+        if start in (None, 0) and step == 1 and (end is None or end_size == size or
+                                                 (isinstance(end, int) and end >= 1 << 62)):
+            return c.t(x)
+        shown = end_size if isinstance(end, torch.fx.Node) else end
+        c.fail(f"slices [{start}:{shown}:{step}] of dimension {axis}, whose size {size} is dynamic (ckc takes a "
+               "dynamic dimension whole)")
     start = 0 if start is None else start
     end = size if end is None else end
     start = max(0, start + size if start < 0 else start)
@@ -841,10 +850,21 @@ def _cat(c, n, tensors, dim=0):
 
 
 def _arange(c, n, *args, **kwargs):
+    """torch.arange. An end that is a dynamic size (arange(0, seq)) gives the node its shape, computed when the
+    code runs; start and step must be numbers."""
+    import torch.fx
+    attrs = {"dtype": c.meta(n)[1]}
+    end_at = 0 if len(args) == 1 else 1
+    if isinstance(args[end_at], torch.fx.Node):
+        if any(isinstance(a, torch.fx.Node) for i, a in enumerate(args) if i != end_at):
+            c.fail("arange with a dynamic start or step (ckc takes numbers there; the end may be a dynamic size)")
+        attrs.update(start=float(0 if end_at == 0 else args[0]), step=float(args[2] if len(args) > 2 else 1),
+                     shape=c.meta(n)[0])
+        return c.op("ARANGE", [], attrs, out=n)
     nums = [a for a in args if isinstance(a, (int, float))]
     start, end, step = (0, nums[0], 1) if len(nums) == 1 else (nums[0], nums[1], nums[2] if len(nums) > 2 else 1)
-    return c.op("ARANGE", [], {"start": float(start), "end": float(end), "step": float(step),
-                               "dtype": c.meta(n)[1]}, out=n)
+    attrs.update(start=float(start), end=float(end), step=float(step))
+    return c.op("ARANGE", [], attrs, out=n)
 
 
 def _full_value(c, n, value):

@@ -430,6 +430,9 @@ typedef enum ck_cmpop { CK_CMP_OPS(CK_CMP_ENUM_ROW) CK_CMP_COUNT } ck_cmpop;
 /* out[i] = x[i] converted: to an integer by truncation toward 0 (NaN gives 0, values beyond the type's range
  * its limit), to bool by x != 0 (NaN is true), from bool 0 or 1. out may equal x when the sizes agree. */
 void ck_cast(void *out, ck_elem to, const void *x, ck_elem from, size_t n);
+/* out[i] = start + step * i (in double), converted as ck_cast converts: torch.arange of a length known when the
+ * code runs (arange(0, seq) of a symbolic seq) */
+void ck_arange(void *out, ck_elem to, double start, double step, size_t n);
 /* out = a op b (b NULL: a op scalar), 1 or 0 */
 void ck_compare(uint8_t *out, const int64_t *out_shape, int rank, const void *a, ck_elem ta, const int64_t *a_shape,
                 const void *b, ck_elem tb, const int64_t *b_shape, double scalar, ck_cmpop op);

@@ -1,6 +1,6 @@
 /*
  * select.c — the ops that build masks and indices from run-time data: casts,
- * comparisons, where, tril and advanced indexing, over any dtype (ck_elem).
+ * comparisons, where, tril, arange and advanced indexing, over any dtype (ck_elem).
  *
  * An exported model with an attention_mask input turns it into a [B,1,S,S]
  * boolean mask with exactly these (transformers' masking_utils: to(bool),
@@ -34,27 +34,36 @@ static int64_t to_int(double v, double lo, double hi)
     return (int64_t)v;
 }
 
+/* out[i] = v converted to `to` (ck_cast's rules) */
+static void store(void *out, ck_elem to, size_t i, double v)
+{
+    switch (to) {
+    case CK_ELEM_F32:
+        ((float *)out)[i] = (float)v;
+        break;
+    case CK_ELEM_I64:
+        ((int64_t *)out)[i] = to_int(v, -9223372036854775808.0, 9223372036854774784.0);
+        break;
+    case CK_ELEM_I32:
+        ((int32_t *)out)[i] = (int32_t)to_int(v, -2147483648.0, 2147483647.0);
+        break;
+    case CK_ELEM_BOOL:
+        ((uint8_t *)out)[i] = (uint8_t)(v != 0); /* NaN != 0 */
+        break;
+    }
+}
+
 void ck_cast(void *out, ck_elem to, const void *x, ck_elem from, size_t n)
 {
     size_t i;
     /* element by element in order: out may equal x when the element sizes agree */
-    for (i = 0; i < n; i++) {
-        double v = load(x, from, (int64_t)i);
-        switch (to) {
-        case CK_ELEM_F32:
-            ((float *)out)[i] = (float)v;
-            break;
-        case CK_ELEM_I64:
-            ((int64_t *)out)[i] = to_int(v, -9223372036854775808.0, 9223372036854774784.0);
-            break;
-        case CK_ELEM_I32:
-            ((int32_t *)out)[i] = (int32_t)to_int(v, -2147483648.0, 2147483647.0);
-            break;
-        case CK_ELEM_BOOL:
-            ((uint8_t *)out)[i] = (uint8_t)(v != 0); /* NaN != 0 */
-            break;
-        }
-    }
+    for (i = 0; i < n; i++) store(out, to, i, load(x, from, (int64_t)i));
+}
+
+void ck_arange(void *out, ck_elem to, double start, double step, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++) store(out, to, i, start + step * (double)i);
 }
 
 /* Element strides of an operand of shape s (rank entries, right-aligned) read at the output's indices. */

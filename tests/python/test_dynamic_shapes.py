@@ -378,13 +378,110 @@ def test_elementwise_chains_fuse_on_symbolic_shapes(target, tmp_path):
             assert (g(x, y) - m(x, y)).abs().max().item() < TOL, (bb, ss)
 
 
+def padded(batch, seq, seed):
+    """(input_ids, attention_mask) of a padded batch: row 1 left-padded, row 2 right-padded (where they exist)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, 96, (batch, seq), generator=g)
+    mask = torch.ones(batch, seq, dtype=torch.int64)
+    if batch > 1 and seq > 2:
+        mask[1, :seq // 2] = 0
+    if batch > 2 and seq > 1:
+        mask[2, seq - 1:] = 0
+    return ids, mask
+
+
+HF_SHAPES = [(1, 1), (2, 8), (3, 5), (4, 32), (1, 17), (4, 3)]
+
+
+@pytest.mark.parametrize("model_type", ["llama", "gpt2"])
+def test_an_hf_model_with_a_padding_mask_exports_with_dynamic_batch_and_length(model_type, tmp_path):
+    """transformers' Llama and GPT-2 called with an attention_mask: ONE library for every batch and length within
+    the bounds (the mask's aranges run at the call's length: ARANGE with a symbolic shape), equal to
+    transformers on padded batches, the layers still one block."""
+    from test_hf_export import WithMask
+    m = WithMask(model_type).eval()
+    b, s = ckc.Dim("batch", max=4), ckc.Dim("seq", max=32)
+    before = build.INVOCATIONS["ckc"]
+    graph = ckc.export(m, padded(2, 8, 0), str(tmp_path / "hf"),
+                       dynamic_shapes={"input_ids": {0: b, 1: s}, "attention_mask": {0: b, 1: s}})
+    c = ckc.compile_model(graph, str(tmp_path / "out"))
+    g = ckc.GraphModel(build.build_library(c))
+    assert build.INVOCATIONS["ckc"] - before == 1
+    for i, (bb, ss) in enumerate(HF_SHAPES):
+        ids, mask = padded(bb, ss, i)
+        with torch.no_grad():
+            ref = m(ids, mask).numpy()
+        got = g(ids.numpy(), mask.numpy())
+        assert got.shape == ref.shape and np.abs(got - ref).max() < TOL, (bb, ss, np.abs(got - ref).max())
+    src = open(c).read()
+    assert "ck_arange(" in src and "static int ckg_block(" in src
+    with pytest.raises(ckc.CkError, match=r"input 'input_ids' dimension 0 is 5: the dynamic size 'batch' must be in "
+                                          r"\[1, 4\]"):
+        g(*[t.numpy() for t in padded(5, 4, 0)])
+
+
+@pytest.mark.parametrize("model_type", ["llama", "gpt2"])
+def test_an_hf_model_under_dynamic_true_is_one_compile(model_type, cache):
+    """torch.compile(hf_model, backend="gcu", dynamic=True) with an attention_mask: one ckc compile for every
+    shape. Dynamo passes the modules' Python floats (eps, scaling, math.pi) as 0-d float64 inputs; the backend
+    compiles them in and compares their values on each call."""
+    import warnings
+    from test_hf_export import WithMask
+    m = WithMask(model_type).eval()
+    fast = torch.compile(m, backend="gcu", dynamic=True)
+    before = build.INVOCATIONS["ckc"]
+    with warnings.catch_warnings(record=True) as w, torch.no_grad():
+        warnings.simplefilter("always")
+        for i, (bb, ss) in enumerate([(2, 5), (3, 9), (4, 17), (2, 3)]):
+            ids, mask = padded(bb, ss, i)
+            assert (fast(ids, mask) - m(ids, mask)).abs().max().item() < TOL, (bb, ss)
+    warned = [str(x.message) for x in w if "ckc" in str(x.message)]
+    assert build.INVOCATIONS["ckc"] - before == 1 and not warned, warned
+
+
+class Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(32, 32)
+        self.eps, self.scale = 1e-5, 0.5
+
+    def forward(self, x):
+        y = self.lin(x) * self.scale
+        return y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + self.eps)
+
+
+def test_a_python_float_compiled_in_is_checked_on_each_call(cache):
+    """dynamic=True: the module's floats are dynamo inputs without a guard on their value; with a new value the
+    graph runs eagerly (one warning) instead of with the old one."""
+    import warnings
+    torch.manual_seed(0)
+    m = Scaled().eval()
+    fast = torch.compile(m, backend="gcu", dynamic=True)
+    x = torch.randn(3, 7, 32)
+    before = build.INVOCATIONS["ckc"]
+    with warnings.catch_warnings(record=True) as w, torch.no_grad():
+        warnings.simplefilter("always")
+        assert (fast(x) - m(x)).abs().max().item() < TOL
+        assert (fast(x[:2]) - m(x[:2])).abs().max().item() < TOL
+        assert build.INVOCATIONS["ckc"] - before == 1
+        m.scale = 3.0
+        assert (fast(x) - m(x)).abs().max().item() < TOL
+        m.scale = 0.5
+        assert (fast(x) - m(x)).abs().max().item() < TOL
+    assert build.INVOCATIONS["ckc"] - before == 1
+    assert [str(x.message) for x in w if "ckc" in str(x.message)] == [
+        "ckc (gcu): a Python float compiled in as a constant changed (0.5 -> 3.0); the graph runs eagerly from now on"]
+
+
 def test_what_is_not_supported_yet_is_named(tmp_path):
-    """A transformers Llama slices its positions to the sequence length: with a symbolic length the export
-    stops, naming the node and what it needs (never a wrong graph)."""
+    """Without an attention_mask, transformers' Llama looks for packed sequences in its positions (a slice of
+    the first position, a cat to seq + 1, a cumsum): with a symbolic length the export stops, naming the node
+    and what it needs (never a wrong graph)."""
     from test_hf_export import hf_model
     m = hf_model("llama").eval()
     ids = torch.randint(0, m.config.vocab_size, (2, 8))
-    with pytest.raises(ckc.ExportError, match=r"node 'slice\w*' \(aten.slice\).*needs a fixed size"):
+    with pytest.raises(ckc.ExportError, match=r"node 'slice\w*' \(aten.slice\).*slices \[0:1:1\] of dimension 1, "
+                                              r"whose size seq is dynamic"):
         ckc.export(m, (ids,), str(tmp_path / "hf"),
                    dynamic_shapes={"input_ids": {0: ckc.Dim("batch", max=4), 1: ckc.Dim("seq", max=32)}})
 

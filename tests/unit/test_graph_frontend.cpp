@@ -395,6 +395,16 @@ TEST_CASE("graph.json: symbolic sizes flow through the shape rules and bad ones 
         CHECK(p.header.tensor("relu").shape == (Shape{sym_dim("batch"), 4}));
         CHECK(sym_bounds("batch").max == 32);
     }
+    {  // arange(0, batch): a length known when the code runs
+        json d = symbolic_linear_relu();
+        d["nodes"].push_back(node("i", "ARANGE", {}, {{"start", 1}, {"step", 2}, {"shape", {"batch"}}, {"dtype", "f32"}}));
+        d["nodes"].push_back(node("col", "RESHAPE", {"i"}, {{"shape", {"batch", 1}}}));
+        d["nodes"].push_back(node("y", "ADD", {"relu", "col"}));
+        d["outputs"][0]["tensor"] = "y";
+        Exported e(d, linear_weights());
+        Program p = build_from_graph_json(e.path());
+        CHECK(p.header.tensor("i").shape == (Shape{sym_dim("batch")}));
+    }
     // each: what is wrong with the document, and what the error says
     const std::vector<std::pair<std::function<void(json &)>, std::string>> bad = {
         {[](json &d) { d["inputs"][0]["shape"] = {"batches", 8}; },
@@ -405,6 +415,11 @@ TEST_CASE("graph.json: symbolic sizes flow through the shape rules and bad ones 
         {[](json &d) { d["nodes"][2]["shape"] = {"2*batch", 4}; },
          "declares shape [2*batch, 4] but the op computes [batch, 4]"},
         {[](json &d) { d["symbols"]["batch"]["max"] = int64_t(1) << 40; }, "must satisfy 1 <= min <= max"},
+        // an arange of a dynamic length: its shape is the size; with "end" too, or two sizes, an error
+        {[](json &d) { d["nodes"].push_back(node("i", "ARANGE", {}, {{"start", 0}, {"end", 4}, {"shape", {"batch"}}, {"dtype", "i64"}})); },
+         "takes \"end\" or \"shape\", not both"},
+        {[](json &d) { d["nodes"].push_back(node("i", "ARANGE", {}, {{"start", 0}, {"shape", {"batch", 2}}, {"dtype", "i64"}})); },
+         "\"shape\" must be one size"},
     };
     for (const auto &[mutate, message] : bad) {
         json d = symbolic_linear_relu();

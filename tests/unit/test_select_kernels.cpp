@@ -156,6 +156,26 @@ TEST_CASE("ck_cast equals the compiler's CAST between every dtype; NaN and out-o
     CHECK((b[0] == 1 && b[1] == 1 && b[2] == 1 && b[3] == 1));  // NaN is true, as bool(nan) in torch
 }
 
+TEST_CASE("ck_arange equals the compiler's ARANGE (the fold of a static one) for every dtype", "[kernels]")
+{
+    DType to = GENERATE(DType::F32, DType::I64, DType::I32);
+    const double starts[] = {0.0, -1.5, 7.0}, steps[] = {1.0, 0.1, -2.0};
+    for (int k = 0; k < 3; k++) {
+        ConstData want;
+        want.dtype = to;
+        want.shape = {37};
+        Node n;
+        n.op = Op::ARANGE;
+        n.attrs["start"] = starts[k];
+        n.attrs["step"] = steps[k];
+        REQUIRE(eval_arange(n, {}, want));
+        Buf got(to, want.shape);
+        std::fill(got.bytes.begin(), got.bytes.end(), 0xAB);
+        ck_arange(got.p(), elem_of(to), starts[k], steps[k], 37);
+        CHECK(got.values() == want.v);
+    }
+}
+
 TEST_CASE("ck_where equals the compiler's WHERE (any dtype, every operand broadcast)", "[kernels]")
 {
     DType t = GENERATE(DType::F32, DType::I64, DType::Bool), tc = GENERATE(DType::Bool, DType::I64);

@@ -1,6 +1,9 @@
 """Module buffers compiled in as constants: a causal mask or RoPE tables the graph only reads fold at compile
 time like values the module builds, instead of splitting the graph around eager ops; guarded, recompiled when
-one changes."""
+one changes. The same for the Python floats dynamo passes as inputs (its unspecialized floats: a norm's eps, an
+attention's scaling, math.pi, which dynamic=True turns into 0-d float64 tensors): compiled in, their values
+compared on each call."""
+import math
 import copy
 import warnings
 
@@ -65,35 +68,73 @@ def buffer_inputs(gm, example_inputs):
     return out
 
 
+def float_inputs(gm, example_inputs):
+    """Indices of dynamo's inputs that stand for a Python float (an unspecialized float: dynamo passes it as a 0-d
+    float64 tensor and guards only its type, so that a new value does not retrace)."""
+    import torch
+    out = []
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i, (n, t) in enumerate(zip(placeholders, example_inputs)):
+        arg = n.meta.get("grapharg")
+        if (getattr(arg, "pass_arg_as_tensor", False) and isinstance(t, torch.Tensor) and t.dim() == 0
+                and t.dtype == torch.float64 and not t.requires_grad):
+            out.append(i)
+    return out
+
+
+def _same_float(a, b):
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
 class BakedBuffers:
     """A compiled graph whose read-only module buffers are compiled in as constants: a mask computed from a
     buffer folds at compile time like one the module builds, instead of splitting the graph into partitions
     around eager ops. Guarded: each call checks that every baked buffer is the same tensor, at the same address, unchanged (torch's version counter); when one
     changed (`model.mask.fill_(...)`, a new tensor assigned), the graph is compiled again with the new values
     (one warning), as dynamo recompiles on a failed guard. compile_graph(gm, args, options, constants) is the
-    backend's compiler (jit._compile_graph)."""
+    backend's compiler (jit._compile_graph).
 
-    def __init__(self, gm, example_inputs, options, indices, compile_graph):
+    `floats` (float_inputs) are compiled in the same way, each call comparing their values with the compiled ones
+    (dynamo passes a new tensor each time); when one changed, the graph runs eagerly from then on (one warning)."""
+
+    def __init__(self, gm, example_inputs, options, indices, compile_graph, floats=()):
         import torch.fx
         self.original, self.options, self.indices = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph)), options, indices
+        self.floats = list(floats)
         self.compile_graph = compile_graph
-        self.warned = False
+        self.warned = self.eager = False
         self._build(example_inputs)
 
     def _build(self, args):
         import torch.fx
         self.seen = [(args[i], args[i]._version, args[i].data_ptr()) for i in self.indices]
+        self.values = [args[i].item() for i in self.floats]
         gm = torch.fx.GraphModule(self.original, copy.deepcopy(self.original.graph))
-        self.fn = self.compile_graph(gm, args, self.options, {i: args[i].detach().clone() for i in self.indices})
+        self.fn = self.compile_graph(gm, args, self.options,
+                                     {i: args[i].detach().clone() for i in self.indices + self.floats})
 
-    def __call__(self, *args):
+    def _changed(self, args):
         for (t, version, ptr), i in zip(self.seen, self.indices):
             a = args[i]
             if a is not t or a._version != version or a.data_ptr() != ptr:
-                if not self.warned:
-                    self.warned = True
-                    warnings.warn("ckc (gcu): a module buffer compiled in as a constant changed; compiling the "
-                                  "graph again with its new value", stacklevel=2)
-                self._build(args)
-                break
+                return "a module buffer compiled in as a constant changed; compiling the graph again with its new value"
+        for v, i in zip(self.values, self.floats):
+            if not _same_float(args[i].item(), v):
+                # (compiling again would trace the graph outside dynamo, where the float's .item() has no value)
+                return (f"a Python float compiled in as a constant changed ({v!r} -> {args[i].item()!r}); the graph "
+                        "runs eagerly from now on")
+        return None
+
+    def __call__(self, *args):
+        if self.eager:
+            return self.original(*args)
+        why = self._changed(args)
+        if why:
+            if not self.warned:
+                self.warned = True
+                warnings.warn(f"ckc (gcu): {why}", stacklevel=2)
+            if "eagerly" in why:
+                self.eager = True
+                return self.original(*args)
+            self._build(args)
         return self.fn(*args)

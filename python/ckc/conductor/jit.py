@@ -29,7 +29,7 @@ import warnings
 
 from .. import hugepages
 from . import cache, partition, rewrites, specialize, symbolic, whole_graph
-from .buffers import BakedBuffers, buffer_inputs
+from .buffers import BakedBuffers, buffer_inputs, float_inputs
 from .report import GraphReport, collect, collecting
 from .support import LAYOUT_ONLY
 
@@ -155,7 +155,8 @@ def gcu(gm, example_inputs, options=()):
     (--target gcu: parameters stay resident there, see GraphModel.torch_runner) unless
     options={"target": "cpu"}; options={"args": [...]} passes more `ckc compile` arguments.
 
-    Module buffers the graph only reads (a causal mask, RoPE tables) are compiled in as constants, guarded
+    Module buffers the graph only reads (a causal mask, RoPE tables) and the Python floats dynamo passes as inputs
+    (dynamic=True: a norm's eps, an attention's scaling) are compiled in as constants, guarded
     (buffers.BakedBuffers); parameters and every other input are read in place on each call.
 
     options={"fallback": "inductor"} hands the nodes ckc does not compile to TorchInductor, each group of them
@@ -174,9 +175,9 @@ def gcu(gm, example_inputs, options=()):
         import torch
         hugepages.collapse([t for t in example_inputs if isinstance(t, torch.nn.Parameter)])
     compile_graph = functools.partial(_compile_graph, fallback=fallback, max_size=max_size)
-    buffers = buffer_inputs(gm, example_inputs)
-    if buffers:
-        return BakedBuffers(gm, example_inputs, options, buffers, compile_graph)
+    buffers, floats = buffer_inputs(gm, example_inputs), float_inputs(gm, example_inputs)
+    if buffers or floats:
+        return BakedBuffers(gm, example_inputs, options, buffers, compile_graph, floats)
     return compile_graph(gm, example_inputs, options)
 
 

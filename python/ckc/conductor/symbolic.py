@@ -44,8 +44,13 @@ class SymbolicGraph:
     def why_not(self):
         """None when the whole graph can be one symbolic library, else the reason."""
         import torch
+        phs = self.placeholders()
+        constant = {phs[i] for i in self.constants if i < len(phs)}
         for n in self.agm.graph.nodes:
             if n.op != "call_function" or isinstance(n.meta.get("val"), torch.SymInt):
+                continue
+            if all(a in constant for a in n.all_input_nodes):
+                constant.add(n)  # computed from the constants alone: the export folds it with PyTorch's value
                 continue
             reason = support.unsupported_reason(n, {})
             if reason:
