@@ -141,9 +141,23 @@ CArg binop_enum(Op op)
 Calls binary_emit(EmitCtx &c)
 {
     const Node &n = c.n;
-    if (c.tout().dtype != DType::F32)
-        input_error(fmt::format("node '{}' ({}) on {} values has no kernel (fold it or cast it)", n.name, op_name(n.op),
-                                dtype_name(c.tout().dtype)));
+    const DType out_t = c.tout().dtype;
+    for (size_t i = 0; i < n.inputs.size(); i++)
+        if (c.tin(i).dtype != out_t || (out_t != DType::F32 && out_t != DType::I64))
+            input_error(fmt::format("node '{}' ({}) computes {} from '{}', a {} tensor: no kernel (ckc runs float32, "
+                                    "and int64 from int64; fold it or cast it)", n.name, op_name(n.op),
+                                    dtype_name(out_t), n.inputs[i], dtype_name(c.tin(i).dtype)));
+    if (out_t == DType::I64) {  // integer arithmetic on run-time values (positions from run-time sizes)
+        const Shape &so = static_shape(c, c.tout());
+        size_t r = so.size();
+        bool scalar = n.inputs.size() == 1;
+        return {call("ck_binary_i64", {c.out(), arg_array("so", "int64_t", so), arg_size("rank", static_cast<int64_t>(r)),
+                                       c.in(0), arg_array("sa", "int64_t", aligned(c.tin(0).shape, r)),
+                                       scalar ? arg_null("b") : c.in(1),
+                                       arg_array("sb", "int64_t", aligned(scalar ? c.tin(0).shape : c.tin(1).shape, r)),
+                                       arg_int("scalar", scalar ? static_cast<int64_t>(n.f("scalar")) : 0),
+                                       arg_int("reverse", n.i("reverse", 0)), binop_enum(n.op)})};
+    }
     if (n.inputs.size() == 1)
         return {call("ck_binary_scalar", {c.out(), c.in(0), c.numel("n", n.output), arg_float("scalar", n.f("scalar")),
                                           binop_enum(n.op), arg_int("reverse", n.i("reverse", 0))})};
@@ -211,7 +225,7 @@ Calls slice_emit(EmitCtx &c)
     split_axis(s, axis, outer, n, inner);
     CArg out = c.out();
     return {call("ck_slice_copy", {out, c.in(0), arg_size("outer", outer), arg_size("n", n), arg_size("inner", inner),
-                                   arg_size("start", c.n.i("start")), arg_size("len", c.n.i("length")),
+                                   arg_size("start", c.n.i("start")), arg_size("len", size_attr(c.n, "length")),
                                    arg_size("step", c.n.i("step", 1)), elem_size(out)})};
 }
 
@@ -401,7 +415,7 @@ Calls cat_emit(EmitCtx &c)
         out.push_back(call("ck_cat_part", {dst, c.in(i), arg_size("outer", outer), arg_size("n_out", n),
                                            arg_size("n_in", ni), arg_size("offset", at), arg_size("inner", inner),
                                            elem_size(dst)}));
-        at += ni;
+        at = dim_add(at, ni);
     }
     return out;
 }
@@ -454,6 +468,15 @@ Calls arange_emit(EmitCtx &c)
 {
     return {call("ck_arange", {c.out(), elem_enum("to", c.tout().dtype), arg_double("start", c.n.f("start")),
                                arg_double("step", c.n.f("step", 1.0)), c.numel("n", c.n.output)})};
+}
+
+Calls cumsum_emit(EmitCtx &c)
+{
+    const Shape &s = static_shape(c, c.tin(0));
+    int64_t outer, n, inner;
+    split_axis(s, axis_of(c.n, s), outer, n, inner);
+    return {call("ck_cumsum", {c.out(), c.in(0), elem_enum("t", c.tin(0).dtype), arg_size("outer", outer),
+                               arg_size("n", n), arg_size("inner", inner)})};
 }
 
 Calls where_emit(EmitCtx &c)
@@ -614,13 +637,14 @@ std::vector<Lowering> build_lowerings()
         {Op::CMP, cmp_emit, {K_SEL}},
         {Op::CAST, cast_emit, {K_SEL}},
         {Op::ARANGE, arange_emit, {K_SEL}},
+        {Op::CUMSUM, cumsum_emit, {K_SEL}},
         {Op::WHERE, where_emit, {K_SEL}},
         {Op::TRIL, tril_emit, {K_SEL}},
         {Op::INDEX, index_emit, {K_SEL}},
 #define CK_UNARY_LOWERING(name, formula) {Op::name, unary_emit, {K_EW}},
         CK_UNARY_OPS(CK_UNARY_LOWERING)
 #undef CK_UNARY_LOWERING
-#define CK_BINARY_LOWERING(name, formula, ints) {Op::name, binary_emit, {K_EW, K_BIN}},
+#define CK_BINARY_LOWERING(name, formula, ints) {Op::name, binary_emit, {K_EW, K_BIN, K_SEL}},  /* (int64: select.c) */
         CK_BINARY_OPS(CK_BINARY_LOWERING)
 #undef CK_BINARY_LOWERING
 #define CK_REDUCE_LOWERING(ir_name, name, identity, combine, finish) {Op::ir_name, reduce_emit, {K_RED}},

@@ -155,6 +155,10 @@ std::string io_c(const Program &p)
                 std::vector<std::string> v;
                 for (int64_t dim : t.shape) {
                     SymProduct sp;
+                    if (is_sym(dim) && !sym_is_product(dim))
+                        throw Error(ErrorKind::Input,
+                                    fmt::format("{} '{}' has the size {}: the sizes of a graph's inputs and outputs "
+                                                "are constants or products of symbols", what, names[i], dim_str(dim)));
                     if (is_sym(dim)) sp = sym_product(dim);
                     else sp.coef = dim;
                     v.push_back(std::to_string(sp.coef));

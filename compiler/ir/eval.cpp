@@ -2,6 +2,7 @@
 // Written for clarity, not speed: constants are small (masks, position ids,
 // scalars) or folded once at compile time.
 #include "ir/eval.h"
+#include "ir/op_rules.h"
 
 #include <cmath>
 #include <limits>
@@ -137,7 +138,7 @@ bool eval_slice(const Node &n, const ConstInputs &in, ConstData &out)
 {
     int64_t outer, len, inner;
     split_axis(in[0]->shape, norm_axis(n.i("axis", -1), in[0]->shape.size()), outer, len, inner);
-    int64_t start = n.i("start"), length = n.i("length"), step = n.i("step", 1);
+    int64_t start = n.i("start"), length = rules::size_attr(n, "length"), step = n.i("step", 1);
     out.v.clear();
     out.v.reserve(outer * length * inner);
     for (int64_t o = 0; o < outer; o++)
@@ -285,6 +286,23 @@ bool eval_tril(const Node &n, const ConstInputs &in, ConstData &out)
         int64_t c = i % C, r = (i / C) % R;
         if (c - r > diag) out.v[i] = 0;
     }
+    return true;
+}
+
+bool eval_cumsum(const Node &n, const ConstInputs &in, ConstData &out)
+{
+    int64_t outer, len, inner;
+    split_axis(in[0]->shape, norm_axis(n.i("axis", -1), in[0]->shape.size()), outer, len, inner);
+    out.v.assign(in[0]->v.size(), 0.0);
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t j = 0; j < inner; j++) {
+            double acc = 0;  // (torch accumulates float32 in double on the CPU)
+            for (int64_t k = 0; k < len; k++) {
+                size_t at = static_cast<size_t>((o * len + k) * inner + j);
+                acc += in[0]->v[at];
+                out.v[at] = round_to_dtype(acc, out.dtype);
+            }
+        }
     return true;
 }
 

@@ -16,6 +16,8 @@ std::string shapes(const Inputs &in);  // "a[2, 3], b[3]" for messages
 int64_t axis_of(const Node &n, const Shape &s, const std::string &key = "axis", int64_t dflt = -1);
 // [outer, n, inner] around `axis`
 void split_axis(const Shape &s, int64_t axis, int64_t &outer, int64_t &n, int64_t &inner);
+// A size attribute of n: an integer, or a symbolic size written as text ("seq", "seq+1"); a bad one is named.
+int64_t size_attr(const Node &n, const std::string &key);
 // `s` right-aligned to `rank` dims (leading 1s)
 Shape aligned(const Shape &s, size_t rank);
 // The permutation of TRANSPOSE (dim0, dim1) or PERMUTE (perm) over `rank` dims.

@@ -209,13 +209,35 @@ Shape matmul_shape(const Node &n, const Inputs &in)
 }
 
 // ---- SLICE ---------------------------------------------------------------------------
+int64_t size_attr(const Node &n, const std::string &key)
+{
+    auto it = n.attrs.find(key);
+    if (it == n.attrs.end() || !std::holds_alternative<std::string>(it->second)) return n.i(key);
+    int64_t d = 0;
+    try {
+        d = parse_dim(std::get<std::string>(it->second));
+        for (const auto &sym : dim_symbols(d)) sym_bounds(sym);  // declared
+    } catch (const std::runtime_error &e) {
+        fail(n, fmt::format("attr {}: {}", key, e.what()));
+    }
+    return d;
+}
+
 Shape slice_shape(const Node &n, const Inputs &in)
 {
     const Shape &s = in[0]->shape;
-    int64_t axis = axis_of(n, s), start = n.i("start"), len = n.i("length"), step = n.i("step", 1);
-    CK_EXPECT(!is_sym(s[axis]), n, fmt::format("slicing axis {} of symbolic size {} is not supported", axis, dim_str(s[axis])));
-    CK_EXPECT(step >= 1 && start >= 0 && len > 0 && start + (len - 1) * step < s[axis], n,
-           fmt::format("slice {}:{}:{} of axis {} (size {}) is out of range", start, start + len * step, step, axis, s[axis]));
+    int64_t axis = axis_of(n, s), start = n.i("start"), len = size_attr(n, "length"), step = n.i("step", 1);
+    if (is_sym(s[axis]) || is_sym(len)) {  // within the bounds: start + len <= size for every binding
+        CK_EXPECT(step == 1 && start >= 0, n, fmt::format("a slice of a symbolic size takes step 1 and a start >= 0"));
+        int64_t rest = dim_sub(s[axis], dim_add(len, start));
+        CK_EXPECT(dim_min(len) >= 1 && dim_min(rest) >= 0, n,
+                  fmt::format("slice {}:{}+{} of axis {} (size {}) leaves the axis within the symbols' bounds", start,
+                              start, dim_str(len), axis, dim_str(s[axis])));
+    } else {
+        CK_EXPECT(step >= 1 && start >= 0 && len > 0 && start + (len - 1) * step < s[axis], n,
+                  fmt::format("slice {}:{}:{} of axis {} (size {}) is out of range", start, start + len * step, step,
+                              axis, s[axis]));
+    }
     Shape out = s;
     out[axis] = len;
     return out;
@@ -227,6 +249,7 @@ std::optional<ViewOf> slice_view(const Node &n, const Inputs &in)
     if (step != 1) return std::nullopt;
     int64_t outer, size, inner;
     split_axis(s, axis, outer, size, inner);
+    if (is_sym(size) || is_sym(size_attr(n, "length"))) return std::nullopt;  // a copy (the small mask tensors)
     if (is_sym(inner) && start != 0) return std::nullopt;  // an offset known only at run time: a copy
     if (outer == 1 || (axis == 0 && !shape_has_tokens(s))) return ViewOf{is_sym(inner) ? 0 : start * inner, false};  // leading rows: contiguous
     if (s.size() >= 2 && axis == static_cast<int64_t>(s.size()) - 1) return ViewOf{start, true};    // columns: a row stride
@@ -379,10 +402,9 @@ Shape cat_shape(const Node &n, const Inputs &in)
     out[axis] = 0;
     for (auto *t : in) {
         CK_EXPECT(t->shape.size() == out.size() && t->dtype == in[0]->dtype, n, "inputs must have one rank and dtype: " + shapes(in));
-        CK_EXPECT(!is_sym(t->shape[axis]), n, "concatenating along a symbolic size is not supported: " + shapes(in));
         for (size_t i = 0; i < out.size(); i++)
             CK_EXPECT(static_cast<int64_t>(i) == axis || t->shape[i] == in[0]->shape[i], n, "shapes differ off the axis: " + shapes(in));
-        out[axis] += t->shape[axis];
+        out[axis] = dim_add(out[axis], t->shape[axis]);
     }
     return out;
 }
@@ -493,6 +515,13 @@ Shape tril_shape(const Node &n, const Inputs &in)
     CK_EXPECT(in[0]->shape.size() >= 2, n, "needs rank >= 2");
     return in[0]->shape;
 }
+Shape cumsum_shape(const Node &n, const Inputs &in)
+{
+    CK_EXPECT(in[0]->dtype == DType::F32 || in[0]->dtype == DType::I64, n,
+              fmt::format("sums f32 or i64, not {} ({})", dtype_name(in[0]->dtype), shapes(in)));
+    axis_of(n, in[0]->shape);
+    return in[0]->shape;
+}
 // x[i0, .., ik-1]: the indices' broadcast shape, then x's dims k..
 Shape index_shape(const Node &n, const Inputs &in)
 {
@@ -600,7 +629,7 @@ std::vector<OpDef> build_table()
         // ---- graph ops
         // every row of CK_BINARY_OPS (runtime/include/ck_kernels.h), in that order
 #define CK_BINARY_DEF(name, formula, ints) \
-        Def(#name, 1, 2, binary_shape).dtype(binary_dtype).inplace({0, 1}).eval(eval_binary).elementwise().dims(binary_names),
+        Def(#name, 1, 2, binary_shape).dtype(binary_dtype).inplace({0, 1}).eval(eval_binary).elementwise().dims(binary_names).any_dtype(all_inputs),
         CK_BINARY_OPS(CK_BINARY_DEF)
 #undef CK_BINARY_DEF
         // every row of CK_UNARY_OPS (runtime/include/ck_kernels.h), in that order
@@ -630,6 +659,7 @@ std::vector<OpDef> build_table()
         Def("WHERE", 3, 3, where_shape).dtype(where_dtype).eval(eval_where).any_dtype(all_inputs),
         Def("TRIL", 1, 1, tril_shape).dtype(same_dtype).inplace({0}).eval(eval_tril).any_dtype(all_inputs),
         Def("INDEX", 2, 1 + CK_MAX_RANK, index_shape).dtype(same_dtype).eval(eval_index).any_dtype(all_inputs),
+        Def("CUMSUM", 1, 1, cumsum_shape).dtype(same_dtype).eval(eval_cumsum).any_dtype(all_inputs),
         Def("ARANGE", 0, 0, arange_shape).dtype(attr_dtype).eval(eval_arange),
         // ---- fold-only
         Def("FULL", 0, 0, full_shape).dtype(attr_dtype).eval(eval_full).fold_only(),

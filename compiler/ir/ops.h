@@ -76,6 +76,7 @@ namespace ckc {
     X(WHERE)         /* (cond, a, b) -> cond ? a : b                                          */ \
     X(TRIL)          /* (x) -> x with zeros above diagonal + attr diagonal                    */ \
     X(INDEX)         /* (x, i0, .., ik-1 int64) -> x[i0, .., ik-1], the indices broadcast      */ \
+    X(CUMSUM)        /* (x f32 or i64) -> running sums along attr axis (torch.cumsum)         */ \
     X(ARANGE)        /* () -> start, start+step, ... < end, or attr shape [n] (attr dtype)    */ \
     /* ---- fold-only ops: evaluated at compile time, never run ------------------------- */ \
     X(FULL)          /* () -> attr shape filled with value (attr dtype)                       */

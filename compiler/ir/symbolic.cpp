@@ -3,19 +3,23 @@
 
 #include <cctype>
 #include <limits>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "support/error.h"
+#include "support/util.h"
 
 namespace ckc {
 
 namespace {
 
+using Terms = std::vector<SymProduct>;
+
 struct Table {
-    std::vector<SymProduct> products;
-    std::map<std::string, size_t> index;  // key_of(product) -> its place in products
+    std::vector<Terms> exprs;
+    std::map<std::string, size_t> index;  // key_of(terms) -> its place in exprs
     std::map<std::string, SymBounds> bounds;
 };
 Table &table()
@@ -24,11 +28,47 @@ Table &table()
     return t;
 }
 
-std::string key_of(const SymProduct &p)
+std::string powers_key(const std::map<std::string, int> &powers)
 {
-    std::string k = std::to_string(p.coef);
-    for (const auto &[s, e] : p.powers) k += fmt::format("*{}^{}", s, e);
+    std::string k;
+    for (const auto &[s, e] : powers) k += fmt::format("{}^{}*", s, e);
     return k;
+}
+
+std::string key_of(const Terms &t)
+{
+    std::string k;
+    for (const auto &p : t) k += fmt::format("{}:{}+", p.coef, powers_key(p.powers));
+    return k;
+}
+
+int64_t checked_add(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r)) throw std::runtime_error(fmt::format("the size {} + {} overflows", a, b));
+    return r;
+}
+
+int64_t checked_mul(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) throw std::runtime_error(fmt::format("the size {} x {} overflows", a, b));
+    return r;
+}
+
+// like terms combined, zero ones dropped, in one order (the constant first)
+Terms normalize(const Terms &in)
+{
+    std::map<std::string, SymProduct> acc;
+    for (const auto &p : in) {
+        if (p.coef == 0) continue;
+        auto [it, added] = acc.emplace(powers_key(p.powers), p);
+        if (!added) it->second.coef = checked_add(it->second.coef, p.coef);
+    }
+    Terms out;
+    for (auto &[k, p] : acc)
+        if (p.coef != 0) out.push_back(p);
+    return out;
 }
 
 bool valid_symbol(const std::string &s)
@@ -39,21 +79,62 @@ bool valid_symbol(const std::string &s)
     return true;
 }
 
+Terms terms_of(int64_t d)
+{
+    if (is_sym(d)) return sym_terms(d);
+    if (d < 0) internal_error(fmt::format("size {} in symbolic arithmetic", d));
+    if (d == 0) return {};
+    SymProduct p;
+    p.coef = d;
+    return {p};
+}
+
+// a term's value with each symbol at its min or max
+int64_t term_at(const SymProduct &p, bool max)
+{
+    int64_t v = p.coef;
+    for (const auto &[s, e] : p.powers)
+        for (int i = 0; i < e; i++) {
+            const SymBounds &b = sym_bounds(s);
+            v = checked_mul(v, max ? b.max : b.min);
+        }
+    return v;
+}
+
+std::string term_str(const SymProduct &p, bool c)
+{
+    std::vector<std::string> f;
+    int64_t coef = p.coef < 0 ? -p.coef : p.coef;
+    if (coef != 1 || p.powers.empty()) f.push_back(std::to_string(coef));
+    for (const auto &[s, e] : p.powers)
+        for (int i = 0; i < e; i++) f.push_back(c ? sym_c_name(s) : s);
+    if (!c) return join(f, "*");
+    if (f.size() == 1) return f[0];
+    return "(int64_t)" + join(f, " * ");
+}
+
 }  // namespace
 
 bool is_sym(int64_t d)
 {
-    return d <= kSymBase && kSymBase - d < static_cast<int64_t>(table().products.size());
+    return d <= kSymBase && kSymBase - d < static_cast<int64_t>(table().exprs.size());
+}
+
+int64_t sym_make_sum(const std::vector<SymProduct> &terms)
+{
+    Terms t = normalize(terms);
+    if (t.empty()) return 0;
+    if (t.size() == 1 && t[0].powers.empty()) return t[0].coef;
+    auto &tab = table();
+    auto [it, added] = tab.index.emplace(key_of(t), tab.exprs.size());
+    if (added) tab.exprs.push_back(t);
+    return kSymBase - static_cast<int64_t>(it->second);
 }
 
 int64_t sym_make(const SymProduct &p)
 {
     if (p.coef < 1) internal_error(fmt::format("symbolic size with coefficient {}", p.coef));
-    if (p.powers.empty()) return p.coef;
-    auto &t = table();
-    auto [it, added] = t.index.emplace(key_of(p), t.products.size());
-    if (added) t.products.push_back(p);
-    return kSymBase - static_cast<int64_t>(it->second);
+    return sym_make_sum({p});
 }
 
 int64_t sym_dim(const std::string &name)
@@ -64,19 +145,27 @@ int64_t sym_dim(const std::string &name)
     return sym_make(p);
 }
 
-const SymProduct &sym_product(int64_t d)
+const std::vector<SymProduct> &sym_terms(int64_t d)
 {
     if (!is_sym(d)) internal_error(fmt::format("{} is not a symbolic size", d));
-    return table().products[static_cast<size_t>(kSymBase - d)];
+    return table().exprs[static_cast<size_t>(kSymBase - d)];
 }
 
-static SymProduct product_of(int64_t d)
+bool sym_is_product(int64_t d) { return is_sym(d) && sym_terms(d).size() == 1 && sym_terms(d)[0].coef > 0; }
+
+const SymProduct &sym_product(int64_t d)
 {
-    if (is_sym(d)) return sym_product(d);
-    if (d < 0) internal_error(fmt::format("size {} in symbolic arithmetic", d));
-    SymProduct p;
-    p.coef = d;
-    return p;
+    if (!sym_is_product(d)) internal_error(fmt::format("{} is not a product of symbols", is_sym(d) ? dim_str(d) : std::to_string(d)));
+    return sym_terms(d)[0];
+}
+
+std::vector<std::string> dim_symbols(int64_t d)
+{
+    std::set<std::string> out;
+    if (is_sym(d))
+        for (const auto &p : sym_terms(d))
+            for (const auto &[s, e] : p.powers) out.insert(s);
+    return {out.begin(), out.end()};
 }
 
 int64_t dim_mul(int64_t a, int64_t b)
@@ -90,36 +179,70 @@ int64_t dim_mul(int64_t a, int64_t b)
             throw std::runtime_error(fmt::format("the size {} x {} overflows", a, b));
         return a * b;
     }
-    if (a == 0 || b == 0) return 0;
-    SymProduct p = product_of(a), q = product_of(b);
-    if (q.coef > std::numeric_limits<int64_t>::max() / p.coef)
-        throw std::runtime_error(fmt::format("the size {} x {} overflows", dim_str(a), dim_str(b)));
-    p.coef *= q.coef;
-    for (const auto &[s, e] : q.powers) p.powers[s] += e;
-    return sym_make(p);
+    Terms out;
+    for (const auto &p : terms_of(a))
+        for (const auto &q : terms_of(b)) {
+            SymProduct r = p;
+            r.coef = checked_mul(p.coef, q.coef);
+            for (const auto &[s, e] : q.powers) r.powers[s] += e;
+            out.push_back(r);
+        }
+    return sym_make_sum(out);
 }
 
 bool dim_div(int64_t a, int64_t b, int64_t &q)
 {
-    SymProduct p = product_of(a), d = product_of(b);
-    if (d.coef == 0 || p.coef % d.coef) return false;
-    p.coef /= d.coef;
-    for (const auto &[s, e] : d.powers) {
-        auto it = p.powers.find(s);
-        if (it == p.powers.end() || it->second < e) return false;
-        if ((it->second -= e) == 0) p.powers.erase(it);
+    if (a == b && a != 0) {
+        q = 1;
+        return true;
     }
-    q = sym_make(p);
+    Terms d = terms_of(b);
+    if (d.size() != 1) return false;  // by 0, or by a sum
+    Terms out;
+    for (SymProduct p : terms_of(a)) {
+        if (p.coef % d[0].coef) return false;
+        p.coef /= d[0].coef;
+        for (const auto &[s, e] : d[0].powers) {
+            auto it = p.powers.find(s);
+            if (it == p.powers.end() || it->second < e) return false;
+            if ((it->second -= e) == 0) p.powers.erase(it);
+        }
+        out.push_back(p);
+    }
+    q = sym_make_sum(out);
     return true;
+}
+
+int64_t dim_add(int64_t a, int64_t b)
+{
+    if (a == -1 || b == -1) internal_error("dim_add of the token count T");
+    if (!is_sym(a) && !is_sym(b)) return checked_add(a, b);
+    Terms t = terms_of(a), u = terms_of(b);
+    t.insert(t.end(), u.begin(), u.end());
+    return sym_make_sum(t);
+}
+
+int64_t dim_sub(int64_t a, int64_t b)
+{
+    if (a == -1 || b == -1) internal_error("dim_sub of the token count T");
+    if (!is_sym(a) && !is_sym(b)) return a - b;
+    Terms t = terms_of(a);
+    for (SymProduct p : terms_of(b)) {
+        p.coef = checked_mul(p.coef, -1);
+        t.push_back(p);
+    }
+    return sym_make_sum(t);
 }
 
 std::string dim_str(int64_t d)
 {
     if (!is_sym(d)) return std::to_string(d);
-    const SymProduct &p = sym_product(d);
-    std::string out = p.coef == 1 ? "" : std::to_string(p.coef);
-    for (const auto &[s, e] : p.powers)
-        for (int i = 0; i < e; i++) out += (out.empty() ? "" : "*") + s;
+    const Terms &t = sym_terms(d);
+    std::string out;
+    for (size_t k = 0; k < t.size(); k++) {  // the constant (first) last: "seq+1"
+        const SymProduct &p = t[(k + 1) % t.size()];
+        out += (p.coef < 0 ? "-" : out.empty() ? "" : "+") + term_str(p, false);
+    }
     return out;
 }
 
@@ -128,33 +251,33 @@ std::string sym_c_name(const std::string &symbol) { return "sym_" + symbol; }
 std::string dim_c(int64_t d)
 {
     if (!is_sym(d)) return std::to_string(d);
-    const SymProduct &p = sym_product(d);
-    std::vector<std::string> f;
-    if (p.coef != 1) f.push_back(std::to_string(p.coef));
-    for (const auto &[s, e] : p.powers)
-        for (int i = 0; i < e; i++) f.push_back(sym_c_name(s));
-    if (f.size() == 1) return f[0];
-    std::string out = "(int64_t)" + f[0];
-    for (size_t i = 1; i < f.size(); i++) out += " * " + f[i];
-    return out;
+    const Terms &t = sym_terms(d);
+    if (t.size() == 1 && t[0].coef > 0) return term_str(t[0], true);
+    std::string out;
+    for (size_t k = 0; k < t.size(); k++) {
+        const SymProduct &p = t[(k + 1) % t.size()];
+        out += (p.coef < 0 ? (out.empty() ? "-" : " - ") : out.empty() ? "" : " + ") + term_str(p, true);
+    }
+    return "(" + out + ")";
 }
 
 std::vector<std::string> dim_reads(int64_t d)
 {
     std::vector<std::string> out;
-    if (is_sym(d))
-        for (const auto &[s, e] : sym_product(d).powers) out.push_back(sym_c_name(s));
+    for (const auto &s : dim_symbols(d)) out.push_back(sym_c_name(s));
     return out;
 }
 
-int64_t parse_dim(const std::string &text)
+namespace {
+
+// one term of a size: factors joined by '*'
+int64_t parse_product(const std::string &text, const std::string &term)
 {
     int64_t d = 1;
     size_t at = 0;
-    if (text.empty()) throw std::runtime_error("an empty size");
-    while (at <= text.size()) {
-        size_t star = text.find('*', at);
-        std::string f = text.substr(at, star == std::string::npos ? std::string::npos : star - at);
+    while (at <= term.size()) {
+        size_t star = term.find('*', at);
+        std::string f = term.substr(at, star == std::string::npos ? std::string::npos : star - at);
         while (!f.empty() && f.front() == ' ') f.erase(f.begin());
         while (!f.empty() && f.back() == ' ') f.pop_back();
         if (f.empty()) throw std::runtime_error(fmt::format("size \"{}\": an empty factor", text));
@@ -168,6 +291,33 @@ int64_t parse_dim(const std::string &text)
         if (star == std::string::npos) break;
         at = star + 1;
     }
+    return d;
+}
+
+}  // namespace
+
+int64_t parse_dim(const std::string &text)
+{
+    if (text.empty()) throw std::runtime_error("an empty size");
+    if (text.size() > 512) throw std::runtime_error(fmt::format("size \"{}...\": longer than 512 characters", text.substr(0, 32)));
+    // terms joined by '+' or '-' (a leading '-' negates the first)
+    int64_t d = 0;
+    size_t at = 0;
+    bool negative = false;
+    if (text[0] == '-') negative = true, at = 1;
+    while (true) {
+        size_t op = text.find_first_of("+-", at);
+        std::string term = text.substr(at, op == std::string::npos ? std::string::npos : op - at);
+        int64_t t = parse_product(text, term);
+        d = negative ? dim_sub(d, t) : dim_add(d, t);
+        if (op == std::string::npos) break;
+        negative = text[op] == '-';
+        at = op + 1;
+    }
+    bool positive = !is_sym(d) ? d >= 0 : false;
+    if (is_sym(d))
+        for (const auto &t : sym_terms(d)) positive |= t.coef > 0;
+    if (!positive) throw std::runtime_error(fmt::format("size \"{}\" is negative", text));
     return d;
 }
 
@@ -187,14 +337,24 @@ const SymBounds &sym_bounds(const std::string &name)
 int64_t dim_max(int64_t d)
 {
     if (!is_sym(d)) return d;
-    const SymProduct &p = sym_product(d);
-    int64_t v = p.coef;
-    for (const auto &[s, e] : p.powers)
-        for (int i = 0; i < e; i++) {
-            int64_t m = sym_bounds(s).max;
-            if (m > 0 && v > std::numeric_limits<int64_t>::max() / m) internal_error("symbolic size overflows at its bounds");
-            v *= m;
-        }
+    int64_t v = 0;
+    try {
+        for (const auto &p : sym_terms(d)) v = checked_add(v, term_at(p, p.coef > 0));
+    } catch (const std::runtime_error &) {
+        internal_error("symbolic size overflows at its bounds");
+    }
+    return v;
+}
+
+int64_t dim_min(int64_t d)
+{
+    if (!is_sym(d)) return d;
+    int64_t v = 0;
+    try {
+        for (const auto &p : sym_terms(d)) v = checked_add(v, term_at(p, p.coef < 0));
+    } catch (const std::runtime_error &) {
+        internal_error("symbolic size overflows at its bounds");
+    }
     return v;
 }
 

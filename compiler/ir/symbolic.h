@@ -1,14 +1,17 @@
 // symbolic.h — symbolic sizes: dimensions known only when the generated code runs (issue #30).
 //
 // A Shape entry is an int64: >= 0 a size, kTokens (-1) the LLM sections' token count T, and an entry at or
-// below kSymBase a *symbolic size*: a product coef * s1^p1 * s2^p2 ... of named symbols ("batch", "seq"),
-// interned in a process-wide table, so equal products are equal integers and the shape rules that only
-// copy and compare dimensions work unchanged. Rules that compute a dimension use dim_mul / dim_div; a size
-// that is not such a product (batch + 1) is refused where it would arise.
+// below kSymBase a *symbolic size*: a polynomial in named symbols ("batch", "seq") with integer coefficients,
+// c0 + c1 * s1^p1 * s2^p2 + ... (most are one product, "64*batch*seq"; a cat of a column to a row of seq gives
+// "seq+1"), interned in a process-wide table, so equal polynomials are equal integers and the shape rules that
+// only copy and compare dimensions work unchanged. Rules that compute a dimension use dim_mul / dim_div /
+// dim_add / dim_sub.
 //
 // Each symbol has bounds [min, max] (graph.json "symbols"); the planner sizes every buffer at the maxima
-// (dim_max), so one plan holds for every binding. The generated C reads a symbol's value from a section
-// local sym_<name> (dim_c), which the section sets from the handle, where ck_graph_run_shaped bound it.
+// (dim_max: each term at the bound that makes it largest), so one plan holds for every binding. The generated
+// C reads a symbol's value from a section local sym_<name> (dim_c), which the section sets from the handle,
+// where ck_graph_run_shaped bound it. A graph's inputs and outputs have constant sizes, single symbols or
+// products; sums live between them.
 //
 // The codes are far from every real size, so arithmetic that forgot a symbol gives a value that the
 // checks of arg_size (codegen/kernel_call.cpp) refuse, never a plausible wrong size.
@@ -23,7 +26,7 @@ namespace ckc {
 
 constexpr int64_t kSymBase = -(int64_t(1) << 40);
 
-struct SymProduct {
+struct SymProduct {  // one term: coef * s1^p1 * s2^p2 ... (coef != 0; powers empty: the constant term)
     int64_t coef = 1;
     std::map<std::string, int> powers;  // symbol -> exponent (>= 1)
 };
@@ -35,19 +38,28 @@ struct SymBounds {
 bool is_sym(int64_t d);                            // an interned symbolic size
 int64_t sym_dim(const std::string &name);          // the size that is symbol `name`
 int64_t sym_make(const SymProduct &p);             // its interned code, or the plain size when it has no symbol
-const SymProduct &sym_product(int64_t d);          // of a symbolic size (an internal error for anything else)
+// The sum of terms (like terms combined): its code, or the plain size when no symbol is left
+int64_t sym_make_sum(const std::vector<SymProduct> &terms);
+bool sym_is_product(int64_t d);                    // a symbolic size of one term (no constant added)
+const SymProduct &sym_product(int64_t d);          // of a one-term symbolic size (an internal error for anything else)
+const std::vector<SymProduct> &sym_terms(int64_t d);  // of a symbolic size: its terms, the constant one first
+std::vector<std::string> dim_symbols(int64_t d);   // the symbols it names
 int64_t dim_mul(int64_t a, int64_t b);             // sizes or symbolic sizes (not T)
-bool dim_div(int64_t a, int64_t b, int64_t &q);    // a / b when exact as a product; false otherwise
-std::string dim_str(int64_t d);                    // "64*batch", "512"
-std::string dim_c(int64_t d);                      // "(int64_t)64 * sym_batch": the C that computes it
+bool dim_div(int64_t a, int64_t b, int64_t &q);    // a / b when exact term by term; false otherwise
+int64_t dim_add(int64_t a, int64_t b);             // a + b (not T)
+int64_t dim_sub(int64_t a, int64_t b);             // a - b (not T): its value is the caller's to check
+std::string dim_str(int64_t d);                    // "64*batch", "seq+1", "512"
+std::string dim_c(int64_t d);                      // "(int64_t)64 * sym_batch", "(sym_seq + 1)": the C that computes it
 std::vector<std::string> dim_reads(int64_t d);     // the section locals it reads: {"sym_batch"}
 std::string sym_c_name(const std::string &symbol);  // "sym_batch"
-// "batch", "64*batch", "batch*seq", "512" -> its size; throws std::runtime_error on anything else
+// "batch", "64*batch", "batch*seq", "seq+1", "2*seq-1", "512" -> its size; throws std::runtime_error on
+// anything else
 int64_t parse_dim(const std::string &text);
 
 // The bounds of the symbols of the program being compiled (its front end declares them).
 void sym_declare(const std::string &name, SymBounds b);
 const SymBounds &sym_bounds(const std::string &name);  // throws std::runtime_error for an undeclared symbol
-int64_t dim_max(int64_t d);  // the size with every symbol at its maximum (plain sizes as they are)
+int64_t dim_max(int64_t d);  // its largest value within the bounds (each term at its largest; plain sizes as they are)
+int64_t dim_min(int64_t d);  // its smallest value within the bounds (each term at its smallest)
 
 }  // namespace ckc

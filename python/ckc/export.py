@@ -396,23 +396,29 @@ class _Converter:
         return list(self.values[a].shape)
 
     def size(self, d):
-        """A size of a traced shape: an int, or a product of the dynamic sizes as text ("8*batch*seq")."""
+        """A size of a traced shape: an int, or a polynomial in the dynamic sizes as text ("8*batch*seq", "seq+1")."""
         expr = getattr(getattr(d, "node", None), "expr", None)
         if expr is None:
             return int(d)
         if expr.is_number:
             return int(expr)
-        coef, factors = 1, []
-        for f in expr.as_ordered_factors():
-            if f.is_Integer:
-                coef *= int(f)
-            elif f.is_Symbol and str(f) in self.symbols:
-                factors.append(self.symbols[str(f)][0])
-            elif f.is_Pow and f.base.is_Symbol and f.exp.is_Integer and int(f.exp) > 0 and str(f.base) in self.symbols:
-                factors += [self.symbols[str(f.base)][0]] * int(f.exp)
-            else:
-                self.fail(f"size {expr} is not a product of the dynamic sizes (ckc compiles sizes like 8*batch*seq)")
-        return "*".join(([str(coef)] if coef != 1 else []) + factors)
+        text = ""
+        for term in expr.as_ordered_terms():
+            coef, factors = 1, []
+            for f in term.as_ordered_factors():
+                if f.is_Integer:
+                    coef *= int(f)
+                elif f.is_Symbol and str(f) in self.symbols:
+                    factors.append(self.symbols[str(f)][0])
+                elif f.is_Pow and f.base.is_Symbol and f.exp.is_Integer and int(f.exp) > 0 and \
+                        str(f.base) in self.symbols:
+                    factors += [self.symbols[str(f.base)][0]] * int(f.exp)
+                else:
+                    self.fail(f"size {expr} is not a polynomial in the dynamic sizes (ckc compiles sizes like "
+                              "8*batch*seq or seq+1)")
+            body = "*".join(([str(abs(coef))] if abs(coef) != 1 or not factors else []) + factors)
+            text += ("-" if coef < 0 else "+" if text else "") + body
+        return text
 
     def op(self, op, inputs, attrs=None, out=None, hint=None):
         """Emits one IR node; `out` is the FX node whose value it computes (its shape is then declared)."""
@@ -626,21 +632,28 @@ def _expand(c, n, x, *args, **kwargs):
     return c.op("EXPAND", [c.t(x)], {"shape": shape}, out=n)
 
 
+def _promoted(c, n, x):
+    """Tensor operand x of n in n's dtype, as torch's type promotion computes it (an int64 index times a float32
+    weight is float32): a CAST where the dtypes differ."""
+    t, dt = c.t(x), c.meta(n)[1]
+    return t if c.meta(x)[1] == dt else c.op("CAST", [t], {"dtype": dt}, hint="promoted")
+
+
 def _binary(op, reverse_op=None):
     def handler(c, n, a, b, alpha=1, **kwargs):
         if kwargs.get("rounding_mode") is not None:
             c.fail(f"division with rounding_mode={kwargs['rounding_mode']!r} is not supported")
         if not _is_tensor(a):  # scalar op tensor
-            return c.op(op, [c.t(b)], {"scalar": a, "reverse": 1}, out=n)
+            return c.op(op, [_promoted(c, n, b)], {"scalar": a, "reverse": 1}, out=n)
         if not _is_tensor(b):
             s = b * alpha if op in ("ADD", "SUB") else b
-            if op in ("ADD", "SUB") and s == 0:
+            if op in ("ADD", "SUB") and s == 0 and c.meta(a)[1] == c.meta(n)[1]:
                 return c.t(a)
-            return c.op(op, [c.t(a)], {"scalar": s}, out=n)
-        tb = c.t(b)
+            return c.op(op, [_promoted(c, n, a)], {"scalar": s}, out=n)
+        tb = _promoted(c, n, b)
         if alpha != 1:
             tb = c.op("MUL", [tb], {"scalar": alpha}, hint="alpha")
-        return c.op(op, [c.t(a), tb], out=n)
+        return c.op(op, [_promoted(c, n, a), tb], out=n)
     return handler
 
 
@@ -811,15 +824,17 @@ def _slice(c, n, x, dim=0, start=None, end=None, step=1):
     s = c.shape(x)
     axis = c.axis(dim, len(s))
     size = s[axis]
-    if isinstance(size, str):  # a dynamic size: whole slices only (x[:, None], x[..., :seq])
+    length = c.shape(n)[axis] if c.symbols else None
+    if isinstance(size, str) or isinstance(length, str):  # a dynamic size: its length is the traced one
         import torch.fx
-        end_size = c.size(end.meta.get("val")) if isinstance(end, torch.fx.Node) else end
-        if start in (None, 0) and step == 1 and (end is None or end_size == size or
-                                                 (isinstance(end, int) and end >= 1 << 62)):
+        start = 0 if start is None else start
+        if isinstance(start, torch.fx.Node) or start < 0 or step != 1:
+            shown = c.size(start.meta.get("val")) if isinstance(start, torch.fx.Node) else start
+            c.fail(f"slices dimension {axis} of dynamic size {size} from {shown} in steps of {step} (ckc takes a "
+                   "start >= 0 that is a number, and step 1)")
+        if start == 0 and length == size:
             return c.t(x)
-        shown = end_size if isinstance(end, torch.fx.Node) else end
-        c.fail(f"slices [{start}:{shown}:{step}] of dimension {axis}, whose size {size} is dynamic (ckc takes a "
-               "dynamic dimension whole)")
+        return _slice_node(c, x, axis, start, length, 1, out=n)
     start = 0 if start is None else start
     end = size if end is None else end
     start = max(0, start + size if start < 0 else start)
@@ -987,6 +1002,17 @@ def _index(c, n, x, indices):
     return c.op("INDEX", ins, out=n)
 
 
+def _cumsum(c, n, x, dim, dtype=None):
+    """torch.cumsum: integers and bools sum in int64 (torch's promotion), float32 in float32; CUMSUM."""
+    out_dtype = c.meta(n)[1]
+    if out_dtype not in ("f32", "i64"):
+        c.fail(f"cumsum to {out_dtype} (ckc sums float32 or int64)")
+    t = c.t(x)
+    if c.meta(x)[1] != out_dtype:
+        t = c.op("CAST", [t], {"dtype": out_dtype}, hint="cumsum_in")
+    return c.op("CUMSUM", [t], {"axis": c.axis(dim, len(c.shape(x)))}, out=n)
+
+
 def _tril(c, n, x, diagonal=0):
     return c.op("TRIL", [c.t(x)], {"diagonal": diagonal}, out=n)
 
@@ -1064,7 +1090,7 @@ _HANDLERS = {
     "aten.gt": _cmp("gt"), "aten.ge": _cmp("ge"), "aten.logical_not": _logical_not, "aten.bitwise_not": _logical_not,
     "aten.__and__": _logical("and"), "aten.bitwise_and": _logical("and"), "aten.logical_and": _logical("and"),
     "aten.__or__": _logical("or"), "aten.bitwise_or": _logical("or"), "aten.logical_or": _logical("or"),
-    "aten.index": _index,
+    "aten.index": _index, "aten.cumsum": _cumsum,
 }
 
 

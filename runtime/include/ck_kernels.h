@@ -433,9 +433,17 @@ void ck_cast(void *out, ck_elem to, const void *x, ck_elem from, size_t n);
 /* out[i] = start + step * i (in double), converted as ck_cast converts: torch.arange of a length known when the
  * code runs (arange(0, seq) of a symbolic seq) */
 void ck_arange(void *out, ck_elem to, double start, double step, size_t n);
+/* out = running sums of x [outer][n][inner] along n (torch.cumsum), t CK_ELEM_F32 (summed in double, as torch on
+ * the CPU) or CK_ELEM_I64. out may equal x. */
+void ck_cumsum(void *out, const void *x, ck_elem t, int64_t outer, int64_t n, int64_t inner);
 /* out = a op b (b NULL: a op scalar), 1 or 0 */
 void ck_compare(uint8_t *out, const int64_t *out_shape, int rank, const void *a, ck_elem ta, const int64_t *a_shape,
                 const void *b, ck_elem tb, const int64_t *b_shape, double scalar, ck_cmpop op);
+/* int64 a op b (b NULL: a op scalar, or scalar op a when reverse) for the rows of CK_BINARY_OPS whose integer
+ * operands give an integer (ADD, SUB, MUL), wrapping on overflow as torch does: position ids computed from
+ * run-time sizes. out may equal a or b where its shape is theirs. */
+void ck_binary_i64(int64_t *out, const int64_t *out_shape, int rank, const int64_t *a, const int64_t *a_shape,
+                   const int64_t *b, const int64_t *b_shape, int64_t scalar, int reverse, ck_binop op);
 /* out = cond != 0 ? a : b, a and b of one type of `elem` bytes */
 void ck_where(void *out, const int64_t *out_shape, int rank, const void *cond, ck_elem tc, const int64_t *c_shape,
               const void *a, const int64_t *a_shape, const void *b, const int64_t *b_shape, size_t elem);

@@ -1,6 +1,6 @@
 /*
  * select.c — the ops that build masks and indices from run-time data: casts,
- * comparisons, where, tril, arange and advanced indexing, over any dtype (ck_elem).
+ * comparisons, where, tril, arange, cumsum and advanced indexing, over any dtype (ck_elem).
  *
  * An exported model with an attention_mask input turns it into a [B,1,S,S]
  * boolean mask with exactly these (transformers' masking_utils: to(bool),
@@ -66,8 +66,31 @@ void ck_arange(void *out, ck_elem to, double start, double step, size_t n)
     for (i = 0; i < n; i++) store(out, to, i, start + step * (double)i);
 }
 
+void ck_cumsum(void *out, const void *x, ck_elem t, int64_t outer, int64_t n, int64_t inner)
+{
+    int64_t o, j, k;
+    for (o = 0; o < outer; o++)
+        for (j = 0; j < inner; j++) {
+            int64_t at = o * n * inner + j;
+            if (t == CK_ELEM_I64) {
+                int64_t acc = 0;
+                for (k = 0; k < n; k++, at += inner) {
+                    /* (wraps on overflow as torch's int64 sum does, without C's undefined behaviour) */
+                    acc = (int64_t)((uint64_t)acc + (uint64_t)((const int64_t *)x)[at]);
+                    ((int64_t *)out)[at] = acc;
+                }
+            } else {
+                double acc = 0;
+                for (k = 0; k < n; k++, at += inner) {
+                    acc += ((const float *)x)[at];
+                    ((float *)out)[at] = (float)acc;
+                }
+            }
+        }
+}
+
 /* Element strides of an operand of shape s (rank entries, right-aligned) read at the output's indices. */
-static void bstrides(int64_t *st, const int64_t *s, int rank)
+static void sel_strides(int64_t *st, const int64_t *s, int rank)
 {
     int64_t acc = 1;
     int d;
@@ -95,7 +118,7 @@ static int64_t walk_start(walk *w, const int64_t *out_shape, int rank, int n, co
         total *= out_shape[d];
     }
     for (k = 0; k < n; k++) {
-        bstrides(w->st[k], shapes[k], rank);
+        sel_strides(w->st[k], shapes[k], rank);
         w->off[k] = 0;
     }
     return total;
@@ -132,6 +155,26 @@ void ck_compare(uint8_t *out, const int64_t *out_shape, int rank, const void *a,
     int64_t n = walk_start(&w, out_shape, rank, 2, shapes), i;
     for (i = 0; i < n; i++, walk_next(&w))
         out[i] = (uint8_t)cmp(load(a, ta, w.off[0]), b ? load(b, tb, w.off[1]) : scalar, op);
+}
+
+void ck_binary_i64(int64_t *out, const int64_t *out_shape, int rank, const int64_t *a, const int64_t *a_shape,
+                   const int64_t *b, const int64_t *b_shape, int64_t scalar, int reverse, ck_binop op)
+{
+    const int64_t *shapes[2] = {a_shape, b ? b_shape : a_shape};
+    walk w;
+    int64_t n = walk_start(&w, out_shape, rank, 2, shapes), i;
+    for (i = 0; i < n; i++, walk_next(&w)) {
+        /* in uint64: wraps on overflow as torch's int64 arithmetic does, without C's undefined behaviour */
+        uint64_t x = (uint64_t)a[w.off[0]], y = b ? (uint64_t)b[w.off[1]] : (uint64_t)scalar, t;
+        if (reverse) t = x, x = y, y = t;
+        switch (op) {
+        case CK_BIN_ADD: out[i] = (int64_t)(x + y); break;
+        case CK_BIN_SUB: out[i] = (int64_t)(x - y); break;
+        case CK_BIN_MUL: out[i] = (int64_t)(x * y); break;
+        case CK_BIN_DIV: /* (its result is float: the compiler never asks) */
+        case CK_BIN_COUNT: out[i] = 0; break;
+        }
+    }
 }
 
 void ck_where(void *out, const int64_t *out_shape, int rank, const void *cond, ck_elem tc, const int64_t *c_shape,
@@ -177,7 +220,7 @@ int64_t ck_index(void *out, const void *x, const int64_t *x_shape, int x_rank, i
             if (idx_shapes[j * b_rank + d] != 1) bshape[d] = idx_shapes[j * b_rank + d];
         n *= bshape[d];
     }
-    for (j = 0; j < k; j++) bstrides(ist[j], idx_shapes + j * b_rank, b_rank);
+    for (j = 0; j < k; j++) sel_strides(ist[j], idx_shapes + j * b_rank, b_rank);
     /* pass 0 checks every index, pass 1 copies: nothing is written when one is out of range */
     for (pass = 0; pass < 2; pass++) {
         for (d = 0; d < b_rank; d++) pos[d] = 0;

@@ -420,21 +420,54 @@ def test_an_hf_model_with_a_padding_mask_exports_with_dynamic_batch_and_length(m
         g(*[t.numpy() for t in padded(5, 4, 0)])
 
 
+class NoMask(torch.nn.Module):
+    """An HF causal LM called with input_ids alone: transformers looks for packed sequences in the positions (a
+    slice of the first, a cat to seq + 1, a cumsum) and builds the causal mask from them."""
+
+    def __init__(self, model_type):
+        super().__init__()
+        from test_hf_export import hf_model
+        self.m = hf_model(model_type)
+
+    def forward(self, input_ids):
+        return self.m(input_ids=input_ids).logits
+
+
 @pytest.mark.parametrize("model_type", ["llama", "gpt2"])
-def test_an_hf_model_under_dynamic_true_is_one_compile(model_type, cache):
-    """torch.compile(hf_model, backend="gcu", dynamic=True) with an attention_mask: one ckc compile for every
-    shape. Dynamo passes the modules' Python floats (eps, scaling, math.pi) as 0-d float64 inputs; the backend
-    compiles them in and compares their values on each call."""
+def test_an_hf_model_without_a_mask_exports_with_dynamic_batch_and_length(model_type, tmp_path):
+    """The same without a mask: sizes that are sums (seq + 1), a slice and a cat along the symbolic axis, a
+    cumsum and int64 arithmetic run in the library; one library for every shape, equal to transformers."""
+    m = NoMask(model_type).eval()
+    b, s = ckc.Dim("batch", max=4), ckc.Dim("seq", max=32)
+    graph = ckc.export(m, (padded(2, 8, 0)[0],), str(tmp_path / "hf"),
+                       dynamic_shapes={"input_ids": {0: b, 1: s}})
+    c = ckc.compile_model(graph, str(tmp_path / "out"))
+    g = ckc.GraphModel(build.build_library(c))
+    for i, (bb, ss) in enumerate(HF_SHAPES):
+        ids = padded(bb, ss, i)[0]
+        with torch.no_grad():
+            ref = m(ids).numpy()
+        got = g(ids.numpy())
+        assert got.shape == ref.shape and np.abs(got - ref).max() < TOL, (bb, ss, np.abs(got - ref).max())
+    src = open(c).read()
+    assert "ck_cumsum(" in src and "ck_binary_i64(" in src and "(sym_seq + 1)" in src
+
+
+@pytest.mark.parametrize("model_type,mask", [("llama", True), ("gpt2", True), ("llama", False), ("gpt2", False)])
+def test_an_hf_model_under_dynamic_true_is_one_compile(model_type, mask, cache):
+    """torch.compile(hf_model, backend="gcu", dynamic=True), with an attention_mask or without: one ckc compile
+    for every shape. Dynamo passes the modules' Python floats (eps, scaling, math.pi) as 0-d float64 inputs; the
+    backend compiles them in and compares their values on each call."""
     import warnings
     from test_hf_export import WithMask
-    m = WithMask(model_type).eval()
+    m = (WithMask if mask else NoMask)(model_type).eval()
     fast = torch.compile(m, backend="gcu", dynamic=True)
     before = build.INVOCATIONS["ckc"]
     with warnings.catch_warnings(record=True) as w, torch.no_grad():
         warnings.simplefilter("always")
         for i, (bb, ss) in enumerate([(2, 5), (3, 9), (4, 17), (2, 3)]):
-            ids, mask = padded(bb, ss, i)
-            assert (fast(ids, mask) - m(ids, mask)).abs().max().item() < TOL, (bb, ss)
+            args = padded(bb, ss, i) if mask else padded(bb, ss, i)[:1]
+            assert (fast(*args) - m(*args)).abs().max().item() < TOL, (bb, ss)
     warned = [str(x.message) for x in w if "ckc" in str(x.message)]
     assert build.INVOCATIONS["ckc"] - before == 1 and not warned, warned
 
@@ -473,17 +506,29 @@ def test_a_python_float_compiled_in_is_checked_on_each_call(cache):
         "ckc (gcu): a Python float compiled in as a constant changed (0.5 -> 3.0); the graph runs eagerly from now on"]
 
 
-def test_what_is_not_supported_yet_is_named(tmp_path):
-    """Without an attention_mask, transformers' Llama looks for packed sequences in its positions (a slice of
-    the first position, a cat to seq + 1, a cumsum): with a symbolic length the export stops, naming the node
-    and what it needs (never a wrong graph)."""
-    from test_hf_export import hf_model
-    m = hf_model("llama").eval()
-    ids = torch.randint(0, m.config.vocab_size, (2, 8))
-    with pytest.raises(ckc.ExportError, match=r"node 'slice\w*' \(aten.slice\).*slices \[0:1:1\] of dimension 1, "
-                                              r"whose size seq is dynamic"):
-        ckc.export(m, (ids,), str(tmp_path / "hf"),
-                   dynamic_shapes={"input_ids": {0: ckc.Dim("batch", max=4), 1: ckc.Dim("seq", max=32)}})
+class Roll(torch.nn.Module):
+    def forward(self, x):
+        return torch.cat([x[:, 1:], x[:, :1]], 1) * 2
+
+
+class LastTwo(torch.nn.Module):
+    def forward(self, x):
+        return x[:, -2:] * 2
+
+
+def test_slices_of_a_dynamic_axis(tmp_path):
+    """A slice of a dynamic axis from a fixed start (x[:, 1:] has length seq - 1) and a cat back to seq run in one
+    library; one counted from the end (x[:, -2:]: its start is seq - 2) is not supported yet: the export stops
+    naming the node and what it needs (never a wrong graph)."""
+    dims = {"x": {1: ckc.Dim("seq", min=3, max=32)}}
+    graph = ckc.export(Roll(), (torch.randn(2, 8),), str(tmp_path / "roll"), dynamic_shapes=dims)
+    g = ckc.GraphModel(build.build_library(ckc.compile_model(graph, str(tmp_path / "out"))))
+    for s in (3, 4, 7, 32):
+        x = torch.randn(2, s)
+        assert np.array_equal(g(x.numpy()), Roll()(x).numpy()), s
+    with pytest.raises(ckc.ExportError, match=r"node 'slice\w*' \(aten.slice\).*slices dimension 1 of dynamic size "
+                                              r"seq from -2 in steps of 1 \(ckc takes a start >= 0"):
+        ckc.export(LastTwo(), (torch.randn(2, 8),), str(tmp_path / "last"), dynamic_shapes=dims)
 
 
 def test_the_issues_loop_is_one_compile_without_dynamos_size_1_specialization(cache, monkeypatch):

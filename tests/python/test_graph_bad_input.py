@@ -11,6 +11,9 @@ import torch
 import ckc
 from ckc import safetensors as st
 from ckc.examples import MLP, randomize
+from conftest import max_diff
+
+TOL = 1e-4
 
 
 class Sorter(torch.nn.Module):
@@ -50,14 +53,27 @@ class IdArithmetic(torch.nn.Module):
         self.emb = torch.nn.Embedding(10, 4)
 
     def forward(self, idx):
-        return self.emb(idx) * (idx + 1).unsqueeze(-1)  # integer math at run time
+        return self.emb(idx) * (idx + 1).unsqueeze(-1)  # integer math at run time, promoted to float32
 
 
-def test_integer_math_at_run_time_is_a_compile_error(tmp_path):
-    graph = ckc.export(IdArithmetic().eval(), (torch.arange(6).view(2, 3),), str(tmp_path / "e"))
+class Int32Arithmetic(torch.nn.Module):
+    def forward(self, idx):
+        return (idx.int() * 3).float()
+
+
+def test_integer_math_at_run_time_runs_int32_math_is_a_compile_error(tmp_path):
+    """int64 ADD / SUB / MUL on run-time values run (ck_binary_i64), and an int64 operand of a float32 result is
+    cast as torch promotes it; int32 arithmetic has no kernel: a compile error naming the node, no model.c."""
+    m = IdArithmetic().eval()
+    idx = torch.tensor([[0, 3, 9], [2, 2, 7]])
+    graph = ckc.export(m, (idx,), str(tmp_path / "e"))
+    g = ckc.GraphModel(ckc.build_library(ckc.compile_model(graph, str(tmp_path / "ok"))))
+    with torch.no_grad():
+        assert max_diff(g(idx.numpy()), m(idx).numpy()) < TOL
+    graph = ckc.export(Int32Arithmetic().eval(), (idx,), str(tmp_path / "i32"))
     r = ckc_compile(graph, tmp_path / "model.c")
     assert r.returncode == 1, r.stderr
-    assert "node 'add'" in r.stderr and "i64" in r.stderr, r.stderr
+    assert "node 'mul'" in r.stderr and "i32" in r.stderr, r.stderr
     assert not os.path.exists(tmp_path / "model.c")
 
 

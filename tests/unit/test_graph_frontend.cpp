@@ -367,9 +367,44 @@ TEST_CASE("symbolic sizes: products of symbols are interned, multiplied, divided
     CHECK(shape_numel(Shape{b, s, 32}) == dim_mul(bs, 32));
     CHECK(!shape_is_static(Shape{b, 4}));
     CHECK(shape_str(Shape{b, dim_mul(s, 4)}) == "[batch, 4*seq]");
-    for (const char *bad : {"", "batch*", "2x", "batch+1", "1e3", "*seq", "999999999999*999999999999",
-                            "999999999999*batch*999999999999"})
+    for (const char *bad : {"", "batch*", "2x", "batch++1", "+seq", "seq+", "-seq", "1-2", "1e3", "*seq",
+                            "999999999999*999999999999", "999999999999*batch*999999999999"})
         CHECK_THROWS_AS(parse_dim(bad), std::runtime_error);
+}
+
+TEST_CASE("symbolic sizes: sums (a cat to seq + 1) are interned, computed with and printed", "[graph-frontend]")
+{
+    int64_t b = sym_dim("batch"), s = sym_dim("seq");
+    sym_declare("batch", {1, 16});
+    sym_declare("seq", {2, 64});
+    int64_t s1 = dim_add(s, 1);
+    CHECK(is_sym(s1));
+    CHECK(!sym_is_product(s1));
+    CHECK(sym_is_product(s));
+    CHECK(s1 == parse_dim("seq+1"));
+    CHECK(s1 == parse_dim("1+seq"));  // one code for one sum
+    CHECK(dim_str(s1) == "seq+1");
+    CHECK(dim_c(s1) == "(sym_seq + 1)");
+    CHECK(dim_sub(s1, 1) == s);  // back to the plain symbol
+    CHECK(dim_sub(s1, s) == 1);
+    CHECK(dim_str(dim_sub(s, 1)) == "seq-1");
+    CHECK(dim_c(dim_sub(s, dim_mul(b, 2))) == "(sym_seq - (int64_t)2 * sym_batch)");
+    int64_t two = dim_mul(s1, 2);
+    CHECK(dim_str(two) == "2*seq+2");
+    int64_t q = 0;
+    REQUIRE(dim_div(two, 2, q));
+    CHECK(q == s1);
+    CHECK(!dim_div(s1, s, q));  // (seq + 1) / seq
+    CHECK(!dim_div(dim_add(two, 1), 2, q));
+    REQUIRE(dim_div(s1, s1, q));
+    CHECK(q == 1);
+    CHECK(dim_mul(s1, b) == parse_dim("batch*seq+batch"));
+    CHECK(dim_reads(dim_mul(s1, b)) == std::vector<std::string>{"sym_batch", "sym_seq"});
+    CHECK(dim_max(s1) == 65);
+    CHECK(dim_min(s1) == 3);
+    CHECK(dim_max(dim_sub(s, 1)) == 63);
+    CHECK(dim_min(dim_sub(dim_mul(b, 4), s)) == 4 - 64);  // each term at its smallest
+    CHECK(shape_str(Shape{b, s1}) == "[batch, seq+1]");
     CHECK_THROWS_AS(sym_bounds("no_such_symbol"), std::runtime_error);
 }
 
@@ -405,6 +440,17 @@ TEST_CASE("graph.json: symbolic sizes flow through the shape rules and bad ones 
         Program p = build_from_graph_json(e.path());
         CHECK(p.header.tensor("i").shape == (Shape{sym_dim("batch")}));
     }
+    {  // a cat to batch + 4 rows, sliced back to batch from row 4 (a length that is a symbol), summed down
+        json d = symbolic_linear_relu();
+        d["nodes"].push_back(node("cat", "CAT", {"x", "fc.weight"}, {{"axis", 0}}));
+        d["nodes"].push_back(node("rows", "SLICE", {"cat"}, {{"axis", 0}, {"start", 4}, {"length", "batch"}}));
+        d["nodes"].push_back(node("sums", "CUMSUM", {"rows"}, {{"axis", 0}}));
+        d["outputs"].push_back({{"name", "sums"}, {"tensor", "sums"}});
+        Exported e(d, linear_weights());
+        Program p = build_from_graph_json(e.path());
+        CHECK(p.header.tensor("cat").shape == (Shape{dim_add(sym_dim("batch"), 4), 8}));
+        CHECK(p.header.tensor("sums").shape == (Shape{sym_dim("batch"), 8}));
+    }
     // each: what is wrong with the document, and what the error says
     const std::vector<std::pair<std::function<void(json &)>, std::string>> bad = {
         {[](json &d) { d["inputs"][0]["shape"] = {"batches", 8}; },
@@ -420,6 +466,19 @@ TEST_CASE("graph.json: symbolic sizes flow through the shape rules and bad ones 
          "takes \"end\" or \"shape\", not both"},
         {[](json &d) { d["nodes"].push_back(node("i", "ARANGE", {}, {{"start", 0}, {"shape", {"batch", 2}}, {"dtype", "i64"}})); },
          "\"shape\" must be one size"},
+        // a slice of batch rows from row 5 of batch + 4: beyond the axis
+        {[](json &d) {
+             d["nodes"].push_back(node("cat", "CAT", {"x", "fc.weight"}, {{"axis", 0}}));
+             d["nodes"].push_back(node("rows", "SLICE", {"cat"}, {{"axis", 0}, {"start", 5}, {"length", "batch"}}));
+         },
+         "slice 5:5+batch of axis 0 (size batch+4) leaves the axis within the symbols' bounds"},
+        {[](json &d) { d["nodes"].push_back(node("rows", "SLICE", {"x"}, {{"axis", 0}, {"start", 0}, {"length", "undeclared"}})); },
+         "attr length: symbol 'undeclared' has no declared bounds"},
+        {[](json &d) {
+             d["nodes"].push_back(node("pos", "CMP", {"x"}, {{"fn", "gt"}, {"scalar", 0}}));
+             d["nodes"].push_back(node("n", "CUMSUM", {"pos"}, {{"axis", 1}}));
+         },
+         "sums f32 or i64, not bool"},
     };
     for (const auto &[mutate, message] : bad) {
         json d = symbolic_linear_relu();

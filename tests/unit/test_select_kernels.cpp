@@ -176,6 +176,70 @@ TEST_CASE("ck_arange equals the compiler's ARANGE (the fold of a static one) for
     }
 }
 
+TEST_CASE("ck_cumsum equals the compiler's CUMSUM along every axis, f32 and i64, in place too", "[kernels]")
+{
+    DType t = GENERATE(DType::F32, DType::I64);
+    const Shape shape = {3, 5, 4};
+    for (int64_t axis = 0; axis < 3; axis++) {
+        Buf x(t, shape, static_cast<unsigned>(11 + axis));
+        ConstData want;
+        want.dtype = t;
+        want.shape = shape;
+        Node n;
+        n.op = Op::CUMSUM;
+        n.attrs["axis"] = axis;
+        REQUIRE(eval_cumsum(n, {&x.c}, want));
+        int64_t outer, len, inner;
+        rules::split_axis(shape, axis, outer, len, inner);
+        Buf got(t, shape);
+        ck_cumsum(got.p(), x.p(), elem_of(t), outer, len, inner);
+        CHECK(got.values() == want.v);
+        ck_cumsum(x.p(), x.p(), elem_of(t), outer, len, inner);  // in place
+        CHECK(x.values() == want.v);
+    }
+    int64_t big[] = {std::numeric_limits<int64_t>::max(), 1};  // wraps as torch's does
+    ck_cumsum(big, big, CK_ELEM_I64, 1, 2, 1);
+    CHECK(big[1] == std::numeric_limits<int64_t>::min());
+}
+
+TEST_CASE("ck_binary_i64 equals the compiler's integer ADD / SUB / MUL (broadcast, scalar, reversed, wrapping)",
+          "[kernels]")
+{
+    const Op ops[] = {Op::ADD, Op::SUB, Op::MUL};
+    const ck_binop kops[] = {CK_BIN_ADD, CK_BIN_SUB, CK_BIN_MUL};
+    for (int k = 0; k < 3; k++) {
+        Buf a(DType::I64, {3, 1, 5}, 3), b(DType::I64, {4, 1}, 4);
+        Node n;
+        n.op = ops[k];
+        ConstData want;
+        want.dtype = DType::I64;
+        want.shape = {3, 4, 5};
+        REQUIRE(eval_binary(n, {&a.c, &b.c}, want));
+        Buf got(DType::I64, want.shape);
+        const int64_t so[] = {3, 4, 5}, sa[] = {3, 1, 5}, sb[] = {1, 4, 1};
+        ck_binary_i64(reinterpret_cast<int64_t *>(got.p()), so, 3, reinterpret_cast<const int64_t *>(a.p()), sa,
+                      reinterpret_cast<const int64_t *>(b.p()), sb, 0, 0, kops[k]);
+        CHECK(got.values() == want.v);
+        for (int reverse = 0; reverse < 2; reverse++) {  // a op 7, 7 op a
+            Node ns = n;
+            ns.attrs["scalar"] = 7.0;
+            ns.attrs["reverse"] = static_cast<int64_t>(reverse);
+            ConstData ws;
+            ws.dtype = DType::I64;
+            ws.shape = a.c.shape;
+            REQUIRE(eval_binary(ns, {&a.c}, ws));
+            Buf gs(DType::I64, a.c.shape);
+            ck_binary_i64(reinterpret_cast<int64_t *>(gs.p()), sa, 3, reinterpret_cast<const int64_t *>(a.p()), sa,
+                          nullptr, sa, 7, reverse, kops[k]);
+            CHECK(gs.values() == ws.v);
+        }
+    }
+    int64_t big = std::numeric_limits<int64_t>::max(), one = 1, r = 0;
+    const int64_t s1[] = {1};
+    ck_binary_i64(&r, s1, 1, &big, s1, &one, s1, 0, 0, CK_BIN_ADD);
+    CHECK(r == std::numeric_limits<int64_t>::min());
+}
+
 TEST_CASE("ck_where equals the compiler's WHERE (any dtype, every operand broadcast)", "[kernels]")
 {
     DType t = GENERATE(DType::F32, DType::I64, DType::Bool), tc = GENERATE(DType::Bool, DType::I64);

@@ -96,11 +96,10 @@ public:
         } catch (const std::runtime_error &e) {
             fail(fmt::format("{}: {}", where, e.what()));
         }
-        if (is_sym(d))
-            for (const auto &[sym, e] : sym_product(d).powers)
-                if (!symbols_.count(sym))
-                    fail(fmt::format("{}: size \"{}\" names '{}', which \"symbols\" does not declare{}", where, text,
-                                     sym, symbols_.empty() ? "" : " (declared: " + join(std::vector<std::string>(symbols_.begin(), symbols_.end()), ", ") + ")"));
+        for (const auto &sym : dim_symbols(d))
+            if (!symbols_.count(sym))
+                fail(fmt::format("{}: size \"{}\" names '{}', which \"symbols\" does not declare{}", where, text,
+                                 sym, symbols_.empty() ? "" : " (declared: " + join(std::vector<std::string>(symbols_.begin(), symbols_.end()), ", ") + ")"));
         return d;
     }
     void declare_symbol(const std::string &name) { symbols_.insert(name); }
@@ -287,10 +286,10 @@ void read_inputs(const Reader &r, const json &doc, Program &p, Names &names)
         names.add(t.name, where);
         t.shape = r.shape(inputs[i], where + " '" + t.name + "'");
         for (int64_t d : t.shape)  // the caller's shapes bind the symbols: each an input's size of its own
-            if (is_sym(d) && (sym_product(d).coef != 1 || sym_product(d).powers.size() != 1 ||
+            if (is_sym(d) && (!sym_is_product(d) || sym_product(d).coef != 1 || sym_product(d).powers.size() != 1 ||
                               sym_product(d).powers.begin()->second != 1))
-                r.fail(fmt::format("{} '{}': size {} is a product; an input's sizes are constants or one symbol each",
-                                   where, t.name, dim_str(d)));
+                r.fail(fmt::format("{} '{}': size {} is {}; an input's sizes are constants or one symbol each",
+                                   where, t.name, dim_str(d), sym_is_product(d) ? "a product" : "a sum"));
         t.dtype = r.dtype(inputs[i], where + " '" + t.name + "'");
         t.storage = Storage::Input;
         g.add_tensor(t);
