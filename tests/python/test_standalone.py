@@ -13,7 +13,7 @@ import torch
 import ckc
 from ckc import cross
 from ckc.examples import GPT, randomize
-from conftest import TINY, max_diff, prompt
+from conftest import ROOT, TINY, max_diff, prompt
 
 TOL = 1e-4
 STRICT = ["-std=c99", "-Wall", "-Wextra", "-Wunused-function", "-pedantic", "-Werror"]
@@ -422,3 +422,20 @@ def test_smollm2_answers_under_qemu_aarch64(tmp_path):
               env=dict(os.environ, CK_KERNELS="portable"))
     arm = run(cross.command("aarch64", cross.build(c, str(tmp_path / "model-arm64"), "aarch64"), args), timeout=600)
     assert arm == x86 and len(x86.split()) >= 12, (arm, x86)
+
+
+def test_kernel_files_paste_into_one_file_without_name_clashes():
+    """--standalone pastes the kernel files a model calls into one model.c, so a file-static function or struct
+    type defined in two kernel files breaks every model that needs both (select.c's and binary.c's broadcast
+    helper did once)."""
+    import re
+    files = {}
+    import pathlib
+    for path in sorted(pathlib.Path(ROOT, "runtime", "kernels").glob("*.c")):
+        text = path.read_text()
+        names = set(re.findall(r"^static\b[^;=(]*?\b(\w+)\s*\(", text, re.M))
+        names |= set(re.findall(r"^typedef struct (\w+)", text, re.M))
+        for n in names:
+            files.setdefault(n, []).append(path.name)
+    clashes = {n: f for n, f in files.items() if len(f) > 1}
+    assert not clashes and len(files) > 100, clashes
