@@ -439,3 +439,18 @@ def test_kernel_files_paste_into_one_file_without_name_clashes():
             files.setdefault(n, []).append(path.name)
     clashes = {n: f for n, f in files.items() if len(f) > 1}
     assert not clashes and len(files) > 100, clashes
+
+
+class NoWeights(torch.nn.Module):
+    def forward(self, x):
+        return torch.cat([x[:, 1:], x[:, :1]], 1) * 2
+
+
+@pytest.mark.parametrize("target", ["cpu", "gcu"])
+def test_a_graph_without_weights_compiles_warning_free(target, tmp_path):
+    """A graph with no weight at all (CK_N_GLOBAL_WEIGHTS and CK_N_LAYER_WEIGHTS 0): its weight loops gave
+    -Wtype-limits warnings (part of -Wextra) with an unsigned counter."""
+    graph = ckc.export(NoWeights(), (torch.randn(2, 8),), str(tmp_path / "e"))
+    c = ckc.compile_model(graph, str(tmp_path / "out"), args=["--target", target])
+    assert "#define CK_N_GLOBAL_WEIGHTS 0" in open(c).read()
+    subprocess.run(["cc", *STRICT, "-O1", "-I", ckc.include_dir(), "-c", c, "-o", str(tmp_path / "m.o")], check=True)
