@@ -393,6 +393,7 @@ def padded(batch, seq, seed):
 HF_SHAPES = [(1, 1), (2, 8), (3, 5), (4, 32), (1, 17), (4, 3)]
 
 
+@pytest.mark.slow  # transformers models: an export, a ckc compile and a cc build each
 @pytest.mark.parametrize("model_type", ["llama", "gpt2"])
 def test_an_hf_model_with_a_padding_mask_exports_with_dynamic_batch_and_length(model_type, tmp_path):
     """transformers' Llama and GPT-2 called with an attention_mask: ONE library for every batch and length within
@@ -433,6 +434,7 @@ class NoMask(torch.nn.Module):
         return self.m(input_ids=input_ids).logits
 
 
+@pytest.mark.slow  # transformers models: an export, a ckc compile and a cc build each
 @pytest.mark.parametrize("model_type", ["llama", "gpt2"])
 def test_an_hf_model_without_a_mask_exports_with_dynamic_batch_and_length(model_type, tmp_path):
     """The same without a mask: sizes that are sums (seq + 1), a slice and a cat along the symbolic axis, a
@@ -453,6 +455,7 @@ def test_an_hf_model_without_a_mask_exports_with_dynamic_batch_and_length(model_
     assert "ck_cumsum(" in src and "ck_binary_i64(" in src and "(sym_seq + 1)" in src
 
 
+@pytest.mark.slow  # transformers models: an export, a ckc compile and a cc build each
 @pytest.mark.parametrize("model_type,mask", [("llama", True), ("gpt2", True), ("llama", False), ("gpt2", False)])
 def test_an_hf_model_under_dynamic_true_is_one_compile(model_type, mask, cache):
     """torch.compile(hf_model, backend="gcu", dynamic=True), with an attention_mask or without: one ckc compile
