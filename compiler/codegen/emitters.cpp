@@ -151,11 +151,12 @@ Calls binary_emit(EmitCtx &c)
         const Shape &so = static_shape(c, c.tout());
         size_t r = so.size();
         bool scalar = n.inputs.size() == 1;
+        double v = scalar ? n.f("scalar") : 0.0;  // (within int64: binary_dtype checks it)
         return {call("ck_binary_i64", {c.out(), arg_array("so", "int64_t", so), arg_size("rank", static_cast<int64_t>(r)),
                                        c.in(0), arg_array("sa", "int64_t", aligned(c.tin(0).shape, r)),
                                        scalar ? arg_null("b") : c.in(1),
                                        arg_array("sb", "int64_t", aligned(scalar ? c.tin(0).shape : c.tin(1).shape, r)),
-                                       arg_int("scalar", scalar ? static_cast<int64_t>(n.f("scalar")) : 0),
+                                       arg_int("scalar", static_cast<int64_t>(v)),
                                        arg_int("reverse", n.i("reverse", 0)), binop_enum(n.op)})};
     }
     if (n.inputs.size() == 1)

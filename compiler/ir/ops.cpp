@@ -169,7 +169,10 @@ DType binary_dtype(const Node &n, const Inputs &in)
         if (is_float(t->dtype)) return DType::F32;
     if (in.size() == 1 && n.f("scalar") != std::floor(n.f("scalar"))) return DType::F32;
     // integer operands: an integer result unless the op's row says its result is float (true division)
-    return binary_row(n.op)->ints ? in[0]->dtype : DType::F32;
+    if (!binary_row(n.op)->ints) return DType::F32;
+    CK_EXPECT(in.size() == 2 || std::fabs(n.f("scalar")) < 9.2e18, n,
+              fmt::format("the scalar {} of an integer op is outside int64", n.f("scalar")));
+    return in[0]->dtype;
 }
 
 // ---- MATMUL / MATMUL_ADD ----------------------------------------------------------
@@ -228,7 +231,7 @@ Shape slice_shape(const Node &n, const Inputs &in)
     const Shape &s = in[0]->shape;
     int64_t axis = axis_of(n, s), start = n.i("start"), len = size_attr(n, "length"), step = n.i("step", 1);
     if (is_sym(s[axis]) || is_sym(len)) {  // within the bounds: start + len <= size for every binding
-        CK_EXPECT(step == 1 && start >= 0, n, fmt::format("a slice of a symbolic size takes step 1 and a start >= 0"));
+        CK_EXPECT(step == 1 && start >= 0, n, "a slice of a symbolic size takes step 1 and a start >= 0");
         int64_t rest = dim_sub(s[axis], dim_add(len, start));
         CK_EXPECT(dim_min(len) >= 1 && dim_min(rest) >= 0, n,
                   fmt::format("slice {}:{}+{} of axis {} (size {}) leaves the axis within the symbols' bounds", start,

@@ -89,17 +89,20 @@ Terms terms_of(int64_t d)
     return {p};
 }
 
-// a term's value with each symbol at its min or max
-int64_t term_at(const SymProduct &p, bool max)
+// a term's value with each symbol at its min or max; false when it overflows
+bool term_at(const SymProduct &p, bool max, int64_t &v)
 {
-    int64_t v = p.coef;
+    v = p.coef;
     for (const auto &[s, e] : p.powers)
         for (int i = 0; i < e; i++) {
             const SymBounds &b = sym_bounds(s);
-            v = checked_mul(v, max ? b.max : b.min);
+            if (__builtin_mul_overflow(v, max ? b.max : b.min, &v)) return false;
         }
-    return v;
+    return true;
 }
+
+// A symbolic size as text or as C: its terms, the constant (first in the table) last: "seq+1", "(sym_seq + 1)"
+std::string render(int64_t d, bool c);
 
 std::string term_str(const SymProduct &p, bool c)
 {
@@ -234,32 +237,29 @@ int64_t dim_sub(int64_t a, int64_t b)
     return sym_make_sum(t);
 }
 
-std::string dim_str(int64_t d)
-{
-    if (!is_sym(d)) return std::to_string(d);
-    const Terms &t = sym_terms(d);
-    std::string out;
-    for (size_t k = 0; k < t.size(); k++) {  // the constant (first) last: "seq+1"
-        const SymProduct &p = t[(k + 1) % t.size()];
-        out += (p.coef < 0 ? "-" : out.empty() ? "" : "+") + term_str(p, false);
-    }
-    return out;
-}
+std::string dim_str(int64_t d) { return render(d, false); }
 
 std::string sym_c_name(const std::string &symbol) { return "sym_" + symbol; }
 
-std::string dim_c(int64_t d)
+std::string dim_c(int64_t d) { return render(d, true); }
+
+namespace {
+
+std::string render(int64_t d, bool c)
 {
     if (!is_sym(d)) return std::to_string(d);
     const Terms &t = sym_terms(d);
-    if (t.size() == 1 && t[0].coef > 0) return term_str(t[0], true);
+    if (t.size() == 1 && t[0].coef > 0) return term_str(t[0], c);  // a product: "8*batch", "(int64_t)8 * sym_batch"
     std::string out;
     for (size_t k = 0; k < t.size(); k++) {
         const SymProduct &p = t[(k + 1) % t.size()];
-        out += (p.coef < 0 ? (out.empty() ? "-" : " - ") : out.empty() ? "" : " + ") + term_str(p, true);
+        const char *sign = p.coef < 0 ? (out.empty() || !c ? "-" : " - ") : out.empty() ? "" : c ? " + " : "+";
+        out += sign + term_str(p, c);
     }
-    return "(" + out + ")";
+    return c ? "(" + out + ")" : out;
 }
+
+}  // namespace
 
 std::vector<std::string> dim_reads(int64_t d)
 {
@@ -334,28 +334,32 @@ const SymBounds &sym_bounds(const std::string &name)
     return it->second;
 }
 
+bool dim_range(int64_t d, int64_t &lo, int64_t &hi)
+{
+    lo = hi = d;
+    if (!is_sym(d)) return true;
+    lo = hi = 0;
+    for (const auto &p : sym_terms(d)) {
+        int64_t a, b;  // the term at its smallest and largest
+        if (!term_at(p, p.coef < 0, a) || !term_at(p, p.coef > 0, b) || __builtin_add_overflow(lo, a, &lo) ||
+            __builtin_add_overflow(hi, b, &hi))
+            return false;
+    }
+    return true;
+}
+
 int64_t dim_max(int64_t d)
 {
-    if (!is_sym(d)) return d;
-    int64_t v = 0;
-    try {
-        for (const auto &p : sym_terms(d)) v = checked_add(v, term_at(p, p.coef > 0));
-    } catch (const std::runtime_error &) {
-        internal_error("symbolic size overflows at its bounds");
-    }
-    return v;
+    int64_t lo, hi;
+    if (!dim_range(d, lo, hi)) internal_error(fmt::format("symbolic size {} overflows at its bounds", dim_str(d)));
+    return hi;
 }
 
 int64_t dim_min(int64_t d)
 {
-    if (!is_sym(d)) return d;
-    int64_t v = 0;
-    try {
-        for (const auto &p : sym_terms(d)) v = checked_add(v, term_at(p, p.coef < 0));
-    } catch (const std::runtime_error &) {
-        internal_error("symbolic size overflows at its bounds");
-    }
-    return v;
+    int64_t lo, hi;
+    if (!dim_range(d, lo, hi)) internal_error(fmt::format("symbolic size {} overflows at its bounds", dim_str(d)));
+    return lo;
 }
 
 }  // namespace ckc

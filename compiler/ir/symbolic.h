@@ -59,7 +59,10 @@ int64_t parse_dim(const std::string &text);
 // The bounds of the symbols of the program being compiled (its front end declares them).
 void sym_declare(const std::string &name, SymBounds b);
 const SymBounds &sym_bounds(const std::string &name);  // throws std::runtime_error for an undeclared symbol
-int64_t dim_max(int64_t d);  // its largest value within the bounds (each term at its largest; plain sizes as they are)
-int64_t dim_min(int64_t d);  // its smallest value within the bounds (each term at its smallest)
+// [lo, hi] bounding its values within the symbols' bounds (each term at its smallest / largest; a plain size:
+// itself); false when that overflows int64 (a file's "batch*batch*batch" at 2^32 each)
+bool dim_range(int64_t d, int64_t &lo, int64_t &hi);
+int64_t dim_max(int64_t d);  // dim_range's hi (an internal error on overflow: sizes the front ends checked)
+int64_t dim_min(int64_t d);  // dim_range's lo
 
 }  // namespace ckc

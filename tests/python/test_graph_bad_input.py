@@ -95,6 +95,10 @@ def test_compile_errors_name_the_file_and_the_problem(exported, tmp_path):
         "version": (dict(doc, version=99), "schema version 99 is not supported"),
         "reference_type": (dict(doc, nodes=[dict(doc["nodes"][0], reference=3)] + doc["nodes"][1:]),
                            '"reference" must be a string'),
+        "int64_scalar": (dict(doc, inputs=[{"name": "i", "shape": [2], "dtype": "i64"}], constants=[],
+                              nodes=[{"name": "a", "op": "ADD", "inputs": ["i"], "attrs": {"scalar": 1e30}}],
+                              outputs=[{"name": "o", "tensor": "a"}]),
+                         "node 'a' (ADD): the scalar 1e+30 of an integer op is outside int64"),
     }
     for name, (content, want) in cases.items():
         g = tmp_path / name / "graph.json"

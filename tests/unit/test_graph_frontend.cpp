@@ -472,6 +472,14 @@ TEST_CASE("graph.json: symbolic sizes flow through the shape rules and bad ones 
              d["nodes"].push_back(node("rows", "SLICE", {"cat"}, {{"axis", 0}, {"start", 5}, {"length", "batch"}}));
          },
          "slice 5:5+batch of axis 0 (size batch+4) leaves the axis within the symbols' bounds"},
+        // sizes a file may write that no buffer can have: negative within the bounds, or beyond int64 at them
+        {[](json &d) { d["nodes"].push_back(node("i", "ARANGE", {}, {{"start", 0}, {"shape", {"batch-40"}}, {"dtype", "i64"}})); },
+         "size \"batch-40\" is negative (-39) for some sizes within the symbols' bounds"},
+        {[](json &d) {
+             d["symbols"]["batch"]["max"] = int64_t(1) << 32;
+             d["nodes"].push_back(node("i", "ARANGE", {}, {{"start", 0}, {"shape", {"batch*batch*batch"}}, {"dtype", "i64"}}));
+         },
+         "size \"batch*batch*batch\" is above ckc's limit of 4294967296 with its symbols at their bounds"},
         {[](json &d) { d["nodes"].push_back(node("rows", "SLICE", {"x"}, {{"axis", 0}, {"start", 0}, {"length", "undeclared"}})); },
          "attr length: symbol 'undeclared' has no declared bounds"},
         {[](json &d) {

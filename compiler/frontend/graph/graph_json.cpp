@@ -100,6 +100,13 @@ public:
             if (!symbols_.count(sym))
                 fail(fmt::format("{}: size \"{}\" names '{}', which \"symbols\" does not declare{}", where, text,
                                  sym, symbols_.empty() ? "" : " (declared: " + join(std::vector<std::string>(symbols_.begin(), symbols_.end()), ", ") + ")"));
+        int64_t lo, hi;  // every size it takes within the bounds: a size, and one ckc can hold
+        if (!dim_range(d, lo, hi) || hi > limits::kDim)
+            fail(fmt::format("{}: size \"{}\" is above ckc's limit of {} with its symbols at their bounds", where, text,
+                             limits::kDim));
+        if (lo < 0)
+            fail(fmt::format("{}: size \"{}\" is negative ({}) for some sizes within the symbols' bounds", where, text,
+                             lo));
         return d;
     }
     void declare_symbol(const std::string &name) { symbols_.insert(name); }

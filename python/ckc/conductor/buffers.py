@@ -3,8 +3,8 @@ time like values the module builds, instead of splitting the graph around eager 
 one changes. The same for the Python floats dynamo passes as inputs (its unspecialized floats: a norm's eps, an
 attention's scaling, math.pi, which dynamic=True turns into 0-d float64 tensors): compiled in, their values
 compared on each call."""
-import math
 import copy
+import math
 import warnings
 
 
@@ -113,28 +113,33 @@ class BakedBuffers:
         self.fn = self.compile_graph(gm, args, self.options,
                                      {i: args[i].detach().clone() for i in self.indices + self.floats})
 
-    def _changed(self, args):
-        for (t, version, ptr), i in zip(self.seen, self.indices):
-            a = args[i]
-            if a is not t or a._version != version or a.data_ptr() != ptr:
-                return "a module buffer compiled in as a constant changed; compiling the graph again with its new value"
+    def _buffer_changed(self, args):
+        return any(args[i] is not t or args[i]._version != version or args[i].data_ptr() != ptr
+                   for (t, version, ptr), i in zip(self.seen, self.indices))
+
+    def _float_changed(self, args):
+        """(old, new) of the first compiled-in float whose value changed, else None."""
         for v, i in zip(self.values, self.floats):
-            if not _same_float(args[i].item(), v):
-                # (compiling again would trace the graph outside dynamo, where the float's .item() has no value)
-                return (f"a Python float compiled in as a constant changed ({v!r} -> {args[i].item()!r}); the graph "
-                        "runs eagerly from now on")
+            x = args[i].item()
+            if not _same_float(x, v):
+                return v, x
         return None
+
+    def _warn(self, why):
+        if not self.warned:
+            self.warned = True
+            warnings.warn(f"ckc (gcu): {why}", stacklevel=3)
 
     def __call__(self, *args):
         if self.eager:
             return self.original(*args)
-        why = self._changed(args)
-        if why:
-            if not self.warned:
-                self.warned = True
-                warnings.warn(f"ckc (gcu): {why}", stacklevel=2)
-            if "eagerly" in why:
-                self.eager = True
-                return self.original(*args)
+        changed = self._float_changed(args)
+        if changed:  # (compiling again would trace the graph outside dynamo, where the float's .item() has no value)
+            self._warn(f"a Python float compiled in as a constant changed ({changed[0]!r} -> {changed[1]!r}); the "
+                       "graph runs eagerly from now on")
+            self.eager = True
+            return self.original(*args)
+        if self._buffer_changed(args):
+            self._warn("a module buffer compiled in as a constant changed; compiling the graph again with its new value")
             self._build(args)
         return self.fn(*args)
