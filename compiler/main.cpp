@@ -245,6 +245,7 @@ nlohmann::json plan_json(const Plan &plan)
     j["arena_bytes_per_token"] = plan.arena_per_token;
     j["arena_bytes_fixed"] = plan.arena_fixed;
     for (Section s : kSections) {
+        if (s == Section::Block2 && plan.section(s).order.empty()) continue;
         const SectionPlan &sp = plan.section(s);
         nlohmann::json allocs = nlohmann::json::array(), regions = nlohmann::json::object();
         for (const auto &[name, a] : sp.alloc)

@@ -64,7 +64,7 @@ public:
     }
     CExpr carry(Section s) const override
     {
-        if (s == Section::Block) return {"m->train_x + (size_t)layer * T * CK_DIM", {"m", "layer", "T"}};
+        if (is_layer_section(s)) return {"m->train_x + (size_t)layer * T * CK_DIM", {"m", "layer", "T"}};
         return {"m->train_x + (size_t)CK_N_LAYERS * T * CK_DIM", {"m", "T"}};
     }
     CExpr input(const Tensor &) const override { return {"m->tokens", {"m"}}; }
@@ -201,13 +201,13 @@ public:
     CArg param_grad(const std::string &weight)
     {
         const Tensor &t = g.tensor(weight);
-        if (sec == Section::Block && !gw_declared_) {
+        if (is_layer_section(sec) && !gw_declared_) {
             gw_declared_ = true;
             l.add({"const ck_layer_weights *", "gw", "&m->g.layers[layer]", "this layer's gradients", {"m", "layer"},
                    true});
         }
-        std::string prefix = sec == Section::Block ? "gw->" : "m->g.";
-        return arg_pointer("(float *)" + wt.expr(sec, t, prefix), {sec == Section::Block ? "gw" : "m"});
+        std::string prefix = is_layer_section(sec) ? "gw->" : "m->g.";
+        return arg_pointer("(float *)" + wt.expr(sec, t, prefix), {is_layer_section(sec) ? "gw" : "m"});
     }
     CArg scratch(int64_t bytes_per_token)
     {
@@ -456,25 +456,26 @@ Calls moe_route_bwd(BwdCtx &c)
 }
 
 // The routers whose load-balancing loss joins the training loss (transformers' output_router_logits): before the
-// backward, ck_block_moe_aux adds each layer's counts and probabilities to m->moe_aux, since every layer's
-// gradient depends on the counts over all of them. Returns the number of such routers in the block.
-int moe_aux_c(const Program &p, const SectionPlan &sp, const WeightTable &wt, BackwardTarget &target, TrainingC &out)
+// backward, ck_layer_moe_aux adds each layer's counts and probabilities to m->moe_aux, since every layer's
+// gradient depends on the counts over all of them. Writes ck_<section>_moe_aux for the block `s` when it has such
+// routers (the experts and the weight of every one into `experts` and `coef`, which must agree) and returns how
+// many it has.
+int moe_aux_section(const Program &p, Section s, const SectionPlan &sp, const WeightTable &wt, BackwardTarget &target,
+                    int64_t &experts, double &coef, std::string &functions)
 {
-    BwdCtx c(p, Section::Block, sp, wt, target, false);
+    BwdCtx c(p, s, sp, wt, target, false);
     CWriter body;
     body.indent();
     std::set<std::string> reads;
     int count = 0;
-    int64_t experts = 0;
-    double coef = 0.0;
     for (const std::string &id : sp.order) {
         const Node &n = *c.g.node(id);
         if (n.op != Op::MOE_ROUTE || n.f("aux_coef", 0.0) <= 0) continue;
         c.n = &n;
         const std::string &logits = n.inputs[0];
         int64_t E = last(c.g.tensor(logits).shape);
-        if (count && (E != experts || n.f("aux_coef") != coef))
-            internal_error("training: two routers of one layer with different load-balancing losses");
+        if (experts && (E != experts || n.f("aux_coef") != coef))
+            internal_error("training: two routers with different load-balancing losses");
         experts = E, coef = n.f("aux_coef");
         count++;
         KernelCall k = call("ck_moe_aux_stats", {arg_pointer("m->moe_aux", {"m"}), c.val(logits), c.ld("ldl", logits),
@@ -484,17 +485,36 @@ int moe_aux_c(const Program &p, const SectionPlan &sp, const WeightTable &wt, Ba
         });
         for (const auto &r : k.reads()) reads.insert(r);
     }
-    out.config = fmt::format("#define CK_MOE_AUX {} /* routers per layer whose load-balancing loss is trained */\n", count);
     if (!count) return 0;
+    body.line("return CK_OK;");
+    auto params = target.params(s);
+    functions += function_c("/* The layer's routers' load-balancing statistics, into m->moe_aux (before the backward). */",
+                            signature_c(fmt::format("ck_{}_moe_aux", Program::section_name(s)), params), c.l, params,
+                            {reads.begin(), reads.end()}, body.str());
+    functions += "\n";
+    return count;
+}
+
+// Every block's routers with a load-balancing loss (moe_aux_section) and ck_layer_moe_aux, which runs a layer's:
+// CK_MOE_AUX in the config.
+void moe_aux_c(const Program &p, const Plan &plan, const WeightTable &wt, BackwardTarget &target, TrainingC &out)
+{
+    int64_t experts = 0;
+    double coef = 0.0;
+    int count = 0;
+    std::string functions, names[2];
+    for (Section s : p.sections()) {
+        if (!is_layer_section(s)) continue;
+        int n = moe_aux_section(p, s, plan.section(s), wt, target, experts, coef, functions);
+        if (n) names[s == Section::Block2] = fmt::format("ck_{}_moe_aux", Program::section_name(s));
+        count = std::max(count, n);
+    }
+    out.config = fmt::format("#define CK_MOE_AUX {} /* routers per layer whose load-balancing loss is trained */\n", count);
+    if (!count) return;
     out.config += fmt::format("#define CK_MOE_AUX_EXPERTS {}\n#define CK_MOE_AUX_COEF {} /* router_aux_loss_coef */\n",
                               experts, c_double(coef));
-    body.line("return CK_OK;");
-    auto params = target.params(Section::Block);
-    out.functions += function_c("/* The layer's routers' load-balancing statistics, into m->moe_aux (before the backward). */",
-                                signature_c("ck_block_moe_aux", params), c.l, params, {reads.begin(), reads.end()},
-                                body.str());
-    out.functions += "\n";
-    return count;
+    out.functions += functions + layer_dispatch_c(p, "ck_layer_moe_aux", names[0], names[1],
+                                                  "int T, const float *gout, float *gin", "T, gout, gin") + "\n";
 }
 
 // The experts (float32): dx, d route and the experts' gradients, each expert's forward recomputed.
@@ -684,7 +704,8 @@ TrainingC training_c(const Program &p, const Plan &plan, const WeightTable &wt, 
     CWriter defs, fns;
     BackwardTarget target(forward);
     defs.comment("gradient arena: byte offsets per token (a gradient lives at grad_act + T * offset)");
-    for (Section s : {Section::Footer, Section::Block, Section::Header}) {
+    for (Section s : {Section::Footer, Section::Block2, Section::Block, Section::Header}) {
+        if (s == Section::Block2 && !p.has_block2()) continue;
         const SectionPlan &sp = plan.section(s);
         size_t si = static_cast<size_t>(s);
         CWriter scratch;
@@ -714,8 +735,9 @@ TrainingC training_c(const Program &p, const Plan &plan, const WeightTable &wt, 
     defs.line(fmt::format("#define CK_GRAD_PER_TOKEN {} /* bytes per token: the largest section */",
                           out.stats.max_per_token));
     out.plan = defs.str();
-    out.functions = fns.str();
-    moe_aux_c(p, plan.section(Section::Block), wt, target, out);
+    out.functions = fns.str() + layer_dispatch_c(p, "ck_layer_backward", "ck_block_backward", "ck_block2_backward",
+                                                 "int T, const float *gout, float *gin", "T, gout, gin") + "\n";
+    moe_aux_c(p, plan, wt, target, out);
     return out;
 }
 
@@ -724,20 +746,16 @@ void print_training_report(const Program &p, const Plan &plan, const GradientPla
 {
     int64_t L = p.info.n_layers;
     auto saved = [&](Section s) { return plan.section(s).per_token.arena; };
-    int64_t saved_per_token = saved(Section::Header) + L * saved(Section::Block) + saved(Section::Footer) +
-                              (L + 1) * p.info.hidden_size * 4;
-    int64_t params = 0;
-    std::set<std::string> counted;
-    for (Section s : kSections)
-        for (const auto &[name, t] : p.section(s).tensors())
-            if (t.storage == Storage::Weight && counted.insert(join(t.source.parts, "|")).second)
-                params += shape_numel_fixed(t.shape) * (s == Section::Block ? L : 1);
+    // each layer's slice is the larger of the two kinds' (CK_SAVED_BLOCK)
+    int64_t saved_per_token = saved(Section::Header) + L * std::max(saved(Section::Block), saved(Section::Block2)) +
+                              saved(Section::Footer) + (L + 1) * p.info.hidden_size * 4;
+    const int64_t params = weight_totals(p).elements;
     os << "training memory (ckc compile --train):\n";
     os << fmt::format("  {:<28} {:>14} {:>14} {:>14}   (per token; x T at run time)\n", "", "planned", "naive sum",
                       "lower bound");
     os << fmt::format("  {:<28} {:>14} {:>14} {:>14}\n", "saved activations",
                       human_bytes(static_cast<double>(saved_per_token)), "", "");
-    for (Section s : kSections) {
+    for (Section s : p.sections()) {
         size_t i = static_cast<size_t>(s);
         os << fmt::format("  {:<28} {:>14} {:>14} {:>14}\n", fmt::format("gradient arena: {}", Program::section_name(s)),
                           human_bytes(static_cast<double>(g.per_token[i])), human_bytes(static_cast<double>(g.naive[i])),

@@ -20,16 +20,16 @@
 namespace ckc {
 
 struct GradientPlanStats {
-    int64_t per_token[3] = {0, 0, 0};    // gradient arena bytes per token by section
-    int64_t naive[3] = {0, 0, 0};        // every gradient root its own buffer
-    int64_t lower_bound[3] = {0, 0, 0};  // max over steps of what is live
+    int64_t per_token[kNumSections] = {};    // gradient arena bytes per token by section
+    int64_t naive[kNumSections] = {};        // every gradient root its own buffer
+    int64_t lower_bound[kNumSections] = {};  // max over steps of what is live
     int64_t max_per_token = 0;
 };
 
 struct TrainingC {
     std::string config;     // #defines the model struct reads: CK_MOE_AUX (mixture layers with a load-balancing loss)
     std::string plan;       // #defines of the gradient arena
-    std::string functions;  // ck_<section>_backward; ck_block_moe_aux when CK_MOE_AUX
+    std::string functions;  // ck_<section>_backward, ck_layer_backward; ck_layer_moe_aux when CK_MOE_AUX
     GradientPlanStats stats;
 };
 

@@ -77,7 +77,7 @@ public:
         if (i < 0) internal_error("codegen: '" + t.name + "' is not a graph output");
         return {fmt::format("(({} *)g->{}[{}])", c_type(t.dtype), gcu_ ? "dev_out" : "out", i), {"g"}};
     }
-    CExpr weights(Section s) const override { return s == Section::Block ? CExpr{"w->", {"w"}} : CExpr{"g->w.", {"g"}}; }
+    CExpr weights(Section s) const override { return is_layer_section(s) ? CExpr{"w->", {"w"}} : CExpr{"g->w.", {"g"}}; }
     CExpr layer_weights() const override { return {"&g->w.layers[layer]", {"g", "layer"}}; }
     std::string weights_type() const override { return "ck_layer_weights"; }
     std::string tracer() const override { return "g->trace"; }
@@ -107,7 +107,7 @@ std::string dtype_enum(DType t)
 
 const Tensor &io_tensor(const Program &p, const std::string &name)
 {
-    for (Section s : kSections)
+    for (Section s : p.sections())
         if (p.section(s).has_tensor(name)) return p.section(s).tensor(name);
     internal_error("codegen: no tensor '" + name + "'");
 }
@@ -201,7 +201,7 @@ std::string io_c(const Program &p)
 std::string graph_weights_bytes(const Program &p)
 {
     std::set<std::string> names;
-    for (Section s : kSections)
+    for (Section s : p.sections())
         for (const Node &n : p.section(s).nodes())
             for (const auto &in : n.inputs) {
                 const Tensor &t = p.section(s).tensor(in);
@@ -267,6 +267,7 @@ std::string io_bytes(const Program &p, const std::vector<std::string> &names)
 
 GraphCodegenResult generate_graph_c(Program &p, const Plan &plan, const CodegenOptions &o)
 {
+    if (p.has_block2()) internal_error("codegen: an exported graph with two kinds of layer");
     WeightTable wt;
     wt.collect(p);
     for (const auto &f : wt.inline_consts)
@@ -275,10 +276,10 @@ GraphCodegenResult generate_graph_c(Program &p, const Plan &plan, const CodegenO
     GraphTarget target(p, wt, gcu);
 
     std::string sections;
-    for (Section s : kSections) sections += section_c(p, s, plan.section(s), wt, target) + (s != Section::Footer ? "\n" : "");
+    for (Section s : p.sections()) sections += section_c(p, s, plan.section(s), wt, target) + (s != Section::Footer ? "\n" : "");
 
     int64_t n_params = 0, nodes = 0;
-    for (Section s : kSections) {
+    for (Section s : p.sections()) {
         nodes += static_cast<int64_t>(p.section(s).nodes().size());
         for (const auto &[name, t] : p.section(s).tensors())
             if (t.storage == Storage::Weight) n_params += shape_numel_fixed(t.shape) * (s == Section::Block ? p.info.n_layers : 1);

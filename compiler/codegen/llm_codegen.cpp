@@ -148,7 +148,7 @@ public:
         if (t.name != "logits") internal_error("codegen: a language model's only output is logits, not " + t.name);
         return {gcu_ ? "m->dev_logits" : "m->logits", {"m"}};
     }
-    CExpr weights(Section s) const override { return s == Section::Block ? CExpr{"w->", {"w"}} : CExpr{"m->w.", {"m"}}; }
+    CExpr weights(Section s) const override { return is_layer_section(s) ? CExpr{"w->", {"w"}} : CExpr{"m->w.", {"m"}}; }
     CExpr layer_weights() const override { return {"&m->w.layers[layer]", {"m", "layer"}}; }
     std::string weights_type() const override { return "ck_layer_weights"; }
     std::string tracer() const override { return "m->trace"; }
@@ -166,9 +166,10 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     wt.collect(p);
     bool gcu = o.target == "gcu";
     LlmTarget target(p, gcu);
-    for (const Node &n : p.block.nodes())
-        if (gcu && n.op == Op::MOE_EXPERTS)
-            input_error("--target gcu has no mixture-of-experts kernels yet (node '" + n.name + "'): compile for --target cpu");
+    for (Section s : p.sections())
+        for (const Node &n : p.section(s).nodes())
+            if (gcu && n.op == Op::MOE_EXPERTS)
+                input_error("--target gcu has no mixture-of-experts kernels yet (node '" + n.name + "'): compile for --target cpu");
     if (gcu && p.info.stored_weights)
         input_error("--target gcu runs float32 weights (the device has no quantized kernels yet): compile a "
                     "config.json without --weights");
@@ -179,7 +180,8 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
     if (!kv) internal_error("codegen: the block has no KV_STORE");
 
     std::string sections;
-    for (Section s : kSections) sections += section_c(p, s, plan.section(s), wt, target) + (s != Section::Footer ? "\n" : "");
+    for (Section s : p.sections()) sections += section_c(p, s, plan.section(s), wt, target) + "\n";
+    sections += layer_dispatch_c(p, "ck_layer", "ck_block", "ck_block2", "int T, int pos0", "T, pos0");
 
     // training: the backward functions (after the forward's, which registered the RoPE tables) and the ABI
     auto train_parts = template_parts(read_template(o.templates_dir, "llm_train.c.in"), "templates/llm_train.c.in");
@@ -193,7 +195,9 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
         train_config = "#define CK_TRAIN 1 /* ckc compile --train: backward, AdamW, the training ABI */\n";
         train_config += fmt::format("#define CK_SAVED_HEADER {} /* saved activations, bytes per token */\n",
                                     plan.section(Section::Header).per_token.arena);
-        train_config += fmt::format("#define CK_SAVED_BLOCK {}\n", plan.section(Section::Block).per_token.arena);
+        train_config += fmt::format("#define CK_SAVED_BLOCK {} /* a layer's: the larger of its kinds' */\n",
+                                    std::max(plan.section(Section::Block).per_token.arena,
+                                             plan.section(Section::Block2).per_token.arena));
         train_config += fmt::format("#define CK_SAVED_FOOTER {}\n", plan.section(Section::Footer).per_token.arena);
         train_config += tc.config;
         training = tc.plan + "\n" + tc.functions + train_parts["CODE"];
@@ -251,10 +255,7 @@ CodegenResult generate_llm_c(const Program &p, const Plan &plan, const CodegenOp
         table_floats += rot;  // cos and sin, rot / 2 each per position
     }
 
-    int64_t n_params = 0;
-    for (Section s : kSections)
-        for (const auto &[name, t] : p.section(s).tensors())
-            if (t.storage == Storage::Weight) n_params += shape_numel_fixed(t.shape) * (s == Section::Block ? p.info.n_layers : 1);
+    const int64_t n_params = weight_totals(p).elements;
 
     CWriter fm;
     fm.line("/*");

@@ -127,9 +127,10 @@ bool WeightTable::experts(const Tensor &t) const { return expert_keys.count(sour
 void WeightTable::collect(const Program &p)
 {
     NameSet gnames, lnames;
+    layer_kind = p.layer_kind;
     if (p.info.stored_weights) {  // matrices: every use a GEMM weight or an embedding table
         std::map<std::string, bool> all_matrix;
-        for (Section s : kSections)
+        for (Section s : p.sections())
             for (const Node &n : p.section(s).nodes())
                 for (size_t i = 0; i < n.inputs.size(); i++) {
                     const Tensor &t = p.section(s).tensor(n.inputs[i]);
@@ -140,17 +141,20 @@ void WeightTable::collect(const Program &p)
         for (const auto &[key, ok] : all_matrix)
             if (ok) matrix_keys.insert(key);
     }
-    for (const Node &n : p.block.nodes())  // a mixture's experts: inputs 2..4 of MOE_EXPERTS
-        if (n.op == Op::MOE_EXPERTS)
-            for (size_t i = 2; i < n.inputs.size(); i++) expert_keys.insert(source_key(p.block.tensor(n.inputs[i])));
-    for (Section s : {Section::Header, Section::Footer, Section::Block})
+    for (Section s : {Section::Block, Section::Block2})  // a mixture's experts: inputs 2..4 of MOE_EXPERTS
+        for (const Node &n : p.section(s).nodes())
+            if (n.op == Op::MOE_EXPERTS)
+                for (size_t i = 2; i < n.inputs.size(); i++)
+                    expert_keys.insert(source_key(p.section(s).tensor(n.inputs[i])));
+    std::map<std::string, size_t> layer_index;  // a layer field's place in `layer`
+    for (Section s : {Section::Header, Section::Footer, Section::Block, Section::Block2})
         for (const Node &n : p.section(s).nodes())
             for (const auto &name : n.inputs) {
                 const Tensor &t = p.section(s).tensor(name);
                 if (t.storage != Storage::Weight) continue;
                 std::string key = source_key(t);
                 if (t.dtype != DType::F32) {
-                    if (s == Section::Block && key.find("{L}") != std::string::npos)
+                    if (is_layer_section(s) && key.find("{L}") != std::string::npos)
                         input_error("constant '" + name + "' (" + dtype_name(t.dtype) +
                                     ") differs by layer; only float32 weights can");
                     if (inline_by_key.count(key)) continue;
@@ -159,13 +163,19 @@ void WeightTable::collect(const Program &p)
                     inline_consts.push_back({field, &t});
                     continue;
                 }
-                auto &by_key = s == Section::Block ? layer_by_key : global_by_key;
-                if (by_key.count(key)) continue;
-                std::string want = replace_all(s == Section::Block ? name : merge_names(t.source.parts), ".{E}", "");
+                const bool per_layer = is_layer_section(s);
+                const int kind = s == Section::Block2 ? 2 : 1;
+                auto &by_key = per_layer ? layer_by_key : global_by_key;
+                if (by_key.count(key)) {
+                    if (per_layer) layer[layer_index.at(key)].kinds |= kind;
+                    continue;
+                }
+                std::string want = replace_all(per_layer ? name : merge_names(t.source.parts), ".{E}", "");
                 if (starts_with(want, "model.")) want = want.substr(6);
-                std::string field = (s == Section::Block ? lnames : gnames).take(want);
+                std::string field = (per_layer ? lnames : gnames).take(want);
                 by_key[key] = field;
                 WeightField wf{field, &t};
+                wf.kinds = kind;
                 if (expert_keys.count(key)) {  // per expert: the stored format, the one asked for; or float32, all
                     wf.experts = t.shape[0];      // experts in one array (a float field, trainable)
                     wf.format = CK_WEIGHT_FLOAT;
@@ -191,7 +201,8 @@ void WeightTable::collect(const Program &p)
                                                         ck_qtype_block(p.info.weight_type), ck_qtype_name(wf.format)));
                     }
                 }
-                (s == Section::Block ? layer : global).push_back(wf);
+                if (per_layer) layer_index[key] = layer.size();
+                (per_layer ? layer : global).push_back(wf);
             }
 }
 
@@ -241,7 +252,7 @@ std::string inline_constants_c(const WeightTable &wt, const Program &p)
 
 std::string WeightTable::field(Section section, const Tensor &t) const
 {
-    const auto &by_key = section == Section::Block ? layer_by_key : global_by_key;
+    const auto &by_key = is_layer_section(section) ? layer_by_key : global_by_key;
     auto it = by_key.find(source_key(t));
     if (it == by_key.end()) internal_error("codegen: weight '" + t.name + "' has no field");
     return it->second;
@@ -279,13 +290,27 @@ std::string weights_c(const WeightTable &wt, const std::string &prefix)
     w.close("};");
     w.line(fmt::format("#define CK_N_GLOBAL_WEIGHTS {}", wt.global.size()));
     w.line(fmt::format("#define CK_N_LAYER_WEIGHTS {}", wt.layer.size()));
+    if (wt.layer_kind.empty()) {
+        w.line("#define CK_LAYER_READS(layer, i) 1 /* every layer reads every layer weight */");
+        return w.str();
+    }
+    // layers of two kinds (block, block2): which kind each layer is, which kinds read each field
+    std::vector<std::string> kinds, reads;
+    for (int k : wt.layer_kind) kinds.push_back(std::to_string(k));
+    for (const auto &f : wt.layer) reads.push_back(std::to_string(f.kinds));
+    w.line(fmt::format("static const unsigned char CK_LAYER_KIND[CK_N_LAYERS] = {{{}}}; /* 0: ck_block, 1: ck_block2 */",
+                       join(kinds, ", ")));
+    w.line(fmt::format("static const unsigned char CK_LAYER_WEIGHT_KINDS[CK_N_LAYER_WEIGHTS] = {{{}}}; /* bit k: the "
+                       "layers of kind k read it */", join(reads, ", ")));
+    w.comment("whether layer `layer` reads layer weight i (the others stay NULL)");
+    w.line("#define CK_LAYER_READS(layer, i) ((CK_LAYER_WEIGHT_KINDS[i] >> CK_LAYER_KIND[layer]) & 1)");
     return w.str();
 }
 
 int64_t widest_gemm_k(const Program &p)
 {
     int64_t k = 0;
-    for (Section s : kSections)
+    for (Section s : p.sections())
         for (const Node &n : p.section(s).nodes())
             if ((n.op == Op::MATMUL || n.op == Op::MATMUL_ADD) && !p.section(s).tensor(n.inputs[0]).shape.empty())
                 k = std::max(k, p.section(s).tensor(n.inputs[0]).shape.back());
@@ -295,9 +320,12 @@ int64_t widest_gemm_k(const Program &p)
 int64_t widest_expert_k(const Program &p)
 {
     int64_t k = 0;
-    for (const Node &n : p.block.nodes())
-        if (n.op == Op::MOE_EXPERTS)  // gate/up read the width, down the experts' width
-            k = std::max({k, p.block.tensor(n.inputs[2]).shape[2], p.block.tensor(n.inputs[4]).shape[2]});
+    for (Section s : {Section::Block, Section::Block2}) {
+        const Graph &g = p.section(s);
+        for (const Node &n : g.nodes())
+            if (n.op == Op::MOE_EXPERTS)  // gate/up read the width, down the experts' width
+                k = std::max({k, g.tensor(n.inputs[2]).shape[2], g.tensor(n.inputs[4]).shape[2]});
+    }
     return k;
 }
 
@@ -306,7 +334,7 @@ std::string plan_c(const Program &p, const Plan &plan)
     CWriter w;
     w.line(fmt::format("#define CK_ACT_PER_TOKEN {} /* bytes per token: the largest section */", plan.arena_per_token));
     w.line(fmt::format("#define CK_ACT_FIXED {} /* bytes independent of T */", plan.arena_fixed));
-    for (Section s : kSections) {
+    for (Section s : p.sections()) {
         const SectionPlan &sp = plan.section(s);
         if (sp.alloc.empty() && p.section(s).nodes().empty()) continue;
         w.comment(fmt::format("{}: arena {}/token + {}; naive sum {}/token + {}; max-live lower bound {}/token + {}",
@@ -327,6 +355,22 @@ std::string plan_c(const Program &p, const Plan &plan)
                                a->per_token ? human_bytes(a->size) + "/token" : human_bytes(a->size), a->birth, a->death));
         }
     }
+    return w.str();
+}
+
+std::string layer_dispatch_c(const Program &p, const std::string &name, const std::string &block,
+                             const std::string &block2, const std::string &params, const std::string &args)
+{
+    auto call = [&](const std::string &fn) { return fn.empty() ? std::string("CK_OK") : fn + "(m, layer, " + args + ")"; };
+    CWriter w;
+    w.line(fmt::format("/* Layer `layer`: {} */", p.has_block2() ? "its kind's block (CK_LAYER_KIND)" : "the block"));
+    w.line(fmt::format("static int {}(ck_model *m, int layer, {})", name, params));
+    w.line("{");
+    w.indent();
+    if (!p.has_block2()) w.line(fmt::format("return {};", call(block)));
+    else w.line(fmt::format("return CK_LAYER_KIND[layer] ? {} : {};", call(block2), call(block)));
+    w.dedent();
+    w.line("}");
     return w.str();
 }
 
@@ -477,7 +521,7 @@ CArg SectionLocals::tensor(const std::string &t)
         return arg_pointer(name, {name});
     }
     CExpr prefix = target.weights(sec);
-    if (sec == Section::Block && tt.dtype == DType::F32 && !expr_local_.count("@w")) {
+    if (is_layer_section(sec) && tt.dtype == DType::F32 && !expr_local_.count("@w")) {
         CExpr lw = target.layer_weights();  // the block's `w`, declared first (the host's: not in a device frame)
         used_names_.insert("w");
         locals_.insert(locals_.begin(),
@@ -551,7 +595,7 @@ public:
     {
         std::string table = n.table(key);
         if (table.empty()) return is_int ? arg_int(label, static_cast<int64_t>(n.f(key, dflt))) : arg_float(label, n.f(key, dflt));
-        if (!l_.p.layer_tables.count(table) || l_.sec != Section::Block)
+        if (!l_.p.layer_tables.count(table) || !is_layer_section(l_.sec))
             internal_error("codegen: node '" + n.name + "' uses unknown per-layer table '" + table + "'");
         std::string e = "CK_LAYER_" + upper(c_identifier(table)) + "[layer]";
         CArg v = device_value(is_int ? "int " : "float ", c_identifier(table), e, "per-layer " + table, {"layer"});
@@ -729,7 +773,7 @@ private:
         CArg out = ctx.out(), rows = ctx.rows("rows", n.output), cols = ctx.dim("cols", n.output), ld = ctx.ld_out();
         for (const CArg *a : {&out, &rows, &cols, &ld}) traced_.insert(a->reads.begin(), a->reads.end());
         body_.line(fmt::format("CK_TRACE_NODE({}, CK_TRACE_{}[{}], {}, {}, {}, {}, {});", target_.tracer(),
-                               upper(section_name()), sites_.size(), sec_ == Section::Block ? "layer" : "-1",
+                               upper(section_name()), sites_.size(), is_layer_section(sec_) ? "layer" : "-1",
                                out.text, rows.text, cols.text, ld.text));
         sites_.push_back(fmt::format("{{\"{}\", {}, \"{}\", {}, {}}},", section_name(), c_string(n.name), op_name(n.op),
                                      c_string(n.origin.module), c_string(t.reference)));
@@ -780,6 +824,8 @@ private:
         const SectionPlan &sp = l_.sp;
         const char *name = section_name();
         std::string what = sec_ == Section::Header ? "runs once before the layers"
+                           : sec_ == Section::Block2 ? "one layer of the second kind, run for the layers CK_LAYER_KIND marks 1"
+                           : sec_ == Section::Block && l_.p.has_block2() ? "one layer, run for the layers CK_LAYER_KIND marks 0"
                            : sec_ == Section::Block ? "one layer, run for layer = 0 .. CK_N_LAYERS-1"
                                                     : "runs once after the layers";
         std::string arena = sp.per_token.arena || sp.per_token.naive
@@ -940,7 +986,7 @@ std::set<std::string> kernel_files(const Program &p, const std::set<std::string>
                                    "io/safetensors.c",  "io/gguf.c",        "io/weights.c",    "io/quant.c",
                                    "io/json.c"};
     files.insert(extra.begin(), extra.end());
-    for (Section s : kSections)
+    for (Section s : p.sections())
         for (const Node &n : p.section(s).nodes())
             for (const char *k : lowering(n.op).kernels) files.insert(k);
     return files;

@@ -71,10 +71,12 @@ struct WeightField {
     bool matrix = false;  // a ck_qmat in a stored format (ModelInfo::stored_weights), else const float *
     int64_t experts = 0;  // > 0: a mixture's [experts, N, K] matrices, `const ck_qmat *` (one per expert)
     int format = -2;      // the spec's format: CK_WEIGHT_FLOAT, CK_WEIGHT_AS_STORED or a ck_qtype
+    int kinds = 1;        // a layer weight: the blocks that read it, bit k for layer kind k (Program::layer_kind)
 };
 
 // The weights a Program reads, as struct fields: global (header, footer) and
-// per layer (block), one field per distinct checkpoint source. Constants that
+// per layer (block, and block2: one struct for both kinds of layer, each field
+// loaded for the layers whose kind reads it), one field per distinct checkpoint source. Constants that
 // are not float32 (an exported graph's int64 ids, bool masks) are not loaded:
 // they become inline arrays (`inline_consts`, C names CK_CONST_<field>).
 struct WeightTable {
@@ -83,6 +85,7 @@ struct WeightTable {
     std::set<std::string> matrix_keys;  // sources kept as ck_qmat
     std::set<std::string> expert_keys;  // sources kept as one ck_qmat per expert (MOE_EXPERTS' matrices)
     std::vector<std::string> notes;     // per-tensor format fallbacks worth telling the user
+    std::vector<int> layer_kind;        // Program::layer_kind: empty, every layer reads every layer field
     void collect(const Program &p);
     bool matrix(const Tensor &t) const;
     bool experts(const Tensor &t) const;
@@ -152,6 +155,11 @@ int64_t widest_expert_k(const Program &p);
 std::string offset_name(Section section, const std::string &root);  // CK_OFF_BLOCK_QKV
 // static const CK_LAYER_<NAME>[] tables of per-layer attributes.
 std::string layer_tables_c(const Program &p);
+// `static int name(ck_model *m, int layer, <params>)`: layer `layer` through its block, `block` (the functions of
+// Section::Block) or `block2` for the layers CK_LAYER_KIND marks 1; `args` passes the params on. "" for a block2
+// that a program's second kind does not have (a function that returns CK_OK: e.g. no router to count).
+std::string layer_dispatch_c(const Program &p, const std::string &name, const std::string &block,
+                             const std::string &block2, const std::string &params, const std::string &args);
 // One C function per section (and, for -DCK_TRACE, its table of traced nodes).
 std::string section_c(const Program &p, Section section, const SectionPlan &sp, const WeightTable &wt, Target &target);
 // The function around `body`: a comment, the signature, the block's weights local when read, the locals, (void)

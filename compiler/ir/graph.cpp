@@ -2,6 +2,7 @@
 #include "ir/symbolic.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <unordered_set>
 
@@ -523,6 +524,62 @@ std::optional<ViewOf> potential_view(const Graph &g, const Node &n)
     Inputs in;
     for (const auto &i : n.inputs) in.push_back(&g.tensor(i));
     return d.view(n, in);
+}
+
+// ---- Program
+
+std::vector<Section> Program::sections() const
+{
+    std::vector<Section> out;
+    for (Section s : kSections)
+        if (s != Section::Block2 || has_block2()) out.push_back(s);
+    return out;
+}
+
+bool Program::layer_runs(int64_t layer, Section s) const
+{
+    if (!is_layer_section(s)) return false;
+    int kind = has_block2() ? layer_kind.at(static_cast<size_t>(layer)) : 0;
+    return kind == (s == Section::Block2 ? 1 : 0);
+}
+
+int64_t Program::runs_of(Section s) const
+{
+    if (!is_layer_section(s)) return 1;
+    int64_t n = 0;
+    for (int64_t l = 0; l < info.n_layers; l++) n += layer_runs(l, s);
+    return n;
+}
+
+WeightTotals weight_totals(const Program &p)
+{
+    // each checkpoint tensor (by its parts' names) once per section kind: global, or the layers that read it
+    struct Seen {
+        int64_t elements = 0;
+        double bytes = 0;
+        bool global = false;
+        std::set<Section> blocks;
+    };
+    std::map<std::string, Seen> seen;
+    for (Section s : p.sections())
+        for (const auto &[name, t] : p.section(s).tensors()) {
+            if (t.storage != Storage::Weight) continue;
+            std::string key;
+            for (const auto &part : t.source.parts) key += part + "|";
+            Seen &w = seen[key.empty() ? p.section_name(s) + std::string(":") + name : key];
+            w.elements = shape_numel_fixed(t.shape);
+            w.bytes = static_cast<double>(w.elements * dtype_size(t.dtype));
+            if (is_layer_section(s)) w.blocks.insert(s);
+            else w.global = true;
+        }
+    WeightTotals out;
+    for (const auto &[key, w] : seen) {
+        int64_t times = w.global ? 1 : 0;
+        for (Section s : w.blocks) times += p.runs_of(s);
+        out.elements += w.elements * times;
+        out.bytes += w.bytes * static_cast<double>(times);
+    }
+    return out;
 }
 
 }  // namespace ckc

@@ -325,13 +325,20 @@ struct LayerTable {
     std::vector<double> values;
 };
 
-// The three sections of a Program, in the order they run: header once, block once per layer, footer once.
-enum class Section { Header, Block, Footer };
-constexpr Section kSections[] = {Section::Header, Section::Block, Section::Footer};
+// The sections of a Program, in the order they run: header once, a block once per layer, footer once. A model
+// whose layers are of two kinds (a mixture of experts with dense layers between its sparse ones: Qwen3-MoE's
+// decoder_sparse_step and mlp_only_layers) has a second block, Block2, run for the layers Program::layer_kind
+// marks 1; every other program leaves it empty.
+enum class Section { Header, Block, Block2, Footer };
+constexpr Section kSections[] = {Section::Header, Section::Block, Section::Block2, Section::Footer};
+constexpr size_t kNumSections = 4;
+constexpr bool is_layer_section(Section s) { return s == Section::Block || s == Section::Block2; }
 
 struct Program {
     ModelInfo info;
-    Graph header, block, footer;
+    Graph header, block, block2, footer;
+    // Which block each layer runs: 0 `block`, 1 `block2`. Empty: every layer runs `block` (block2 is empty).
+    std::vector<int> layer_kind;
     std::string carry;  // name of the residual-stream tensor, e.g. "x"
     Shape carry_shape;
     std::vector<std::string> carry_dims;  // its Tensor::dims
@@ -349,12 +356,22 @@ struct Program {
     // code keeps their values (ck_graph.h: ck_graph_symbol_name); empty for a graph of static shapes.
     std::vector<std::string> symbols;
 
-    Graph &section(Section s) { return s == Section::Header ? header : s == Section::Block ? block : footer; }
-    const Graph &section(Section s) const { return s == Section::Header ? header : s == Section::Block ? block : footer; }
+    Graph &section(Section s)
+    {
+        return s == Section::Header ? header : s == Section::Block ? block : s == Section::Block2 ? block2 : footer;
+    }
+    const Graph &section(Section s) const { return const_cast<Program *>(this)->section(s); }
     static const char *section_name(Section s)
     {
-        return s == Section::Header ? "header" : s == Section::Block ? "block" : "footer";
+        return s == Section::Header ? "header" : s == Section::Block ? "block" : s == Section::Block2 ? "block2" : "footer";
     }
+    // The sections this program has, in the order they run (Block2 only with layers of two kinds).
+    std::vector<Section> sections() const;
+    bool has_block2() const { return !layer_kind.empty(); }
+    // How many times a section runs per pass: 1 for header and footer, the layers of its kind for a block.
+    int64_t runs_of(Section s) const;
+    // Whether layer `layer` runs section s (a block).
+    bool layer_runs(int64_t layer, Section s) const;
 };
 
 // How a node's output could alias its input 0 (its op's view rule): what the planner may make of it.
@@ -365,5 +382,13 @@ int64_t shape_numel_fixed(const Shape &s);      // product of the non-T dims, sy
 int64_t shape_numel(const Shape &s);            // the product as a (symbolic) size; not for T shapes
 bool shape_has_tokens(const Shape &s);
 bool shape_is_static(const Shape &s);           // no T, no symbolic size (ir/symbolic.h)
+
+// The weights of a program, each checkpoint tensor once (a tied embedding read by header and footer counts once;
+// a layer's tensor once per layer that reads it): elements (symbolic sizes at their bounds) and bytes as stored.
+struct WeightTotals {
+    int64_t elements = 0;
+    double bytes = 0;
+};
+WeightTotals weight_totals(const Program &p);
 
 }  // namespace ckc

@@ -59,15 +59,21 @@ void print_program(const Program &p, std::ostream &os)
         for (double v : t.values) vals.push_back(fmt::format("{}", v));
         os << "; per-layer @" << name << " = [" << join(vals, ", ") << "]\n";
     }
-    for (Section s : kSections) {
+    for (Section s : p.sections()) {
         const Graph &g = p.section(s);
         const char *sec = Program::section_name(s);
-        if (s == Section::Block)
+        if (is_layer_section(s) && !p.has_block2()) {
             os << fmt::format("{} (runs for each layer L = 0..{})\n", sec, p.info.n_layers - 1);
-        else
+        } else if (is_layer_section(s)) {
+            std::vector<std::string> layers;
+            for (int64_t l = 0; l < p.info.n_layers; l++)
+                if (p.layer_runs(l, s)) layers.push_back(std::to_string(l));
+            os << fmt::format("{} (runs for layers L = {})\n", sec, join(layers, ", "));
+        } else {
             os << sec << "\n";
+        }
         for (const Node &n : g.nodes())
-            os << fmt::format("  {:<6} {:<2} {}\n", sec, s == Section::Block ? "L" : "-", node_line(g, n));
+            os << fmt::format("  {:<6} {:<2} {}\n", sec, is_layer_section(s) ? "L" : "-", node_line(g, n));
     }
 }
 
@@ -126,7 +132,12 @@ nlohmann::json program_to_json(const Program &p)
     j["carry"] = {{"name", p.carry}, {"shape", shape_to_json(p.carry_shape)}};
     j["header"] = graph_json(p.header);
     j["block"] = graph_json(p.block);
-    j["block"]["layers"] = p.info.n_layers;
+    j["block"]["layers"] = p.runs_of(Section::Block);
+    if (p.has_block2()) {
+        j["block2"] = graph_json(p.block2);
+        j["block2"]["layers"] = p.runs_of(Section::Block2);
+        j["layer_kind"] = p.layer_kind;
+    }
     j["footer"] = graph_json(p.footer);
     nlohmann::json tables = nlohmann::json::object();
     for (const auto &[name, t] : p.layer_tables) tables[name] = t.values;

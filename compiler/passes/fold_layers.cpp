@@ -467,7 +467,7 @@ int64_t fold_layers(Program &p)
         n = f.run();
     }
     if (n) {
-        for (Section s : kSections) p.section(s).verify(std::string("fold_layers, ") + Program::section_name(s));
+        for (Section s : p.sections()) p.section(s).verify(std::string("fold_layers, ") + Program::section_name(s));
     }
     return n;
 }

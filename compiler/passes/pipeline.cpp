@@ -62,7 +62,7 @@ std::vector<std::string> run_pipeline(Program &prog, const PipelineOptions &opts
 
     auto node_count = [&prog] {
         size_t n = 0;
-        for (Section s : kSections) n += prog.section(s).nodes().size();
+        for (Section s : prog.sections()) n += prog.section(s).nodes().size();
         return n;
     };
     std::vector<std::string> ran;
@@ -70,7 +70,7 @@ std::vector<std::string> run_pipeline(Program &prog, const PipelineOptions &opts
         if (opts.disabled.count(pass.name)) continue;
         size_t before = node_count();
         bool program_changed = pass.run_program && pass.run_program(prog);
-        for (Section s : kSections) {
+        for (Section s : prog.sections()) {
             bool changed = program_changed || (!pass.run_program && pass.run(prog.section(s), prog));
             // the invariants after every pass that changed a section (each verify walks the whole graph: after
             // the passes that did nothing it would only repeat the last one)
@@ -83,7 +83,7 @@ std::vector<std::string> run_pipeline(Program &prog, const PipelineOptions &opts
             print_program(prog, *opts.dump);
         }
     }
-    for (Section s : kSections) prog.section(s).verify(std::string("after the pipeline, ") + Program::section_name(s));
+    for (Section s : prog.sections()) prog.section(s).verify(std::string("after the pipeline, ") + Program::section_name(s));
     return ran;
 }
 

@@ -74,7 +74,7 @@ Plan plan_program(const Program &p, const PlanOptions &o)
 {
     Plan plan;
     plan.options = o;
-    for (Section s : kSections) {
+    for (Section s : p.sections()) {
         plan.section(s) = plan_section(p.section(s), o);
         plan.arena_per_token = std::max(plan.arena_per_token, plan.section(s).per_token.arena);
         plan.arena_fixed = std::max(plan.arena_fixed, plan.section(s).fixed.arena);
@@ -91,7 +91,7 @@ void print_plan_report(const Program &p, const Plan &plan, int64_t tokens, std::
                       o.order == OrderPolicy::MemoryAware ? "memory-aware" : "fifo", o.inplace ? "on" : "off");
     os << fmt::format("  {:<8} {:>14} {:>14} {:>14} {:>6}{}\n", "section", "arena", "naive sum", "lower bound", "roots",
                       graph ? "" : "   (per token; x T at run time)");
-    for (Section s : kSections) {
+    for (Section s : p.sections()) {
         const SectionPlan &sp = plan.section(s);
         if (graph) {
             os << fmt::format("  {:<8} {:>14} {:>14} {:>14} {:>6}\n", Program::section_name(s), human_bytes(sp.fixed.arena),
@@ -106,15 +106,8 @@ void print_plan_report(const Program &p, const Plan &plan, int64_t tokens, std::
                               human_bytes(sp.fixed.naive), human_bytes(sp.fixed.lower_bound));
     }
     // what lives outside the arena
-    // each checkpoint tensor once: a tied embedding is read by the header and the footer
-    double weights = 0, kv = 0;
-    std::set<std::string> counted;
-    for (Section s : kSections)
-        for (const auto &[name, t] : p.section(s).tensors())
-            if (t.storage == Storage::Weight && counted.insert(join(t.source.parts, "|")).second) {
-                double b = static_cast<double>(tensor_bytes(t));
-                weights += s == Section::Block ? b * static_cast<double>(p.info.n_layers) : b;
-            }
+    // each checkpoint tensor once (a tied embedding is read by the header and the footer), per layer that reads it
+    double weights = weight_totals(p).bytes, kv = 0;
     double carry = static_cast<double>(shape_numel_fixed(p.carry_shape)) * 4.0;
     if (graph) {
         os << fmt::format("  arena: {}\n", human_bytes(plan.arena_fixed));

@@ -101,7 +101,7 @@ struct SectionPlan {
 
 struct Plan {
     PlanOptions options;
-    SectionPlan sections[3];  // header, block, footer: use section()
+    SectionPlan sections[kNumSections];  // header, block, block2, footer: use section()
     SectionPlan &section(Section s) { return sections[static_cast<size_t>(s)]; }
     const SectionPlan &section(Section s) const { return sections[static_cast<size_t>(s)]; }
     int64_t arena_per_token = 0, arena_fixed = 0;  // max over sections: the arena they share

@@ -58,6 +58,12 @@ size_t quantize_to_gguf(const std::string &folder, const std::string &out_path, 
     if (c.rope.type != "default" && c.rope.type != "linear")
         input_error(fmt::format("{}: rope_scaling \"{}\" cannot be written to GGUF yet", config, c.rope.type));
     Program p = build_from_hf_config(config);
+    if (p.has_block2()) {  // the key that made some layers dense
+        auto only = r.int_list("mlp_only_layers", 0, c.n_layers - 1);
+        r.fail(only && !only->empty() ? "mlp_only_layers" : "decoder_sparse_step",
+               fmt::format("gives some layers a dense MLP in place of the experts; llama.cpp's {} reads experts in "
+                           "every layer, so no GGUF holds this model (compile the folder itself)", arch->arch));
+    }
 
     GgufWriter w;
     const std::string a = arch->arch;
@@ -136,7 +142,7 @@ size_t quantize_to_gguf(const std::string &folder, const std::string &out_path, 
     // every checkpoint tensor the model reads, once (tied embeddings appear under one name)
     struct Item { std::string hf, gg; Shape shape; bool transposed; bool block; int64_t experts; };
     std::map<std::string, Item> items;
-    for (Section s : kSections)
+    for (Section s : p.sections())
         for (const auto &[name, t] : p.section(s).tensors()) {
             if (t.storage != Storage::Weight) continue;
             for (size_t i = 0; i < t.source.parts.size(); i++) {

@@ -54,7 +54,7 @@ Role role_of(const std::string &name, const Shape &shape)
 std::vector<std::pair<std::string, Shape>> required_tensors(const Program &p)
 {
     std::map<std::string, Shape> out;
-    for (Section s : kSections)
+    for (Section s : p.sections())
         for (const auto &[name, t] : p.section(s).tensors()) {
             if (t.storage != Storage::Weight) continue;
             for (size_t i = 0; i < t.source.parts.size(); i++) {
@@ -65,9 +65,9 @@ std::vector<std::pair<std::string, Shape>> required_tensors(const Program &p)
                     for (int64_t e = 0; e < t.shape[0]; e++)
                         parts.push_back(replace_all(t.source.parts[i], "{E}", std::to_string(e)));
                 for (const std::string &part : parts) {
-                    if (s == Section::Block) {
+                    if (is_layer_section(s)) {
                         for (int64_t l = 0; l < p.info.n_layers; l++)
-                            out[replace_all(part, "{L}", std::to_string(l))] = t.source.part_shapes[i];
+                            if (p.layer_runs(l, s)) out[replace_all(part, "{L}", std::to_string(l))] = t.source.part_shapes[i];
                     } else {
                         out[part] = t.source.part_shapes[i];
                     }

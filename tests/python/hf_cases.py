@@ -58,6 +58,13 @@ CASES = {
                                      attention_bias=True, output_router_logits=True, router_aux_loss_coef=0.2),
     # Mixtral-8x7B: Mistral's attention, 8 experts top 2 always renormalized (block_sparse_moe, w1/w3/w2); and a
     # sliding window with the load-balancing loss at its default weight
+    # Qwen3-MoE's dense layers (Qwen3MoeDecoderLayer: experts where (i + 1) % decoder_sparse_step == 0 and i is not
+    # in mlp_only_layers, else the dense MLP of width intermediate_size): the first and last of 4 listed dense, with
+    # the load-balancing loss over the sparse ones; and every other layer sparse (decoder_sparse_step 2)
+    "qwen3_moe_dense_layers": published("tiny-qwen3_moe", num_hidden_layers=4, mlp_only_layers=[0, 3],
+                                        output_router_logits=True, router_aux_loss_coef=0.2),
+    "qwen3_moe_sparse_step": published("tiny-qwen3_moe", decoder_sparse_step=2, num_experts=16, num_experts_per_tok=4,
+                                       norm_topk_prob=False),
     "mixtral": published("tiny-mixtral"),
     "mixtral_window": published("tiny-mixtral", sliding_window=8, output_router_logits=True),
     # OLMoE-1B-7B: whole-width q/k RMSNorm, 64 experts top 8 (16 top 4 here) as they come out of the softmax; and

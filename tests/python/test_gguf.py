@@ -337,7 +337,10 @@ def test_cli_refusals(llama_files, tmp_path):
     # and v (measured: llama.cpp 0.3.36 runs an olmoe file with attention.clamp_kqv 0.5 exactly as one without)
     for family, over, key in [("qwen3_moe", {"norm_topk_prob": False}, "norm_topk_prob"),
                               ("olmoe", {"norm_topk_prob": True}, "norm_topk_prob"),
-                              ("olmoe", {"clip_qkv": 0.5}, "clip_qkv")]:
+                              ("olmoe", {"clip_qkv": 0.5}, "clip_qkv"),
+                              # Qwen3-MoE's dense layers: llama.cpp's qwen3moe has experts in every layer
+                              ("qwen3_moe", {"mlp_only_layers": [0]}, "mlp_only_layers"),
+                              ("qwen3_moe", {"decoder_sparse_step": 2}, "decoder_sparse_step")]:
         cfg.write_text(json.dumps(dict(family_config(family), **over)))
         r = subprocess.run([ckc.ckc_binary(), "quantize", str(cfg), "-o", str(tmp_path / "m.gguf")],
                            capture_output=True, text=True)

@@ -60,10 +60,34 @@ TEST_CASE("codegen: frontmatter, sections, the layer loop", "[codegen]")
     CHECK_THAT(src, Contains("cc -O3 -fPIC -shared -I \"$(ckc --include-dir)\" model.c $(cat model.c.kernels) -lopenblas -lm -fopenmp"));
     CHECK_THAT(src, Contains("static int ck_header(ck_model *m, int layer, int T, int pos0)"));
     CHECK_THAT(src, Contains("static int ck_footer(ck_model *m, int layer, int T, int pos0)"));
-    CHECK_THAT(src, Contains("for (layer = 0; rc == CK_OK && layer < CK_N_LAYERS; layer++) rc = ck_block(m, layer, T, pos0);"));
+    CHECK_THAT(src, Contains("for (layer = 0; rc == CK_OK && layer < CK_N_LAYERS; layer++) rc = ck_layer(m, layer, T, pos0);"));
+    CHECK_THAT(src, Contains("static int ck_layer(ck_model *m, int layer, int T, int pos0)\n{\n    return ck_block(m, layer, T, pos0);"));
+    CHECK_THAT(src, Contains("#define CK_LAYER_READS(layer, i) 1"));
+    CHECK_THAT(src, !Contains("ck_block2"));
     CHECK_THAT(src, Contains("#define CK_N_LAYERS 2"));
     CHECK_THAT(src, Contains("#define CK_ACT_PER_TOKEN "));
     CHECK_FALSE(std::regex_search(src, std::regex(R"(\{\{[A-Z_]+\}\})")));  // every template slot filled
+}
+
+TEST_CASE("codegen: layers of two kinds run their own block and load their own weights", "[codegen]")
+{
+    // Qwen3-MoE with a dense layer 0 (decoder_sparse_step 2): ck_block (experts) for layer 1, ck_block2 for layer 0
+    std::string src = generate(tiny_llama({{"model_type", "qwen3_moe"}, {"num_experts", 8}, {"num_experts_per_tok", 2},
+                                           {"moe_intermediate_size", 32}, {"decoder_sparse_step", 2}}));
+    CHECK_THAT(src, Contains("static const unsigned char CK_LAYER_KIND[CK_N_LAYERS] = {1, 0};"));
+    CHECK_THAT(src, Contains("return CK_LAYER_KIND[layer] ? ck_block2(m, layer, T, pos0) : ck_block(m, layer, T, pos0);"));
+    CHECK_THAT(function_body(src, "block"), Contains("ck_moe_experts"));
+    CHECK_THAT(function_body(src, "block2"), !Contains("ck_moe"));
+    CHECK_THAT(function_body(src, "block2"), Contains("w->mlp_down_proj_weight"));
+    CHECK_THAT(src, Contains("if (!CK_LAYER_READS(layer, i)) continue;"));
+    // one field per checkpoint tensor: the attention's read by both kinds (3), the mixture's by layer 1 (1), the
+    // dense MLP's by layer 0 (2)
+    std::smatch m;
+    REQUIRE(std::regex_search(src, m, std::regex(R"(CK_LAYER_WEIGHT_KINDS\[CK_N_LAYER_WEIGHTS\] = \{([0-9, ]+)\})")));
+    std::string kinds = m[1];
+    CHECK(kinds.find('3') != std::string::npos);
+    CHECK(kinds.find('1') != std::string::npos);
+    CHECK(kinds.find('2') != std::string::npos);
 }
 
 TEST_CASE("codegen: one call per node, each under a comment naming its HF module", "[codegen]")

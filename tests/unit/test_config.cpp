@@ -382,9 +382,34 @@ TEST_CASE("families: Hugging Face class defaults", "[config][families]")
         CHECK(l.block.node("route")->i("norm_topk") == 1);
         CHECK_THAT(build_error(moe({{"num_experts_per_tok", 9}}).dump()),
                    Contains("key \"num_experts_per_tok\": 9 is more than the 8 experts"));
-        CHECK_THAT(build_error(moe({{"decoder_sparse_step", 2}}).dump()),
-                   Contains("key \"decoder_sparse_step\": is 2: layers without experts"));
-        CHECK_THAT(build_error(moe({{"mlp_only_layers", {1}}}).dump()), Contains("key \"mlp_only_layers\": lists layers"));
+        // dense layers between the sparse ones (Qwen3MoeDecoderLayer): experts where (i + 1) % decoder_sparse_step
+        // == 0 and i is not in mlp_only_layers; the dense layers are the program's second block
+        Program step = program_from(moe({{"decoder_sparse_step", 2}}));
+        CHECK(step.layer_kind == std::vector<int>{1, 0});
+        CHECK(step.block.node("moe_out"));
+        CHECK_FALSE(step.block2.node("moe_out"));
+        REQUIRE(step.block2.has_tensor("mlp.gate_proj.weight"));
+        CHECK(step.block2.tensor("mlp.gate_proj.weight").shape == Shape{172, 64});  // intermediate_size
+        CHECK(step.block2.tensor("self_attn.q_proj.weight").source.parts ==
+              step.block.tensor("self_attn.q_proj.weight").source.parts);
+        CHECK(step.runs_of(Section::Block) == 1);
+        CHECK(step.runs_of(Section::Block2) == 1);
+        CHECK(step.sections().size() == 4);
+        CHECK_THAT(step.info.summary, Contains("a dense MLP (width 172) in layer 0"));
+        Program only = program_from(moe({{"mlp_only_layers", {1}}}));
+        CHECK(only.layer_kind == std::vector<int>{0, 1});
+        // every layer dense (a step past the last layer, or all listed): one block, no experts
+        for (const auto &dense : {moe({{"decoder_sparse_step", 3}}), moe({{"mlp_only_layers", {0, 1}}})}) {
+            Program d = program_from(dense);
+            CHECK_FALSE(d.has_block2());
+            CHECK(d.sections().size() == 3);
+            CHECK_FALSE(d.block.node("moe_out"));
+            CHECK(d.block.has_tensor("mlp.gate_proj.weight"));
+        }
+        CHECK_THAT(build_error(moe({{"mlp_only_layers", {2}}}).dump()), Contains("key \"mlp_only_layers\""));
+        // the weights each layer reads, once per layer: 2 layers' attention, one mixture, one dense MLP
+        WeightTotals all = weight_totals(step), sparse = weight_totals(program_from(moe({})));
+        CHECK(sparse.elements - all.elements == 3 * 8 * 32 * 64 + 8 * 64 - 3 * 172 * 64);
         CHECK_THAT(build_error(moe({{"num_experts", 1000}}).dump()),
                    Contains("key \"num_experts\": 1000 experts is above ckc's limit of 512"));
     }

@@ -167,7 +167,7 @@ Program build_from_gguf(const std::string &path, const HfOptions &opts)
     p.info.stored_weights = true;
     p.info.weight_type = -1;  // each tensor as the file stores it
     // checkpoint names -> the file's, each checked against the file now (ck_model_init checks again)
-    for (Section s : kSections) {
+    for (Section s : p.sections()) {
         Graph &g = p.section(s);
         std::vector<std::string> weights;
         for (const auto &[tname, t] : g.tensors())
@@ -186,7 +186,8 @@ Program build_from_gguf(const std::string &path, const HfOptions &opts)
                     t.source.part_shapes[i] = t.shape;
                 t.source.parts[i] = gg;
                 const Shape &want = t.source.part_shapes[i];
-                for (int64_t layer = 0; layer < (s == Section::Block ? p.info.n_layers : 1); layer++) {
+                for (int64_t layer = 0; layer < (is_layer_section(s) ? p.info.n_layers : 1); layer++) {
+                    if (is_layer_section(s) && !p.layer_runs(layer, s)) continue;
                     std::string tn = replace_all(gg, "{L}", std::to_string(layer));
                     const ck_tensor_info *ti = ck_checkpoint_find(ck.ck, tn.c_str());
                     if (!ti) input_error(fmt::format("{}: tensor '{}' is missing", path, tn));
@@ -204,7 +205,7 @@ Program build_from_gguf(const std::string &path, const HfOptions &opts)
             for (const Node &n : g.nodes())
                 if (n.op == Op::RMSNORM) g.edit(n.name).attrs["w_offset"] = 0.0;
     }
-    for (Section s : kSections) p.section(s).verify(std::string("front end, ") + Program::section_name(s));
+    for (Section s : p.sections()) p.section(s).verify(std::string("front end, ") + Program::section_name(s));
     return p;
 }
 

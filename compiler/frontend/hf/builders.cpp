@@ -262,9 +262,11 @@ std::string build_moe(SectionBuilder &b, const std::string &x, const LlmConfig &
     return y;
 }
 
-void build_pre_norm_block(Program &p, const LlmConfig &c, const std::string &layer_prefix, const PreNormBlock &spec)
+void build_pre_norm_block(Program &p, const LlmConfig &c, const std::string &layer_prefix, const PreNormBlock &spec,
+                          Section into)
 {
-    SectionBuilder b(p.block, layer_prefix);
+    if (!is_layer_section(into)) internal_error("build_pre_norm_block: into the " + std::string(Program::section_name(into)));
+    SectionBuilder b(p.section(into), layer_prefix);
     if (spec.moe) {  // the sizes build_moe names
         p.info.sizes.push_back({"CK_EXPERTS", spec.moe->n_experts, "experts of each mixture", "", {}});
         p.info.sizes.push_back({"CK_EXPERT_FFN", spec.moe->ffn, "an expert's MLP width", "", {}});

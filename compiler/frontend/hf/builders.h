@@ -165,7 +165,9 @@ struct PreNormBlock {
     MlpSpec mlp;
     std::optional<MoeSpec> moe;  // set: a mixture of experts in place of the MLP
 };
-void build_pre_norm_block(Program &p, const LlmConfig &c, const std::string &layer_prefix, const PreNormBlock &spec);
+// Into p.block, or `into` p.block2: the layers of a second kind (Program::layer_kind).
+void build_pre_norm_block(Program &p, const LlmConfig &c, const std::string &layer_prefix, const PreNormBlock &spec,
+                          Section into = Section::Block);
 
 // Gemma 2's and Gemma 3's layout: embeddings x sqrt(hidden), (1 + w) RMSNorms around each sublayer
 //   h = x + post_attention_layernorm(attn(input_layernorm(x)))

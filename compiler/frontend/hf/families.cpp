@@ -145,7 +145,7 @@ Program build_from_config(const ConfigReader &top, const HfOptions &opts)
                                            c.vocab_size));
     p.info.source_path = config_path;
     if (!lm.prefix.empty()) {  // the language model's tensors under the wrapper's prefix (lm_head is the wrapper's)
-        for (Section s : kSections) {
+        for (Section s : p.sections()) {
             Graph &g = p.section(s);
             std::vector<std::string> weights;
             for (const auto &[name, t] : g.tensors())
@@ -172,7 +172,7 @@ constexpr const char *kCheckedKeys[] = {
     "partial_rotary_factor", "hidden_act", "hidden_activation", "activation_function", "tie_word_embeddings",
     "attention_bias", "mlp_bias", "sliding_window", "query_pre_attn_scalar", "final_logit_softcapping",
     "attn_logit_softcapping", "n_embd", "n_layer", "n_head", "n_inner", "no_rope_layer_interval", "use_sliding_window",
-    "rope_local_base_freq", "sliding_window_pattern"};
+    "rope_local_base_freq", "sliding_window_pattern", "decoder_sparse_step"};
 
 void collect_config_expect(const ConfigReader &r, ModelInfo &info)
 {
@@ -209,7 +209,7 @@ Program build_from_hf_config(const std::string &config_path, const HfOptions &op
     Program p = build_from_config(r, opts);
     collect_config_expect(r, p.info);
     p.info.source_hash = fnv1a64(read_file(config_path));
-    for (Section s : kSections) p.section(s).verify(std::string("front end, ") + Program::section_name(s));
+    for (Section s : p.sections()) p.section(s).verify(std::string("front end, ") + Program::section_name(s));
     return p;
 }
 
