@@ -226,7 +226,7 @@ Calls slice_emit(EmitCtx &c)
     split_axis(s, axis, outer, n, inner);
     CArg out = c.out();
     return {call("ck_slice_copy", {out, c.in(0), arg_size("outer", outer), arg_size("n", n), arg_size("inner", inner),
-                                   arg_size("start", c.n.i("start")), arg_size("len", size_attr(c.n, "length")),
+                                   arg_size("start", size_attr(c.n, "start")), arg_size("len", size_attr(c.n, "length")),
                                    arg_size("step", c.n.i("step", 1)), elem_size(out)})};
 }
 

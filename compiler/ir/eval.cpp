@@ -3,6 +3,7 @@
 // scalars) or folded once at compile time.
 #include "ir/eval.h"
 #include "ir/op_rules.h"
+#include "ir/symbolic.h"
 
 #include <cmath>
 #include <limits>
@@ -138,7 +139,8 @@ bool eval_slice(const Node &n, const ConstInputs &in, ConstData &out)
 {
     int64_t outer, len, inner;
     split_axis(in[0]->shape, norm_axis(n.i("axis", -1), in[0]->shape.size()), outer, len, inner);
-    int64_t start = n.i("start"), length = rules::size_attr(n, "length"), step = n.i("step", 1);
+    int64_t start = rules::size_attr(n, "start"), length = rules::size_attr(n, "length"), step = n.i("step", 1);
+    if (is_sym(start) || is_sym(length)) return false;  // (a symbolic slice is never a constant's)
     out.v.clear();
     out.v.reserve(outer * length * inner);
     for (int64_t o = 0; o < outer; o++)

@@ -229,13 +229,16 @@ int64_t size_attr(const Node &n, const std::string &key)
 Shape slice_shape(const Node &n, const Inputs &in)
 {
     const Shape &s = in[0]->shape;
-    int64_t axis = axis_of(n, s), start = n.i("start"), len = size_attr(n, "length"), step = n.i("step", 1);
-    if (is_sym(s[axis]) || is_sym(len)) {  // within the bounds: start + len <= size for every binding
-        CK_EXPECT(step == 1 && start >= 0, n, "a slice of a symbolic size takes step 1 and a start >= 0");
+    // start and length may be symbolic ("seq-2": x[:, -2:] of a dynamic axis, counted from its end)
+    int64_t axis = axis_of(n, s), start = size_attr(n, "start"), len = size_attr(n, "length"), step = n.i("step", 1);
+    if (is_sym(s[axis]) || is_sym(len) || is_sym(start)) {  // within the bounds: start + len <= size for every binding
+        CK_EXPECT(step == 1 && dim_min(start) >= 0, n,
+                  fmt::format("a slice of a symbolic size takes step 1 and a start >= 0 for every size within the "
+                              "symbols' bounds (step {}, start {})", step, dim_str(start)));
         int64_t rest = dim_sub(s[axis], dim_add(len, start));
         CK_EXPECT(dim_min(len) >= 1 && dim_min(rest) >= 0, n,
-                  fmt::format("slice {}:{}+{} of axis {} (size {}) leaves the axis within the symbols' bounds", start,
-                              start, dim_str(len), axis, dim_str(s[axis])));
+                  fmt::format("slice {}:{}+{} of axis {} (size {}) leaves the axis within the symbols' bounds",
+                              dim_str(start), dim_str(start), dim_str(len), axis, dim_str(s[axis])));
     } else {
         CK_EXPECT(step >= 1 && start >= 0 && len > 0 && start + (len - 1) * step < s[axis], n,
                   fmt::format("slice {}:{}:{} of axis {} (size {}) is out of range", start, start + len * step, step,
@@ -248,8 +251,8 @@ Shape slice_shape(const Node &n, const Inputs &in)
 std::optional<ViewOf> slice_view(const Node &n, const Inputs &in)
 {
     const Shape &s = in[0]->shape;
-    int64_t axis = axis_of(n, s), start = n.i("start"), step = n.i("step", 1);
-    if (step != 1) return std::nullopt;
+    int64_t axis = axis_of(n, s), start = size_attr(n, "start"), step = n.i("step", 1);
+    if (step != 1 || is_sym(start)) return std::nullopt;  // (a start known only at run time: a copy)
     int64_t outer, size, inner;
     split_axis(s, axis, outer, size, inner);
     if (is_sym(size) || is_sym(size_attr(n, "length"))) return std::nullopt;  // a copy (the small mask tensors)

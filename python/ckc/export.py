@@ -414,7 +414,10 @@ class _Converter:
                         str(f.base) in self.symbols:
                     factors += [self.symbols[str(f.base)][0]] * int(f.exp)
                 else:
-                    self.fail(f"size {expr} is not a polynomial in the dynamic sizes (ckc compiles sizes like "
+                    import sympy  # (torch's) the sizes by their names, not the tracer's
+                    named = expr.subs({s: sympy.Symbol(self.symbols[str(s)][0]) for s in expr.free_symbols
+                                       if str(s) in self.symbols})
+                    self.fail(f"size {named} is not a polynomial in the dynamic sizes (ckc compiles sizes like "
                               "8*batch*seq or seq+1)")
             body = "*".join(([str(abs(coef))] if abs(coef) != 1 or not factors else []) + factors)
             text += ("-" if coef < 0 else "+" if text else "") + body
@@ -828,10 +831,12 @@ def _slice(c, n, x, dim=0, start=None, end=None, step=1):
     if isinstance(size, str) or isinstance(length, str):  # a dynamic size: its length is the traced one
         import torch.fx
         start = 0 if start is None else start
-        if isinstance(start, torch.fx.Node) or start < 0 or step != 1:
-            shown = c.size(start.meta.get("val")) if isinstance(start, torch.fx.Node) else start
-            c.fail(f"slices dimension {axis} of dynamic size {size} from {shown} in steps of {step} (ckc takes a "
-                   "start >= 0 that is a number, and step 1)")
+        if isinstance(start, torch.fx.Node):  # computed from the sizes (x[:, x.shape[1] - 2:])
+            start = c.size(start.meta.get("val"))
+        if step != 1:
+            c.fail(f"slices dimension {axis} of dynamic size {size} in steps of {step} (ckc takes step 1 there)")
+        if isinstance(start, int) and start < 0:  # counted from the end (x[:, -2:]): a start that moves with the size
+            start = _dim_plus(size, start)
         if start == 0 and length == size:
             return c.t(x)
         return _slice_node(c, x, axis, start, length, 1, out=n)
@@ -845,10 +850,17 @@ def _slice(c, n, x, dim=0, start=None, end=None, step=1):
     return _slice_node(c, x, axis, start, length, step, out=n if (start, length, step) != (0, size, 1) else None)
 
 
+def _dim_plus(size, k):
+    """size + k, size an int or a dynamic size as text ("seq", "seq+1")."""
+    if not isinstance(size, str):
+        return size + k
+    return f"{size}{k:+d}" if k else size
+
+
 def _select(c, n, x, dim, index):
     s = c.shape(x)
     axis = c.axis(dim, len(s))
-    index = index + s[axis] if index < 0 else index
+    index = _dim_plus(s[axis], index) if index < 0 else index  # x[:, -1] of a dynamic axis: at seq-1
     sl = _slice_node(c, x, axis, index, 1, 1)
     return c.op("RESHAPE", [sl], {"shape": c.meta(n)[0]}, out=n)
 

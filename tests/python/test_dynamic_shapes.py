@@ -3,6 +3,7 @@ shape within the declared bounds (ck_graph_run_shaped), equal to eager PyTorch; 
 fixed sizes that differ and one symbol with two values are clear errors naming the input, the dimension and
 the bound."""
 import ctypes
+import json
 import math
 import subprocess
 
@@ -514,24 +515,62 @@ class Roll(torch.nn.Module):
         return torch.cat([x[:, 1:], x[:, :1]], 1) * 2
 
 
-class LastTwo(torch.nn.Module):
+class FromTheEnd(torch.nn.Module):
+    """Slices of a dynamic axis counted from its end: the last two positions, the last one (a select), and
+    a window ending one before the last, its start computed from the size."""
     def forward(self, x):
-        return x[:, -2:] * 2
+        n = x.shape[1]
+        return x[:, -2:] * 2 + x[:, -1:], x[:, -1], x[:, n - 3:n - 1].sum(1)
+
+
+class EveryOther(torch.nn.Module):
+    def forward(self, x):
+        return x[:, ::2]
 
 
 def test_slices_of_a_dynamic_axis(tmp_path):
     """A slice of a dynamic axis from a fixed start (x[:, 1:] has length seq - 1) and a cat back to seq run in one
-    library; one counted from the end (x[:, -2:]: its start is seq - 2) is not supported yet: the export stops
-    naming the node and what it needs (never a wrong graph)."""
+    library; so do slices counted from the end (x[:, -2:] starts at seq - 2, x[:, -1] at seq - 1: a start known
+    when the code runs), exactly, at every length. A step other than 1 along it is refused, naming the node and
+    the size it would have."""
     dims = {"x": {1: ckc.Dim("seq", min=3, max=32)}}
     graph = ckc.export(Roll(), (torch.randn(2, 8),), str(tmp_path / "roll"), dynamic_shapes=dims)
     g = ckc.GraphModel(build.build_library(ckc.compile_model(graph, str(tmp_path / "out"))))
     for s in (3, 4, 7, 32):
         x = torch.randn(2, s)
         assert np.array_equal(g(x.numpy()), Roll()(x).numpy()), s
-    with pytest.raises(ckc.ExportError, match=r"node 'slice\w*' \(aten.slice\).*slices dimension 1 of dynamic size "
-                                              r"seq from -2 in steps of 1 \(ckc takes a start >= 0"):
-        ckc.export(LastTwo(), (torch.randn(2, 8),), str(tmp_path / "last"), dynamic_shapes=dims)
+    before = build.INVOCATIONS["ckc"]
+    graph = ckc.export(FromTheEnd(), (torch.randn(2, 8, 3),), str(tmp_path / "end"), dynamic_shapes=dims)
+    g = ckc.GraphModel(build.build_library(ckc.compile_model(graph, str(tmp_path / "out-end"))))
+    with open(graph) as f:
+        starts = {str(n["attrs"].get("start")) for n in json.load(f)["nodes"] if n["op"] == "SLICE"}
+    assert {"seq-2", "seq-1", "seq-3"} <= starts, starts
+    for s in (3, 4, 9, 32):
+        x = torch.randn(2, s, 3)
+        for got, want in zip(g(x.numpy()), FromTheEnd()(x)):
+            assert np.array_equal(got, want.numpy()), s
+    assert build.INVOCATIONS["ckc"] - before == 1
+    with pytest.raises(ckc.ExportError, match=r"node 'slice\w*' \(aten.slice\).*"
+                                              r"size \(\(seq \+ 1\)//2\) is not a polynomial"):
+        ckc.export(EveryOther(), (torch.randn(2, 8),), str(tmp_path / "step"), dynamic_shapes=dims)
+
+
+def test_slices_from_the_end_under_torch_compile(cache):
+    """torch.compile(dynamic=True): dynamo's symbolic sizes are at least 2 (it specializes 0 and 1), which proves
+    x[:, -2:] in range: one library for every length, no warning."""
+    import warnings
+    torch._dynamo.reset()
+    m = FromTheEnd().eval()
+    fast = torch.compile(m, backend="gcu", dynamic=True)
+    before = build.INVOCATIONS["ckc"]
+    with warnings.catch_warnings(record=True) as w, torch.no_grad():
+        warnings.simplefilter("always")
+        for s in (5, 9, 17, 4):
+            x = torch.randn(3, s, 8)
+            for got, want in zip(fast(x), m(x)):
+                assert torch.equal(got, want), s
+    warned = [str(x.message) for x in w if "ckc" in str(x.message)]
+    assert build.INVOCATIONS["ckc"] - before == 1 and not warned, warned
 
 
 def test_the_issues_loop_is_one_compile_without_dynamos_size_1_specialization(cache, monkeypatch):

@@ -451,6 +451,15 @@ TEST_CASE("graph.json: symbolic sizes flow through the shape rules and bad ones 
         CHECK(p.header.tensor("cat").shape == (Shape{dim_add(sym_dim("batch"), 4), 8}));
         CHECK(p.header.tensor("sums").shape == (Shape{sym_dim("batch"), 8}));
     }
+    {  // the last 2 rows of batch: a start counted from the end (x[-2:]), known when the code runs
+        json d = symbolic_linear_relu();
+        d["symbols"]["batch"]["min"] = 2;
+        d["nodes"].push_back(node("last", "SLICE", {"relu"}, {{"axis", 0}, {"start", "batch-2"}, {"length", 2}}));
+        d["outputs"].push_back({{"name", "last"}, {"tensor", "last"}});
+        Exported e(d, linear_weights());
+        Program p = build_from_graph_json(e.path());
+        CHECK(p.header.tensor("last").shape == (Shape{2, 4}));
+    }
     // each: what is wrong with the document, and what the error says
     const std::vector<std::pair<std::function<void(json &)>, std::string>> bad = {
         {[](json &d) { d["inputs"][0]["shape"] = {"batches", 8}; },
@@ -482,6 +491,12 @@ TEST_CASE("graph.json: symbolic sizes flow through the shape rules and bad ones 
          "size \"batch*batch*batch\" is above ckc's limit of 4294967296 with its symbols at their bounds"},
         {[](json &d) { d["nodes"].push_back(node("rows", "SLICE", {"x"}, {{"axis", 0}, {"start", 0}, {"length", "undeclared"}})); },
          "attr length: symbol 'undeclared' has no declared bounds"},
+        // the last 2 rows of batch >= 1: a start of -1 for batch 1
+        {[](json &d) { d["nodes"].push_back(node("last", "SLICE", {"x"}, {{"axis", 0}, {"start", "batch-2"}, {"length", 2}})); },
+         "a slice of a symbolic size takes step 1 and a start >= 0 for every size within the symbols' bounds (step 1, "
+         "start batch-2)"},
+        {[](json &d) { d["nodes"].push_back(node("last", "SLICE", {"x"}, {{"axis", 0}, {"start", "batch-1"}, {"length", 2}})); },
+         "slice batch-1:batch-1+2 of axis 0 (size batch) leaves the axis"},
         {[](json &d) {
              d["nodes"].push_back(node("pos", "CMP", {"x"}, {{"fn", "gt"}, {"scalar", 0}}));
              d["nodes"].push_back(node("n", "CUMSUM", {"pos"}, {{"axis", 1}}));

@@ -20,6 +20,15 @@ GROWTH = 4
 MIN_BOUND = 64
 
 
+def _least(size):
+    """The least value dynamo's shape environment allows a symbolic size (2 for a backed size: it specializes 0
+    and 1), at least 1: what a slice counted from the end (x[:, -2:], a start of seq-2) needs to be proved in range."""
+    try:
+        return max(1, int(size.node.shape_env.var_to_range[size.node.expr].lower))
+    except Exception:  # no range known (an unbacked size): sizes from 1
+        return 1
+
+
 def bound_for(value, max_size=None):
     """The bound of a symbolic size seen at `value` (max_size: the caller's, options={"max_size": N})."""
     if max_size:
@@ -35,6 +44,7 @@ class SymbolicGraph:
         self.agm, self.name, self.options, self.constants = agm, name, options, constants or {}
         self.max_size = max_size
         self.bounds = {}  # sympy symbol name -> its bound in the current library
+        self.lows = {}  # sympy symbol name -> its least value there (dynamo's range: 2, its 0/1 specialization)
         self.run = self.keep = None
         self.positions = []  # per symbol: (argument, dimension) that carries it
 
@@ -87,7 +97,8 @@ class SymbolicGraph:
         return compiled
 
     def fits(self, args):
-        return self.run is not None and all(args[i].shape[d] <= self.bounds[s] for s, (i, d) in self.positions)
+        return self.run is not None and all(self.lows[s] <= args[i].shape[d] <= self.bounds[s]
+                                            for s, (i, d) in self.positions)
 
     def runner(self, args):
         """(callable on the tensor arguments, their indices) for these arguments, compiled when the bounds do not
@@ -109,9 +120,13 @@ class SymbolicGraph:
                     expr = getattr(getattr(size, "node", None), "expr", None)
                     if expr is not None and expr.is_Symbol:
                         syms.setdefault(str(expr), (i, d))
+                        self.lows.setdefault(str(expr), _least(size))
         grown = []
         for s, (i, d) in syms.items():
             value = args[i].shape[d]
+            if value < self.lows[s]:  # below dynamo's range (it does not happen with its specialization of 0/1)
+                grown.append(f"{s} = {value} is below the least size {self.lows[s]} it was compiled for")
+                self.lows[s] = value
             if s in self.bounds and value <= self.bounds[s]:
                 continue
             old = self.bounds.get(s)
@@ -126,7 +141,7 @@ class SymbolicGraph:
         consts = {phs[i]: (f"constant{i}", v) for i, v in self.constants.items()}
         feeds = {p: a for i, (p, a) in enumerate(zip(phs, args)) if i not in self.constants}
         values = ex._record_values(self.agm, [p for p in phs if p in feeds], feeds, consts, light=True)
-        symbols = {s: (s, 1, self.bounds[s]) for s in syms}
+        symbols = {s: (s, self.lows[s], self.bounds[s]) for s in syms}
         doc, data = ex.graph_document(self.agm, tensors, consts, set(), values, [p.name for p in tensors], None,
                                       "torch.compile graph", f"ckc.conductor (torch {torch.__version__})", symbols)
         if any("into" in o for o in doc["outputs"]):
