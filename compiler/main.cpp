@@ -12,10 +12,12 @@
 // Exit codes: 0 ok, 1 invalid input, 2 usage, 3 I/O, 4 internal error.
 #include <unistd.h>
 
+#include <charconv>
 #include <climits>
 #include <fstream>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -110,6 +112,8 @@ std::vector<std::string> stored_formats()
 struct CommonOptions {
     std::string input;
     int64_t max_context = 0;
+    std::vector<std::string> max_sizes;  // --max NAME=N (and --max-batch / --max-seq)
+    int64_t max_batch = 0, max_seq = 0;
     std::vector<std::string> disable;
     std::string dump_after;
     std::string order = order_policies().front().name;
@@ -131,6 +135,12 @@ void add_common(CLI::App *cmd, CommonOptions &o)
     cmd->add_option("--max-context", o.max_context,
                     "LLM: cap the context length (positions, KV-cache capacity); default: max_position_embeddings")
         ->check(CLI::PositiveNumber);
+    cmd->add_option("--max", o.max_sizes,
+                    "graph.json with symbolic sizes: lower the upper bound of NAME (one of its \"symbols\") to N "
+                    "(repeatable, NAME=N): the memory plan and every buffer are sized for it, and a call beyond it is "
+                    "refused (CK_EINVAL). E.g. a graph exported for seq <= 2048 compiled for a device that serves 256");
+    cmd->add_option("--max-batch", o.max_batch, "graph.json: --max batch=N")->check(CLI::PositiveNumber);
+    cmd->add_option("--max-seq", o.max_seq, "graph.json: --max seq=N")->check(CLI::PositiveNumber);
     cmd->add_option("--disable-pass", o.disable, "skip a pass (repeatable); see `ckc --list-passes`");
     cmd->add_option("--dump-after", o.dump_after, "print the IR to stderr after this pass");
     cmd->add_option("--order", o.order, "planner execution order: " + policy_help(order_policies()))
@@ -178,8 +188,25 @@ Built build(const CommonOptions &o)
         if (o.max_context) throw Error(ErrorKind::Usage, "--max-context applies to language models, not to a graph.json");
         if (!o.weights.empty() && o.weights != "f32")
             throw Error(ErrorKind::Usage, "--weights applies to language models, not to a graph.json");
-        b.program = read_input(o.input, [&] { return build_from_graph_json(o.input); });
+        std::map<std::string, int64_t> max_sizes;
+        for (const std::string &m : o.max_sizes) {
+            size_t eq = m.find('=');
+            int64_t n = 0;
+            std::string name = m.substr(0, eq), value = eq == std::string::npos ? "" : m.substr(eq + 1);
+            auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+            if (name.empty() || ec != std::errc() || end != value.data() + value.size() || n < 1)
+                throw Error(ErrorKind::Usage, "--max " + m + ": expected NAME=N, a symbol of the graph and a size >= 1 "
+                                              "(e.g. --max seq=256)");
+            if (!max_sizes.emplace(name, n).second) throw Error(ErrorKind::Usage, "--max " + name + " given twice");
+        }
+        for (auto [name, n] : {std::pair<const char *, int64_t>{"batch", o.max_batch}, {"seq", o.max_seq}})
+            if (n && !max_sizes.emplace(name, n).second)
+                throw Error(ErrorKind::Usage, std::string("--max-") + name + " and --max " + name + "=N both given");
+        b.program = read_input(o.input, [&] { return build_from_graph_json(o.input, max_sizes); });
     } else if (is_gguf(o.input)) {
+        if (!o.max_sizes.empty() || o.max_batch || o.max_seq)
+            throw Error(ErrorKind::Usage, "--max / --max-batch / --max-seq apply to a graph.json with symbolic sizes "
+                                          "(a language model's tokens per call are bounded by --max-context)");
         if (o.no_fold_layers) throw Error(ErrorKind::Usage, "--no-fold-layers applies to a graph.json");
         if (!o.weights.empty())
             throw Error(ErrorKind::Usage, "--weights applies to a config.json: a GGUF file's tensors are used in the "
@@ -189,6 +216,9 @@ Built build(const CommonOptions &o)
         b.program = read_input(o.input, [&] { return build_from_gguf(o.input, hf); });
     } else {
         if (o.no_fold_layers) throw Error(ErrorKind::Usage, "--no-fold-layers applies to a graph.json");
+        if (!o.max_sizes.empty() || o.max_batch || o.max_seq)
+            throw Error(ErrorKind::Usage, "--max / --max-batch / --max-seq apply to a graph.json with symbolic sizes "
+                                          "(a language model's tokens per call are bounded by --max-context)");
         HfOptions hf;
         hf.max_context = o.max_context;
         b.program = read_input(o.input, [&] { return build_from_hf_config(o.input, hf); });

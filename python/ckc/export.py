@@ -272,6 +272,19 @@ def _recorder_class():
 
 # ---- conversion ------------------------------------------------------------------------------
 
+def unflattened(shape):
+    """An input's shape with each size that is a product of dynamic sizes ("batch*seq", "4*seq") as its factors
+    ([batch, seq], [4, seq]): what a caller passes for it (a backward's saved activation, flattened for a GEMM, is
+    [batch, seq, C] there), since graph.json inputs bind the symbols one size each."""
+    out = []
+    for d in shape:
+        if isinstance(d, str) and "*" in d and "+" not in d and "-" not in d:
+            out += [int(f) if f.isdigit() else f for f in d.split("*")]
+        else:
+            out.append(d)
+    return out
+
+
 class _Converter:
     """FX graph -> graph.json nodes. Nodes computed only from buffers and constants (never from an input
     or a parameter: masks, position ids, RoPE tables) are folded here, with PyTorch's own values, and
@@ -295,8 +308,15 @@ class _Converter:
         for ph, name in zip(placeholders, input_names):
             t = values[ph]
             name = self.fresh(name)
-            self.inputs.append({"name": name, "shape": self.shape(ph), "dtype": _dtype_name(t.dtype)})
+            shape = self.shape(ph)
+            unflat = unflattened(shape)
+            self.inputs.append({"name": name, "shape": unflat, "dtype": _dtype_name(t.dtype)})
             self.env[ph] = name
+            if unflat != shape:  # a product of dynamic sizes: the input comes unflattened (its sizes bind the
+                flat = self.fresh(f"{name}_flat")  # symbols), viewed here as the graph has it
+                self.nodes.append({"name": flat, "op": "RESHAPE", "inputs": [name], "attrs": {"shape": shape},
+                                   "shape": shape, "dtype": _dtype_name(t.dtype), "source": f"{ph.name} (input)"})
+                self.env[ph] = flat
             self.depends_on_input.add(ph)
 
     # names
@@ -951,15 +971,26 @@ def _logical_not(c, n, x):
     return c.op("CMP", [c.t(x)], {"fn": "eq", "scalar": 0}, out=n)
 
 
+def _broadcast_shape(s, t):
+    """The broadcast of two shapes whose sizes may be dynamic ("seq"), or None when they do not broadcast."""
+    out = []
+    for i in range(1, max(len(s), len(t)) + 1):
+        a = s[-i] if i <= len(s) else 1
+        b = t[-i] if i <= len(t) else 1
+        if a != b and a != 1 and b != 1:
+            return None
+        out.append(b if a == 1 else a)
+    return out[::-1]
+
+
 def _where(c, n, cond, a, b):
     """where(cond, fill, x) and where(cond, x, fill) with a one-value fill are MASKED_FILL (what
     masked_fill decomposes to); the passes recognize causal masks in that form. Else WHERE."""
-    import torch
     fa, fb = c.static_scalar(a), c.static_scalar(b)
     if (fa is None) != (fb is None):
         x, fill = (b, fa) if fa is not None else (a, fb)
         mask_shape = c.shape(cond) if _is_tensor(cond) else []
-        if list(torch.broadcast_shapes(tuple(c.shape(x)), tuple(mask_shape))) == c.meta(n)[0]:
+        if _broadcast_shape(c.shape(x), mask_shape) == list(c.meta(n)[0]):
             mask = c.t(cond)
             if fb is not None:
                 mask = c.op("CMP", [mask], {"fn": "eq", "scalar": 0}, hint="keep_not")

@@ -4,6 +4,7 @@ fixed sizes that differ and one symbol with two values are clear errors naming t
 the bound."""
 import ctypes
 import json
+import os
 import math
 import subprocess
 
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 import ckc
+from conftest import ROOT
 from ckc import build
 
 TOL = 1e-4
@@ -239,6 +241,36 @@ def test_the_plan_is_sized_for_the_bounds(tmp_path):
         return int(line.split()[2])
     assert arena(c) == arena(s)
     assert arena(c) >= 16 * 64 * 96 * 4  # at least the widest activation at the bounds
+
+
+def test_compile_lowers_a_bound_for_a_smaller_device(tmp_path):
+    """ckc compile --max-seq 8 (--max seq=8) on a graph exported for seq <= 64: the arena is planned for 8 (an
+    eighth of the activations), the library runs every shape up to it and refuses 9 naming the bound; a bound
+    above the export's, an unknown symbol or a language model's config are usage errors naming them."""
+    m, g, _, c = compiled(MLP, tmp_path / "small", args=["--max-seq", "8"])
+    _, _, _, full = compiled(MLP, tmp_path / "full")
+
+    def arena(path):
+        return int(next(l for l in open(path) if "#define CK_ACT_FIXED" in l).split()[2])
+    assert arena(c) * 8 == arena(full)
+    assert g.symbols == {"batch": (1, 16), "seq": (1, 8)}
+    for b, s in ((1, 1), (16, 8), (3, 5)):
+        x = torch.randn(b, s, 32)
+        with torch.no_grad():
+            assert np.abs(g(x.numpy()) - m(x).numpy()).max() < TOL
+    with pytest.raises(ckc.CkError, match=r"dynamic size 'seq' must be in \[1, 8\]"):
+        g(torch.randn(2, 9, 32).numpy())
+    graph = str(tmp_path / "small" / "export" / "graph.json")
+    for args, message in ((["--max", "seq=65"], "--max seq=65: outside [1, 64], the bounds"),
+                          (["--max", "len=4"], "has no symbolic size 'len' (its symbols: batch, seq)"),
+                          (["--max", "seq"], "--max seq: expected NAME=N"),
+                          (["--max-seq", "4", "--max", "seq=4"], "--max-seq and --max seq=N both given")):
+        p = subprocess.run([ckc.ckc_binary(), "compile", graph, "-o", str(tmp_path / "bad.c"), *args],
+                           capture_output=True, text=True)
+        assert p.returncode == 2 and message in p.stderr, (args, p.stderr)
+    p = subprocess.run([ckc.ckc_binary(), "compile", os.path.join(ROOT, "models", "tiny-llama", "config.json"), "-o",
+                        str(tmp_path / "llm.c"), "--max-batch", "4"], capture_output=True, text=True)
+    assert p.returncode == 2 and "apply to a graph.json with symbolic sizes" in p.stderr
 
 
 def test_an_aot_artifact_takes_dynamic_shapes(tmp_path):
@@ -585,3 +617,42 @@ def test_the_issues_loop_is_one_compile_without_dynamos_size_1_specialization(ca
     with fx_config.patch(backed_size_oblivious=False):
         worst, compiles, warned = compiled_calls(MLP, [(1, 128), (3, 128), (17, 128), (64, 128)], dynamic=True)
     assert worst < TOL and compiles == 2, warned
+
+
+@pytest.mark.parametrize("name", ["mlp", "block"])
+def test_training_with_shapes_that_change_compiles_each_half_once(name, cache):
+    """torch.compile(dynamic=True) in training: AOTAutograd's forward and backward graphs are each one library for
+    every shape (2 ckc compiles over 4 shapes, no per-shape warning). The forward's extra outputs (its input and
+    its sizes, saved for the backward, the weights' transposes as PyTorch's views) are put around the library's,
+    and the backward's flattened activations ([batch*seq, C]) come in unflattened, so that their sizes bind the
+    symbols. SGD steps: losses and every .grad within 1e-4 of eager PyTorch from the same weights."""
+    import copy
+    import warnings
+    from ckc.examples import MLP, Block, randomize
+    torch._dynamo.reset()
+    model = randomize(MLP(64), seed=0, std=0.1) if name == "mlp" else randomize(Block(64, 4, "softmax"), seed=0, std=0.1)
+    shapes = [(8, 64), (5, 64), (13, 64), (3, 64)] if name == "mlp" else [(2, 16, 64), (3, 9, 64), (2, 24, 64), (4, 5, 64)]
+    ref = copy.deepcopy(model)
+    fast = torch.compile(model, backend="gcu", dynamic=True)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    g = torch.Generator().manual_seed(1)
+    before = build.INVOCATIONS["ckc"]
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for step, shape in enumerate(shapes):
+            x = torch.randn(*shape, generator=g)
+            opt.zero_grad()
+            ref_opt.zero_grad()
+            loss = (fast(x) ** 2).mean()
+            loss.backward()
+            ref_loss = (ref(x) ** 2).mean()
+            ref_loss.backward()
+            assert loss.item() == pytest.approx(ref_loss.item(), rel=1e-4), step
+            for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+                err = ((p.grad - q.grad).abs().max() / q.grad.abs().max().clamp_min(1e-30)).item()
+                assert err < 1e-4, f"step {step} {shape}: {n}.grad relative error {err:.2e}"
+            opt.step()
+            ref_opt.step()
+    warned = [str(x.message) for x in w if "ckc" in str(x.message)]
+    assert build.INVOCATIONS["ckc"] - before == 2 and not warned, warned

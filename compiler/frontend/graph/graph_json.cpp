@@ -262,16 +262,32 @@ json parse_document(const Reader &r, const std::string &text)
 }
 
 // "symbols": {"batch": {"min": 1, "max": 64}, ...}: the symbolic sizes and their bounds (ir/symbolic.h).
-void read_symbols(Reader &r, const json &doc, Program &p)
+void read_symbols(Reader &r, const json &doc, Program &p, const std::map<std::string, int64_t> &max_sizes)
 {
-    if (!doc.contains("symbols")) return;
-    const json &syms = r.field(doc, "symbols", json::value_t::object, "top level");
+    std::vector<std::string> declared;
+    const json none = json::object();
+    const json &syms = doc.contains("symbols") ? r.field(doc, "symbols", json::value_t::object, "top level") : none;
+    for (const auto &[name, b] : syms.items()) declared.push_back(name);
+    for (const auto &[name, n] : max_sizes)
+        if (!syms.contains(name))
+            throw Error(ErrorKind::Usage,
+                        fmt::format("--max {}={}: {} has no symbolic size '{}'{}", name, n, r.path(), name,
+                                    declared.empty() ? " (its shapes are all fixed)"
+                                                     : " (its symbols: " + join(declared, ", ") + ")"));
     for (const auto &[name, b] : syms.items()) {
         std::string where = fmt::format("symbols \"{}\"", name);
         int64_t lo = r.field(b, "min", json::value_t::number_integer, where).get<int64_t>();
         int64_t hi = r.field(b, "max", json::value_t::number_integer, where).get<int64_t>();
         if (lo < 1 || hi < lo || hi > limits::kDim)
             r.fail(fmt::format("{}: bounds [{}, {}] must satisfy 1 <= min <= max <= {}", where, lo, hi, limits::kDim));
+        if (auto it = max_sizes.find(name); it != max_sizes.end()) {  // ckc compile --max: a tighter bound
+            if (it->second > hi || it->second < lo)
+                throw Error(ErrorKind::Usage,
+                            fmt::format("--max {}={}: outside [{}, {}], the bounds {} gives '{}' (--max can only lower "
+                                        "the upper one: the graph was exported for those)",
+                                        name, it->second, lo, hi, r.path(), name));
+            hi = it->second;
+        }
         try {
             sym_declare(name, {lo, hi});
         } catch (const std::runtime_error &e) {
@@ -492,7 +508,7 @@ void read_outputs(const Reader &r, const json &doc, Program &p)
 
 }  // namespace
 
-Program build_from_graph_json(const std::string &path)
+Program build_from_graph_json(const std::string &path, const std::map<std::string, int64_t> &max_sizes)
 {
     Reader r(path);
     std::string text = read_file(path);
@@ -505,7 +521,7 @@ Program build_from_graph_json(const std::string &path)
     p.info.family = r.optional_str(doc, "module", "top level");
     if (p.info.family.empty()) p.info.family = "graph";
     Names names{r, {}};
-    read_symbols(r, doc, p);
+    read_symbols(r, doc, p, max_sizes);
     read_inputs(r, doc, p, names);
     size_t n_consts = read_constants(r, doc, path, p, names);
     read_nodes(r, doc, p, names);

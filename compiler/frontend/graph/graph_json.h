@@ -12,6 +12,8 @@
 
 #include <string>
 
+#include <map>
+
 #include "ir/graph.h"
 
 namespace ckc {
@@ -19,6 +21,9 @@ namespace ckc {
 // True when the file is a JSON object with "schema": "ckc.graph".
 bool is_graph_json(const std::string &path);
 
-Program build_from_graph_json(const std::string &path);
+// max_sizes: symbol -> a lower upper bound than the document's (ckc compile --max NAME=N): the memory plan and
+// every buffer are sized for it, and a call beyond it is refused. An unknown symbol, or a bound above the
+// document's or below the symbol's least size, is a usage error naming it.
+Program build_from_graph_json(const std::string &path, const std::map<std::string, int64_t> &max_sizes = {});
 
 }  // namespace ckc

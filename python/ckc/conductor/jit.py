@@ -53,16 +53,14 @@ class _Specializing:
         self.warned = False
         self.symbolic = _is_symbolic(agm)
         self.training = training  # a training forward or a backward graph: returned views stay views
-        # a symbolic inference graph ckc runs whole: one library for every shape within its bounds (symbolic.py)
+        # a symbolic graph ckc runs whole (inference, a training forward, a backward): one library for every shape
+        # within its bounds (symbolic.py)
         self.dynamic, self.why_static = None, None
         if self.symbolic:
-            if training or boxed:
-                self.why_static = "a training graph"
-            else:
-                self.dynamic = symbolic.SymbolicGraph(agm, name, options, self.constants, max_size)
-                self.why_static = self.dynamic.why_not()
-                if self.why_static:
-                    self.dynamic = None
+            self.dynamic = symbolic.SymbolicGraph(agm, name, options, self.constants, max_size, boxed=boxed)
+            self.why_static = self.dynamic.why_not()
+            if self.why_static:
+                self.dynamic = None
 
     def __call__(self, *args):
         gm, keep, perms = self._build_for(args)

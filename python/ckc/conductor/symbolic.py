@@ -13,11 +13,78 @@ from . import support
 from .cache import get_or_build
 from .partition import load_entry
 from .report import GraphReport, NodeReport, collect
+from .support import LAYOUT_ONLY
 
 ex = importlib.import_module("ckc.export")
 
 GROWTH = 4
 MIN_BOUND = 64
+
+
+def outputs_of(gm):
+    """How a graph's outputs are made: (plan, computed). Per output, ("computed", k): the library's k-th output
+    (computed lists those nodes); ("argument", node): an argument returned as it is (a training forward saves its
+    input for the backward); ("view", node): a view of arguments (the transposed weight the forward saves),
+    made by PyTorch so that it stays a view; ("size", expr): a size (a forward hands the backward its sizes);
+    ("none", None)."""
+    import torch
+    import torch.fx
+    outs = gm.graph.output_node().args[0]
+    outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+
+    def view_of_arguments(n):
+        if n.op == "placeholder":
+            return True
+        return (n.op == "call_function" and ex._target_name(n) in LAYOUT_ONLY and
+                all(view_of_arguments(i) for i in n.all_input_nodes))
+
+    plan, computed = [], []
+    for o in outs:
+        if o is None:
+            plan.append(("none", None))
+        elif not isinstance(o, torch.fx.Node):
+            plan.append(("size", o))  # a number
+        elif isinstance(o.meta.get("val"), (torch.SymInt, int)):
+            plan.append(("size", o.meta["val"]))
+        elif o.op == "placeholder":
+            plan.append(("argument", o))
+        elif view_of_arguments(o):
+            plan.append(("view", o))
+        else:
+            plan.append(("computed", len(computed)))
+            computed.append(o)
+    return plan, computed
+
+
+def _size(v, sizes):
+    """The value of a size (an int, a SymInt, or a list of them) under this call's symbol values."""
+    import torch
+    if isinstance(v, (list, tuple)):
+        return type(v)(_size(x, sizes) for x in v)
+    if isinstance(v, torch.SymInt):
+        expr = v.node.expr
+        return int(expr.subs({s: sizes[str(s)] for s in expr.free_symbols}))  # (torch's symbols, assumptions and all)
+    return v
+
+
+def _assemble(kind, what, computed, args, where, sizes):
+    """One output of the graph (outputs_of's plan) for this call."""
+    import torch.fx
+    if kind == "computed":
+        return computed[what]
+    if kind == "argument":
+        return args[where[what]]
+    if kind == "size":
+        return _size(what, sizes)
+    if kind == "view":
+        def value(x):
+            if isinstance(x, torch.fx.Node):
+                if x.op == "placeholder":
+                    return args[where[x]]
+                return x.target(*torch.fx.node.map_arg(x.args, value), **torch.fx.node.map_arg(x.kwargs, value))
+            return _size(x, sizes)
+        return value(what)
+    return None
 
 
 def _least(size):
@@ -38,11 +105,14 @@ def bound_for(value, max_size=None):
 
 
 class SymbolicGraph:
-    """The library of a symbolic ATen graph (AOTAutograd's inference forward) and its bounds."""
+    """The library of a symbolic ATen graph (AOTAutograd's forward, inference or training, or its backward) and
+    its bounds. A training graph returns more than tensors it computes (outputs_of): the library computes those,
+    and the call adds the rest around them."""
 
-    def __init__(self, agm, name, options, constants, max_size=None):
+    def __init__(self, agm, name, options, constants, max_size=None, boxed=False):
         self.agm, self.name, self.options, self.constants = agm, name, options, constants or {}
         self.max_size = max_size
+        self.boxed = boxed  # AOTAutograd's backward: called with one list of arguments
         self.bounds = {}  # sympy symbol name -> its bound in the current library
         self.lows = {}  # sympy symbol name -> its least value there (dynamo's range: 2, its 0/1 specialization)
         self.run = self.keep = None
@@ -65,13 +135,25 @@ class SymbolicGraph:
             reason = support.unsupported_reason(n, {})
             if reason:
                 return f"node {n.name} ({ex._target_name(n)}): {reason}"
-        for n in self.placeholders():
+        # every input size one symbol, or a product of symbols other inputs carry alone (a backward's flattened
+        # saved activation [batch*seq, C] beside its gradient [batch, seq, C]): what ck_graph_bind binds and checks
+        alone, products = set(), []
+        for i, n in enumerate(self.placeholders()):
             v = n.meta.get("val")
-            if isinstance(v, torch.Tensor):
+            if isinstance(v, torch.Tensor) and i not in self.constants:
                 for d in v.shape:
                     expr = getattr(getattr(d, "node", None), "expr", None)
-                    if expr is not None and not expr.is_number and not expr.is_Symbol:
-                        return f"input {n.name} has the size {expr}, not one symbol"
+                    if expr is None or expr.is_number:
+                        continue
+                    if expr.is_Symbol:
+                        alone.add(expr)
+                    elif expr.is_Mul and all(f.is_Symbol or f.is_Integer for f in expr.args):
+                        products.append((n, expr))
+                    else:
+                        return f"input {n.name} has the size {expr}, not a symbol or a product of them"
+        for n, expr in products:
+            if not expr.free_symbols <= alone:
+                return f"input {n.name} has the size {expr}, whose symbols no input has alone"
         return None
 
     def direct(self, graph_outputs, n_args):
@@ -142,16 +224,39 @@ class SymbolicGraph:
         feeds = {p: a for i, (p, a) in enumerate(zip(phs, args)) if i not in self.constants}
         values = ex._record_values(self.agm, [p for p in phs if p in feeds], feeds, consts, light=True)
         symbols = {s: (s, self.lows[s], self.bounds[s]) for s in syms}
-        doc, data = ex.graph_document(self.agm, tensors, consts, set(), values, [p.name for p in tensors], None,
-                                      "torch.compile graph", f"ckc.conductor (torch {torch.__version__})", symbols)
+        plan, computed = outputs_of(self.agm)
+        out = self.agm.graph.output_node()
+        whole = out.args
+        out.args = (tuple(computed),)  # what the library returns: the tensors it computes
+        try:
+            doc, data = ex.graph_document(self.agm, tensors, consts, set(), values, [p.name for p in tensors], None,
+                                          "torch.compile graph", f"ckc.conductor (torch {torch.__version__})", symbols)
+        finally:
+            out.args = whole
         if any("into" in o for o in doc["outputs"]):
             raise ex.ExportError("the graph updates an input in place")
         entry, _built = get_or_build(doc, data, self.options)
         model = load_entry(entry)
         run = model.torch_runner()
 
-        def call(*tensors):
-            return tuple(run(*tensors))
+        # inputs whose sizes are products of symbols come unflattened (export.unflattened): views of the arguments
+        unflat = {k: spec["shape"] for k, spec in enumerate(doc["inputs"]) if len(spec["shape"]) != len(tensors[k].meta["val"].shape)}
+        if all(kind == "computed" for kind, _ in plan) and not self.boxed and not unflat:
+            def call(*tensors):
+                return tuple(run(*tensors))
+        else:  # the other outputs around the library's: the arguments themselves, views of them, sizes, None
+            self.keep = list(range(len(phs)))
+            where = {p: i for i, p in enumerate(phs)}
+            tensor_at = [phs.index(p) for p in tensors]
+
+            def call(*a):
+                a = a[0] if self.boxed else a
+                sizes = {s: a[i].shape[d] for s, (i, d) in self.positions}
+                fed = [a[i] for i in tensor_at]
+                for k, shape in unflat.items():
+                    fed[k] = fed[k].reshape([d if isinstance(d, int) else sizes[d] for d in shape])
+                mine = tuple(run(*fed))
+                return tuple(_assemble(kind, what, mine, a, where, sizes) for kind, what in plan)
         call.model = model  # keeps the library loaded
         self.run = call
         report = GraphReport(self.name, "(" + ", ".join(f"{s} <= {b}" for s, b in self.bounds.items()) + ")")
