@@ -713,6 +713,15 @@ def _clamp(c, n, x, lo=None, hi=None):
     """aten.clamp / clamp_min / clamp_max / hardtanh with number bounds: ckc's CLAMP (an absent bound: none)."""
     if _is_tensor(lo) or _is_tensor(hi):
         c.fail("only number bounds are supported (a tensor bound is not)")
+    dt = c.meta(n)[1]
+    if dt in ("i64", "i32"):  # integers (indices clamped into range): exact, by comparisons (CLAMP is float32)
+        out = c.t(x)
+        bounds = [(fn, v) for fn, v in (("lt", lo), ("gt", hi)) if v is not None]
+        for k, (fn, v) in enumerate(bounds):
+            past = c.op("CMP", [out], {"fn": fn, "scalar": float(v)}, hint=f"past_{fn}")
+            out = c.op("WHERE", [past, c.array_const(int(v), "bound", dt), out],
+                       out=n if k == len(bounds) - 1 else None, hint="clamped")
+        return out if bounds else c.op("COPY", [out], out=n)
     attrs = {k: float(v) for k, v in (("min", lo), ("max", hi)) if v is not None}
     return c.op("CLAMP", [c.t(x)], attrs, out=n)
 

@@ -265,6 +265,23 @@ def test_clamps_against_pytorch(compile_graph):
         np.testing.assert_array_equal(np.asarray(g), w.numpy())  # NaN where PyTorch's is NaN, infinities kept
 
 
+class IntClamps(torch.nn.Module):
+    def forward(self, i, table):
+        return table[torch.clamp(i, 0, 5)], torch.clamp(i, min=2), torch.clamp(i, max=3) + (1 << 40)
+
+
+def test_clamps_of_integers_are_exact(compile_graph):
+    """A clamp of int64 values (indices clamped into a table, as dynamo's graphs do) stays int64 and exact, past
+    2^24 too (CLAMP computes float32; integers go through CMP and WHERE)."""
+    m = IntClamps()
+    i = torch.tensor([-3, 0, 4, 9, 5, 1 << 40])
+    table = torch.randn(6, 3)
+    c = compile_graph("int-clamps", m, (i, table))
+    got = c.model()(i, table)
+    for g, w in zip(got, m(i, table)):
+        assert np.asarray(g).dtype == w.numpy().dtype and np.array_equal(np.asarray(g), w.numpy())
+
+
 @pytest.mark.parametrize("fold", [True, False], ids=["folded", "flat"])
 def test_trace_agrees_with_pytorch_node_by_node(compile_graph, fold):
     """-DCK_TRACE: every traced tensor with a reference (the FX node it equals) matches PyTorch's value of that

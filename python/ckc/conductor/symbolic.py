@@ -96,6 +96,15 @@ def _least(size):
         return 1
 
 
+def _most(size):
+    """The largest value dynamo's shape environment allows a symbolic size (what its guards imply), or a very
+    large number when unbounded."""
+    try:
+        return int(size.node.shape_env.var_to_range[size.node.expr].upper)
+    except Exception:  # int_oo, or no range known
+        return 1 << 62
+
+
 def bound_for(value, max_size=None):
     """The bound of a symbolic size seen at `value` (max_size: the caller's, options={"max_size": N})."""
     if max_size:
@@ -115,6 +124,7 @@ class SymbolicGraph:
         self.boxed = boxed  # AOTAutograd's backward: called with one list of arguments
         self.bounds = {}  # sympy symbol name -> its bound in the current library
         self.lows = {}  # sympy symbol name -> its least value there (dynamo's range: 2, its 0/1 specialization)
+        self.most = {}  # sympy symbol name -> the largest value dynamo's range allows (its guards), or None
         self.run = self.keep = None
         self.positions = []  # per symbol: (argument, dimension) that carries it
 
@@ -203,6 +213,7 @@ class SymbolicGraph:
                     if expr is not None and expr.is_Symbol:
                         syms.setdefault(str(expr), (i, d))
                         self.lows.setdefault(str(expr), _least(size))
+                        self.most.setdefault(str(expr), _most(size))
         grown = []
         for s, (i, d) in syms.items():
             value = args[i].shape[d]
@@ -212,7 +223,8 @@ class SymbolicGraph:
             if s in self.bounds and value <= self.bounds[s]:
                 continue
             old = self.bounds.get(s)
-            self.bounds[s] = bound_for(value, self.max_size)
+            # (at most what dynamo's guards allow: a slice of a 32-row buffer to the length makes it <= 32)
+            self.bounds[s] = max(value, min(bound_for(value, self.max_size), self.most[s]))
             if old is not None:
                 grown.append(f"{s} = {value} is above the bound {old} it was compiled for (now {self.bounds[s]})")
         if grown:
