@@ -265,6 +265,31 @@ def test_clamps_against_pytorch(compile_graph):
         np.testing.assert_array_equal(np.asarray(g), w.numpy())  # NaN where PyTorch's is NaN, infinities kept
 
 
+class MaskedAttention(torch.nn.Module):
+    def forward(self, q, k, v, mask):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_a_fully_masked_attention_row_is_zero_as_in_pytorch(compile_graph, kind):
+    """A query whose mask lets it attend to nothing (a padded position's row): scaled_dot_product_attention gives
+    0 there (its safe softmax), not softmax's NaN; ckc the same, the other rows as PyTorch's."""
+    g = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(1, 2, 4, 8, generator=g), torch.randn(1, 2, 5, 8, generator=g),
+               torch.randn(1, 2, 5, 8, generator=g))
+    if kind == "bool":
+        mask = torch.ones(1, 1, 4, 5, dtype=torch.bool)
+        mask[0, 0, 2] = False
+    else:
+        mask = torch.zeros(1, 1, 4, 5)
+        mask[0, 0, 2] = float("-inf")
+    c = compile_graph(f"masked-{kind}", MaskedAttention(), (q, k, v, mask))
+    got = np.asarray(c.model()(q, k, v, mask))
+    want = MaskedAttention()(q, k, v, mask).numpy()
+    assert not np.isnan(want).any() and (want[0, :, 2] == 0).all()  # (what PyTorch does, checked)
+    assert (got[0, :, 2] == 0).all() and max_diff(got, want) < TOL
+
+
 class IntClamps(torch.nn.Module):
     def forward(self, i, table):
         return table[torch.clamp(i, 0, 5)], torch.clamp(i, min=2), torch.clamp(i, max=3) + (1 << 40)
