@@ -50,9 +50,10 @@ def outputs_of(gm):
             plan.append(("argument", o))
         elif view_of_arguments(o):
             plan.append(("view", o))
-        else:
-            plan.append(("computed", len(computed)))
-            computed.append(o)
+        else:  # (a value returned twice is one output of the library)
+            plan.append(("computed", computed.index(o) if o in computed else len(computed)))
+            if o not in computed:
+                computed.append(o)
     return plan, computed
 
 
@@ -124,7 +125,7 @@ class SymbolicGraph:
         self.boxed = boxed  # AOTAutograd's backward: called with one list of arguments
         self.bounds = {}  # sympy symbol name -> its bound in the current library
         self.lows = {}  # sympy symbol name -> its least value there (dynamo's range: 2, its 0/1 specialization)
-        self.most = {}  # sympy symbol name -> the largest value dynamo's range allows (its guards), or None
+        self.most = {}  # sympy symbol name -> the largest value dynamo's range allows (its guards; 2^62: none)
         self.run = self.keep = None
         self.positions = []  # per symbol: (argument, dimension) that carries it
 
@@ -146,7 +147,8 @@ class SymbolicGraph:
             if reason:
                 return f"node {n.name} ({ex._target_name(n)}): {reason}"
         # every input size one symbol, or a product of symbols other inputs carry alone (a backward's flattened
-        # saved activation [batch*seq, C] beside its gradient [batch, seq, C]): what ck_graph_bind binds and checks
+        # saved activation [batch*seq, C] beside its gradient [batch, seq, C]: the export declares it unflattened,
+        # [batch, seq, C], and ck_graph_bind binds and checks each factor)
         alone, products = set(), []
         for i, n in enumerate(self.placeholders()):
             v = n.meta.get("val")
