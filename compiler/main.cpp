@@ -184,6 +184,9 @@ Built build(const CommonOptions &o)
     Built b;
     if (o.allow_outside_paths) setenv("CK_WEIGHTS_ANY_PATH", "1", 1);  // (read by every checkpoint open)
     bool graph = is_graph_json(o.input);
+    if (!graph && (!o.max_sizes.empty() || o.max_batch || o.max_seq))
+        throw Error(ErrorKind::Usage, "--max / --max-batch / --max-seq apply to a graph.json with symbolic sizes (a "
+                                      "language model's tokens per call are bounded by --max-context)");
     if (graph) {
         if (o.max_context) throw Error(ErrorKind::Usage, "--max-context applies to language models, not to a graph.json");
         if (!o.weights.empty() && o.weights != "f32")
@@ -204,9 +207,6 @@ Built build(const CommonOptions &o)
                 throw Error(ErrorKind::Usage, std::string("--max-") + name + " and --max " + name + "=N both given");
         b.program = read_input(o.input, [&] { return build_from_graph_json(o.input, max_sizes); });
     } else if (is_gguf(o.input)) {
-        if (!o.max_sizes.empty() || o.max_batch || o.max_seq)
-            throw Error(ErrorKind::Usage, "--max / --max-batch / --max-seq apply to a graph.json with symbolic sizes "
-                                          "(a language model's tokens per call are bounded by --max-context)");
         if (o.no_fold_layers) throw Error(ErrorKind::Usage, "--no-fold-layers applies to a graph.json");
         if (!o.weights.empty())
             throw Error(ErrorKind::Usage, "--weights applies to a config.json: a GGUF file's tensors are used in the "
@@ -216,9 +216,6 @@ Built build(const CommonOptions &o)
         b.program = read_input(o.input, [&] { return build_from_gguf(o.input, hf); });
     } else {
         if (o.no_fold_layers) throw Error(ErrorKind::Usage, "--no-fold-layers applies to a graph.json");
-        if (!o.max_sizes.empty() || o.max_batch || o.max_seq)
-            throw Error(ErrorKind::Usage, "--max / --max-batch / --max-seq apply to a graph.json with symbolic sizes "
-                                          "(a language model's tokens per call are bounded by --max-context)");
         HfOptions hf;
         hf.max_context = o.max_context;
         b.program = read_input(o.input, [&] { return build_from_hf_config(o.input, hf); });

@@ -704,8 +704,9 @@ TrainingC training_c(const Program &p, const Plan &plan, const WeightTable &wt, 
     CWriter defs, fns;
     BackwardTarget target(forward);
     defs.comment("gradient arena: byte offsets per token (a gradient lives at grad_act + T * offset)");
-    for (Section s : {Section::Footer, Section::Block2, Section::Block, Section::Header}) {
-        if (s == Section::Block2 && !p.has_block2()) continue;
+    const std::vector<Section> forward_order = p.sections();
+    for (auto it = forward_order.rbegin(); it != forward_order.rend(); ++it) {  // the backward: footer first
+        const Section s = *it;
         const SectionPlan &sp = plan.section(s);
         size_t si = static_cast<size_t>(s);
         CWriter scratch;

@@ -278,12 +278,9 @@ GraphCodegenResult generate_graph_c(Program &p, const Plan &plan, const CodegenO
     std::string sections;
     for (Section s : p.sections()) sections += section_c(p, s, plan.section(s), wt, target) + (s != Section::Footer ? "\n" : "");
 
-    int64_t n_params = 0, nodes = 0;
-    for (Section s : p.sections()) {
-        nodes += static_cast<int64_t>(p.section(s).nodes().size());
-        for (const auto &[name, t] : p.section(s).tensors())
-            if (t.storage == Storage::Weight) n_params += shape_numel_fixed(t.shape) * (s == Section::Block ? p.info.n_layers : 1);
-    }
+    const int64_t n_params = weight_totals(p).elements;
+    int64_t nodes = 0;
+    for (Section s : p.sections()) nodes += static_cast<int64_t>(p.section(s).nodes().size());
     std::string weights_name = graph_weights_path(o.output_name);
     CWriter fm;
     fm.line("/*");

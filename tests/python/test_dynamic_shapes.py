@@ -619,6 +619,35 @@ def test_the_issues_loop_is_one_compile_without_dynamos_size_1_specialization(ca
     assert worst < TOL and compiles == 2, warned
 
 
+class PositionTable(torch.nn.Module):
+    """Positions from a 32-row table sliced to the length: dynamo's guards keep seq <= 32."""
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.randn(32, 8))
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.proj(x) + self.table[: x.shape[1]]
+
+
+def test_the_bound_stays_within_what_dynamos_guards_allow(cache):
+    """The backend's bound (4x the first size, >= 64) capped by dynamo's range for the symbol: a slice of a 32-row
+    table to the length proves in range at 32, where a bound of 64 was refused (and every shape compiled)."""
+    import warnings
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    m = PositionTable().eval()
+    fast = torch.compile(m, backend="gcu", dynamic=True)
+    before = build.INVOCATIONS["ckc"]
+    with warnings.catch_warnings(record=True) as w, torch.no_grad():
+        warnings.simplefilter("always")
+        for s in (5, 9, 32, 3):
+            x = torch.randn(2, s, 8)
+            assert (fast(x) - m(x)).abs().max().item() < TOL, s
+    warned = [str(x.message) for x in w if "ckc" in str(x.message)]
+    assert build.INVOCATIONS["ckc"] - before == 1 and not warned, warned
+
+
 @pytest.mark.parametrize("name", ["mlp", "block"])
 def test_training_with_shapes_that_change_compiles_each_half_once(name, cache):
     """torch.compile(dynamic=True) in training: AOTAutograd's forward and backward graphs are each one library for
