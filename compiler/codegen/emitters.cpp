@@ -526,6 +526,24 @@ Calls index_emit(EmitCtx &c)
     return {call_};
 }
 
+Calls index_put_emit(EmitCtx &c)
+{
+    const Shape &o = static_shape(c, c.tout()), &ix = static_shape(c, c.tin(0));
+    int64_t inner = 1, count = 1;
+    for (size_t d = 1; d < o.size(); d++) inner = dim_mul(inner, o[d]);
+    for (int64_t d : ix) count = dim_mul(count, d);
+    CArg out = c.out();
+    bool base = c.n.inputs.size() == 3;
+    KernelCall k = call("ck_index_put", {out, base ? c.in(2) : arg_null("x"), arg_size("rows", o[0]),
+                                         arg_size("inner", inner), c.in(0), arg_size("n", count), c.in(1),
+                                         arg_int("accumulate", c.n.i("accumulate", 0)), elem_size(out)});
+    k.fails_if = ">= 0";
+    k.fail_code = "CK_EINVAL";
+    k.fail_message = fmt::format("'{}': an index is outside the {} rows of {}", c.n.name, dim_str(o[0]),
+                                 base ? "'" + c.n.inputs[2] + "'" : std::string("its zeros"));
+    return {k};
+}
+
 Calls attention_emit(EmitCtx &c)
 {
     Inputs in;
@@ -642,6 +660,7 @@ std::vector<Lowering> build_lowerings()
         {Op::WHERE, where_emit, {K_SEL}},
         {Op::TRIL, tril_emit, {K_SEL}},
         {Op::INDEX, index_emit, {K_SEL}},
+        {Op::INDEX_PUT, index_put_emit, {K_SEL}},
 #define CK_UNARY_LOWERING(name, formula) {Op::name, unary_emit, {K_EW}},
         CK_UNARY_OPS(CK_UNARY_LOWERING)
 #undef CK_UNARY_LOWERING

@@ -5,6 +5,7 @@
 #include "ir/op_rules.h"
 #include "ir/symbolic.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -328,6 +329,32 @@ bool eval_index(const Node &, const ConstInputs &in, ConstData &out)
             src = src * x[j] + v;
         }
         for (int64_t i = 0; i < inner; i++) out.v[p * inner + i] = in[0]->v[src * inner + i];
+    }
+    return true;
+}
+
+bool eval_index_put(const Node &n, const ConstInputs &in, ConstData &out)
+{
+    const ConstData &idx = *in[0], &vals = *in[1];
+    int64_t rows = out.shape[0], inner = out.numel() / std::max<int64_t>(rows, 1), count = idx.numel();
+    if (in.size() == 3)
+        out.v = in[2]->v;
+    else
+        out.v.assign(static_cast<size_t>(out.numel()), 0.0);
+    bool acc = n.i("accumulate", 0) != 0;
+    for (int64_t i = 0; i < count; i++) {
+        int64_t r = static_cast<int64_t>(idx.v[static_cast<size_t>(i)]);
+        if (r < 0) r += rows;
+        if (r < 0 || r >= rows) return false;  // left to run time, which reports it
+    }
+    for (int64_t i = 0; i < count; i++) {
+        int64_t r = static_cast<int64_t>(idx.v[static_cast<size_t>(i)]);
+        if (r < 0) r += rows;
+        for (int64_t j = 0; j < inner; j++) {
+            double v = vals.v[static_cast<size_t>(i * inner + j)];
+            double &o = out.v[static_cast<size_t>(r * inner + j)];
+            o = acc ? static_cast<double>(static_cast<float>(o) + static_cast<float>(v)) : v;
+        }
     }
     return true;
 }

@@ -20,6 +20,7 @@
 #include "ir/op_rules.h"
 #include "ir/symbolic.h"
 #include "support/error.h"
+#include "support/limits.h"
 #include "support/util.h"
 
 namespace ckc {
@@ -545,6 +546,42 @@ Shape index_shape(const Node &n, const Inputs &in)
     return out;
 }
 
+// torch's index_put of one index tensor into the leading dim: values are the index's shape then x's rows
+// (R..); the base is input 2, or zeros of attr rows (the embedding backward's scatter-add into zeros)
+Shape index_put_shape(const Node &n, const Inputs &in)
+{
+    const Tensor &idx = *in[0], &vals = *in[1];
+    CK_EXPECT(idx.dtype == DType::I64, n, fmt::format("the index is {}, not int64", dtype_name(idx.dtype)));
+    CK_EXPECT(vals.shape.size() >= idx.shape.size() &&
+                  std::equal(idx.shape.begin(), idx.shape.end(), vals.shape.begin()),
+              n, fmt::format("the values {} do not start with the index's shape {}", shape_str(vals.shape), shape_str(idx.shape)));
+    Shape row(vals.shape.begin() + static_cast<std::ptrdiff_t>(idx.shape.size()), vals.shape.end());
+    Shape out;
+    if (in.size() == 3) {
+        out = in[2]->shape;
+        CK_EXPECT(in[2]->dtype == vals.dtype, n,
+                  fmt::format("the values are {}, the tensor {}", dtype_name(vals.dtype), dtype_name(in[2]->dtype)));
+        CK_EXPECT(!out.empty() && Shape(out.begin() + 1, out.end()) == row, n,
+                  fmt::format("values {} for index {} do not fit rows of {}", shape_str(vals.shape), shape_str(idx.shape),
+                              shape_str(out)));
+    } else {
+        int64_t rows = n.i("rows", -1);
+        CK_EXPECT(rows >= 0, n, "needs attr rows (the zero base's leading dim) without a third input");
+        int64_t row_elems = 1;
+        for (int64_t d : row) row_elems *= dim_max(d);  // (at most the values' elements)
+        CK_EXPECT(rows <= limits::kDim && (rows == 0 || row_elems <= limits::kElements / rows), n,
+                  fmt::format("rows {} of {} are above ckc's limits ({} per dimension, {} elements)", rows,
+                              shape_str(row), limits::kDim, limits::kElements));
+        out = row;
+        out.insert(out.begin(), rows);
+    }
+    CK_EXPECT(!n.i("accumulate", 0) || vals.dtype == DType::F32, n,
+              fmt::format("accumulates float32 values, not {}", dtype_name(vals.dtype)));
+    CK_EXPECT(out.size() <= CK_MAX_RANK, n, fmt::format("rank {} exceeds {}", out.size(), CK_MAX_RANK));
+    return out;
+}
+DType values_dtype(const Node &, const Inputs &in) { return in[1]->dtype; }
+
 // ---- names of the output's dims (Tensor::dims) -----------------------------------------------
 // input 0's: an op whose output is laid out as input 0 (elementwise, norms, RoPE, attention's rows of q)
 std::vector<std::string> same_dims(const Node &, const Inputs &in) { return in[0]->dims; }
@@ -665,6 +702,8 @@ std::vector<OpDef> build_table()
         Def("WHERE", 3, 3, where_shape).dtype(where_dtype).eval(eval_where).any_dtype(all_inputs),
         Def("TRIL", 1, 1, tril_shape).dtype(same_dtype).inplace({0}).eval(eval_tril).any_dtype(all_inputs),
         Def("INDEX", 2, 1 + CK_MAX_RANK, index_shape).dtype(same_dtype).eval(eval_index).any_dtype(all_inputs),
+        // (the base, input 2, is the one the output may take over: never the values)
+        Def("INDEX_PUT", 2, 3, index_put_shape).dtype(values_dtype).inplace({2}).eval(eval_index_put).any_dtype(all_inputs),
         Def("CUMSUM", 1, 1, cumsum_shape).dtype(same_dtype).eval(eval_cumsum).any_dtype(all_inputs),
         Def("ARANGE", 0, 0, arange_shape).dtype(attr_dtype).eval(eval_arange),
         // ---- fold-only

@@ -76,6 +76,8 @@ namespace ckc {
     X(WHERE)         /* (cond, a, b) -> cond ? a : b                                          */ \
     X(TRIL)          /* (x) -> x with zeros above diagonal + attr diagonal                    */ \
     X(INDEX)         /* (x, i0, .., ik-1 int64) -> x[i0, .., ik-1], the indices broadcast      */ \
+    X(INDEX_PUT)     /* (idx[..] int64, values[idx..,R..] [, x[V,R..]]) -> x (or zeros[attr rows,R..]) with */ \
+                     /* values put at rows idx; attr accumulate: added (f32), as index_put_ / the embedding grad */ \
     X(CUMSUM)        /* (x f32 or i64) -> running sums along attr axis (torch.cumsum)         */ \
     X(ARANGE)        /* () -> start, start+step, ... < end, or attr shape [n] (attr dtype)    */ \
     /* ---- fold-only ops: evaluated at compile time, never run ------------------------- */ \

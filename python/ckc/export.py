@@ -59,6 +59,16 @@ def _dtype_name(dt):
     return _DTYPES[dt]
 
 
+def _value_dtype(t):
+    """The graph.json dtype a traced tensor computes in: its own, except that a float64 scalar (0-d: a Python
+    float dynamo passes as a tensor under dynamic=True, math.pi, and arithmetic on one: GELU's sqrt(2 / pi))
+    computes in float32 like the tensors it scales; the torch backend converts it on the way in and out."""
+    import torch
+    if t.dtype == torch.float64 and t.dim() == 0:
+        return "f32"
+    return _dtype_name(t.dtype)
+
+
 def _num(v):
     """A JSON-safe attribute number: non-finite floats as the strings "inf", "-inf", "nan"."""
     if isinstance(v, bool):
@@ -310,12 +320,12 @@ class _Converter:
             name = self.fresh(name)
             shape = self.shape(ph)
             unflat = unflattened(shape)
-            self.inputs.append({"name": name, "shape": unflat, "dtype": _dtype_name(t.dtype)})
+            self.inputs.append({"name": name, "shape": unflat, "dtype": _value_dtype(t)})
             self.env[ph] = name
             if unflat != shape:  # a product of dynamic sizes: the input comes unflattened (its sizes bind the
                 flat = self.fresh(f"{name}_flat")  # symbols), viewed here as the graph has it
                 self.nodes.append({"name": flat, "op": "RESHAPE", "inputs": [name], "attrs": {"shape": shape},
-                                   "shape": shape, "dtype": _dtype_name(t.dtype), "source": f"{ph.name} (input)"})
+                                   "shape": shape, "dtype": _value_dtype(t), "source": f"{ph.name} (input)"})
                 self.env[ph] = flat
             self.depends_on_input.add(ph)
 
@@ -405,7 +415,7 @@ class _Converter:
 
     def meta(self, n):
         v = self.values[n]
-        return self.shape(n), _dtype_name(v.dtype)
+        return self.shape(n), _value_dtype(v)
 
     def shape(self, a):
         """a's shape: ints, and with dynamic sizes, each symbolic size as graph.json writes it ("8*seq")."""
@@ -558,9 +568,16 @@ def _identity(c, n, x, *args, **kwargs):
 
 
 def _to_copy(c, n, x, *args, dtype=None, **kwargs):
-    if dtype is None or c.values[x].dtype == dtype:
+    """x.to(dtype), and prims.convert_element_type: a CAST where the dtypes ckc computes in differ (a float64
+    scalar and a float32 one do not: _value_dtype)."""
+    want = c.meta(n)[1]
+    if dtype is None or c.meta(x)[1] == want:
         return c.t(x)
-    return c.op("CAST", [c.t(x)], {"dtype": _dtype_name(dtype)}, out=n)
+    return c.op("CAST", [c.t(x)], {"dtype": want}, out=n)
+
+
+def _convert_element_type(c, n, x, dtype):
+    return _to_copy(c, n, x, dtype=dtype)
 
 
 def _to(c, n, x, *args, **kwargs):
@@ -757,7 +774,7 @@ def _copy(c, n, dst, src, non_blocking=False):
     """aten.copy (functional copy_): src in dst's dtype, broadcast to dst's shape."""
     shape, dt = c.meta(n)
     t = c.t(src) if _is_tensor(src) else c.array_const(src, "copy_value", dt)
-    if _is_tensor(src) and c.values[src].dtype != c.values[n].dtype:
+    if _is_tensor(src) and c.meta(src)[1] != dt:
         t = c.op("CAST", [t], {"dtype": dt}, hint="cast")
     return t if c.shape(src) == shape else c.op("EXPAND", [t], {"shape": shape}, out=n)
 
@@ -1054,6 +1071,46 @@ def _index(c, n, x, indices):
     return c.op("INDEX", ins, out=n)
 
 
+def _zero_fill(n):
+    """Whether FX node n is a fill of zeros (aten.full(shape, 0), zeros, new_zeros, zeros_like)."""
+    name = _target_name(n) if getattr(n, "op", None) == "call_function" else ""
+    return name in ("aten.zeros", "aten.new_zeros", "aten.zeros_like") or (
+        name in ("aten.full", "aten.new_full", "aten.full_like") and len(n.args) > 1 and n.args[-1] == 0)
+
+
+def _index_put(c, n, x, indices, values, accumulate=False):
+    """x.index_put(indices, values, accumulate) with one index tensor, into x's leading dim (the embedding
+    backward: a scatter-add of the gradient rows into zeros): INDEX_PUT. A zero fill as x is not a constant of
+    the library (a vocabulary-sized one would be): the op starts from zeros of its rows. index_put_ (in place)
+    is the same value, into an x the graph computes (conductor's rewrites.scatter_add_in_place)."""
+    import torch
+    indices = list(indices)
+    if len(indices) != 1 or not _is_tensor(indices[0]):
+        c.fail(f"index_put with {len(indices)} index tensors (one, into the leading dim, is supported)")
+    i = indices[0]
+    if c.values[i].dtype == torch.bool:
+        c.fail("index_put with a boolean mask")
+    if _target_name(n) == "aten.index_put_" and x.op == "placeholder":
+        c.fail("index_put_ into an input of the graph")
+    idx = c.t(i)
+    if c.values[i].dtype != torch.int64:
+        idx = c.op("CAST", [idx], {"dtype": "i64"}, hint="index")
+    shape, dt = c.meta(n)
+    want = c.shape(i) + shape[1:]
+    if not _is_tensor(values):
+        vals = c.array_const(values, "values", dt)
+    else:
+        vals = c.t(values)
+        if c.meta(values)[1] != dt:
+            vals = c.op("CAST", [vals], {"dtype": dt}, hint="values")
+    if not _is_tensor(values) or c.shape(values) != want:
+        vals = c.op("EXPAND", [vals], {"shape": want}, hint="values")
+    acc = int(bool(accumulate))
+    if x in c.static and _zero_fill(x) and isinstance(shape[0], int):
+        return c.op("INDEX_PUT", [idx, vals], {"rows": shape[0], "accumulate": acc}, out=n)
+    return c.op("INDEX_PUT", [idx, vals, c.t(x)], {"accumulate": acc}, out=n)
+
+
 def _cumsum(c, n, x, dim, dtype=None):
     """torch.cumsum: integers and bools sum in int64 (torch's promotion), float32 in float32; CUMSUM."""
     out_dtype = c.meta(n)[1]
@@ -1117,6 +1174,7 @@ _HANDLERS = {
     "aten.cat": _cat, "getitem": _getitem,
     # elementwise
     "aten.add": _binary("ADD"), "aten.sub": _binary("SUB"), "aten.mul": _binary("MUL"), "aten.div": _binary("DIV"),
+    "aten.true_divide": _binary("DIV"), "prims.convert_element_type": _convert_element_type,
     "aten.rsub": _rsub,
     "aten.relu": _unary("RELU"), "aten.silu": _unary("SILU"), "aten.tanh": _unary("TANH"), "aten.exp": _unary("EXP"),
     "aten.rsqrt": _unary("RSQRT"), "aten.neg": _unary("NEG"), "aten.sigmoid": _unary("SIGMOID"), "aten.abs": _unary("ABS"),
@@ -1142,7 +1200,8 @@ _HANDLERS = {
     "aten.gt": _cmp("gt"), "aten.ge": _cmp("ge"), "aten.logical_not": _logical_not, "aten.bitwise_not": _logical_not,
     "aten.__and__": _logical("and"), "aten.bitwise_and": _logical("and"), "aten.logical_and": _logical("and"),
     "aten.__or__": _logical("or"), "aten.bitwise_or": _logical("or"), "aten.logical_or": _logical("or"),
-    "aten.index": _index, "aten.cumsum": _cumsum,
+    "aten.index": _index, "aten.index_put": _index_put, "aten.index_put_": _index_put,
+    "aten._unsafe_index_put": _index_put, "aten.cumsum": _cumsum,
 }
 
 

@@ -455,6 +455,12 @@ void ck_tril(void *out, const void *x, int64_t batch, int64_t rows, int64_t cols
  * index shape whose index is out of range, before writing anything. */
 int64_t ck_index(void *out, const void *x, const int64_t *x_shape, int x_rank, int k, const int64_t *const *idx,
                  const int64_t *idx_shapes, int b_rank, size_t elem);
+/* torch's index_put of one index tensor into the leading dim: out [rows][inner] starts as x (NULL: zeros; out may
+ * equal x), then row idx[i] of it gets row i of values [n][inner], added (accumulate: float32 values, each
+ * duplicate index adds) or written (the last duplicate wins); a negative index counts from the end. Returns -1,
+ * or the first i whose index is out of range, before writing anything. */
+int64_t ck_index_put(void *out, const void *x, int64_t rows, int64_t inner, const int64_t *idx, int64_t n,
+                     const void *values, int accumulate, size_t elem);
 
 /* ---- softmax and reductions (reduce.c), over the middle of [outer][n][inner] ----
  * ck_softmax: masked = 1 gives a row of only -inf zeros (scaled_dot_product_attention's rule for a query that

@@ -1,6 +1,7 @@
 /*
  * select.c — the ops that build masks and indices from run-time data: casts,
- * comparisons, where, tril, arange, cumsum and advanced indexing, over any dtype (ck_elem).
+ * comparisons, where, tril, arange, cumsum and advanced indexing (reads and index_put), over any dtype
+ * (ck_elem).
  *
  * An exported model with an attention_mask input turns it into a [B,1,S,S]
  * boolean mask with exactly these (transformers' masking_utils: to(bool),
@@ -241,6 +242,30 @@ int64_t ck_index(void *out, const void *x, const int64_t *x_shape, int x_rank, i
                 if (++pos[d] < bshape[d]) break;
                 pos[d] = 0;
             }
+        }
+    }
+    return -1;
+}
+
+int64_t ck_index_put(void *out, const void *x, int64_t rows, int64_t inner, const int64_t *idx, int64_t n,
+                     const void *values, int accumulate, size_t elem)
+{
+    int64_t i, j, row = inner * (int64_t)elem;
+    for (i = 0; i < n; i++) /* every index first: nothing is written when one is out of range */
+        if (idx[i] < -rows || idx[i] >= rows) return i;
+    if (!x)
+        memset(out, 0, (size_t)(rows * row));
+    else if (out != x)
+        memcpy(out, x, (size_t)(rows * row));
+    /* (one pass in index order: a duplicate index adds in the order eager's CPU kernel does) */
+    for (i = 0; i < n; i++) {
+        int64_t r = idx[i] < 0 ? idx[i] + rows : idx[i];
+        if (accumulate) {
+            float *d = (float *)out + r * inner;
+            const float *v = (const float *)values + i * inner;
+            for (j = 0; j < inner; j++) d[j] += v[j];
+        } else {
+            memcpy((char *)out + r * row, (const char *)values + i * row, (size_t)row);
         }
     }
     return -1;

@@ -76,8 +76,8 @@ def test_backward_and_steps_match_eager(name, target):
 
 
 def test_the_gpt_trains_with_one_forward_library_and_gradients_in_place():
-    """The GPT's causal mask is a module buffer: compiled in as a constant (guarded), the training forward is
-    one library with no eager op; the backward reads the weight transposes the forward saved in place and
+    """The GPT's causal mask is a module buffer: compiled in as a constant (guarded), the training forward and
+    the backward are one library each with no eager op; the backward reads the weight transposes the forward saved in place and
     hands the weight gradients back in the parameters' layout, so AccumulateGrad takes them without a copy."""
     from ckc.conductor.support import LAYOUT_ONLY as _LAYOUT_ONLY
     torch._dynamo.reset()
@@ -90,6 +90,10 @@ def test_the_gpt_trains_with_one_forward_library_and_gradients_in_place():
         reports = ckc.explain(model, (x,), backward=True)
     fwd = next(r for r in reports if not r.name.endswith("_backward"))
     assert fwd.partitions == 1 and not [n for n in fwd.eager() if n.op not in _LAYOUT_ONLY], str(fwd)
+    # the backward too, the embeddings' gradients included (index_put: INDEX_PUT into zeros, and into the tied
+    # head's dW in place)
+    bwd = next(r for r in reports if r.name.endswith("_backward"))
+    assert bwd.partitions == 1 and not [n for n in bwd.eager() if n.op not in _LAYOUT_ONLY], str(bwd)
     assert len(contiguous) == len(list(model.parameters())) and all(contiguous.values()), contiguous
 
 

@@ -648,29 +648,39 @@ def test_the_bound_stays_within_what_dynamos_guards_allow(cache):
     assert build.INVOCATIONS["ckc"] - before == 1 and not warned, warned
 
 
-@pytest.mark.parametrize("name", ["mlp", "block"])
+@pytest.mark.parametrize("name", ["mlp", "block", "gpt"])
 def test_training_with_shapes_that_change_compiles_each_half_once(name, cache):
     """torch.compile(dynamic=True) in training: AOTAutograd's forward and backward graphs are each one library for
     every shape (2 ckc compiles over 4 shapes, no per-shape warning). The forward's extra outputs (its input and
     its sizes, saved for the backward, the weights' transposes as PyTorch's views) are put around the library's,
     and the backward's flattened activations ([batch*seq, C]) come in unflattened, so that their sizes bind the
-    symbols. SGD steps: losses and every .grad within 1e-4 of eager PyTorch from the same weights."""
+    symbols. The GPT adds what dynamo makes of its module floats (GELU's sqrt(2 / pi): float64 scalar ops, one
+    saved for the backward, computed in float32) and the embeddings' gradients (index_put: scatter-adds into
+    zeros and into the tied head's gradient). SGD steps: losses and every .grad within 1e-4 of eager PyTorch from
+    the same weights."""
     import copy
     import warnings
-    from ckc.examples import MLP, Block, randomize
+    from ckc.examples import GPT, MLP, Block, randomize
     torch._dynamo.reset()
-    model = randomize(MLP(64), seed=0, std=0.1) if name == "mlp" else randomize(Block(64, 4, "softmax"), seed=0, std=0.1)
-    shapes = [(8, 64), (5, 64), (13, 64), (3, 64)] if name == "mlp" else [(2, 16, 64), (3, 9, 64), (2, 24, 64), (4, 5, 64)]
+    g = torch.Generator().manual_seed(1)
+    if name == "mlp":
+        model = randomize(MLP(64), seed=0, std=0.1)
+        shapes = [(8, 64), (5, 64), (13, 64), (3, 64)]
+    elif name == "block":
+        model = randomize(Block(64, 4, "softmax"), seed=0, std=0.1)
+        shapes = [(2, 16, 64), (3, 9, 64), (2, 24, 64), (4, 5, 64)]
+    else:
+        model = randomize(GPT(vocab=96, dim=64, heads=4, layers=2, max_len=32), seed=0, std=0.1).train()
+        shapes = [(2, 16), (3, 9), (2, 24), (4, 5)]
+    inputs = [torch.randn(*s, generator=g) if name != "gpt" else torch.randint(0, 96, s, generator=g) for s in shapes]
     ref = copy.deepcopy(model)
     fast = torch.compile(model, backend="gcu", dynamic=True)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
-    g = torch.Generator().manual_seed(1)
     before = build.INVOCATIONS["ckc"]
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        for step, shape in enumerate(shapes):
-            x = torch.randn(*shape, generator=g)
+        for step, (shape, x) in enumerate(zip(shapes, inputs)):
             opt.zero_grad()
             ref_opt.zero_grad()
             loss = (fast(x) ** 2).mean()

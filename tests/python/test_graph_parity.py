@@ -4,6 +4,7 @@ results unchanged with the pipeline off."""
 import importlib
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -305,6 +306,37 @@ def test_clamps_of_integers_are_exact(compile_graph):
     got = c.model()(i, table)
     for g, w in zip(got, m(i, table)):
         assert np.asarray(g).dtype == w.numpy().dtype and np.array_equal(np.asarray(g), w.numpy())
+
+
+class Scatters(torch.nn.Module):
+    """index_put in the forms graphs have: the embedding backward's scatter-add of rows into zeros (duplicate ids
+    add up), into a computed tensor, and a put (no accumulate) with negative indices and broadcast values."""
+    def forward(self, ids, g, base):
+        grad = torch.zeros(7, 3).index_put((ids,), g, accumulate=True)
+        into = (base * 2).index_put_((ids.flatten(),), g.reshape(-1, 3), accumulate=True)
+        put = base.index_put((torch.tensor([-1, 2, 0]),), torch.tensor([5.0]))
+        return grad, into, put
+
+
+def test_index_put_against_pytorch(compile_graph):
+    """INDEX_PUT: accumulated rows equal PyTorch's (sums in one order: within float32 rounding), the zero base
+    not a constant of the library, puts exact; an index out of range is a CK_EINVAL naming the node, with
+    nothing written."""
+    m = Scatters()
+    gen = torch.Generator().manual_seed(3)
+    ids = torch.tensor([[1, 4, 1], [6, 1, 0]])
+    g, base = torch.randn(2, 3, 3, generator=gen), torch.randn(7, 3, generator=gen)
+    c = compile_graph("scatters", m, (ids, g, base))
+    assert op_counts(c.inspect(), programs=True).get("INDEX_PUT", 0) == 3
+    got = c.model()(ids, g, base)
+    with torch.no_grad():
+        want = m(ids, g, base)
+    for a, b in zip(got, want):
+        assert max_diff(np.asarray(a), b.numpy()) < 1e-6
+    src = open(c.c_path).read()
+    assert src.count("ck_index_put(") == 3 and len(re.findall(r"ck_index_put\(\w+, /\*x=\*/NULL,", src)) == 1  # zero base
+    with pytest.raises(Exception, match="an index is outside the 7 rows"):
+        c.model()(torch.tensor([[1, 7, 1], [6, 1, 0]]), g, base)
 
 
 @pytest.mark.parametrize("fold", [True, False], ids=["folded", "flat"])

@@ -334,3 +334,45 @@ TEST_CASE("ck_index equals the compiler's INDEX (broadcast indices, negative one
         first[idx[0].c.v.size() - 1] = keep;
     }
 }
+
+TEST_CASE("ck_index_put equals the compiler's INDEX_PUT (zero base or a tensor, added or put, duplicate and negative "
+          "indices); out of range writes nothing", "[kernels]")
+{
+    bool acc = GENERATE(true, false);
+    bool zero_base = GENERATE(true, false);
+    DType t = acc ? DType::F32 : GENERATE(DType::F32, DType::I64, DType::Bool);
+    const int64_t rows = 5, inner = 3;
+    Buf idx(DType::I64, {2, 4});
+    const double ids[] = {1, -1, 3, 1, 0, 4, -5, 1};  // 1 four times (-5 is 0, -1 is 4)
+    for (size_t i = 0; i < 8; i++) idx.c.v[i] = ids[i];
+    idx.store();
+    Buf vals(t, {2, 4, inner}, 31), base(t, {rows, inner}, 32);
+    ConstData want;
+    want.dtype = t;
+    want.shape = {rows, inner};
+    Node n;
+    n.op = Op::INDEX_PUT;
+    n.attrs["accumulate"] = static_cast<int64_t>(acc);
+    std::vector<const ConstData *> in = {&idx.c, &vals.c};
+    if (!zero_base) in.push_back(&base.c);
+    REQUIRE(eval_index_put(n, in, want));
+    Buf got(t, {rows, inner}, 77);
+    size_t e = static_cast<size_t>(dtype_size(t));
+    const int64_t *ip = reinterpret_cast<const int64_t *>(idx.bytes.data());
+    CHECK(ck_index_put(got.p(), zero_base ? nullptr : base.p(), rows, inner, ip, 8, vals.p(), acc, e) == -1);
+    CHECK(got.values() == want.v);
+    if (!zero_base) {  // in place: out is the base
+        Buf same = base;
+        CHECK(ck_index_put(same.p(), same.p(), rows, inner, ip, 8, vals.p(), acc, e) == -1);
+        CHECK(same.values() == want.v);
+    }
+    for (int64_t bad : {rows, -rows - 1}) {
+        int64_t *first = reinterpret_cast<int64_t *>(idx.bytes.data());
+        first[6] = bad;
+        Buf untouched(t, {rows, inner}, 99);
+        auto before = untouched.values();
+        CHECK(ck_index_put(untouched.p(), zero_base ? nullptr : base.p(), rows, inner, ip, 8, vals.p(), acc, e) == 6);
+        CHECK(untouched.values() == before);
+        first[6] = -5;
+    }
+}

@@ -17,10 +17,11 @@ from .support import LAYOUT_ONLY
 ex = importlib.import_module("ckc.export")
 
 
-def partition_module(model, multi, keep, picks):
+def partition_module(model, multi, keep, picks, doubles=()):
     """A fused submodule's replacement: an nn.Module calling the compiled library on torch tensors (the
     arguments at `keep`: the others are constants compiled in) and returning its outputs at `picks` (the
-    library computes a value the submodule returns twice once: compile_one)."""
+    library computes a value the submodule returns twice once: compile_one); those at `doubles` are float64
+    scalars the library computed in float32 (support.float64_scalars)."""
     import torch
 
     class CompiledPartition(torch.nn.Module):
@@ -32,9 +33,13 @@ def partition_module(model, multi, keep, picks):
 
         def forward(self, *args):
             outs = self.run(*[args[i] for i in keep])
+            if self.picks is not None:
+                outs = [outs[j] for j in self.picks]
+            if doubles:
+                support.as_declared(outs, doubles)
             if not self.multi:
                 return outs[0] if self.picks is None or self.picks else None  # (None: it only updates inputs)
-            return tuple(outs) if self.picks is None else tuple(outs[j] for j in self.picks)
+            return tuple(outs)
 
     return CompiledPartition()
 
@@ -112,7 +117,8 @@ def compile_partitions(gm, record, name, options, report, eager=(), fallback="ea
                         rejected.setdefault(n.name, f"its partition failed to compile: {reason}")
                 continue
             compiled[node.target] = partition_module(model, isinstance(out, (tuple, list)),
-                                                      [i for i, c in enumerate(constant) if not c], picks)
+                                                      [i for i, c in enumerate(constant) if not c], picks,
+                                                      support.float64_scalars(out if isinstance(out, (tuple, list)) else [out]))
         if failure:
             rejected[failure[0]] = failure[1]
             continue

@@ -1,7 +1,7 @@
 """Which ATen nodes ckc can run inside a compiled partition, and why not when it cannot.
 
 A node runs in C when export.py has a handler for its ATen op and its values are float32 / int64 / int32 / bool
-(comparisons, where, tril and casts too: folded when their inputs are constants, else run by select.c); big
+(float64 scalars computed in float32; comparisons, where, tril and casts too: folded when their inputs are constants, else run by select.c); big
 fills stay eager (they would be constants the size of a vocabulary matrix in the library); copy_ is compiled
 only as a final in-place update of a graph input."""
 import importlib
@@ -41,6 +41,10 @@ def big_fill(node):
     import torch
     if node.op != "call_function" or ex._target_name(node) not in FILLS:
         return 0
+    if ex._zero_fill(node) and node.users and all(
+            ex._target_name(u) in ("aten.index_put", "aten._unsafe_index_put") and u.args[0] is node
+            for u in node.users):
+        return 0  # the base of a scatter (the embedding backward's): INDEX_PUT starts from zeros itself
     v = node.meta.get("val")
     n = v.numel() if isinstance(v, torch.Tensor) else 0
     return n if isinstance(n, int) and n > BIG_FILL else 0
@@ -63,9 +67,26 @@ def values_ok(node):
     vals = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
     for v in vals:
         for t in (v if isinstance(v, (tuple, list)) else [v]):
-            if isinstance(t, torch.Tensor) and t.dtype not in torch_dtypes():
+            # (a float64 scalar computes in float32: export._value_dtype)
+            if isinstance(t, torch.Tensor) and t.dtype not in torch_dtypes() and not \
+                    (t.dtype == torch.float64 and t.dim() == 0):
                 return f"{t.dtype} values (ckc computes in float32, with int64 / int32 / bool ids and masks)"
     return None
+
+
+def float64_scalars(nodes):
+    """Positions among `nodes` (a graph's outputs) of the float64 scalars ckc computes in float32
+    (export._value_dtype): the caller gets them back as float64, as the graph declares them."""
+    import torch
+    return [k for k, n in enumerate(nodes) if isinstance(n, torch.fx.Node) and isinstance(n.meta.get("val"), torch.Tensor)
+            and n.meta["val"].dtype == torch.float64 and n.meta["val"].dim() == 0]
+
+
+def as_declared(outs, doubles):
+    """outs (a list of the library's outputs) with those at `doubles` (float64_scalars) made float64 again."""
+    for k in doubles:
+        outs[k] = outs[k].double()
+    return outs
 
 
 def update_reason(node):

@@ -255,7 +255,8 @@ class SymbolicGraph:
 
         # inputs whose sizes are products of symbols come unflattened (export.unflattened): views of the arguments
         unflat = {k: spec["shape"] for k, spec in enumerate(doc["inputs"]) if len(spec["shape"]) != len(tensors[k].meta["val"].shape)}
-        if all(kind == "computed" for kind, _ in plan) and not self.boxed and not unflat:
+        doubles = support.float64_scalars(computed)  # float64 scalars ckc computes in float32
+        if all(kind == "computed" for kind, _ in plan) and not self.boxed and not unflat and not doubles:
             def call(*tensors):
                 return tuple(run(*tensors))
         else:  # the other outputs around the library's: the arguments themselves, views of them, sizes, None
@@ -269,7 +270,7 @@ class SymbolicGraph:
                 fed = [a[i] for i in tensor_at]
                 for k, shape in unflat.items():
                     fed[k] = fed[k].reshape([d if isinstance(d, int) else sizes[d] for d in shape])
-                mine = tuple(run(*fed))
+                mine = support.as_declared(run(*fed), doubles)
                 return tuple(_assemble(kind, what, mine, a, where, sizes) for kind, what in plan)
         call.model = model  # keeps the library loaded
         self.run = call
