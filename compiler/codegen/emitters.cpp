@@ -544,6 +544,25 @@ Calls index_put_emit(EmitCtx &c)
     return {k};
 }
 
+// ATTENTION's mask (input 3) and grouped K/V heads (attr kv_groups): ck_att_extra_of(...), or ck_att_plain()
+CArg attention_extra(EmitCtx &c, const Att &a)
+{
+    int64_t groups = c.n.i("kv_groups", 1);
+    if (c.n.inputs.size() < 4 && groups <= 1) return arg_expr("extra", "ck_att_plain()", {});
+    if (c.n.inputs.size() < 4) return arg_expr("extra", fmt::format("ck_att_extra_of(NULL, CK_MASK_NONE, 0, 0, 0, {})", groups), {});
+    const Tensor &m = c.tin(3);
+    MaskStrides st = attention_mask_strides(c.n, m.shape, a, m.dtype);
+    CArg mask = c.in(3);
+    std::vector<std::string> reads = mask.reads;
+    for (int64_t d : {st.batch, st.head, st.row})
+        for (const std::string &r : dim_reads(d)) reads.push_back(r);
+    const std::string &kind = c.n.s("mask");
+    std::string k = kind == "keep" ? "CK_MASK_KEEP" : kind == "drop" ? "CK_MASK_DROP" : "CK_MASK_ADD";
+    return arg_expr("extra", fmt::format("ck_att_extra_of({}, {}, {}, {}, {}, {})", mask.text, k, dim_c(st.batch),
+                                         dim_c(st.head), dim_c(st.row), groups),
+                    reads);
+}
+
 Calls attention_emit(EmitCtx &c)
 {
     Inputs in;
@@ -551,20 +570,24 @@ Calls attention_emit(EmitCtx &c)
     Att a = attention_dims(c.n, in);
     bool heads = c.n.i("heads", 0) > 0;
     // strides of every operand from its row stride (a column view is read in place)
-    auto seq = [&](const std::string &label, const std::string &t, int64_t S) {
+    // (k and v have H / kv_groups heads)
+    auto seq = [&](const std::string &label, const std::string &t, int64_t S, int64_t H) {
         int64_t ld = c.ld_value(t);
         std::vector<std::string> reads;
-        for (int64_t d : {S, ld, a.D, a.H})
+        for (int64_t d : {S, ld, a.D, H})
             for (const std::string &r : dim_reads(d)) reads.push_back(r);
         return arg_expr(label, heads ? fmt::format("ck_seq_bshd({}, {}, {})", dim_c(S), dim_c(ld), dim_c(a.D))
-                                     : fmt::format("ck_seq_bhsd({}, {}, {})", dim_c(a.H), dim_c(S), dim_c(ld)),
+                                     : fmt::format("ck_seq_bhsd({}, {}, {})", dim_c(H), dim_c(S), dim_c(ld)),
                         reads);
     };
+    int64_t groups = c.n.i("kv_groups", 1), kvh = a.H;
+    if (groups > 1 && !dim_div(a.H, groups, kvh)) internal_error(fmt::format("'{}': heads over kv_groups", c.n.name));
     return {call(use_flash(c.n, a) ? "ck_attention_flash" : "ck_attention_std",
-                 {c.out(), seq("so", c.n.output, a.Sq), c.in(0), seq("sq", c.n.inputs[0], a.Sq), c.in(1),
-                  seq("sk", c.n.inputs[1], a.Sk), c.in(2), seq("sv", c.n.inputs[2], a.Sk), arg_size("B", a.B),
+                 {c.out(), seq("so", c.n.output, a.Sq, a.H), c.in(0), seq("sq", c.n.inputs[0], a.Sq, a.H), c.in(1),
+                  seq("sk", c.n.inputs[1], a.Sk, kvh), c.in(2), seq("sv", c.n.inputs[2], a.Sk, kvh), arg_size("B", a.B),
                   arg_size("H", a.H), arg_size("Sq", a.Sq), arg_size("Sk", a.Sk), arg_size("D", a.D),
-                  arg_float("scale", c.n.f("scale")), arg_int("causal", c.n.i("causal", 0)), c.scratch()})};
+                  arg_float("scale", c.n.f("scale")), arg_int("causal", c.n.i("causal", 0)), attention_extra(c, a),
+                  c.scratch()})};
 }
 
 Calls bias_relu_emit(EmitCtx &c)

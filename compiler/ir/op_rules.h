@@ -41,6 +41,10 @@ struct Att {
     int64_t B, H, Sq, Sk, D;
 };
 Att attention_dims(const Node &n, const Inputs &in);
+struct MaskStrides {
+    int64_t batch = 0, head = 0, row = 0;
+};
+MaskStrides attention_mask_strides(const Node &n, const Shape &mask, const Att &a, DType dtype);
 // Keys beyond which "auto" picks the flash kernel (bounded scratch) over the standard one.
 constexpr int64_t kFlashMinKeys = 512;
 bool use_flash(const Node &n, const Att &a);  // the flash kernel (impl attr, or auto for long keys)

@@ -428,23 +428,61 @@ Att attention_dims(const Node &n, const Inputs &in)
 {
     const Shape &q = in[0]->shape, &k = in[1]->shape, &v = in[2]->shape;
     Att a;
-    int64_t heads = n.i("heads", 0);
+    int64_t heads = n.i("heads", 0), groups = n.i("kv_groups", 1);
+    CK_EXPECT(groups >= 1, n, fmt::format("kv_groups {} must be at least 1", groups));
     if (heads > 0) {
-        CK_EXPECT(q.size() == 3 && k.size() == 3 && v == k && q[0] == k[0] && q[2] == k[2], n,
-               "with heads, q, k, v must be [B, S, heads*D] with one B and width: " + shapes(in));
+        CK_EXPECT(heads % groups == 0, n, fmt::format("heads {} are not a multiple of kv_groups {}", heads, groups));
+        CK_EXPECT(q.size() == 3 && k.size() == 3 && v == k && q[0] == k[0], n,
+                  "with heads, q, k, v must be [B, S, heads*D] with one B: " + shapes(in));
         CK_EXPECT(q[2] % heads == 0, n, fmt::format("width {} is not a multiple of heads {}", q[2], heads));
+        CK_EXPECT(dim_mul(k[2], groups) == q[2], n,
+                  fmt::format("k and v are {} wide: q's width {} over kv_groups {} expected", dim_str(k[2]), dim_str(q[2]), groups));
         a = {q[0], heads, q[1], k[1], q[2] / heads};
     } else {
         CK_EXPECT(q.size() >= 2 && k.size() == q.size() && v == k, n, "q, k, v must be [..., S, D] with one rank: " + shapes(in));
-        CK_EXPECT(std::equal(q.begin(), q.end() - 2, k.begin()) && q.back() == k.back(), n, "q and k differ: " + shapes(in));
+        CK_EXPECT(q.back() == k.back(), n, "q and k differ: " + shapes(in));
         a.Sq = q[q.size() - 2];
         a.Sk = k[k.size() - 2];
         a.D = q.back();
-        a.B = 1;
-        CK_EXPECT(dim_div(shape_numel(q), dim_mul(a.Sq, a.D), a.H), n, "q's leading dims: " + shapes(in));
+        if (q.size() == 4) {  // [B, H, S, D]: grouped K/V heads [B, H / kv_groups, S, D]
+            CK_EXPECT(q[0] == k[0] && dim_mul(k[1], groups) == q[1], n,
+                      fmt::format("k and v must be [B, H / kv_groups, S, D] for q [B, H, S, D] with kv_groups {}: {}", groups,
+                                  shapes(in)));
+            a.B = q[0];
+            a.H = q[1];
+        } else {
+            CK_EXPECT(groups == 1, n, "kv_groups needs q, k, v of rank 4: " + shapes(in));
+            CK_EXPECT(std::equal(q.begin(), q.end() - 2, k.begin()), n, "q and k differ: " + shapes(in));
+            a.B = 1;
+            CK_EXPECT(dim_div(shape_numel(q), dim_mul(a.Sq, a.D), a.H), n, "q's leading dims: " + shapes(in));
+        }
     }
     if (n.i("causal", 0)) CK_EXPECT(a.Sq <= a.Sk, n, "causal attention needs Sq <= Sk");
+    if (in.size() == 4) attention_mask_strides(n, in[3]->shape, a, in[3]->dtype);
     return a;
+}
+// The mask's element strides over [B, H, Sq, Sk] (0 along a dim it broadcasts); checks its shape and dtype.
+MaskStrides attention_mask_strides(const Node &n, const Shape &m, const Att &a, DType dtype)
+{
+    const std::string &kind = n.s("mask");
+    CK_EXPECT(kind == "keep" || kind == "drop" || kind == "add", n,
+              fmt::format("mask \"{}\" must be keep, drop (bool) or add (f32)", kind));
+    CK_EXPECT((kind == "add") == (dtype == DType::F32) && (kind == "add" || dtype == DType::Bool), n,
+              fmt::format("a mask \"{}\" of dtype {}: keep and drop take bool, add f32", kind, dtype_name(dtype)));
+    CK_EXPECT(m.size() >= 1 && m.size() <= 4 && m.back() == a.Sk, n,
+              fmt::format("the mask {} must end in the {} keys, with at most 4 dims", shape_str(m), dim_str(a.Sk)));
+    Shape full = {a.B, a.H, a.Sq, a.Sk}, am = m;
+    while (am.size() < 4) am.insert(am.begin(), 1);
+    int64_t stride = a.Sk;
+    MaskStrides st;
+    int64_t *out[3] = {&st.batch, &st.head, &st.row};
+    for (int d = 2; d >= 0; d--) {
+        CK_EXPECT(am[d] == full[d] || am[d] == 1, n,
+                  fmt::format("the mask {} does not broadcast to [B, H, Sq, Sk] = {}", shape_str(m), shape_str(full)));
+        *out[d] = am[d] == 1 ? 0 : stride;
+        stride = dim_mul(stride, am[d]);
+    }
+    return st;
 }
 Shape attention_shape(const Node &n, const Inputs &in)
 {
@@ -693,7 +731,7 @@ std::vector<OpDef> build_table()
         Def("COPY", 1, 1, same_shape).dtype(same_dtype).strided(in0).eval(eval_reshape).any_dtype(all_inputs).by_pass(),
         Def("MASKED_FILL", 2, 2, masked_fill_shape).inplace({0}).eval(eval_masked_fill).any_dtype(in1),
         Def("CAUSAL_MASK", 1, 1, causal_mask_shape).inplace({0}).by_pass(),
-        Def("ATTENTION", 3, 3, attention_shape).scratch(attention_scratch).strided(in0 | in1 | in2 | kStridedOut),
+        Def("ATTENTION", 3, 4, attention_shape).scratch(attention_scratch).strided(in0 | in1 | in2 | kStridedOut).any_dtype(1u << 3),
         Def("BIAS_RELU", 2, 2, bias_relu_shape).inplace({0}).by_pass(),
         Def("EW", 1, CK_EW_MAX_INPUTS, ew_shape).inplace({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}).by_pass(),
         // ---- masks and indices

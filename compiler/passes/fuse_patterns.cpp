@@ -4,6 +4,10 @@
 //                 -> ATTENTION(q, k, v, scale = alpha)
 //               MATMUL(q, k, transpose_b, alpha) -> CAUSAL_MASK -> SOFTMAX -> MATMUL(., v)
 //                 -> ATTENTION(q, k, v, scale = alpha, causal)
+//               ... -> MASKED_FILL(., off, -inf) or ADD(., m f32) -> SOFTMAX(masked) -> ...
+//                 -> ATTENTION(q, k, v, mask, mask = keep | drop | add): a padding mask, read per row
+//               k and v through transformers' repeat_kv (RESHAPE, EXPAND, RESHAPE of [B, KVH, S, D])
+//                 -> ATTENTION(q, kv_k, kv_v, kv_groups = G): no copies of the K/V heads
 //               ADD(x, b[N]) -> RELU  -> BIAS_RELU(x, b)
 //               ATTENTION over TRANSPOSE(RESHAPE(x [B,S,H*D]) -> [B,S,H,D], 1, 2) inputs whose
 //               output goes back through TRANSPOSE(1, 2) + RESHAPE to [B,S,H*D]
@@ -28,6 +32,66 @@ namespace ckc {
 
 namespace {
 
+// The mask a scores tensor goes through before the softmax: MASKED_FILL(scores, off, -inf) (keep = off's
+// negation when off is CMP(m, eq 0) of a bool m, else drop = off) or ADD(scores, m f32): (node, mask, kind).
+struct ScoreMask {
+    const Node *node = nullptr;
+    std::string mask, kind;
+};
+ScoreMask score_mask(const Graph &g, const std::string &t)
+{
+    ScoreMask m;
+    if (const Node *mf = sole(g, t, Op::MASKED_FILL)) {
+        if (!std::isinf(mf->f("value", 0.0)) || mf->f("value", 0.0) > 0) return m;
+        m.node = mf;
+        m.mask = mf->inputs[1];
+        m.kind = "drop";
+        const Node *cmp = made_by(g, m.mask, Op::CMP);
+        if (cmp && cmp->inputs.size() == 1 && cmp->s("fn") == "eq" && cmp->f("scalar", 1.0) == 0.0 &&
+            g.tensor(cmp->inputs[0]).dtype == DType::Bool) {
+            m.mask = cmp->inputs[0];
+            m.kind = "keep";
+        }
+    } else if (const Node *add = sole(g, t, Op::ADD)) {
+        if (add->inputs.size() != 2) return m;
+        const Shape &out = g.tensor(add->output).shape;
+        for (int b : {1, 0})
+            if (g.tensor(add->inputs[1 - b]).shape == out && g.tensor(add->inputs[b]).dtype == DType::F32) {
+                m = {add, add->inputs[b], "add"};
+                break;
+            }
+    }
+    return m;
+}
+
+// Whether mask shape m broadcasts to the scores [..., Sq, Sk] of rank 4 along every dim but the keys
+bool mask_fits(const Shape &m, const Shape &scores)
+{
+    if (scores.size() != 4 || m.empty() || m.size() > 4 || m.back() != scores.back()) return false;
+    for (size_t d = 0; d + 1 < m.size(); d++) {
+        int64_t md = m[m.size() - 1 - 1 - d], sd = scores[scores.size() - 2 - d];
+        if (md != 1 && md != sd) return false;
+    }
+    return true;
+}
+
+// kv [B, KVH, S, D] and the group G when `t` = RESHAPE(EXPAND(RESHAPE(kv -> [B, KVH, 1, S, D]) -> [B, KVH, G, S,
+// D]) -> [B, KVH*G, S, D]): transformers' repeat_kv, whose copies grouped-query attention reads without
+std::optional<std::pair<std::string, int64_t>> repeated_kv(const Graph &g, const std::string &t)
+{
+    const Node *r2 = made_by(g, t, Op::RESHAPE);
+    const Node *ex = r2 ? made_by(g, r2->inputs[0], Op::EXPAND) : nullptr;
+    const Node *r1 = ex ? made_by(g, ex->inputs[0], Op::RESHAPE) : nullptr;
+    if (!r1) return std::nullopt;
+    const Shape &kv = g.tensor(r1->inputs[0]).shape, &u = g.tensor(r1->output).shape, &e = g.tensor(ex->output).shape,
+                &o = g.tensor(t).shape;
+    if (kv.size() != 4 || u != Shape{kv[0], kv[1], 1, kv[2], kv[3]} || e.size() != 5 ||
+        e != Shape{kv[0], kv[1], e[2], kv[2], kv[3]} || o != Shape{kv[0], dim_mul(kv[1], e[2]), kv[2], kv[3]} ||
+        !shape_is_static(Shape{e[2]}) || e[2] < 2)
+        return std::nullopt;
+    return std::make_pair(r1->inputs[0], e[2]);
+}
+
 bool attention(Graph &g, const Node &pv)
 {
     if (pv.op != Op::MATMUL || pv.i("transpose_b", 0) || pv.i("transpose_a", 0) || pv.f("alpha", 1.0) != 1.0)
@@ -42,17 +106,38 @@ bool attention(Graph &g, const Node &pv)
         causal = true;
         scores = cm->inputs[0];
     }
+    // a mask (a padding mask, transformers' 4-D one): its softmax gives 0 to a query with no key left, as the
+    // kernels do; one without that rule would give NaN there
+    ScoreMask mask = score_mask(g, scores);
+    if (mask.node) {
+        if (!sm->i("masked", 0) || !mask_fits(g.tensor(mask.mask).shape, g.tensor(scores).shape)) return false;
+        scores = mask.node->inputs[mask.node->inputs[0] == mask.mask ? 1 : 0];
+    }
     const Node *qk = sole(g, scores, Op::MATMUL);
     if (!qk || !qk->i("transpose_b", 0) || qk->i("transpose_a", 0)) return false;
-    const Shape &q = g.tensor(qk->inputs[0]).shape, &k = g.tensor(qk->inputs[1]).shape, &v = g.tensor(pv.inputs[1]).shape;
+    std::string kt = qk->inputs[1], vt = pv.inputs[1];
+    const Shape &q = g.tensor(qk->inputs[0]).shape, &k = g.tensor(kt).shape, &v = g.tensor(vt).shape;
     if (q.size() < 2 || k.size() != q.size() || v != k) return false;  // per-head K and V of one shape
     if (causal && q[q.size() - 2] > k[k.size() - 2]) return false;
+    int64_t groups = 1;
+    auto rk = repeated_kv(g, kt), rv = repeated_kv(g, vt);
+    if (q.size() == 4 && rk && rv && rk->second == rv->second &&
+        g.tensor(rk->first).shape == g.tensor(rv->first).shape) {
+        kt = rk->first;
+        vt = rv->first;
+        groups = rk->second;
+    }
     Node att;
     att.op = Op::ATTENTION;
-    att.inputs = {qk->inputs[0], qk->inputs[1], pv.inputs[1]};
+    att.inputs = {qk->inputs[0], kt, vt};
     att.attrs["scale"] = qk->f("alpha", 1.0);
     att.attrs["causal"] = int64_t(causal ? 1 : 0);
-    replace_node(g, pv, att);  // the chain, read only by its next op, dies with it
+    if (groups > 1) att.attrs["kv_groups"] = groups;
+    if (mask.node) {
+        att.inputs.push_back(mask.mask);
+        att.attrs["mask"] = mask.kind;
+    }
+    replace_node(g, pv, att);  // the chain, read only by its next op, dies with it (repeat_kv's copies too)
     return true;
 }
 
@@ -77,13 +162,14 @@ bool attention_heads(Graph &g, const Node &att)
     if (att.op != Op::ATTENTION || att.i("heads", 0) != 0) return false;
     const Shape &o = g.tensor(att.output).shape;
     if (o.size() != 4) return false;
-    int64_t H = o[1];
+    int64_t H = o[1], groups = att.i("kv_groups", 1);
     std::vector<std::string> x;
-    for (const auto &in : att.inputs) {
-        auto xi = heads_of(g, in, H);
+    for (size_t i = 0; i < 3; i++) {  // (k and v have H / kv_groups heads; a mask stays as it is)
+        auto xi = heads_of(g, att.inputs[i], i == 0 || groups == 1 ? H : H / groups);
         if (!xi) return false;
         x.push_back(*xi);
     }
+    if (att.inputs.size() == 4) x.push_back(att.inputs[3]);
     const Node *tr = only_reader(g, att.output, Op::TRANSPOSE);
     if (!tr || std::min(axis_attr(*tr, 4, "dim0"), axis_attr(*tr, 4, "dim1")) != 1 ||
         std::max(axis_attr(*tr, 4, "dim0"), axis_attr(*tr, 4, "dim1")) != 2)

@@ -557,14 +557,43 @@ static inline size_t ck_attention_flash_scratch(int64_t BH, int64_t Sq, int64_t 
     return ck_attention_slots(BH) * (size_t)(CK_FLASH_TILE * CK_FLASH_TILE + CK_FLASH_TILE * D + 2 * CK_FLASH_TILE) *
            sizeof(float);
 }
+/* What else an attention may read (NULL: nothing): a mask of the scores, [B][H][Sq][Sk] through element strides
+ * (0 along a dim it broadcasts; a row's Sk entries contiguous), and grouped K/V heads. A mask of kind
+ * CK_MASK_KEEP (bool: a key takes part where nonzero, as scaled_dot_product_attention's bool mask), CK_MASK_DROP
+ * (bool: where zero) or CK_MASK_ADD (float32 added to the scaled scores); a query the mask (and causality) leaves
+ * no key gets 0, as scaled_dot_product_attention's safe softmax. kv_group >= 1: query head h of batch b reads K/V
+ * head h / kv_group of H / kv_group (grouped-query attention without repeat_kv's copies): sk and sv address
+ * those heads. */
+typedef enum ck_mask_kind { CK_MASK_NONE = 0, CK_MASK_KEEP = 1, CK_MASK_DROP = 2, CK_MASK_ADD = 3 } ck_mask_kind;
+typedef struct ck_att_extra {
+    const void *mask;
+    ck_mask_kind kind;
+    int64_t mb, mh, mr; /* the mask's element strides between batches, heads, query rows */
+    int64_t kv_group;
+} ck_att_extra;
+static inline ck_att_extra ck_att_extra_of(const void *mask, ck_mask_kind kind, int64_t mb, int64_t mh, int64_t mr,
+                                           int64_t kv_group)
+{
+    ck_att_extra x;
+    x.mask = mask;
+    x.kind = mask ? kind : CK_MASK_NONE;
+    x.mb = mb;
+    x.mh = mh;
+    x.mr = mr;
+    x.kv_group = kv_group > 1 ? kv_group : 1;
+    return x;
+}
+/* no mask, one K/V head per query head */
+static inline ck_att_extra ck_att_plain(void) { return ck_att_extra_of(0, CK_MASK_NONE, 0, 0, 0, 1); }
 void ck_attention_std(float *out, ck_seq so, const float *q, ck_seq sq, const float *k, ck_seq sk, const float *v,
                       ck_seq sv, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, float scale, int causal,
-                      float *scratch);
+                      ck_att_extra extra, float *scratch);
 void ck_attention_flash(float *out, ck_seq so, const float *q, ck_seq sq, const float *k, ck_seq sk, const float *v,
                         ck_seq sv, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, float scale, int causal,
-                        float *scratch);
+                        ck_att_extra extra, float *scratch);
 void ck_attention_seq_ref(float *out, ck_seq so, const float *q, ck_seq sq, const float *k, ck_seq sk, const float *v,
-                          ck_seq sv, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, float scale, int causal);
+                          ck_seq sv, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, float scale, int causal,
+                          ck_att_extra extra);
 
 /* ---- int64 ids (embedding.c) ---- */
 /* out[i][:] = table[ids[i]][:]; returns -1, or the index of the first id

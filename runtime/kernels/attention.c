@@ -163,15 +163,51 @@ static int64_t last_key(int64_t i, int64_t Sq, int64_t Sk, int causal) /* exclus
 /* the [S][D] matrix of slice bh */
 static int64_t slice_at(ck_seq s, int64_t bh, int64_t H) { return (bh / H) * s.batch + (bh % H) * s.head; }
 
+/* the K/V matrix query slice bh reads: head (bh % H) / kv_group of H / kv_group (ck_att_extra) */
+static int64_t kv_at(ck_seq s, int64_t bh, int64_t H, const ck_att_extra *x)
+{
+    int64_t g = x && x->kv_group > 1 ? x->kv_group : 1;
+    return (bh / H) * s.batch + ((bh % H) / g) * s.head;
+}
+
+/* the mask row of query i in slice bh, or NULL */
+static const void *mask_row(const ck_att_extra *x, int64_t bh, int64_t H, int64_t i)
+{
+    int64_t off;
+    if (!x || x->kind == CK_MASK_NONE || !x->mask) return NULL;
+    off = (bh / H) * x->mb + (bh % H) * x->mh + i * x->mr;
+    return x->kind == CK_MASK_ADD ? (const void *)((const float *)x->mask + off)
+                                  : (const void *)((const uint8_t *)x->mask + off);
+}
+
+/* scores s[0..n) of keys j0.. under the mask row (ck_att_extra): -inf where a key does not take part, the
+ * float mask added */
+static void apply_mask(float *s, const void *row, ck_mask_kind kind, int64_t j0, int64_t n)
+{
+    int64_t j;
+    if (!row) return;
+    if (kind == CK_MASK_ADD) {
+        const float *m = (const float *)row + j0;
+        for (j = 0; j < n; j++) s[j] += m[j];
+    } else {
+        const uint8_t *m = (const uint8_t *)row + j0;
+        uint8_t drop = kind == CK_MASK_KEEP ? 0 : 1;
+        for (j = 0; j < n; j++)
+            if ((m[j] != 0) == drop) s[j] = -INFINITY;
+    }
+}
+
 /* Standard: scores of a block of query rows materialized in the slot
  * ([Sq][Sk]), two GEMMs around a row softmax. Slices run `slots` at a time;
  * each slice's rows are split into blocks so that the team stays busy even
  * for one slice. A causal row block stops its GEMMs at its last key. */
 void ck_attention_std(float *out, ck_seq so, const float *q, ck_seq sq, const float *k, ck_seq sk, const float *v,
                       ck_seq sv, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, float scale, int causal,
-                      float *scratch)
+                      ck_att_extra extra_, float *scratch)
 {
+    const ck_att_extra *extra = &extra_;
     int64_t BH = B * H, slots = (int64_t)ck_attention_slots(BH), g0;
+    int masked = mask_row(extra, 0, H, 0) != NULL;
     int team = CK_MAX_THREADS();
     if ((double)BH * Sq * Sk * D < CK_PAR_MIN_ACT) team = 1;
     (void)team; /* (read by the pragma alone) */
@@ -186,15 +222,17 @@ void ck_attention_std(float *out, ck_seq so, const float *q, ck_seq sq, const fl
         for (t = 0; t < tasks; t++) {
             int64_t s = t / blocks, bh = g0 + s, r0 = (t % blocks) * rb, r1 = r0 + rb < Sq ? r0 + rb : Sq, i;
             int64_t kmax = last_key(r1 - 1, Sq, Sk, causal);
-            const float *Q = q + slice_at(sq, bh, H) + r0 * sq.row, *K = k + slice_at(sk, bh, H);
-            const float *V = v + slice_at(sv, bh, H);
+            const float *Q = q + slice_at(sq, bh, H) + r0 * sq.row, *K = k + kv_at(sk, bh, H, extra);
+            const float *V = v + kv_at(sv, bh, H, extra);
             float *S = scratch + (s * Sq + r0) * Sk;
             if (r0 >= r1) continue;
             ck_sgemm(0, 1, (int)(r1 - r0), (int)kmax, (int)D, scale, Q, (int)sq.row, K, (int)sk.row, 0.0f, S, (int)Sk);
             for (i = r0; i < r1; i++) {
                 float *row = S + (i - r0) * Sk;
                 int64_t e = last_key(i, Sq, Sk, causal);
-                ck_vsoftmax(row, row, (int)e, NAN); /* all -inf: only from NaN scores */
+                if (masked) apply_mask(row, mask_row(extra, bh, H, i), extra->kind, 0, e);
+                /* all -inf: a query the mask leaves no key gets 0; without a mask, only from NaN scores */
+                ck_vsoftmax(row, row, (int)e, masked ? 0.0f : NAN);
                 if (e < kmax) memset(row + e, 0, (size_t)(kmax - e) * sizeof(float));
             }
             ck_sgemm(0, 0, (int)(r1 - r0), (int)D, (int)kmax, 1.0f, S, (int)Sk, V, (int)sv.row, 0.0f,
@@ -208,8 +246,9 @@ void ck_attention_std(float *out, ck_seq so, const float *q, ck_seq sq, const fl
  * accumulators [32][D], running max and sum [32] — O(tile) memory at any S. */
 void ck_attention_flash(float *out, ck_seq so, const float *q, ck_seq sq, const float *k, ck_seq sk, const float *v,
                         ck_seq sv, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, float scale, int causal,
-                        float *scratch)
+                        ck_att_extra extra_, float *scratch)
 {
+    const ck_att_extra *extra = &extra_;
     const int64_t TL = CK_FLASH_TILE, per_slot = TL * TL + TL * D + 2 * TL;
     int64_t BH = B * H, tiles = (Sq + TL - 1) / TL, tasks = BH * tiles, t;
     int team = CK_MAX_THREADS();
@@ -220,8 +259,8 @@ void ck_attention_flash(float *out, ck_seq so, const float *q, ck_seq sq, const 
         float *S = scratch + (int64_t)CK_THREAD_ID() * per_slot, *acc = S + TL * TL, *m = acc + TL * D, *l = m + TL;
         int64_t bh = t / tiles, i0 = (t % tiles) * TL, ni = Sq - i0 < TL ? Sq - i0 : TL, i, j0, b;
         int64_t kend = last_key(i0 + ni - 1, Sq, Sk, causal);
-        const float *Q = q + slice_at(sq, bh, H) + i0 * sq.row, *K = k + slice_at(sk, bh, H);
-        const float *V = v + slice_at(sv, bh, H);
+        const float *Q = q + slice_at(sq, bh, H) + i0 * sq.row, *K = k + kv_at(sk, bh, H, extra);
+        const float *V = v + kv_at(sv, bh, H, extra);
         for (i = 0; i < ni; i++) {
             m[i] = -INFINITY;
             l[i] = 0.0f;
@@ -235,9 +274,14 @@ void ck_attention_flash(float *out, ck_seq so, const float *q, ck_seq sq, const 
                 if (e > nj) e = nj;
                 if (e <= 0) continue;
                 ck_vdots(s, Q + i * sq.row, K + j0 * sk.row, (size_t)sk.row, (int)e, (int)D);
-                for (b = 0; b < e; b++) {
-                    s[b] *= scale;
+                for (b = 0; b < e; b++) s[b] *= scale;
+                apply_mask(s, mask_row(extra, bh, H, i0 + i), extra->kind, j0, e);
+                for (b = 0; b < e; b++)
                     if (s[b] > bm) bm = s[b];
+                if (bm == -INFINITY) { /* every key of the tile masked; or NaN scores, which stay NaN */
+                    for (b = 0; b < e; b++)
+                        if (s[b] != s[b]) l[i] = NAN;
+                    continue;
                 }
                 m_new = bm > m[i] ? bm : m[i];
                 if (m[i] > -INFINITY && m_new != m[i]) {
@@ -254,38 +298,45 @@ void ck_attention_flash(float *out, ck_seq so, const float *q, ck_seq sq, const 
         }
         for (i = 0; i < ni; i++) {
             float *o = out + slice_at(so, bh, H) + (i0 + i) * so.row;
-            float inv = 1.0f / l[i];
+            /* no key took part: 0, as the safe softmax (NaN stays NaN) */
+            float inv = l[i] > 0.0f ? 1.0f / l[i] : l[i] == 0.0f ? 0.0f : NAN;
             for (b = 0; b < D; b++) o[b] = acc[i * D + b] * inv;
         }
     }
 }
 
 void ck_attention_seq_ref(float *out, ck_seq so, const float *q, ck_seq sq, const float *k, ck_seq sk, const float *v,
-                          ck_seq sv, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, float scale, int causal)
+                          ck_seq sv, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, float scale, int causal,
+                          ck_att_extra extra_)
 {
+    const ck_att_extra *extra = &extra_;
     double *s = (double *)malloc(sizeof(double) * (size_t)Sk);
     int64_t bh, i, j, d;
     if (!s) return;
     for (bh = 0; bh < B * H; bh++)
         for (i = 0; i < Sq; i++) {
             const float *qr = q + slice_at(sq, bh, H) + i * sq.row;
-            const float *K = k + slice_at(sk, bh, H), *V = v + slice_at(sv, bh, H);
+            const float *K = k + kv_at(sk, bh, H, extra), *V = v + kv_at(sv, bh, H, extra);
+            const void *mrow = mask_row(extra, bh, H, i);
             int64_t e = last_key(i, Sq, Sk, causal);
             double mx = -INFINITY, sum = 0.0;
             for (j = 0; j < e; j++) {
                 double acc = 0.0;
                 for (d = 0; d < D; d++) acc += (double)qr[d] * K[j * sk.row + d];
                 s[j] = acc * scale;
+                if (mrow && extra->kind == CK_MASK_ADD) s[j] += ((const float *)mrow)[j];
+                if (mrow && extra->kind != CK_MASK_ADD && (((const uint8_t *)mrow)[j] != 0) != (extra->kind == CK_MASK_KEEP))
+                    s[j] = -INFINITY;
                 if (s[j] > mx) mx = s[j];
             }
             for (j = 0; j < e; j++) {
-                s[j] = exp(s[j] - mx);
+                s[j] = mx == -INFINITY ? 0.0 : exp(s[j] - mx);
                 sum += s[j];
             }
             for (d = 0; d < D; d++) {
                 double acc = 0.0;
                 for (j = 0; j < e; j++) acc += s[j] * V[j * sv.row + d];
-                out[slice_at(so, bh, H) + i * so.row + d] = (float)(acc / sum);
+                out[slice_at(so, bh, H) + i * so.row + d] = (float)(sum > 0.0 ? acc / sum : 0.0);
             }
         }
     free(s);

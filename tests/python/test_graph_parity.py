@@ -291,6 +291,33 @@ def test_a_fully_masked_attention_row_is_zero_as_in_pytorch(compile_graph, kind)
     assert (got[0, :, 2] == 0).all() and max_diff(got, want) < TOL
 
 
+class GroupedMaskedAttention(torch.nn.Module):
+    """transformers' attention with grouped K/V heads: repeat_kv, then SDPA with a mask."""
+    def forward(self, q, k, v, mask):
+        b, kvh, s, d = k.shape
+        k = k[:, :, None].expand(b, kvh, 3, s, d).reshape(b, kvh * 3, s, d)
+        v = v[:, :, None].expand(b, kvh, 3, s, d).reshape(b, kvh * 3, s, d)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("kind", ["bool", "float", "bool-per-head"])
+def test_masked_grouped_attention_is_one_op(compile_graph, kind):
+    """SDPA with a mask over repeat_kv's copies: one ATTENTION reading the mask per row and the K/V heads
+    themselves (kv_groups 3; no EXPAND, no scores tensor), equal to PyTorch, padded queries (no key left) 0."""
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(2, 6, 7, 16, generator=g)
+    k, v = torch.randn(2, 2, 9, 16, generator=g), torch.randn(2, 2, 9, 16, generator=g)
+    keep = torch.rand(2, 6 if kind == "bool-per-head" else 1, 7, 9, generator=g) > 0.3
+    keep[1, :, 3] = False
+    mask = keep if kind != "float" else torch.where(keep, torch.randn(keep.shape, generator=g), float("-inf"))
+    c = compile_graph(f"gqa-{kind}", GroupedMaskedAttention(), (q, k, v, mask))
+    ops = op_counts(c.inspect())
+    assert ops.get("ATTENTION") == 1 and not {"EXPAND", "SOFTMAX", "MATMUL"} & set(ops), ops
+    got = np.asarray(c.model()(q, k, v, mask))
+    want = GroupedMaskedAttention()(q, k, v, mask).numpy()
+    assert (got[1, :, 3] == 0).all() and max_diff(got, want) < TOL
+
+
 class IntClamps(torch.nn.Module):
     def forward(self, i, table):
         return table[torch.clamp(i, 0, 5)], torch.clamp(i, min=2), torch.clamp(i, max=3) + (1 << 40)

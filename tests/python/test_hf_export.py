@@ -67,8 +67,8 @@ class WithMask(torch.nn.Module):
 
 @pytest.mark.parametrize("model_type", ["llama", "gpt2"])
 def test_hf_model_with_padding_mask_matches_transformers_on_padded_batches(compile_graph, model_type):
-    """A padded batch of unequal prompts: the mask is computed at run time (CAST, INDEX, WHERE, CMP kernels), so
-    one library serves any mask of its shape. Left padding, right padding and a row with no token at all (every
+    """A padded batch of unequal prompts: the mask is computed at run time (CAST, INDEX, WHERE kernels) and read
+    by the fused ATTENTION, so one library serves any mask of its shape. Left padding, right padding and a row with no token at all (every
     query attends to nothing: scaled_dot_product_attention gives 0 there, and so must ckc) equal transformers;
     the layers still fold into one block, each computing the mask from the input."""
     m = WithMask(model_type).eval()
@@ -98,9 +98,13 @@ def test_hf_model_with_padding_mask_matches_transformers_on_padded_batches(compi
     ins = c.inspect()
     assert ins["block"]["layers"] == LAYERS, "the decoder layers did not fold into one block"
     block = op_counts({"header": {"nodes": []}, "block": ins["block"], "footer": {"nodes": []}})
-    assert block.get("INDEX") == 1 and block.get("SOFTMAX") == 1, block
-    softmax = [n for n in ins["block"]["nodes"] if n["op"] == "SOFTMAX"]
-    assert softmax[0]["attrs"].get("masked") == 1
+    # the attention is one op reading the padding mask per row (no scores tensor, no softmax of its own) and,
+    # for Llama's grouped K/V heads, the heads themselves (repeat_kv's copies gone)
+    assert block.get("INDEX") == 1 and block.get("ATTENTION") == 1, block
+    assert not {"SOFTMAX", "MASKED_FILL", "EXPAND"} & set(block), block
+    att = next(n for n in ins["block"]["nodes"] if n["op"] == "ATTENTION")
+    assert len(att["inputs"]) == 4 and att["attrs"]["mask"] in ("keep", "add"), att
+    assert att["attrs"].get("kv_groups", 1) == (2 if model_type == "llama" else 1), att
 
 
 def test_index_by_a_boolean_mask_is_refused_clearly(tmp_path):

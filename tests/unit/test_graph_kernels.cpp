@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <random>
 #include <vector>
 
 #include "ck_kernels.h"
@@ -54,11 +55,11 @@ TEST_CASE("sequence attention: standard and flash equal the reference, causal or
     std::vector<float> want(nq), std_out(nq, 9.0f), flash_out(nq, 9.0f);
     std::vector<float> s1(ck_attention_std_scratch(BH, Sq, Sk, D) / sizeof(float), NAN);
     std::vector<float> s2(ck_attention_flash_scratch(BH, Sq, Sk, D) / sizeof(float), NAN);
-    ck_attention_seq_ref(want.data(), lq, q.data(), lq, k.data(), lk, v.data(), lk, 1, BH, Sq, Sk, D, scale, causal);
+    ck_attention_seq_ref(want.data(), lq, q.data(), lq, k.data(), lk, v.data(), lk, 1, BH, Sq, Sk, D, scale, causal, ck_att_plain());
     ck_attention_std(std_out.data(), lq, q.data(), lq, k.data(), lk, v.data(), lk, 1, BH, Sq, Sk, D, scale, causal,
-                     s1.data());
+                     ck_att_plain(), s1.data());
     ck_attention_flash(flash_out.data(), lq, q.data(), lq, k.data(), lk, v.data(), lk, 1, BH, Sq, Sk, D, scale, causal,
-                       s2.data());
+                       ck_att_plain(), s2.data());
     CHECK(max_abs_diff(std_out, want) < 2e-5);
     CHECK(max_abs_diff(flash_out, want) < 2e-5);
     // the flash scratch stays tiny: O(tile), independent of the sequence
@@ -86,15 +87,86 @@ TEST_CASE("sequence attention: heads side by side in strided rows equal the per-
     ck_seq l4 = ck_seq_bhsd(H, S, D), rows = ck_seq_bshd(S, 3 * C, D), lo = ck_seq_bshd(S, C, D);
     std::vector<float> want(q4.size()), got(static_cast<size_t>(B) * S * C, 9.0f);
     std::vector<float> scratch(std::max(ck_attention_std_scratch(B * H, S, S, D), ck_attention_flash_scratch(B * H, S, S, D)));
-    ck_attention_seq_ref(want.data(), l4, q4.data(), l4, k4.data(), l4, v4.data(), l4, B, H, S, S, D, 0.3f, causal);
+    ck_attention_seq_ref(want.data(), l4, q4.data(), l4, k4.data(), l4, v4.data(), l4, B, H, S, S, D, 0.3f, causal, ck_att_plain());
     (flash ? ck_attention_flash : ck_attention_std)(got.data(), lo, qkv.data(), rows, qkv.data() + C, rows,
-                                                     qkv.data() + 2 * C, rows, B, H, S, S, D, 0.3f, causal, scratch.data());
+                                                     qkv.data() + 2 * C, rows, B, H, S, S, D, 0.3f, causal, ck_att_plain(),
+                                                     scratch.data());
     for (int b = 0; b < B; b++)
         for (int s = 0; s < S; s++)
             for (int h = 0; h < H; h++)
                 for (int d = 0; d < D; d++)
                     REQUIRE(got[(static_cast<size_t>(b) * S + s) * C + h * D + d] ==
                             Approx(want[((static_cast<size_t>(b) * H + h) * S + s) * D + d]).margin(2e-5));
+}
+
+TEST_CASE("sequence attention with a mask and grouped K/V heads: standard and flash equal the reference, the "
+          "groups equal repeated heads, a query with no key left is 0", "[kernels]")
+{
+    auto [B, H, G, Sq, Sk, D] = GENERATE(std::tuple{2, 4, 2, 16, 16, 8}, std::tuple{3, 6, 3, 37, 37, 16},
+                                         std::tuple{1, 2, 1, 5, 70, 32}, std::tuple{2, 8, 4, 70, 70, 64});
+    int kind = GENERATE(CK_MASK_KEEP, CK_MASK_DROP, CK_MASK_ADD);
+    bool per_head = GENERATE(false, true);  // a [B,1,Sq,Sk] mask (heads broadcast) or [B,H,Sq,Sk]
+    int causal = GENERATE(0, 1);
+    Threads th(2);
+    int KVH = H / G;
+    auto q = rnd(static_cast<size_t>(B) * H * Sq * D, 5), k = rnd(static_cast<size_t>(B) * KVH * Sk * D, 6),
+         v = rnd(static_cast<size_t>(B) * KVH * Sk * D, 7);
+    int64_t MH = per_head ? H : 1;
+    size_t nm = static_cast<size_t>(B) * MH * Sq * Sk;
+    std::vector<uint8_t> bmask(nm);
+    std::vector<float> fmask(nm);
+    std::mt19937 rng(9);
+    for (size_t i = 0; i < nm; i++) {
+        bmask[i] = rng() % 4 != 0;
+        fmask[i] = bmask[i] ? 0.25f * static_cast<float>(rng() % 5) - 0.5f : -INFINITY;
+    }
+    // batch 0's query row 1: no key at all
+    for (int64_t h = 0; h < MH; h++)
+        for (int j = 0; j < Sk; j++) {
+            size_t at = (static_cast<size_t>(h) * Sq + 1) * Sk + j;
+            bmask[at] = kind == CK_MASK_DROP;
+            fmask[at] = -INFINITY;
+        }
+    ck_att_extra x{};
+    x.mask = kind == CK_MASK_ADD ? static_cast<const void *>(fmask.data()) : bmask.data();
+    x.kind = static_cast<ck_mask_kind>(kind);
+    x.mb = MH * Sq * Sk;
+    x.mh = per_head ? Sq * Sk : 0;
+    x.mr = Sk;
+    x.kv_group = G;
+    ck_seq lq = ck_seq_bhsd(H, Sq, D), lk = ck_seq_bhsd(KVH, Sk, D);
+    size_t nq = q.size();
+    std::vector<float> want(nq), got_std(nq, 9.0f), got_flash(nq, 9.0f);
+    std::vector<float> s1(ck_attention_std_scratch(B * H, Sq, Sk, D) / sizeof(float), NAN);
+    std::vector<float> s2(ck_attention_flash_scratch(B * H, Sq, Sk, D) / sizeof(float), NAN);
+    ck_attention_seq_ref(want.data(), lq, q.data(), lq, k.data(), lk, v.data(), lk, B, H, Sq, Sk, D, 0.3f, causal, x);
+    ck_attention_std(got_std.data(), lq, q.data(), lq, k.data(), lk, v.data(), lk, B, H, Sq, Sk, D, 0.3f, causal, x,
+                     s1.data());
+    ck_attention_flash(got_flash.data(), lq, q.data(), lq, k.data(), lk, v.data(), lk, B, H, Sq, Sk, D, 0.3f, causal,
+                       x, s2.data());
+    CHECK(max_abs_diff(got_std, want) < 2e-5);
+    CHECK(max_abs_diff(got_flash, want) < 2e-5);
+    for (int h = 0; h < H; h++)
+        for (int d = 0; d < D; d++) {  // the query with no key: 0 in batch 0, every head
+            size_t at = (static_cast<size_t>(h) * Sq + 1) * D + d;
+            REQUIRE(want[at] == 0.0f);
+            REQUIRE(got_std[at] == 0.0f);
+            REQUIRE(got_flash[at] == 0.0f);
+        }
+    // the groups read what repeat_kv's copies would hold
+    std::vector<float> k_rep(static_cast<size_t>(B) * H * Sk * D), v_rep(k_rep.size()), rep_out(nq);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int j = 0; j < Sk * D; j++) {
+                k_rep[(static_cast<size_t>(b) * H + h) * Sk * D + j] = k[(static_cast<size_t>(b) * KVH + h / G) * Sk * D + j];
+                v_rep[(static_cast<size_t>(b) * H + h) * Sk * D + j] = v[(static_cast<size_t>(b) * KVH + h / G) * Sk * D + j];
+            }
+    ck_att_extra ungrouped = x;
+    ungrouped.kv_group = 1;
+    ck_seq lr = ck_seq_bhsd(H, Sk, D);
+    ck_attention_seq_ref(rep_out.data(), lq, q.data(), lq, k_rep.data(), lr, v_rep.data(), lr, B, H, Sq, Sk, D, 0.3f,
+                         causal, ungrouped);
+    CHECK(max_abs_diff(rep_out, want) == 0.0f);
 }
 
 TEST_CASE("sequence attention: causal row 0 sees only key 0", "[kernels]")
@@ -106,9 +178,9 @@ TEST_CASE("sequence attention: causal row 0 sees only key 0", "[kernels]")
     for (int impl = 0; impl < 2; impl++) {
         std::vector<float> fs(ck_attention_flash_scratch(1, S, S, D) / sizeof(float));
         if (impl == 0)
-            ck_attention_std(out.data(), l, q.data(), l, k.data(), l, v.data(), l, 1, 1, S, S, D, 1.0f, 1, sc.data());
+            ck_attention_std(out.data(), l, q.data(), l, k.data(), l, v.data(), l, 1, 1, S, S, D, 1.0f, 1, ck_att_plain(), sc.data());
         else
-            ck_attention_flash(out.data(), l, q.data(), l, k.data(), l, v.data(), l, 1, 1, S, S, D, 1.0f, 1, fs.data());
+            ck_attention_flash(out.data(), l, q.data(), l, k.data(), l, v.data(), l, 1, 1, S, S, D, 1.0f, 1, ck_att_plain(), fs.data());
         for (int d = 0; d < D; d++) CHECK(out[d] == Approx(v[d]).margin(1e-6));
     }
 }
