@@ -590,6 +590,11 @@ Calls attention_emit(EmitCtx &c)
                   c.scratch()})};
 }
 
+Calls rotate_half_emit(EmitCtx &c)
+{
+    return {call("ck_rotate_half", {c.out(), c.in(0), c.numel("n", c.n.output), c.dim("D", c.n.output)})};
+}
+
 Calls bias_relu_emit(EmitCtx &c)
 {
     return {call("ck_bias_relu", {c.out(), c.in(0), c.in(1), c.rows("rows", c.n.inputs[0]), c.dim("n", c.n.inputs[0])})};
@@ -675,6 +680,7 @@ std::vector<Lowering> build_lowerings()
         {Op::CAUSAL_MASK, causal_mask_emit, {K_RED}},
         {Op::ATTENTION, attention_emit, {K_ATT}},
         {Op::BIAS_RELU, bias_relu_emit, {K_EW}},
+        {Op::ROTATE_HALF, rotate_half_emit, {K_ROPE}},
         {Op::EW, ew_emit, {K_EW}},
         {Op::CMP, cmp_emit, {K_SEL}},
         {Op::CAST, cast_emit, {K_SEL}},

@@ -359,4 +359,17 @@ bool eval_index_put(const Node &n, const ConstInputs &in, ConstData &out)
     return true;
 }
 
+bool eval_rotate_half(const Node &, const ConstInputs &in, ConstData &out)
+{
+    const ConstData &x = *in[0];
+    int64_t D = x.shape.back(), h = D / 2, n = x.numel();
+    out.v.resize(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; r += D)
+        for (int64_t j = 0; j < h; j++) {
+            out.v[static_cast<size_t>(r + j)] = -x.v[static_cast<size_t>(r + j + h)];
+            out.v[static_cast<size_t>(r + j + h)] = x.v[static_cast<size_t>(r + j)];
+        }
+    return true;
+}
+
 }  // namespace ckc

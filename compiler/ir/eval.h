@@ -31,6 +31,7 @@ bool eval_where(const Node &n, const ConstInputs &in, ConstData &out);
 bool eval_tril(const Node &n, const ConstInputs &in, ConstData &out);
 bool eval_index(const Node &n, const ConstInputs &in, ConstData &out);
 bool eval_index_put(const Node &n, const ConstInputs &in, ConstData &out);
+bool eval_rotate_half(const Node &n, const ConstInputs &in, ConstData &out);
 bool eval_cumsum(const Node &n, const ConstInputs &in, ConstData &out);
 
 // Rounds a value to what `dtype` can hold (f32 rounding, integer truncation, bool).

@@ -503,6 +503,13 @@ int64_t attention_scratch(const Node &n, const Inputs &in)
     return static_cast<int64_t>(use_flash(n, a) ? ck_attention_flash_scratch(BH, a.Sq, a.Sk, a.D)
                                                 : ck_attention_std_scratch(BH, a.Sq, a.Sk, a.D));
 }
+Shape rotate_half_shape(const Node &n, const Inputs &in)
+{
+    const Shape &s = in[0]->shape;
+    CK_EXPECT(!s.empty() && !is_sym(s.back()) && s.back() % 2 == 0, n,
+              "rotates the halves of an even, fixed last dim: " + shapes(in));
+    return s;
+}
 Shape bias_relu_shape(const Node &n, const Inputs &in)
 {
     CK_EXPECT(in[1]->shape == Shape{last(in[0]->shape)}, n, "bias must be [N]: " + shapes(in));
@@ -733,6 +740,7 @@ std::vector<OpDef> build_table()
         Def("CAUSAL_MASK", 1, 1, causal_mask_shape).inplace({0}).by_pass(),
         Def("ATTENTION", 3, 4, attention_shape).scratch(attention_scratch).strided(in0 | in1 | in2 | kStridedOut).any_dtype(1u << 3),
         Def("BIAS_RELU", 2, 2, bias_relu_shape).inplace({0}).by_pass(),
+        Def("ROTATE_HALF", 1, 1, rotate_half_shape).eval(eval_rotate_half).by_pass(),
         Def("EW", 1, CK_EW_MAX_INPUTS, ew_shape).inplace({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}).by_pass(),
         // ---- masks and indices
         Def("CMP", 1, 2, cmp_shape).dtype(bool_dtype).eval(eval_cmp).any_dtype(all_inputs),

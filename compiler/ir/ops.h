@@ -69,6 +69,7 @@ namespace ckc {
     X(CAUSAL_MASK)   /* (x[..,S,S]) -> x with -inf above the diagonal                         */ \
     X(ATTENTION)     /* (q[..,S,D], k[..,S,D], v[..,S,D]) -> softmax(q k^T scale [causal]) v    */ \
     X(BIAS_RELU)     /* (x[..,N], bias[N]) -> relu(x + bias)                                  */ \
+    X(ROTATE_HALF)   /* (x[..,D]) -> cat(-x[..,D/2:], x[..,:D/2]) along the last dim (RoPE)   */ \
     X(EW)            /* (x0, x1, ...) -> attr program over them, attr shape (ir/ew_program.h)   */ \
     /* ---- masks and indices: folded when their inputs are constants, else run (select.c) */ \
     X(CMP)           /* (a, b) or (a) vs scalar -> bool  attr fn: eq ne lt le gt ge           */ \

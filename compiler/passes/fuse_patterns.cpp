@@ -9,6 +9,7 @@
 //               k and v through transformers' repeat_kv (RESHAPE, EXPAND, RESHAPE of [B, KVH, S, D])
 //                 -> ATTENTION(q, kv_k, kv_v, kv_groups = G): no copies of the K/V heads
 //               ADD(x, b[N]) -> RELU  -> BIAS_RELU(x, b)
+//               CAT(NEG(SLICE(x, D/2..)), SLICE(x, ..D/2)) on the last dim -> ROTATE_HALF(x) (RoPE)
 //               ATTENTION over TRANSPOSE(RESHAPE(x [B,S,H*D]) -> [B,S,H,D], 1, 2) inputs whose
 //               output goes back through TRANSPOSE(1, 2) + RESHAPE to [B,S,H*D]
 //                 -> ATTENTION(xq, xk, xv, heads = H) on the [B,S,H*D] tensors directly:
@@ -24,6 +25,7 @@
 // Left alone: attention whose scores are read elsewhere (e.g. returned
 // attention weights), q @ k without transpose_b (absorb_blas had no
 // transpose to absorb), v with a different head size, softmax over another dim.
+#include "ir/op_rules.h"
 #include "ir/symbolic.h"
 #include "passes/match.h"
 #include "passes/pass.h"
@@ -186,6 +188,32 @@ bool attention_heads(Graph &g, const Node &att)
     return true;
 }
 
+// CAT(NEG(SLICE(x, D/2..D)), SLICE(x, 0..D/2)) along the last dim -> ROTATE_HALF(x): transformers' RoPE
+// (rotate_half) in one pass over x instead of two slice copies, a negation and a cat
+bool rotate_half(Graph &g, const Node &cat)
+{
+    if (cat.op != Op::CAT || cat.inputs.size() != 2) return false;
+    const Shape &o = g.tensor(cat.output).shape;
+    if (o.empty() || is_sym(o.back()) || o.back() % 2 || axis_attr(cat, o.size()) != static_cast<int64_t>(o.size()) - 1 ||
+        g.tensor(cat.output).dtype != DType::F32)
+        return false;
+    int64_t D = o.back(), h = D / 2;
+    const Node *neg = sole(g, cat.inputs[0], Op::NEG);
+    const Node *hi = neg ? sole(g, neg->inputs[0], Op::SLICE) : nullptr;
+    const Node *lo = sole(g, cat.inputs[1], Op::SLICE);
+    auto part = [&](const Node *s, int64_t start) {
+        const Shape &x = g.tensor(s->inputs[0]).shape;
+        return x == o && axis_attr(*s, x.size()) == static_cast<int64_t>(x.size()) - 1 && s->i("step", 1) == 1 &&
+               rules::size_attr(*s, "start") == start && rules::size_attr(*s, "length") == h;
+    };
+    if (!hi || !lo || hi->inputs[0] != lo->inputs[0] || !part(hi, h) || !part(lo, 0)) return false;
+    Node f;
+    f.op = Op::ROTATE_HALF;
+    f.inputs = {lo->inputs[0]};
+    replace_node(g, cat, f);
+    return true;
+}
+
 bool bias_relu(Graph &g, const Node &relu)
 {
     if (relu.op != Op::RELU) return false;
@@ -210,6 +238,7 @@ bool fuse_patterns(Graph &g)
     bool changed = rewrite_all(g, attention);
     changed |= rewrite_all(g, attention_heads);
     changed |= rewrite_all(g, bias_relu);
+    changed |= rewrite_all(g, rotate_half);
     return changed;
 }
 

@@ -157,6 +157,9 @@ void ck_rope(float *out, int ldo, const float *x, int ldx, int T, int n_heads, i
              int pos0, const float *cos_t, const float *sin_t, int interleaved, const ck_seqmap *map);
 void ck_rope_ref(float *out, int ldo, const float *x, int ldx, int T, int n_heads, int head_dim, int rot_dim,
                  int pos0, const float *cos_t, const float *sin_t, int interleaved, const ck_seqmap *map);
+/* out = rotate_half(x) over rows of D (even): out[.., j] = -x[.., j + D/2] and out[.., j + D/2] = x[.., j] for
+ * j < D/2, as transformers' RoPE writes it (cat(-x2, x1)) in an exported graph; n = all elements. out != x. */
+void ck_rotate_half(float *out, const float *x, size_t n, int64_t D);
 
 /* ---- linear / GEMM (linear.c) ------------------------------------------- */
 /* out[T][N] (row stride ldo) = x[T][K] @ w[N][K]^T  (+ bias[N])  (+ add[T][N])

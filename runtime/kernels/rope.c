@@ -119,3 +119,18 @@ void ck_rope_ref(float *out, int ldo, const float *x, int ldx, int T, int n_head
             for (i = 0; i < head_dim; i++) o[i] = res[i];
         }
 }
+
+void ck_rotate_half(float *out, const float *x, size_t n, int64_t D)
+{
+    int64_t h = D / 2, r, rows = D > 0 ? (int64_t)(n / (size_t)D) : 0;
+#pragma omp parallel for schedule(static) if (n >= CK_PAR_MIN)
+    for (r = 0; r < rows; r++) {
+        const float *v = x + r * D;
+        float *o = out + r * D;
+        int64_t j;
+        for (j = 0; j < h; j++) {
+            o[j] = -v[j + h];
+            o[j + h] = v[j];
+        }
+    }
+}

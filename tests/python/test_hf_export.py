@@ -49,6 +49,8 @@ def test_hf_model_exports_folds_and_matches(compile_graph, model_type):
     block = op_counts({"header": {"nodes": []}, "block": ins["block"], "footer": {"nodes": []}})
     rest = op_counts({"header": ins["header"], "block": {"nodes": []}, "footer": ins["footer"]})
     assert block.get("ATTENTION") == 1 and "ATTENTION" not in rest, (block, rest)
+    if model_type != "gpt2":  # RoPE's rotate_half of q and k: one op each, not slices, a negation and a cat
+        assert block.get("ROTATE_HALF") == 2 and not {"CAT", "NEG"} & set(block), block
     for op in MASK_OPS:
         assert op not in block and op not in rest, (op, block, rest)
     assert rest.get("EMBEDDING") == 1

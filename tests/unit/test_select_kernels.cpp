@@ -376,3 +376,21 @@ TEST_CASE("ck_index_put equals the compiler's INDEX_PUT (zero base or a tensor, 
         first[6] = -5;
     }
 }
+
+TEST_CASE("ck_rotate_half equals the compiler's ROTATE_HALF: cat(-x[.., D/2:], x[.., :D/2]) per row", "[kernels]")
+{
+    auto [rows, D] = GENERATE(std::pair<int64_t, int64_t>{1, 2}, std::pair<int64_t, int64_t>{7, 64},
+                              std::pair<int64_t, int64_t>{3000, 32});  // (the last one: past CK_PAR_MIN, threaded)
+    Buf x(DType::F32, {rows, D}, 41);
+    ConstData want;
+    want.dtype = DType::F32;
+    want.shape = {rows, D};
+    Node n;
+    n.op = Op::ROTATE_HALF;
+    REQUIRE(eval_rotate_half(n, {&x.c}, want));
+    CHECK(want.v[0] == -x.c.v[static_cast<size_t>(D / 2)]);
+    CHECK(want.v[static_cast<size_t>(D / 2)] == x.c.v[0]);
+    Buf got(DType::F32, {rows, D}, 42);
+    ck_rotate_half(static_cast<float *>(got.p()), static_cast<const float *>(x.p()), static_cast<size_t>(rows * D), D);
+    CHECK(got.values() == want.v);
+}
