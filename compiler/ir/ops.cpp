@@ -429,7 +429,8 @@ Att attention_dims(const Node &n, const Inputs &in)
     const Shape &q = in[0]->shape, &k = in[1]->shape, &v = in[2]->shape;
     Att a;
     int64_t heads = n.i("heads", 0), groups = n.i("kv_groups", 1);
-    CK_EXPECT(groups >= 1, n, fmt::format("kv_groups {} must be at least 1", groups));
+    CK_EXPECT(groups >= 1 && groups <= limits::kHeads, n,
+              fmt::format("kv_groups {} must be in [1, {}]", groups, limits::kHeads));
     if (heads > 0) {
         CK_EXPECT(heads % groups == 0, n, fmt::format("heads {} are not a multiple of kv_groups {}", heads, groups));
         CK_EXPECT(q.size() == 3 && k.size() == 3 && v == k && q[0] == k[0], n,

@@ -587,22 +587,31 @@ def test_slices_of_a_dynamic_axis(tmp_path):
         ckc.export(EveryOther(), (torch.randn(2, 8),), str(tmp_path / "step"), dynamic_shapes=dims)
 
 
-def test_slices_from_the_end_under_torch_compile(cache):
-    """torch.compile(dynamic=True): dynamo's symbolic sizes are at least 2 (it specializes 0 and 1), which proves
-    x[:, -2:] in range: one library for every length, no warning."""
+def one_compile_over_lengths(m, batch, lengths, check):
+    """torch.compile(m, dynamic=True) over inputs [batch, s, 8] for s in lengths: check(got, want, s) each call,
+    and exactly one ckc compile with no ckc warning in all."""
     import warnings
-    torch._dynamo.reset()
-    m = FromTheEnd().eval()
     fast = torch.compile(m, backend="gcu", dynamic=True)
     before = build.INVOCATIONS["ckc"]
     with warnings.catch_warnings(record=True) as w, torch.no_grad():
         warnings.simplefilter("always")
-        for s in (5, 9, 17, 4):
-            x = torch.randn(3, s, 8)
-            for got, want in zip(fast(x), m(x)):
-                assert torch.equal(got, want), s
+        for s in lengths:
+            x = torch.randn(batch, s, 8)
+            check(fast(x), m(x), s)
     warned = [str(x.message) for x in w if "ckc" in str(x.message)]
     assert build.INVOCATIONS["ckc"] - before == 1 and not warned, warned
+
+
+def test_slices_from_the_end_under_torch_compile(cache):
+    """torch.compile(dynamic=True): dynamo's symbolic sizes are at least 2 (it specializes 0 and 1), which proves
+    x[:, -2:] in range: one library for every length, no warning."""
+    torch._dynamo.reset()
+    m = FromTheEnd().eval()
+
+    def check(got, want, s):
+        for g, w in zip(got, want):
+            assert torch.equal(g, w), s
+    one_compile_over_lengths(m, 3, (5, 9, 17, 4), check)
 
 
 def test_the_issues_loop_is_one_compile_without_dynamos_size_1_specialization(cache, monkeypatch):
@@ -633,19 +642,13 @@ class PositionTable(torch.nn.Module):
 def test_the_bound_stays_within_what_dynamos_guards_allow(cache):
     """The backend's bound (4x the first size, >= 64) capped by dynamo's range for the symbol: a slice of a 32-row
     table to the length proves in range at 32, where a bound of 64 was refused (and every shape compiled)."""
-    import warnings
     torch._dynamo.reset()
     torch.manual_seed(0)
     m = PositionTable().eval()
-    fast = torch.compile(m, backend="gcu", dynamic=True)
-    before = build.INVOCATIONS["ckc"]
-    with warnings.catch_warnings(record=True) as w, torch.no_grad():
-        warnings.simplefilter("always")
-        for s in (5, 9, 32, 3):
-            x = torch.randn(2, s, 8)
-            assert (fast(x) - m(x)).abs().max().item() < TOL, s
-    warned = [str(x.message) for x in w if "ckc" in str(x.message)]
-    assert build.INVOCATIONS["ckc"] - before == 1 and not warned, warned
+
+    def check(got, want, s):
+        assert (got - want).abs().max().item() < TOL, s
+    one_compile_over_lengths(m, 2, (5, 9, 32, 3), check)
 
 
 @pytest.mark.parametrize("name", ["mlp", "block", "gpt"])

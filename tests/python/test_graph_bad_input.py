@@ -192,3 +192,30 @@ def test_two_outputs_into_one_input_are_refused(tmp_path):
     graph.write_text(json.dumps(doc))
     r = ckc_compile(graph, tmp_path / "model.c")
     assert r.returncode == 1 and "outputs[1]: \"into\": input 'p' is already written by another output" in r.stderr
+
+
+@pytest.mark.parametrize("attrs, inputs, message", [
+    ({"kv_groups": 1 << 62}, ["q", "k", "k"], "kv_groups 4611686018427387904 must be in [1, 4096]"),
+    ({"kv_groups": 3}, ["q", "k", "k"], "k and v must be [B, H / kv_groups, S, D]"),
+    ({"kv_groups": 2, "mask": "keep"}, ["q", "k", "k", "fm"], "a mask \"keep\" of dtype f32"),
+    ({"kv_groups": 2, "mask": "add"}, ["q", "k", "k", "wide"], "the mask [2, 1, 5, 6] must end in the 5 keys"),
+    ({"rows": -1}, None, "needs attr rows"),
+    ({"rows": 1 << 40}, None, "are above ckc's limits"),
+])
+def test_bad_attention_and_index_put_attributes_are_refused(tmp_path, attrs, inputs, message):
+    """graph.json from a stranger: ATTENTION's kv_groups and mask, INDEX_PUT's rows are checked before anything
+    is sized from them (a huge kv_groups would overflow the heads' product)."""
+    t = lambda n, s, dt="f32": {"name": n, "shape": s, "dtype": dt}  # noqa: E731
+    ins = [t("q", [2, 4, 5, 8]), t("k", [2, 2, 5, 8]), t("fm", [2, 1, 5, 5]), t("wide", [2, 1, 5, 6]),
+           t("ids", [3], "i64"), t("g", [3, 8])]
+    if inputs is None:
+        node = {"name": "y", "op": "INDEX_PUT", "inputs": ["ids", "g"], "attrs": attrs}
+    else:
+        node = {"name": "y", "op": "ATTENTION", "inputs": inputs, "attrs": dict(attrs, scale=0.5)}
+    doc = {"schema": "ckc.graph", "version": 1, "inputs": ins, "constants": [], "nodes": [node],
+           "outputs": [{"name": "y", "tensor": "y"}]}
+    graph = tmp_path / "graph.json"
+    graph.write_text(json.dumps(doc))
+    r = ckc_compile(graph, tmp_path / "model.c")
+    assert r.returncode == 1 and message in r.stderr and "node 'y'" in r.stderr, r.stderr
+    assert not os.path.exists(tmp_path / "model.c")
