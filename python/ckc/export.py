@@ -59,14 +59,17 @@ def _dtype_name(dt):
     return _DTYPES[dt]
 
 
-def _value_dtype(t):
-    """The graph.json dtype a traced tensor computes in: its own, except that a float64 scalar (0-d: a Python
-    float dynamo passes as a tensor under dynamic=True, math.pi, and arithmetic on one: GELU's sqrt(2 / pi))
-    computes in float32 like the tensors it scales; the torch backend converts it on the way in and out."""
+def float64_scalar(t):
+    """Whether t is a float64 scalar (0-d: a Python float dynamo passes as a tensor under dynamic=True, math.pi,
+    and arithmetic on one: GELU's sqrt(2 / pi)), which ckc computes in float32 like the tensors it scales; the
+    torch backend converts it on the way in and out."""
     import torch
-    if t.dtype == torch.float64 and t.dim() == 0:
-        return "f32"
-    return _dtype_name(t.dtype)
+    return isinstance(t, torch.Tensor) and t.dtype == torch.float64 and t.dim() == 0
+
+
+def _value_dtype(t):
+    """The graph.json dtype a traced tensor computes in: its own, float32 for a float64 scalar."""
+    return "f32" if float64_scalar(t) else _dtype_name(t.dtype)
 
 
 def _num(v):

@@ -1,7 +1,8 @@
 """Which ATen nodes ckc can run inside a compiled partition, and why not when it cannot.
 
 A node runs in C when export.py has a handler for its ATen op and its values are float32 / int64 / int32 / bool
-(float64 scalars computed in float32; comparisons, where, tril and casts too: folded when their inputs are constants, else run by select.c); big
+(float64 scalars computed in float32; comparisons, where, tril and casts too: folded when their inputs are
+constants, else run by select.c); big
 fills stay eager (they would be constants the size of a vocabulary matrix in the library); copy_ is compiled
 only as a final in-place update of a graph input."""
 import importlib
@@ -67,9 +68,7 @@ def values_ok(node):
     vals = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
     for v in vals:
         for t in (v if isinstance(v, (tuple, list)) else [v]):
-            # (a float64 scalar computes in float32: export._value_dtype)
-            if isinstance(t, torch.Tensor) and t.dtype not in torch_dtypes() and not \
-                    (t.dtype == torch.float64 and t.dim() == 0):
+            if isinstance(t, torch.Tensor) and t.dtype not in torch_dtypes() and not ex.float64_scalar(t):
                 return f"{t.dtype} values (ckc computes in float32, with int64 / int32 / bool ids and masks)"
     return None
 
@@ -78,8 +77,7 @@ def float64_scalars(nodes):
     """Positions among `nodes` (a graph's outputs) of the float64 scalars ckc computes in float32
     (export._value_dtype): the caller gets them back as float64, as the graph declares them."""
     import torch
-    return [k for k, n in enumerate(nodes) if isinstance(n, torch.fx.Node) and isinstance(n.meta.get("val"), torch.Tensor)
-            and n.meta["val"].dtype == torch.float64 and n.meta["val"].dim() == 0]
+    return [k for k, n in enumerate(nodes) if isinstance(n, torch.fx.Node) and ex.float64_scalar(n.meta.get("val"))]
 
 
 def as_declared(outs, doubles):
