@@ -127,6 +127,26 @@ std::string symbols_c(const Program &p)
     w.line(fmt::format("static const char *const CK_SYMBOL_NAMES[] = {{{}}};", list(names, "\"\"")));
     w.line(fmt::format("static const int64_t CK_SYMBOL_MIN[] = {{{}}};", list(lo, "0")));
     w.line(fmt::format("static const int64_t CK_SYMBOL_MAX[] = {{{}}};", list(hi, "0")));
+    // the derived ones: "" for a free symbol, else its rule; ck_derive_symbols computes them from the free ones
+    std::vector<std::string> rules, body;
+    std::set<std::string> read;  // the values the rules read, by the names the sizes print them with
+    for (size_t k = 0; k < p.symbols.size(); k++) {
+        const std::string &s = p.symbols[k];
+        rules.push_back(c_string(sym_rule(s)));
+        if (const SymDerivation *d = sym_derivation(s)) {
+            for (const auto &r : dim_symbols(d->of))
+                if (read.insert(r).second)
+                    body.push_back(fmt::format("const int64_t {} = sym[{}];", sym_c_name(r), index_of(p.symbols, r)));
+            body.push_back(fmt::format("sym[{}] = {}; /* {} = {} */", k, sym_rule_c(s), comment_safe(s), comment_safe(sym_rule(s))));
+        }
+    }
+    w.line(fmt::format("static const char *const CK_SYMBOL_RULES[] = {{{}}}; /* \"\": bound by an input's size */",
+                       list(rules, "\"\"")));
+    w.line("static void ck_derive_symbols(int64_t *sym)");
+    w.line("{");
+    if (body.empty()) body.push_back("(void)sym; /* no derived size */");
+    for (const auto &b : body) w.line("    " + b);
+    w.line("}");
     return w.str();
 }
 

@@ -232,14 +232,16 @@ Shape slice_shape(const Node &n, const Inputs &in)
     const Shape &s = in[0]->shape;
     // start and length may be symbolic ("seq-2": x[:, -2:] of a dynamic axis, counted from its end)
     int64_t axis = axis_of(n, s), start = size_attr(n, "start"), len = size_attr(n, "length"), step = n.i("step", 1);
-    if (is_sym(s[axis]) || is_sym(len) || is_sym(start)) {  // within the bounds: start + len <= size for every binding
-        CK_EXPECT(step == 1 && dim_min(start) >= 0, n,
-                  fmt::format("a slice of a symbolic size takes step 1 and a start >= 0 for every size within the "
-                              "symbols' bounds (step {}, start {})", step, dim_str(start)));
-        int64_t rest = dim_sub(s[axis], dim_add(len, start));
-        CK_EXPECT(dim_min(len) >= 1 && dim_min(rest) >= 0, n,
-                  fmt::format("slice {}:{}+{} of axis {} (size {}) leaves the axis within the symbols' bounds",
-                              dim_str(start), dim_str(start), dim_str(len), axis, dim_str(s[axis])));
+    if (is_sym(s[axis]) || is_sym(len) || is_sym(start)) {  // within the bounds: the last element read is in the axis
+        // for every binding (a strided length is a derived symbol, (seq+1)//2: dim_nonneg relates it to seq)
+        CK_EXPECT(step >= 1 && step <= limits::kDim && dim_min(start) >= 0, n,
+                  fmt::format("a slice of a symbolic size takes a step in [1, {}] and a start >= 0 for every size "
+                              "within the symbols' bounds (step {}, start {})", limits::kDim, step, dim_str(start)));
+        int64_t rest = dim_sub(dim_sub(s[axis], start), dim_add(dim_mul(dim_sub(len, 1), step), 1));
+        CK_EXPECT(dim_min(len) >= 1 && dim_nonneg(rest), n,
+                  fmt::format("slice of {} elements from {} in steps of {} of axis {} (size {}) leaves the axis for "
+                              "some sizes within the symbols' bounds", dim_str(len), dim_str(start), step, axis,
+                              dim_str(s[axis])));
     } else {
         CK_EXPECT(step >= 1 && start >= 0 && len > 0 && start + (len - 1) * step < s[axis], n,
                   fmt::format("slice {}:{}:{} of axis {} (size {}) is out of range", start, start + len * step, step,

@@ -21,6 +21,7 @@ struct Table {
     std::vector<Terms> exprs;
     std::map<std::string, size_t> index;  // key_of(terms) -> its place in exprs
     std::map<std::string, SymBounds> bounds;
+    std::map<std::string, SymDerivation> derived;  // the derived symbols among them
 };
 Table &table()
 {
@@ -325,6 +326,91 @@ void sym_declare(const std::string &name, SymBounds b)
 {
     if (!valid_symbol(name)) throw std::runtime_error(fmt::format("'{}' is not a symbol name (letters, digits, _)", name));
     table().bounds[name] = b;
+    table().derived.erase(name);
+}
+
+void sym_declare_derived(const std::string &name, int64_t of, int64_t div)
+{
+    if (!valid_symbol(name)) throw std::runtime_error(fmt::format("'{}' is not a symbol name (letters, digits, _)", name));
+    if (div < 2 || div > (int64_t(1) << 30))
+        throw std::runtime_error(fmt::format("divisor {} must be in [2, 2^30]", div));
+    if (!is_sym(of)) throw std::runtime_error(fmt::format("{} names no symbol (write the size itself)", of));
+    for (const auto &s : dim_symbols(of)) {
+        if (s == name) throw std::runtime_error(fmt::format("'{}' is defined from itself", name));
+        sym_bounds(s);  // declared before (throws)
+    }
+    int64_t lo, hi;
+    if (!dim_range(of, lo, hi)) throw std::runtime_error(fmt::format("{} overflows within its symbols' bounds", dim_str(of)));
+    if (lo < 0)
+        throw std::runtime_error(fmt::format("{} is as low as {} within its symbols' bounds (ckc divides sizes >= 0)",
+                                             dim_str(of), lo));
+    table().bounds[name] = {lo / div, hi / div};
+    static int64_t declared = 0;
+    table().derived[name] = {of, div, ++declared};
+}
+
+const SymDerivation *sym_derivation(const std::string &name)
+{
+    auto it = table().derived.find(name);
+    return it == table().derived.end() ? nullptr : &it->second;
+}
+
+std::string sym_rule(const std::string &name)
+{
+    const SymDerivation *d = sym_derivation(name);
+    if (!d) return "";
+    std::vector<std::string> syms = dim_symbols(d->of);
+    bool alone = syms.size() == 1 && d->of == sym_dim(syms[0]);  // "seq//2", else "(seq+1)//2"
+    return fmt::format("{}//{}", alone ? dim_str(d->of) : "(" + dim_str(d->of) + ")", d->div);
+}
+
+std::string sym_rule_c(const std::string &name)
+{
+    const SymDerivation *d = sym_derivation(name);
+    if (!d) internal_error("sym_rule_c of the free symbol " + name);
+    std::string of = dim_c(d->of);  // a sum prints in parentheses already; a product needs them
+    if (sym_is_product(d->of) && of.find(' ') != std::string::npos) of = "(" + of + ")";
+    return fmt::format("{} / {}", of, d->div);  // (of >= 0: C's division is the floor)
+}
+
+bool dim_nonneg(int64_t d)
+{
+    try {
+        for (int round = 0; round < 8; round++) {
+            int64_t lo, hi;
+            if (!dim_range(d, lo, hi)) return false;
+            if (lo >= 0) return true;
+            if (!is_sym(d)) return false;
+            const Terms &t = sym_terms(d);
+            const SymDerivation *dv = nullptr;
+            std::string q;
+            for (const auto &p : t)  // the one declared last: its E may hold the others, never the reverse
+                if (p.powers.size() == 1 && p.powers.begin()->second == 1)
+                    if (const SymDerivation *e = sym_derivation(p.powers.begin()->first); e && (!dv || e->order > dv->order)) {
+                        dv = e;
+                        q = p.powers.begin()->first;
+                    }
+            if (!dv) return false;
+            // k*d, each c*k*q of it replaced by c*E (c < 0: q <= E/k) or c*(E-k+1) (c > 0: q >= (E-k+1)/k)
+            Terms out;
+            for (const auto &p : t) {
+                if (p.powers.size() == 1 && p.powers.count(q) && p.powers.at(q) == 1) {
+                    int64_t e = p.coef < 0 ? dv->of : dim_sub(dv->of, dv->div - 1);
+                    for (SymProduct r : terms_of(e)) {
+                        r.coef = checked_mul(r.coef, p.coef);
+                        out.push_back(r);
+                    }
+                } else {
+                    SymProduct r = p;
+                    r.coef = checked_mul(p.coef, dv->div);
+                    out.push_back(r);
+                }
+            }
+            d = sym_make_sum(out);
+        }
+    } catch (const std::runtime_error &) {  // (an overflow: not shown)
+    }
+    return false;
 }
 
 const SymBounds &sym_bounds(const std::string &name)

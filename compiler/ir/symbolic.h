@@ -7,6 +7,11 @@
 // only copy and compare dimensions work unchanged. Rules that compute a dimension use dim_mul / dim_div /
 // dim_add / dim_sub.
 //
+// A symbol is free (each call binds it from an input's size) or derived: floor(E / k) of a polynomial E in
+// symbols declared before it (x[:, ::2] of a dynamic axis has (seq+1)//2 elements), which the generated code
+// computes when it binds the free ones. A derived symbol's bounds follow from E's; rules that must relate it
+// to E (a strided slice stays within its axis) use dim_nonneg, which knows k*q <= E < k*q + k.
+//
 // Each symbol has bounds [min, max] (graph.json "symbols"); the planner sizes every buffer at the maxima
 // (dim_max: each term at the bound that makes it largest), so one plan holds for every binding. The generated
 // C reads a symbol's value from a section local sym_<name> (dim_c), which the section sets from the handle,
@@ -62,6 +67,23 @@ const SymBounds &sym_bounds(const std::string &name);  // throws std::runtime_er
 // [lo, hi] bounding its values within the symbols' bounds (each term at its smallest / largest; a plain size:
 // itself); false when that overflows int64 (a file's "batch*batch*batch" at 2^32 each)
 bool dim_range(int64_t d, int64_t &lo, int64_t &hi);
+// d >= 0 for every binding: dim_range's lo, after each derived symbol q = floor(E / k) that d holds as a term
+// of its own (c*q) is replaced by the bound of E that keeps the claim sound (q <= E/k where c < 0,
+// q >= (E-k+1)/k where c > 0); false when that cannot show it (it may still hold)
+bool dim_nonneg(int64_t d);
+
+struct SymDerivation {
+    int64_t of = 0;  // E: a size in symbols declared before
+    int64_t div = 2;  // k >= 2
+    int64_t order = 0;  // declared after every derived symbol of a smaller order (dim_nonneg replaces the last first)
+};
+// Declares `name` = floor(of / div); its bounds are of's divided. Throws std::runtime_error when `of` may be
+// negative within its symbols' bounds, names an undeclared symbol, or div < 2.
+void sym_declare_derived(const std::string &name, int64_t of, int64_t div);
+const SymDerivation *sym_derivation(const std::string &name);  // nullptr: a free symbol
+std::string sym_rule(const std::string &name);  // "(seq+1)//2"; "" for a free symbol
+std::string sym_rule_c(const std::string &name);  // the C that computes it from the sym_* locals
+
 int64_t dim_max(int64_t d);  // dim_range's hi (an internal error on overflow: sizes the front ends checked)
 int64_t dim_min(int64_t d);  // dim_range's lo
 

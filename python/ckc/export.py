@@ -306,6 +306,7 @@ class _Converter:
     def __init__(self, gm, placeholders, consts, params, values, input_names, symbols=None):
         self.gm, self.values, self.consts, self.params = gm, values, consts, params
         self.symbols = symbols or {}  # sympy name -> (graph.json name, min, max): the dynamic sizes
+        self.derived = {}  # graph.json name -> (of, div): the sizes floor(of / div) (strided slices of dynamic axes)
         self.static = set()  # FX nodes whose value is known at export (folded)
         self.out_spec = None  # the pytree spec of the module's return value
         self.folded_by_value = {}  # (dtype, shape, sha1 of the bytes) -> constant name
@@ -429,12 +430,16 @@ class _Converter:
         return list(self.values[a].shape)
 
     def size(self, d):
-        """A size of a traced shape: an int, or a polynomial in the dynamic sizes as text ("8*batch*seq", "seq+1")."""
+        """A size of a traced shape: an int, or a polynomial in the dynamic sizes as text ("8*batch*seq", "seq+1");
+        a floor division of one ((seq+1)//2, a strided slice's length) is a derived size of its own (self.derived)."""
         expr = getattr(getattr(d, "node", None), "expr", None)
         if expr is None:
             return int(d)
         if expr.is_number:
             return int(expr)
+        return self._poly(expr, expr)
+
+    def _poly(self, expr, whole):
         text = ""
         for term in expr.as_ordered_terms():
             coef, factors = 1, []
@@ -446,15 +451,34 @@ class _Converter:
                 elif f.is_Pow and f.base.is_Symbol and f.exp.is_Integer and int(f.exp) > 0 and \
                         str(f.base) in self.symbols:
                     factors += [self.symbols[str(f.base)][0]] * int(f.exp)
+                elif type(f).__name__ == "FloorDiv" and len(f.args) == 2 and f.args[1].is_Integer and \
+                        int(f.args[1]) >= 2 and not f.args[0].is_number:
+                    factors.append(self._derived(self._poly(f.args[0], whole), int(f.args[1])))
                 else:
                     import sympy  # (torch's) the sizes by their names, not the tracer's
-                    named = expr.subs({s: sympy.Symbol(self.symbols[str(s)][0]) for s in expr.free_symbols
-                                       if str(s) in self.symbols})
+                    named = whole.subs({s: sympy.Symbol(self.symbols[str(s)][0]) for s in whole.free_symbols
+                                        if str(s) in self.symbols})
                     self.fail(f"size {named} is not a polynomial in the dynamic sizes (ckc compiles sizes like "
-                              "8*batch*seq or seq+1)")
+                              "8*batch*seq, seq+1 or (seq+1)//2)")
             body = "*".join(([str(abs(coef))] if abs(coef) != 1 or not factors else []) + factors)
             text += ("-" if coef < 0 else "+" if text else "") + body
         return text
+
+    def _derived(self, of, div):
+        """The name of the derived size floor(of / div) ("seq_p1_div2" for (seq+1)//2), declared once."""
+        for name, rule in self.derived.items():
+            if rule == (of, div):
+                return name
+        core = of.replace("+", "_p").replace("-", "_m").replace("*", "_x")
+        name = ("n" if core[0].isdigit() else "") + f"{core}_div{div}"
+        if len(name) > 40:  # (graph.json's names stop at 48 characters)
+            name = f"size{len(self.derived)}_div{div}"
+        taken = {n for n, _, _ in self.symbols.values()} | set(self.derived)
+        base, k = name, 2
+        while name in taken:
+            name, k = f"{base}_{k}", k + 1
+        self.derived[name] = (of, div)
+        return name
 
     def op(self, op, inputs, attrs=None, out=None, hint=None):
         """Emits one IR node; `out` is the FX node whose value it computes (its shape is then declared)."""
@@ -882,13 +906,11 @@ def _slice(c, n, x, dim=0, start=None, end=None, step=1):
         start = 0 if start is None else start
         if isinstance(start, torch.fx.Node):  # computed from the sizes (x[:, x.shape[1] - 2:])
             start = c.size(start.meta.get("val"))
-        if step != 1:
-            c.fail(f"slices dimension {axis} of dynamic size {size} in steps of {step} (ckc takes step 1 there)")
         if isinstance(start, int) and start < 0:  # counted from the end (x[:, -2:]): a start that moves with the size
             start = _dim_plus(size, start)
-        if start == 0 and length == size:
+        if start == 0 and length == size and step == 1:
             return c.t(x)
-        return _slice_node(c, x, axis, start, length, 1, out=n)
+        return _slice_node(c, x, axis, start, length, step, out=n)
     start = 0 if start is None else start
     end = size if end is None else end
     start = max(0, start + size if start < 0 else start)
@@ -1299,6 +1321,7 @@ def graph_document(gm, placeholders, consts, params, values, input_names, out_sp
     }
     if symbols:
         doc["symbols"] = {name: {"min": lo, "max": hi} for name, lo, hi in symbols.values()}
+        doc["symbols"].update({name: {"of": of, "div": div} for name, (of, div) in conv.derived.items()})
     return doc, conv.const_data
 
 

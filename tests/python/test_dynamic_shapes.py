@@ -555,16 +555,18 @@ class FromTheEnd(torch.nn.Module):
         return x[:, -2:] * 2 + x[:, -1:], x[:, -1], x[:, n - 3:n - 1].sum(1)
 
 
-class EveryOther(torch.nn.Module):
+class Strided(torch.nn.Module):
+    """Steps along a dynamic axis: (seq+1)//2 even positions, every third from 1 and every other of those (a size
+    derived from a derived one), every fourth from 2, and arange(0, seq, 2)."""
     def forward(self, x):
-        return x[:, ::2]
+        i = torch.arange(0, x.shape[1], 2)
+        return x[:, ::2] + i, x[:, 1::3][:, ::2] * 2, x[:, 2:][:, ::4]
 
 
 def test_slices_of_a_dynamic_axis(tmp_path):
     """A slice of a dynamic axis from a fixed start (x[:, 1:] has length seq - 1) and a cat back to seq run in one
     library; so do slices counted from the end (x[:, -2:] starts at seq - 2, x[:, -1] at seq - 1: a start known
-    when the code runs), exactly, at every length. A step other than 1 along it is refused, naming the node and
-    the size it would have."""
+    when the code runs), exactly, at every length."""
     dims = {"x": {1: ckc.Dim("seq", min=3, max=32)}}
     graph = ckc.export(Roll(), (torch.randn(2, 8),), str(tmp_path / "roll"), dynamic_shapes=dims)
     g = ckc.GraphModel(build.build_library(ckc.compile_model(graph, str(tmp_path / "out"))))
@@ -582,9 +584,75 @@ def test_slices_of_a_dynamic_axis(tmp_path):
         for got, want in zip(g(x.numpy()), FromTheEnd()(x)):
             assert np.array_equal(got, want.numpy()), s
     assert build.INVOCATIONS["ckc"] - before == 1
-    with pytest.raises(ckc.ExportError, match=r"node 'slice\w*' \(aten.slice\).*"
-                                              r"size \(\(seq \+ 1\)//2\) is not a polynomial"):
-        ckc.export(EveryOther(), (torch.randn(2, 8),), str(tmp_path / "step"), dynamic_shapes=dims)
+
+
+def test_strided_slices_of_a_dynamic_axis(tmp_path):
+    """x[:, ::2] of a dynamic axis has (seq+1)//2 elements: a derived size (graph.json "of"/"div") that the
+    library computes when it binds seq. One library runs every length exactly, the executable derives the sizes
+    itself (and refuses -s for them), and ckc compile --max seq=N lowers the derived bounds with seq's."""
+    m = Strided()
+    dims = {"x": {1: ckc.Dim("seq", min=8, max=64)}}
+    graph = ckc.export(m, (torch.randn(2, 9),), str(tmp_path / "export"), dynamic_shapes=dims)
+    with open(graph) as f:
+        symbols = json.load(f)["symbols"]
+    assert symbols["seq_p1_div2"] == {"of": "seq+1", "div": 2}
+    assert symbols["seq_p1_div3_p1_div2"] == {"of": "seq_p1_div3+1", "div": 2}
+    before = build.INVOCATIONS["ckc"]
+    c = ckc.compile_model(graph, str(tmp_path / "out"))
+    g = ckc.GraphModel(build.build_library(c))
+    assert build.INVOCATIONS["ckc"] - before == 1
+    assert g.symbols["seq"] == (8, 64) and g.symbols["seq_p1_div2"] == (4, 32) and g.symbols["seq_p1_div4"] == (2, 16)
+    assert "sym[1] = (sym_seq + 1) / 2; /* seq_p1_div2 = (seq+1)//2 */" in open(c).read()
+    for s in range(8, 65):
+        x = torch.randn(2, s)
+        for got, want in zip(g(x.numpy()), m(x)):
+            assert np.array_equal(got, want.numpy()), s
+    with open(c + ".kernels") as f:
+        sources = [line.strip() for line in f if line.strip()]
+    exe = str(tmp_path / "model")
+    build.run(["cc", "-O1", "-DCK_GRAPH_MAIN", "-I", build.include_dir(), c, *build.runtime_objects(sources),
+               "-lopenblas", "-lm", "-fopenmp", "-o", exe])
+    p = subprocess.run([exe, "--help"], capture_output=True, text=True)
+    assert "symbol seq_p1_div2 = (seq+1)//2 (from the others)" in p.stderr, p.stderr
+    x = torch.randn(2, 11)
+    (tmp_path / "x.bin").write_bytes(x.numpy().tobytes())
+    weights = str(tmp_path / "out" / "model.weights.safetensors")
+    p = subprocess.run([exe, weights, str(tmp_path / "x.bin"), "-s", "seq=11"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    heads = [line for line in p.stdout.splitlines() if line.startswith("output ")]
+    assert heads == [f"output {name} f32 {'x'.join(map(str, w.shape))}" for name, w in zip(
+        [o.name for o in g.outputs], m(x))], heads
+    p = subprocess.run([exe, weights, str(tmp_path / "x.bin"), "-s", "seq=11", "-s", "seq_p1_div2=6"],
+                       capture_output=True, text=True)
+    assert p.returncode == 1 and "-s seq_p1_div2=6: expected SYMBOL=SIZE with a symbol of this graph" in p.stderr
+    small = ckc.GraphModel(build.build_library(ckc.compile_model(graph, str(tmp_path / "small"),
+                                                                 args=["--max", "seq=16"])))
+    assert small.symbols["seq_p1_div2"] == (4, 8) and small.symbols["seq_p1_div3_p1_div2"] == (2, 3)
+    x = torch.randn(2, 16)
+    for got, want in zip(small(x.numpy()), m(x)):
+        assert np.array_equal(got, want.numpy())
+    p = subprocess.run([ckc.ckc_binary(), "compile", graph, "-o", str(tmp_path / "bad.c"), "--max", "seq_p1_div2=4"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "--max seq_p1_div2: 'seq_p1_div2' is derived from other sizes" in p.stderr, p.stderr
+
+
+def test_strided_slices_under_torch_compile(cache):
+    """torch.compile(dynamic=True): dynamo's (s+1)//2 sizes become derived sizes, one library for every length."""
+    torch._dynamo.reset()
+
+    class Pool(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(8, 8)
+
+        def forward(self, x):  # (the multiply first: dynamo's linear of a strided view guards seq even)
+            return self.proj(x[:, ::2] * 2) + x[:, 1::2].sum(1, keepdim=True)
+    torch.manual_seed(0)
+    m = Pool().eval()
+
+    def check(got, want, s):
+        assert got.shape == want.shape and (got - want).abs().max() < TOL, s
+    one_compile_over_lengths(m, 3, (6, 9, 17, 4, 31), check)
 
 
 def one_compile_over_lengths(m, batch, lengths, check):

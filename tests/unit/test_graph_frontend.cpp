@@ -406,6 +406,27 @@ TEST_CASE("symbolic sizes: sums (a cat to seq + 1) are interned, computed with a
     CHECK(dim_min(dim_sub(dim_mul(b, 4), s)) == 4 - 64);  // each term at its smallest
     CHECK(shape_str(Shape{b, s1}) == "[batch, seq+1]");
     CHECK_THROWS_AS(sym_bounds("no_such_symbol"), std::runtime_error);
+
+    // a derived size: h = (seq+1)//2, bounds from seq's; dim_nonneg relates it to seq where dim_min cannot
+    sym_declare_derived("h", s1, 2);
+    int64_t h = sym_dim("h");
+    CHECK(sym_bounds("h").min == 1);
+    CHECK(sym_bounds("h").max == 32);
+    CHECK(sym_derivation("h")->div == 2);
+    CHECK(sym_derivation("seq") == nullptr);
+    int64_t rest = dim_sub(dim_add(s, 1), dim_mul(h, 2));  // seq + 1 - 2h >= 0: x[::2] stays in the axis
+    CHECK(dim_min(rest) < 0);
+    CHECK(dim_nonneg(rest));
+    CHECK(!dim_nonneg(dim_sub(s, dim_mul(h, 2))));  // seq - 2h is -1 for odd seq
+    CHECK(dim_nonneg(dim_sub(dim_mul(h, 2), s)));  // 2h >= seq
+    CHECK(!dim_nonneg(dim_sub(dim_mul(h, 2), dim_add(s, 1))));  // 2h < seq + 1 for even seq
+    CHECK(dim_nonneg(dim_sub(s, h)));  // seq - h: each at its bounds already
+    sym_declare("h", {1, 4});  // declared free again: no rule left
+    CHECK(sym_derivation("h") == nullptr);
+    CHECK_THROWS_AS(sym_declare_derived("h2", dim_sub(s, 10), 2), std::runtime_error);  // may be negative
+    CHECK_THROWS_AS(sym_declare_derived("h2", s, 1), std::runtime_error);
+    CHECK_THROWS_AS(sym_declare_derived("h2", 8, 2), std::runtime_error);  // no symbol
+    CHECK_THROWS_AS(sym_declare_derived("h2", sym_dim("h2"), 2), std::runtime_error);  // itself
 }
 
 namespace {
@@ -460,6 +481,27 @@ TEST_CASE("graph.json: symbolic sizes flow through the shape rules and bad ones 
         Program p = build_from_graph_json(e.path());
         CHECK(p.header.tensor("last").shape == (Shape{2, 4}));
     }
+    {  // x[::2] and x[1::2] of batch rows: lengths (batch+1)//2 and batch//2, derived sizes the code computes
+        json d = symbolic_linear_relu();
+        d["symbols"]["batch"]["min"] = 2;  // (x[1::2] of 1 row is empty)
+        d["symbols"]["even"] = {{"of", "batch+1"}, {"div", 2}};
+        d["symbols"]["odd"] = {{"of", "batch"}, {"div", 2}};
+        d["nodes"].push_back(node("e", "SLICE", {"relu"}, {{"axis", 0}, {"start", 0}, {"length", "even"}, {"step", 2}}));
+        d["nodes"].push_back(node("o", "SLICE", {"relu"}, {{"axis", 0}, {"start", 1}, {"length", "odd"}, {"step", 2}}));
+        d["outputs"].push_back({{"name", "e"}, {"tensor", "e"}});
+        d["outputs"].push_back({{"name", "o"}, {"tensor", "o"}});
+        Exported e(d, linear_weights());
+        Program p = build_from_graph_json(e.path());
+        CHECK(p.symbols == std::vector<std::string>{"batch", "even", "odd"});  // the free ones first
+        CHECK(p.header.tensor("e").shape == (Shape{sym_dim("even"), 4}));
+        CHECK(sym_bounds("even").min == 1);
+        CHECK(sym_bounds("even").max == 16);
+        CHECK(sym_bounds("odd").min == 1);
+        CHECK(sym_rule("even") == "(batch+1)//2");
+        CHECK(sym_rule("odd") == "batch//2");
+        CHECK(sym_rule_c("even") == "(sym_batch + 1) / 2");
+        CHECK(sym_rule("batch").empty());
+    }
     // each: what is wrong with the document, and what the error says
     const std::vector<std::pair<std::function<void(json &)>, std::string>> bad = {
         {[](json &d) { d["inputs"][0]["shape"] = {"batches", 8}; },
@@ -480,7 +522,7 @@ TEST_CASE("graph.json: symbolic sizes flow through the shape rules and bad ones 
              d["nodes"].push_back(node("cat", "CAT", {"x", "fc.weight"}, {{"axis", 0}}));
              d["nodes"].push_back(node("rows", "SLICE", {"cat"}, {{"axis", 0}, {"start", 5}, {"length", "batch"}}));
          },
-         "slice 5:5+batch of axis 0 (size batch+4) leaves the axis within the symbols' bounds"},
+         "slice of batch elements from 5 in steps of 1 of axis 0 (size batch+4) leaves the axis for some sizes"},
         // sizes a file may write that no buffer can have: negative within the bounds, or beyond int64 at them
         {[](json &d) { d["nodes"].push_back(node("i", "ARANGE", {}, {{"start", 0}, {"shape", {"batch-40"}}, {"dtype", "i64"}})); },
          "size \"batch-40\" is negative (-39) for some sizes within the symbols' bounds"},
@@ -493,10 +535,35 @@ TEST_CASE("graph.json: symbolic sizes flow through the shape rules and bad ones 
          "attr length: symbol 'undeclared' has no declared bounds"},
         // the last 2 rows of batch >= 1: a start of -1 for batch 1
         {[](json &d) { d["nodes"].push_back(node("last", "SLICE", {"x"}, {{"axis", 0}, {"start", "batch-2"}, {"length", 2}})); },
-         "a slice of a symbolic size takes step 1 and a start >= 0 for every size within the symbols' bounds (step 1, "
-         "start batch-2)"},
+         "a slice of a symbolic size takes a step in [1, 4294967296] and a start >= 0 for every size within the "
+         "symbols' bounds (step 1, start batch-2)"},
         {[](json &d) { d["nodes"].push_back(node("last", "SLICE", {"x"}, {{"axis", 0}, {"start", "batch-1"}, {"length", 2}})); },
-         "slice batch-1:batch-1+2 of axis 0 (size batch) leaves the axis"},
+         "slice of 2 elements from batch-1 in steps of 1 of axis 0 (size batch) leaves the axis"},
+        // every other row from row 1 of an odd batch: (batch+1)//2 of them reach row batch
+        {[](json &d) {
+             d["symbols"]["half"] = {{"of", "batch+1"}, {"div", 2}};
+             d["nodes"].push_back(node("odd", "SLICE", {"x"}, {{"axis", 0}, {"start", 1}, {"length", "half"}, {"step", 2}}));
+         },
+         "slice of half elements from 1 in steps of 2 of axis 0 (size batch) leaves the axis"},
+        // derived sizes a file may declare wrongly
+        {[](json &d) { d["symbols"]["half"] = {{"of", "batch-40"}, {"div", 2}}; },
+         "symbols \"half\": batch-40 is as low as -39 within its symbols' bounds"},
+        {[](json &d) { d["symbols"]["half"] = {{"of", "batch"}, {"div", 1}}; }, "symbols \"half\": divisor 1 must be in [2, 2^30]"},
+        {[](json &d) { d["symbols"]["half"] = {{"of", "rows"}, {"div", 2}}; },
+         "symbols \"half\": \"of\" names 'rows', which \"symbols\" does not declare"},
+        {[](json &d) {
+             d["symbols"]["half"] = {{"of", "quarter+1"}, {"div", 2}};
+             d["symbols"]["quarter"] = {{"of", "half"}, {"div", 2}};
+         },
+         "name each other"},
+        {[](json &d) { d["symbols"]["half"] = {{"of", "batch"}, {"div", 2}, {"max", 3}}; },
+         "symbols \"half\": a derived size takes no bounds"},
+        {[](json &d) { d["symbols"]["half"] = 3; }, "symbols \"half\": must be an object"},
+        {[](json &d) {
+             d["symbols"]["half"] = {{"of", "batch"}, {"div", 2}};
+             d["inputs"].push_back({{"name", "y"}, {"shape", {"half"}}, {"dtype", "f32"}});
+         },
+         "input 'y': size half is derived (batch//2); an input's sizes are constants or free symbols"},
         {[](json &d) {
              d["nodes"].push_back(node("pos", "CMP", {"x"}, {{"fn", "gt"}, {"scalar", 0}}));
              d["nodes"].push_back(node("n", "CUMSUM", {"pos"}, {{"axis", 1}}));

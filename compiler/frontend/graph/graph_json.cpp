@@ -274,8 +274,17 @@ void read_symbols(Reader &r, const json &doc, Program &p, const std::map<std::st
                         fmt::format("--max {}={}: {} has no symbolic size '{}'{}", name, n, r.path(), name,
                                     declared.empty() ? " (its shapes are all fixed)"
                                                      : " (its symbols: " + join(declared, ", ") + ")"));
+    std::vector<std::string> derived;  // {"of": "seq+1", "div": 2}: declared once the symbols they name are
     for (const auto &[name, b] : syms.items()) {
         std::string where = fmt::format("symbols \"{}\"", name);
+        if (!b.is_object()) r.fail(fmt::format("{}: must be an object ({{\"min\": 1, \"max\": 64}} or {{\"of\": \"seq+1\", \"div\": 2}})", where));
+        if (b.contains("of")) {
+            if (max_sizes.count(name))
+                throw Error(ErrorKind::Usage, fmt::format("--max {}: '{}' is derived from other sizes in {} (bound those)",
+                                                          name, name, r.path()));
+            derived.push_back(name);
+            continue;
+        }
         int64_t lo = r.field(b, "min", json::value_t::number_integer, where).get<int64_t>();
         int64_t hi = r.field(b, "max", json::value_t::number_integer, where).get<int64_t>();
         if (lo < 1 || hi < lo || hi > limits::kDim)
@@ -295,6 +304,45 @@ void read_symbols(Reader &r, const json &doc, Program &p, const std::map<std::st
         }
         r.declare_symbol(name);
         p.symbols.push_back(name);
+    }
+    // the derived ones, each after the symbols it names (p.symbols is the order the generated code computes them)
+    while (!derived.empty()) {
+        bool progress = false;
+        for (size_t k = 0; k < derived.size(); k++) {
+            const std::string &name = derived[k];
+            const json &b = syms[name];
+            std::string where = fmt::format("symbols \"{}\"", name);
+            std::string of = r.str(b, "of", where);
+            int64_t div = r.field(b, "div", json::value_t::number_integer, where).get<int64_t>();
+            int64_t e = 0;
+            try {
+                e = parse_dim(of);
+            } catch (const std::runtime_error &err) {
+                r.fail(fmt::format("{}: \"of\": {}", where, err.what()));
+            }
+            bool ready = true;
+            for (const auto &s : dim_symbols(e)) {
+                if (!syms.contains(s))
+                    r.fail(fmt::format("{}: \"of\" names '{}', which \"symbols\" does not declare", where, s));
+                ready = ready && std::find(p.symbols.begin(), p.symbols.end(), s) != p.symbols.end();
+            }
+            if (!ready) continue;
+            if (b.contains("min") || b.contains("max"))
+                r.fail(fmt::format("{}: a derived size takes no bounds (its \"of\"'s give them)", where));
+            try {
+                sym_declare_derived(name, e, div);
+            } catch (const std::runtime_error &err) {
+                r.fail(fmt::format("{}: {}", where, err.what()));
+            }
+            r.declare_symbol(name);
+            p.symbols.push_back(name);
+            derived.erase(derived.begin() + static_cast<std::ptrdiff_t>(k));
+            progress = true;
+            break;
+        }
+        if (!progress)
+            r.fail(fmt::format("symbols \"{}\": its \"of\" and those of [{}] name each other", derived[0],
+                               join(derived, ", ")));
     }
 }
 
@@ -319,6 +367,14 @@ void read_inputs(const Reader &r, const json &doc, Program &p, Names &names)
         p.inputs.push_back(t.name);
     }
     for (const std::string &sym : p.symbols) {
+        if (sym_derivation(sym)) {  // computed from the others: no input's size of its own
+            for (const std::string &in : p.inputs)
+                for (int64_t d : g.tensor(in).shape)
+                    if (d == sym_dim(sym))
+                        r.fail(fmt::format("input '{}': size {} is derived ({}); an input's sizes are constants or "
+                                           "free symbols", in, sym, sym_rule(sym)));
+            continue;
+        }
         bool bound = false;
         for (const std::string &in : p.inputs)
             for (int64_t d : g.tensor(in).shape) bound = bound || d == sym_dim(sym);
