@@ -636,6 +636,25 @@ def test_strided_slices_of_a_dynamic_axis(tmp_path):
     assert p.returncode == 2 and "--max seq_p1_div2: 'seq_p1_div2' is derived from other sizes" in p.stderr, p.stderr
 
 
+def test_an_aot_artifact_of_strided_slices_without_weights(tmp_path):
+    """ckc.aot_compile of a module without parameters (no weights file: the signature says so) whose outputs
+    have derived sizes: the artifact runs every length; a weights file that appears later is refused."""
+    m = Strided()
+    path = ckc.aot_compile(m, (torch.randn(2, 9),), str(tmp_path / "art"),
+                           dynamic_shapes={"x": {1: ckc.Dim("seq", min=8, max=64)}})
+    sig = json.load(open(tmp_path / "art" / "signature.json"))
+    assert sig["weights_sha256"] is None and sig["symbols"]["seq_p1_div2"] == [4, 32]
+    a = ckc.aot_load(path)
+    for s in (8, 13, 64):
+        x = torch.randn(2, s)
+        for got, want in zip(a(x), m(x)):
+            assert torch.equal(got, want), s
+    a.close()
+    (tmp_path / "art" / "model.weights.safetensors").write_bytes(b"\0" * 16)
+    with pytest.raises(ckc.CkError, match="compiled without weights"):
+        ckc.aot_load(path)
+
+
 def test_strided_slices_under_torch_compile(cache):
     """torch.compile(dynamic=True): dynamo's (s+1)//2 sizes become derived sizes, one library for every length."""
     torch._dynamo.reset()

@@ -4,7 +4,7 @@
     m = ckc.aot_load("artifacts/mlp"); y = m(x)       # numpy or torch in, the same out
 
 The folder holds model.c (+ model.c.kernels), libmodel.so, model.weights.safetensors (the module's
-parameters and buffers at compile time), graph.json (what ckc compiled) and signature.json: the input and
+parameters and buffers at compile time; absent for a module without any), graph.json (what ckc compiled) and signature.json: the input and
 output names, shapes and dtypes, the graph's hash, the ckc version, the ck_graph ABI version, the target,
 and the sha256 of the library and the weights. aot_load checks all of it before running anything: a
 truncated library, a replaced weights file, an edited signature or an artifact from another ckc ABI is
@@ -64,7 +64,9 @@ def aot_compile(model, example_inputs, path, options=(), dynamic_shapes=None):
         c_path = build.compile_model(graph, tmp, args=list(options))
         os.remove(os.path.join(tmp, "weights.safetensors"))  # compiled into model.weights.safetensors
         so = build.build_library(c_path)
-        g = GraphModel(so, os.path.join(tmp, "model.weights.safetensors"))
+        weights = os.path.join(tmp, "model.weights.safetensors")  # (none for a module without weights)
+        weights = weights if os.path.exists(weights) else None
+        g = GraphModel(so, weights)
         signature = {
             "signature_version": SIGNATURE_VERSION,
             "ckc_version": build.run([build.ckc_binary(), "--version"]).stdout.split()[1],
@@ -73,7 +75,7 @@ def aot_compile(model, example_inputs, path, options=(), dynamic_shapes=None):
             "module": type(model).__name__,
             "graph_sha256": build.sha256_file(os.path.join(tmp, "graph.json")),
             "library_sha256": build.sha256_file(so),
-            "weights_sha256": build.sha256_file(os.path.join(tmp, "model.weights.safetensors")),
+            "weights_sha256": build.sha256_file(weights) if weights else None,
             "inputs": _specs(g, "inputs"),
             "outputs": _specs(g, "outputs"),
             "symbols": {name: list(bounds) for name, bounds in g.symbols.items()},
@@ -116,7 +118,14 @@ class AotModel(GraphModel):
             raise ArtifactError(f"{path}: built for ck_graph ABI version {sig['abi_version']} (ckc "
                                 f"{sig['ckc_version']}); this ckc speaks version {ABI_VERSION}: compile it again")
         so, weights = os.path.join(path, "libmodel.so"), os.path.join(path, "model.weights.safetensors")
+        if sig["weights_sha256"] is None:  # a module without weights: none may have appeared
+            if os.path.exists(weights):
+                raise ArtifactError(f"{weights}: the artifact was compiled without weights (signature.json); "
+                                    "compile it again")
         for what, file, key in (("library", so, "library_sha256"), ("weights", weights, "weights_sha256")):
+            if key == "weights_sha256" and sig[key] is None:
+                weights = None
+                continue
             if not os.path.exists(file):
                 raise ArtifactError(f"{path}: the {what} {os.path.basename(file)} is missing")
             if build.sha256_file(file) != sig[key]:
