@@ -138,6 +138,11 @@ def _symbol_names(placeholders, dynamic_shapes, input_names):
             expr = getattr(getattr(shape[axis], "node", None), "expr", None)
             if expr is not None and expr.is_Symbol:
                 names.setdefault(str(expr), getattr(dim, "__name__", str(expr)))
+            elif expr is not None and not expr.is_number:  # torch.export's derived Dim (2*half, half+1)
+                raise ExportError(f"input {ph.name!r} dimension {axis} is a derived Dim "
+                                  f"({getattr(dim, '__name__', expr)} = {expr}): ckc binds each dynamic input size "
+                                  "to a Dim of its own (give it one: ckc.Dim(name, max=...)); derived input sizes "
+                                  "are not supported yet")
     return names
 
 
@@ -184,6 +189,8 @@ def _capture(model, args, dynamic_shapes=None):
     if dynamic_shapes:
         names = _symbol_names(placeholders, dynamic_shapes, _input_names(model, len(placeholders)))
         for sym, vr in ep.range_constraints.items():
+            if not sym.is_Symbol:  # (an expression of the symbols: its range follows from theirs)
+                continue
             name = names.get(str(sym), str(sym))
             try:
                 hi = int(vr.upper)
