@@ -171,19 +171,29 @@ std::string io_c(const Program &p)
                                what, comment_safe(names[i]), dtype_name(t.dtype),
                                shape_is_static(t.shape) ? "" : " " + shape_str(t.shape)));
             sh.push_back(fmt::format("CK_{}_SHAPE_{}", up, i));
-            if (symbolic) {  // each size as {coefficient, exponent of each symbol}
+            if (symbolic) {  // each size as {coefficient, exponent of each symbol, constant}: c * s1^e1 ... + b
                 std::vector<std::string> v;
                 for (int64_t dim : t.shape) {
                     SymProduct sp;
-                    if (is_sym(dim) && !sym_is_product(dim))
-                        throw Error(ErrorKind::Input,
-                                    fmt::format("{} '{}' has the size {}: the sizes of a graph's inputs and outputs "
-                                                "are constants or products of symbols", what, names[i], dim_str(dim)));
-                    if (is_sym(dim)) sp = sym_product(dim);
-                    else sp.coef = dim;
+                    int64_t b = 0;
+                    if (!is_sym(dim)) {
+                        sp.coef = dim;
+                    } else {
+                        int monomials = 0;
+                        for (const SymProduct &term : sym_terms(dim)) {
+                            if (term.powers.empty()) b = term.coef;
+                            else sp = term, monomials++;
+                        }
+                        if (monomials != 1 || sp.coef < 1)
+                            throw Error(ErrorKind::Input,
+                                        fmt::format("{} '{}' has the size {}: the sizes of a graph's inputs and outputs "
+                                                    "are constants or a product of symbols plus a constant",
+                                                    what, names[i], dim_str(dim)));
+                    }
                     v.push_back(std::to_string(sp.coef));
                     for (const auto &sym : p.symbols)
                         v.push_back(std::to_string(sp.powers.count(sym) ? sp.powers.at(sym) : 0));
+                    v.push_back(std::to_string(b));
                 }
                 if (v.empty()) v.push_back("1");
                 w.line(fmt::format("static const int64_t CK_{}_SIZE_{}[] = {{{}}};", up, i, join(v, ", ")));

@@ -172,6 +172,23 @@ std::vector<std::string> dim_symbols(int64_t d)
     return {out.begin(), out.end()};
 }
 
+bool dim_linear(int64_t d, std::string &sym, int64_t &a, int64_t &b)
+{
+    if (!is_sym(d)) return false;
+    a = 0, b = 0;
+    sym.clear();
+    for (const auto &p : sym_terms(d)) {
+        if (p.powers.empty()) {
+            b = p.coef;
+        } else {
+            if (!sym.empty() || p.powers.size() != 1 || p.powers.begin()->second != 1 || p.coef < 1) return false;
+            sym = p.powers.begin()->first;
+            a = p.coef;
+        }
+    }
+    return !sym.empty();
+}
+
 int64_t dim_mul(int64_t a, int64_t b)
 {
     // T (kTokens, -1) is the LLM sections' own symbol, which their rules keep out of products (a product with

@@ -49,6 +49,8 @@ bool sym_is_product(int64_t d);                    // a symbolic size of one ter
 const SymProduct &sym_product(int64_t d);          // of a one-term symbolic size (an internal error for anything else)
 const std::vector<SymProduct> &sym_terms(int64_t d);  // of a symbolic size: its terms, the constant one first
 std::vector<std::string> dim_symbols(int64_t d);   // the symbols it names
+// d = a * sym + b with a >= 1 and one symbol to the first power (an input's size: "seq", "2*half", "half+1")
+bool dim_linear(int64_t d, std::string &sym, int64_t &a, int64_t &b);
 int64_t dim_mul(int64_t a, int64_t b);             // sizes or symbolic sizes (not T)
 bool dim_div(int64_t a, int64_t b, int64_t &q);    // a / b when exact term by term; false otherwise
 int64_t dim_add(int64_t a, int64_t b);             // a + b (not T)

@@ -139,10 +139,14 @@ def _symbol_names(placeholders, dynamic_shapes, input_names):
             if expr is not None and expr.is_Symbol:
                 names.setdefault(str(expr), getattr(dim, "__name__", str(expr)))
             elif expr is not None and not expr.is_number:  # torch.export's derived Dim (2*half, half+1)
-                raise ExportError(f"input {ph.name!r} dimension {axis} is a derived Dim "
-                                  f"({getattr(dim, '__name__', expr)} = {expr}): ckc binds each dynamic input size "
-                                  "to a Dim of its own (give it one: ckc.Dim(name, max=...)); derived input sizes "
-                                  "are not supported yet")
+                root = getattr(dim, "root", None)
+                free = list(expr.free_symbols)
+                poly = expr.as_poly(*free) if len(free) == 1 else None
+                if root is None or poly is None or poly.degree() != 1 or poly.coeffs()[0] < 1:
+                    raise ExportError(f"input {ph.name!r} dimension {axis} is the size {expr} "
+                                      f"({getattr(dim, '__name__', '?')}): ckc binds an input's size as a * Dim + b "
+                                      "(a >= 1) of one Dim")
+                names.setdefault(str(free[0]), getattr(root, "__name__", str(free[0])))
     return names
 
 
@@ -293,13 +297,15 @@ def _recorder_class():
 # ---- conversion ------------------------------------------------------------------------------
 
 def unflattened(shape):
-    """An input's shape with each size that is a product of dynamic sizes ("batch*seq", "4*seq") as its factors
-    ([batch, seq], [4, seq]): what a caller passes for it (a backward's saved activation, flattened for a GEMM, is
-    [batch, seq, C] there), since graph.json inputs bind the symbols one size each."""
+    """An input's shape with each size that is a product of several dynamic sizes ("batch*seq", "4*batch*seq")
+    as its factors ([batch, seq], [4, batch, seq]): what a caller passes for it (a backward's saved activation,
+    flattened for a GEMM, is [batch, seq, C] there), since graph.json inputs bind the symbols one size each
+    (a * symbol + b: "4*seq", "2*half+1")."""
     out = []
     for d in shape:
-        if isinstance(d, str) and "*" in d and "+" not in d and "-" not in d:
-            out += [int(f) if f.isdigit() else f for f in d.split("*")]
+        factors = d.split("*") if isinstance(d, str) and "+" not in d and "-" not in d else []
+        if sum(not f.isdigit() for f in factors) > 1:  # (a * symbol + b binds as it is: "4*seq", "2*half+1")
+            out += [int(f) if f.isdigit() else f for f in factors]
         else:
             out.append(d)
     return out

@@ -21,7 +21,7 @@ from .llm import CkError, _Handle, as_numpy, is_torch, spin_then_sleep
 
 _DTYPES = {0: np.float32, 1: np.int64, 2: np.int32, 3: np.bool_}
 
-ABI_VERSION = 4  # CK_GRAPH_ABI_VERSION in runtime/include/ck_graph.h: what this wrapper speaks
+ABI_VERSION = 5  # CK_GRAPH_ABI_VERSION in runtime/include/ck_graph.h: what this wrapper speaks
 
 _SIGNATURES = {
     "ck_graph_abi_version": (ctypes.c_int, []),
@@ -51,19 +51,23 @@ _SIGNATURES = {
     "ck_graph_symbol_min": (ctypes.c_int64, [ctypes.c_int]),
     "ck_graph_symbol_max": (ctypes.c_int64, [ctypes.c_int]),
     "ck_graph_input_symbol": (ctypes.c_int, [ctypes.c_int, ctypes.c_int]),
+    "ck_graph_input_size_terms": (ctypes.c_int, [ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int64),
+                                                 ctypes.POINTER(ctypes.c_int64)]),
 }
 
 
 class TensorSpec:
     """An input or output: name, numpy dtype, shape (-1 where the size is symbolic) and, for inputs, the
-    symbol of each dimension (None where fixed)."""
+    symbol of each dimension (None where fixed) and its terms (a, b): the size is a * symbol + b ("2*half")."""
 
-    def __init__(self, name, dtype, shape, symbols=None):
+    def __init__(self, name, dtype, shape, symbols=None, terms=None):
         self.name, self.dtype, self.shape = name, dtype, tuple(shape)
         self.symbols = tuple(symbols) if symbols is not None else (None,) * len(self.shape)
+        self.terms = tuple(terms) if terms is not None else ((1, 0),) * len(self.shape)
 
     def dims(self):
-        return [s if s is not None else d for d, s in zip(self.shape, self.symbols)]
+        return [d if s is None else (f"{a}*" if a != 1 else "") + s + (f"{b:+d}" if b else "")
+                for d, s, (a, b) in zip(self.shape, self.symbols, self.terms)]
 
     def __repr__(self):
         return f"{self.name}: {np.dtype(self.dtype).name}{self.dims()}"
@@ -140,11 +144,15 @@ class GraphModel(_Handle):
         dt = _DTYPES[getattr(lib, f"ck_graph_{kind}_dtype")(i)]
         rank = getattr(lib, f"ck_graph_{kind}_rank")(i)
         shape_p = getattr(lib, f"ck_graph_{kind}_shape")(i)
-        syms = None
+        syms = terms = None
         if kind == "input" and self.symbols:
-            syms = [self._sym_names[k] if k >= 0 else None
-                    for k in (lib.ck_graph_input_symbol(i, d) for d in range(rank))]
-        return TensorSpec(name, dt, [shape_p[k] for k in range(rank)], syms)
+            syms, terms = [], []
+            for d in range(rank):
+                a, b = ctypes.c_int64(), ctypes.c_int64()
+                k = lib.ck_graph_input_size_terms(i, d, ctypes.byref(a), ctypes.byref(b))
+                syms.append(self._sym_names[k] if k >= 0 else None)
+                terms.append((a.value, b.value) if k >= 0 else (1, 0))
+        return TensorSpec(name, dt, [shape_p[k] for k in range(rank)], syms, terms)
 
     def bind_shapes(self, shapes):
         """Binds the symbols from the inputs' shapes (checked: fixed sizes as exported, each symbol within its
@@ -165,20 +173,29 @@ class GraphModel(_Handle):
             if len(shape) != len(spec.shape):
                 raise CkError(-1, f"input '{spec.name}' must have {len(spec.shape)} dimensions {spec.dims()}, got "
                                   f"{list(shape)}")
-            for d, (v, fixed, sym) in enumerate(zip(shape, spec.shape, spec.symbols)):
+            for d, (v, fixed, sym, (a, b), text) in enumerate(zip(shape, spec.shape, spec.symbols, spec.terms,
+                                                                   spec.dims())):
                 if sym is None:
                     if v != fixed:
                         raise CkError(-1, f"input '{spec.name}' dimension {d} must be {fixed} (a fixed size; the "
                                           f"dynamic ones are {[n for n in spec.symbols if n]}), got {v}")
                     continue
                 lo, hi = self.symbols[sym]
+                if (a, b) != (1, 0):  # a * sym + b: the value of sym it gives
+                    if v < b or (v - b) % a:
+                        raise CkError(-1, f"input '{spec.name}' dimension {d} is {v}, which is not {text} for any "
+                                          f"'{sym}' (in [{lo}, {hi}]: {a * lo + b}, {a * (lo + 1) + b}, ..., "
+                                          f"{a * hi + b})")
+                    v = (v - b) // a
                 if not lo <= v <= hi:
-                    raise CkError(-1, f"input '{spec.name}' dimension {d} is {v}: the dynamic size '{sym}' must be "
+                    raise CkError(-1, f"input '{spec.name}' dimension {d} is {shape[d]}: the dynamic size '{sym}' "
+                                      f"{'' if text == sym else f'(the size is {text}) '}must be "
                                       f"in [{lo}, {hi}] (the bounds it was exported with)")
                 if values.setdefault(sym, (v, spec.name, d))[0] != v:
                     first = values[sym]
-                    raise CkError(-1, f"input '{spec.name}' dimension {d} is {v}, but it is the dynamic size "
-                                      f"'{sym}', which input '{first[1]}' dimension {first[2]} sets to {first[0]}")
+                    raise CkError(-1, f"input '{spec.name}' dimension {d} is {shape[d]}, but it is the dynamic size "
+                                      f"'{sym}'{'' if text == sym else f' (as {text}: {sym} = {v})'}, which input "
+                                      f"'{first[1]}' dimension {first[2]} sets to {first[0]}")
         arrays = [(ctypes.c_int64 * max(1, len(s)))(*s) for s in shapes]
         ptrs = (ctypes.POINTER(ctypes.c_int64) * max(1, len(arrays)))(
             *[ctypes.cast(a, ctypes.POINTER(ctypes.c_int64)) for a in arrays])

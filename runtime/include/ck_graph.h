@@ -33,7 +33,7 @@ extern "C" {
 typedef struct ck_graph ck_graph;
 
 /* Bumped whenever a function below changes meaning; ck_graph_abi_version() is the library's. */
-#define CK_GRAPH_ABI_VERSION 4
+#define CK_GRAPH_ABI_VERSION 5
 int ck_graph_abi_version(void);
 
 /* weights_path: the model.weights.safetensors written next to model.c; NULL
@@ -88,13 +88,16 @@ int ck_graph_output_rank(int i);
 const int64_t *ck_graph_input_shape(int i);   /* rank entries; -1 where the size is symbolic */
 const int64_t *ck_graph_output_shape(int i);  /* (an output's size that involves a symbol: -1) */
 int ck_graph_output_into(int i);       /* the input output i is written into, or -1 (its own buffer) */
-/* The symbols (0 for a graph of fixed shapes), each with its bounds; ck_graph_input_symbol(i, d): the symbol
- * that is input i's size d, or -1 where that size is fixed. */
+/* The symbols (0 for a graph of fixed shapes), each with its bounds (a derived one's follow from the symbols it is
+ * computed from); ck_graph_input_symbol(i, d): the symbol k that input i's size d is made of, or -1 where that size
+ * is fixed; ck_graph_input_size_terms(i, d, &a, &b): the same k, with the size a * symbol k + b (a fixed size: a = 0,
+ * b the size), so a call's size v binds symbol k to (v - b) / a. */
 int ck_graph_num_symbols(void);
 const char *ck_graph_symbol_name(int k);
 int64_t ck_graph_symbol_min(int k);
 int64_t ck_graph_symbol_max(int k);
 int ck_graph_input_symbol(int i, int d);
+int ck_graph_input_size_terms(int i, int d, int64_t *a, int64_t *b);
 
 #ifdef __cplusplus
 }

@@ -498,7 +498,7 @@ def test_aot_artifact_runs_without_torch_or_cc(artifact):
                                         "model.weights.safetensors", "signature.json"]
     sig = json.load(open(os.path.join(path, "signature.json")))
     assert sig["inputs"] == [{"name": "x", "shape": [2, 8, 32], "dtype": "float32"}]
-    assert sig["abi_version"] == ckc.graph.ABI_VERSION == 4 and sig["ckc_version"] and sig["target"].startswith("cpu-")
+    assert sig["abi_version"] == ckc.graph.ABI_VERSION == 5 and sig["ckc_version"] and sig["target"].startswith("cpu-")
     np.save(os.path.join(path, "..", "x.npy"), x)
     code = ("import sys, numpy as np, ckc\n"
             f"m = ckc.aot_load({path!r})\n"

@@ -179,8 +179,8 @@ def test_the_c_abi_checks_the_binding(tmp_path):
         return lib.ck_graph_bind(h, (ctypes.POINTER(ctypes.c_int64) * 1)(ctypes.cast(arr, ctypes.POINTER(ctypes.c_int64))))
     assert bind((2, 3, 32)) == 0
     assert bind((2, 99, 32)) == -1
-    assert lib.ck_last_error().decode() == ("ck_graph_bind: input 'x' dimension 1 (symbol 'seq') is 99, outside its "
-                                            "bounds [1, 64]")
+    assert lib.ck_last_error().decode() == ("ck_graph_bind: input 'x' dimension 1 gives symbol 'seq' the value 99, "
+                                            "outside its bounds [1, 64]")
     assert bind((2, 3, 8)) == -1
     assert "a fixed size" in lib.ck_last_error().decode()
     dims = (ctypes.c_int64 * 3)()
@@ -636,17 +636,70 @@ def test_strided_slices_of_a_dynamic_axis(tmp_path):
     assert p.returncode == 2 and "--max seq_p1_div2: 'seq_p1_div2' is derived from other sizes" in p.stderr, p.stderr
 
 
-def test_a_derived_dim_of_an_input_is_refused_by_name(tmp_path):
-    """torch.export's derived Dims (an input size 2*half) are not bound by ckc yet: the export stops naming the
-    input, the dimension and the expression, before writing anything."""
-    class Pairs(torch.nn.Module):
-        def forward(self, x):
-            b, s, d = x.shape
-            return x.reshape(b, s // 2, 2 * d)
+class Pairs(torch.nn.Module):
+    """Needs an even length (x viewed as pairs) and a second input one longer than half of it; an output of
+    size half+2 (a sum: the library computes it)."""
+    def forward(self, x, y):
+        b, s, d = x.shape
+        return x.reshape(b, s // 2, 2 * d) * 2, y[:, 1:] * 3, torch.cat([y, y[:, :1]], 1)  # (sizes half, half+2)
+
+
+def test_derived_dims_of_inputs_bind_their_root(tmp_path):
+    """torch.export's derived Dims: inputs of sizes 2*half and half+1 bind half ((v - b) / a, in C and in
+    Python): one library for every half within the bounds, exactly; an odd length, a disagreeing second input
+    or a size beyond the bound are refused naming the input, the size it must be and the bound; the executable
+    takes -s half=N (torch.export's derived Dims are increasing linear functions of one Dim, all of them bound)."""
     half = torch.export.Dim("half", min=1, max=32)
-    with pytest.raises(ckc.ExportError, match=r"input 'x' dimension 1 is a derived Dim \(2\*half = 2\*s\d+\)"):
-        ckc.export(Pairs(), (torch.randn(2, 8, 4),), str(tmp_path / "out"), dynamic_shapes={"x": {1: 2 * half}})
-    assert not (tmp_path / "out" / "graph.json").exists()
+    m = Pairs()
+    graph = ckc.export(m, (torch.randn(2, 8, 4), torch.randn(3, 5)), str(tmp_path / "export"),
+                       dynamic_shapes={"x": {1: 2 * half}, "y": {1: half + 1}})
+    with open(graph) as f:
+        doc = json.load(f)
+    assert [i["shape"] for i in doc["inputs"]] == [[2, "2*half", 4], [3, "half+1"]]
+    c = ckc.compile_model(graph, str(tmp_path / "out"))
+    g = ckc.GraphModel(build.build_library(c))
+    assert [i.dims() for i in g.inputs] == [[2, "2*half", 4], [3, "half+1"]] and g.symbols == {"half": (2, 32)}
+    for h in (2, 3, 15, 32):
+        x, y = torch.randn(2, 2 * h, 4), torch.randn(3, h + 1)
+        for got, want in zip(g(x.numpy(), y.numpy()), m(x, y)):
+            assert np.array_equal(got, want.numpy()), h
+    for (xs, ys), message in ((((2, 7, 4), (3, 5)), r"input 'x' dimension 1 is 7, which is not 2\*half for any 'half' "
+                                                       r"\(in \[2, 32\]: 4, 6, \.\.\., 64\)"),
+                              (((2, 8, 4), (3, 6)), r"input 'y' dimension 1 is 6, but it is the dynamic size 'half' "
+                                                    r"\(as half\+1: half = 5\), which input 'x' dimension 1 sets to 4"),
+                              (((2, 66, 4), (3, 34)), r"input 'x' dimension 1 is 66: the dynamic size 'half' \(the size "
+                                                      r"is 2\*half\) must be in \[2, 32\]")):
+        with pytest.raises(ckc.CkError, match=message):
+            g(np.zeros(xs, np.float32), np.zeros(ys, np.float32))
+    a, b = ctypes.c_int64(), ctypes.c_int64()
+    assert g.lib.ck_graph_input_size_terms(0, 1, ctypes.byref(a), ctypes.byref(b)) == 0 and (a.value, b.value) == (2, 0)
+    assert g.lib.ck_graph_input_size_terms(1, 1, ctypes.byref(a), ctypes.byref(b)) == 0 and (a.value, b.value) == (1, 1)
+    assert g.lib.ck_graph_input_size_terms(1, 0, ctypes.byref(a), ctypes.byref(b)) == -1 and (a.value, b.value) == (0, 3)
+
+    def bind(*shapes):  # the C library's own checks, without the wrapper's
+        arrs = [(ctypes.c_int64 * len(s))(*s) for s in shapes]
+        ptrs = (ctypes.POINTER(ctypes.c_int64) * 2)(*[ctypes.cast(x, ctypes.POINTER(ctypes.c_int64)) for x in arrs])
+        return g.lib.ck_graph_bind(g.h, ptrs)
+    assert bind((2, 9, 4), (3, 5)) == -1
+    assert "input 'x' dimension 1 is 9, which is not 2*half+0 for any half" in g.lib.ck_last_error().decode()
+    assert bind((2, 8, 4), (3, 4)) == -1
+    assert "input 'y' dimension 1 gives symbol 'half' the value 3, but input 'x' dimension 1 sets it to 4" in \
+        g.lib.ck_last_error().decode()
+    with open(c + ".kernels") as f:
+        sources = [line.strip() for line in f if line.strip()]
+    exe = str(tmp_path / "model")
+    build.run(["cc", "-O1", "-DCK_GRAPH_MAIN", "-I", build.include_dir(), c, *build.runtime_objects(sources),
+               "-lopenblas", "-lm", "-fopenmp", "-o", exe])
+    p = subprocess.run([exe, "--help"], capture_output=True, text=True)
+    assert "x: f32, 2 x 2*half x 4 (row-major)" in p.stderr and "y: f32, 3 x half+1 (row-major)" in p.stderr, p.stderr
+    x, y = torch.randn(2, 6, 4), torch.randn(3, 4)
+    (tmp_path / "x.bin").write_bytes(x.numpy().tobytes())
+    (tmp_path / "y.bin").write_bytes(y.numpy().tobytes())
+    p = subprocess.run([exe, "-", str(tmp_path / "x.bin"), str(tmp_path / "y.bin"), "-s", "half=3"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert [line for line in p.stdout.splitlines() if line.startswith("output")] == [
+        "output output0 f32 2x3x8", "output output1 f32 3x3", "output output2 f32 3x5"]
 
 
 def test_an_aot_artifact_of_strided_slices_without_weights(tmp_path):

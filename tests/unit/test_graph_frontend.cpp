@@ -481,6 +481,20 @@ TEST_CASE("graph.json: symbolic sizes flow through the shape rules and bad ones 
         Program p = build_from_graph_json(e.path());
         CHECK(p.header.tensor("last").shape == (Shape{2, 4}));
     }
+    {  // an input of 2*batch+1 rows (torch.export's derived Dims): it binds batch, the rows flow through
+        json d = symbolic_linear_relu();
+        d["inputs"][0]["shape"] = {"2*batch+1", 8};
+        d["nodes"][0]["shape"] = {"2*batch+1", 4};
+        d["nodes"][1]["shape"] = {"2*batch+1", 4};
+        Exported e(d, linear_weights());
+        Program p = build_from_graph_json(e.path());
+        std::string sym;
+        int64_t a = 0, b = 0;
+        REQUIRE(dim_linear(p.header.tensor("relu").shape[0], sym, a, b));
+        CHECK((sym == "batch" && a == 2 && b == 1));
+        CHECK(!dim_linear(parse_dim("batch*batch"), sym, a, b));
+        CHECK(!dim_linear(8, sym, a, b));
+    }
     {  // x[::2] and x[1::2] of batch rows: lengths (batch+1)//2 and batch//2, derived sizes the code computes
         json d = symbolic_linear_relu();
         d["symbols"]["batch"]["min"] = 2;  // (x[1::2] of 1 row is empty)
@@ -507,7 +521,12 @@ TEST_CASE("graph.json: symbolic sizes flow through the shape rules and bad ones 
         {[](json &d) { d["inputs"][0]["shape"] = {"batches", 8}; },
          "names 'batches', which \"symbols\" does not declare"},
         {[](json &d) { d["symbols"]["batch"]["min"] = 40; }, "symbols \"batch\": bounds [40, 32]"},
-        {[](json &d) { d["inputs"][0]["shape"] = {"2*batch", 8}; }, "size 2*batch is a product"},
+        {[](json &d) { d["inputs"][0]["shape"] = {"batch*batch", 8}; }, "size batch*batch names a power"},
+        {[](json &d) {
+             d["symbols"]["seq"] = {{"min", 1}, {"max", 8}};
+             d["inputs"][0]["shape"] = {"batch*seq", 8};
+         },
+         "size batch*seq names several symbols"},
         {[](json &d) { d["symbols"]["seq"] = {{"min", 1}, {"max", 8}}; }, "symbols \"seq\": no input has it as a size"},
         {[](json &d) { d["nodes"][2]["shape"] = {"2*batch", 4}; },
          "declares shape [2*batch, 4] but the op computes [batch, 4]"},
@@ -563,7 +582,7 @@ TEST_CASE("graph.json: symbolic sizes flow through the shape rules and bad ones 
              d["symbols"]["half"] = {{"of", "batch"}, {"div", 2}};
              d["inputs"].push_back({{"name", "y"}, {"shape", {"half"}}, {"dtype", "f32"}});
          },
-         "input 'y': size half is derived (batch//2); an input's sizes are constants or free symbols"},
+         "inputs[1] 'y': size half is derived (batch//2); an input's sizes are constants or free symbols"},
         {[](json &d) {
              d["nodes"].push_back(node("pos", "CMP", {"x"}, {{"fn", "gt"}, {"scalar", 0}}));
              d["nodes"].push_back(node("n", "CUMSUM", {"pos"}, {{"axis", 1}}));

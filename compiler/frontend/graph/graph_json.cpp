@@ -356,28 +356,31 @@ void read_inputs(const Reader &r, const json &doc, Program &p, Names &names)
         t.name = r.str(inputs[i], "name", where);
         names.add(t.name, where);
         t.shape = r.shape(inputs[i], where + " '" + t.name + "'");
-        for (int64_t d : t.shape)  // the caller's shapes bind the symbols: each an input's size of its own
-            if (is_sym(d) && (!sym_is_product(d) || sym_product(d).coef != 1 || sym_product(d).powers.size() != 1 ||
-                              sym_product(d).powers.begin()->second != 1))
-                r.fail(fmt::format("{} '{}': size {} is {}; an input's sizes are constants or one symbol each",
-                                   where, t.name, dim_str(d), sym_is_product(d) ? "a product" : "a sum"));
+        for (int64_t d : t.shape) {  // the caller's shapes bind the symbols: a*sym+b each ("seq", "2*half")
+            std::string sym;
+            int64_t a, b;
+            if (is_sym(d) && !dim_linear(d, sym, a, b))
+                r.fail(fmt::format("{} '{}': size {} names {}; an input's sizes are constants or a*symbol+b, one "
+                                   "symbol each", where, t.name, dim_str(d),
+                                   dim_symbols(d).size() > 1 ? "several symbols" : "a power or a negative multiple"));
+            if (is_sym(d) && sym_derivation(sym))
+                r.fail(fmt::format("{} '{}': size {} is derived ({}); an input's sizes are constants or free symbols",
+                                   where, t.name, dim_str(d), sym_rule(sym)));
+        }
         t.dtype = r.dtype(inputs[i], where + " '" + t.name + "'");
         t.storage = Storage::Input;
         g.add_tensor(t);
         p.inputs.push_back(t.name);
     }
     for (const std::string &sym : p.symbols) {
-        if (sym_derivation(sym)) {  // computed from the others: no input's size of its own
-            for (const std::string &in : p.inputs)
-                for (int64_t d : g.tensor(in).shape)
-                    if (d == sym_dim(sym))
-                        r.fail(fmt::format("input '{}': size {} is derived ({}); an input's sizes are constants or "
-                                           "free symbols", in, sym, sym_rule(sym)));
-            continue;
-        }
+        if (sym_derivation(sym)) continue;  // computed from the others
         bool bound = false;
         for (const std::string &in : p.inputs)
-            for (int64_t d : g.tensor(in).shape) bound = bound || d == sym_dim(sym);
+            for (int64_t d : g.tensor(in).shape) {
+                std::string s;
+                int64_t a, b;
+                bound = bound || (dim_linear(d, s, a, b) && s == sym);
+            }
         if (!bound) r.fail(fmt::format("symbols \"{}\": no input has it as a size, so no call could bind it", sym));
     }
 
