@@ -50,6 +50,7 @@ _SIGNATURES = {
     "ck_graph_symbol_name": (ctypes.c_char_p, [ctypes.c_int]),
     "ck_graph_symbol_min": (ctypes.c_int64, [ctypes.c_int]),
     "ck_graph_symbol_max": (ctypes.c_int64, [ctypes.c_int]),
+    "ck_graph_symbol_rule": (ctypes.c_char_p, [ctypes.c_int]),
     "ck_graph_input_symbol": (ctypes.c_int, [ctypes.c_int, ctypes.c_int]),
     "ck_graph_input_size_terms": (ctypes.c_int, [ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int64),
                                                  ctypes.POINTER(ctypes.c_int64)]),
@@ -123,6 +124,9 @@ class GraphModel(_Handle):
         self.symbols = {lib.ck_graph_symbol_name(k).decode(): (lib.ck_graph_symbol_min(k), lib.ck_graph_symbol_max(k))
                         for k in range(lib.ck_graph_num_symbols())}
         self._sym_names = list(self.symbols)
+        # the derived ones among them: name -> rule ("seq_p1_div2": "(seq+1)//2"), computed from the others
+        self.derived = {n: r for n, r in ((n, lib.ck_graph_symbol_rule(k).decode()) for k, n in enumerate(self._sym_names))
+                        if r}
         self._bound_key = self._bound_outputs = None  # the input shapes the handle is bound to (bind_shapes)
         self.inputs = [self._spec(i, "input") for i in range(self.lib.ck_graph_num_inputs())]
         self.outputs = [self._spec(i, "output") for i in range(self.lib.ck_graph_num_outputs())]

@@ -96,6 +96,7 @@ int ck_graph_num_symbols(void);
 const char *ck_graph_symbol_name(int k);
 int64_t ck_graph_symbol_min(int k);
 int64_t ck_graph_symbol_max(int k);
+const char *ck_graph_symbol_rule(int k);  /* a derived symbol's rule, "(seq+1)//2"; "" for one an input binds */
 int ck_graph_input_symbol(int i, int d);
 int ck_graph_input_size_terms(int i, int d, int64_t *a, int64_t *b);
 

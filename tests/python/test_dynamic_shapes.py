@@ -602,6 +602,7 @@ def test_strided_slices_of_a_dynamic_axis(tmp_path):
     g = ckc.GraphModel(build.build_library(c))
     assert build.INVOCATIONS["ckc"] - before == 1
     assert g.symbols["seq"] == (8, 64) and g.symbols["seq_p1_div2"] == (4, 32) and g.symbols["seq_p1_div4"] == (2, 16)
+    assert g.derived["seq_p1_div2"] == "(seq+1)//2" and "seq" not in g.derived
     assert "sym[1] = (sym_seq + 1) / 2; /* seq_p1_div2 = (seq+1)//2 */" in open(c).read()
     for s in range(8, 65):
         x = torch.randn(2, s)
@@ -622,6 +623,8 @@ def test_strided_slices_of_a_dynamic_axis(tmp_path):
     heads = [line for line in p.stdout.splitlines() if line.startswith("output ")]
     assert heads == [f"output {name} f32 {'x'.join(map(str, w.shape))}" for name, w in zip(
         [o.name for o in g.outputs], m(x))], heads
+    p = subprocess.run([exe, weights, str(tmp_path / "x.bin"), "-s", "seq=99"], capture_output=True, text=True)
+    assert p.returncode == 1 and "-s seq=99: outside its bounds [8, 64]" in p.stderr, p.stderr
     p = subprocess.run([exe, weights, str(tmp_path / "x.bin"), "-s", "seq=11", "-s", "seq_p1_div2=6"],
                        capture_output=True, text=True)
     assert p.returncode == 1 and "-s seq_p1_div2=6: expected SYMBOL=SIZE with a symbol of this graph" in p.stderr
