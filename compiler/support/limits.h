@@ -16,5 +16,6 @@ constexpr int64_t kContext = int64_t(1) << 30;  // positions
 constexpr int64_t kDim = int64_t(1) << 32;      // one dimension of a graph.json tensor
 constexpr int64_t kElements = int64_t(1) << 48; // elements of one graph.json tensor
 constexpr int64_t kRank = 8;                    // dimensions of one graph.json tensor
+constexpr int64_t kSymbols = 64;                // symbolic sizes of one graph.json (free and derived)
 
 }  // namespace ckc::limits

@@ -186,14 +186,17 @@ def build_library(c_path, so_path=None, extra_flags=()):
 
 
 def build_executable(c_path, exe_path=None, extra_flags=()):
-    """The model's executable (model.c built with -DCK_MODEL_MAIN: greedy generation, --prompt, --chat), from the
-    cached runtime objects as build_library; the documented line for it is in model.c's frontmatter."""
+    """The model's executable, from the cached runtime objects as build_library: a language model's model.c
+    built with -DCK_MODEL_MAIN (greedy generation, --prompt, --chat), a graph's with -DCK_GRAPH_MAIN (inputs
+    from files, -s SYMBOL=SIZE, outputs printed); the documented line for it is in model.c's frontmatter."""
     exe_path = exe_path or os.path.join(os.path.dirname(c_path), os.path.splitext(os.path.basename(c_path))[0])
     with open(c_path + ".kernels") as f:
         sources = [line.strip() for line in f if line.strip()]
+    with open(c_path) as f:
+        main = "-DCK_GRAPH_MAIN" if "#ifdef CK_GRAPH_MAIN" in f.read() else "-DCK_MODEL_MAIN"
     INVOCATIONS["cc"] += 1
     objs = runtime_objects(sources, extra_flags)
-    run(["cc", *RUNTIME_FLAGS, "-DCK_MODEL_MAIN", "-I", include_dir(), c_path, *objs, "-lopenblas", "-lm",
+    run(["cc", *RUNTIME_FLAGS, main, "-I", include_dir(), c_path, *objs, "-lopenblas", "-lm",
          *extra_flags, "-o", exe_path])
     return exe_path
 

@@ -192,11 +192,7 @@ def test_the_c_abi_checks_the_binding(tmp_path):
 
 def test_the_executable_takes_the_sizes(tmp_path):
     m, g, _, c = compiled(MLP, tmp_path)
-    with open(c + ".kernels") as f:
-        sources = [line.strip() for line in f if line.strip()]
-    exe = str(tmp_path / "model")
-    build.run(["cc", "-O1", "-DCK_GRAPH_MAIN", "-I", build.include_dir(), c, *build.runtime_objects(sources),
-               "-lopenblas", "-lm", "-fopenmp", "-o", exe])
+    exe = build.build_executable(c, str(tmp_path / "model"))
     p = subprocess.run([exe, "--help"], capture_output=True, text=True)
     assert p.returncode == 0 and "x: f32, batch x seq x 32 (row-major)" in p.stderr, p.stderr
     assert "symbol batch: 1..16 (-s batch=SIZE)" in p.stderr
@@ -608,11 +604,7 @@ def test_strided_slices_of_a_dynamic_axis(tmp_path):
         x = torch.randn(2, s)
         for got, want in zip(g(x.numpy()), m(x)):
             assert np.array_equal(got, want.numpy()), s
-    with open(c + ".kernels") as f:
-        sources = [line.strip() for line in f if line.strip()]
-    exe = str(tmp_path / "model")
-    build.run(["cc", "-O1", "-DCK_GRAPH_MAIN", "-I", build.include_dir(), c, *build.runtime_objects(sources),
-               "-lopenblas", "-lm", "-fopenmp", "-o", exe])
+    exe = build.build_executable(c, str(tmp_path / "model"))
     p = subprocess.run([exe, "--help"], capture_output=True, text=True)
     assert "symbol seq_p1_div2 = (seq+1)//2 (from the others)" in p.stderr, p.stderr
     x = torch.randn(2, 11)
@@ -688,11 +680,7 @@ def test_derived_dims_of_inputs_bind_their_root(tmp_path):
     assert bind((2, 8, 4), (3, 4)) == -1
     assert "input 'y' dimension 1 gives symbol 'half' the value 3, but input 'x' dimension 1 sets it to 4" in \
         g.lib.ck_last_error().decode()
-    with open(c + ".kernels") as f:
-        sources = [line.strip() for line in f if line.strip()]
-    exe = str(tmp_path / "model")
-    build.run(["cc", "-O1", "-DCK_GRAPH_MAIN", "-I", build.include_dir(), c, *build.runtime_objects(sources),
-               "-lopenblas", "-lm", "-fopenmp", "-o", exe])
+    exe = build.build_executable(c, str(tmp_path / "model"))
     p = subprocess.run([exe, "--help"], capture_output=True, text=True)
     assert "x: f32, 2 x 2*half x 4 (row-major)" in p.stderr and "y: f32, 3 x half+1 (row-major)" in p.stderr, p.stderr
     x, y = torch.randn(2, 6, 4), torch.randn(3, 4)

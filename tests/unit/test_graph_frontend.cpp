@@ -579,6 +579,10 @@ TEST_CASE("graph.json: symbolic sizes flow through the shape rules and bad ones 
          "symbols \"half\": a derived size takes no bounds"},
         {[](json &d) { d["symbols"]["half"] = 3; }, "symbols \"half\": must be an object"},
         {[](json &d) {
+             for (int k = 0; k < 64; k++) d["symbols"]["s" + std::to_string(k)] = {{"of", "batch"}, {"div", 2}};
+         },
+         "\"symbols\" declares 65 sizes; ckc takes at most 64"},
+        {[](json &d) {
              d["symbols"]["half"] = {{"of", "batch"}, {"div", 2}};
              d["inputs"].push_back({{"name", "y"}, {"shape", {"half"}}, {"dtype", "f32"}});
          },

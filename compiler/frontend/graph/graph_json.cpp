@@ -267,6 +267,8 @@ void read_symbols(Reader &r, const json &doc, Program &p, const std::map<std::st
     std::vector<std::string> declared;
     const json none = json::object();
     const json &syms = doc.contains("symbols") ? r.field(doc, "symbols", json::value_t::object, "top level") : none;
+    if (static_cast<int64_t>(syms.size()) > limits::kSymbols)
+        r.fail(fmt::format("\"symbols\" declares {} sizes; ckc takes at most {}", syms.size(), limits::kSymbols));
     for (const auto &[name, b] : syms.items()) declared.push_back(name);
     for (const auto &[name, n] : max_sizes)
         if (!syms.contains(name))
@@ -274,7 +276,8 @@ void read_symbols(Reader &r, const json &doc, Program &p, const std::map<std::st
                         fmt::format("--max {}={}: {} has no symbolic size '{}'{}", name, n, r.path(), name,
                                     declared.empty() ? " (its shapes are all fixed)"
                                                      : " (its symbols: " + join(declared, ", ") + ")"));
-    std::vector<std::string> derived;  // {"of": "seq+1", "div": 2}: declared once the symbols they name are
+    std::map<std::string, std::pair<int64_t, int64_t>> derived;  // {"of": "seq+1", "div": 2}: name -> (of, div),
+                                                                  // declared once the symbols they name are
     for (const auto &[name, b] : syms.items()) {
         std::string where = fmt::format("symbols \"{}\"", name);
         if (!b.is_object()) r.fail(fmt::format("{}: must be an object ({{\"min\": 1, \"max\": 64}} or {{\"of\": \"seq+1\", \"div\": 2}})", where));
@@ -282,7 +285,19 @@ void read_symbols(Reader &r, const json &doc, Program &p, const std::map<std::st
             if (max_sizes.count(name))
                 throw Error(ErrorKind::Usage, fmt::format("--max {}: '{}' is derived from other sizes in {} (bound those)",
                                                           name, name, r.path()));
-            derived.push_back(name);
+            if (b.contains("min") || b.contains("max"))
+                r.fail(fmt::format("{}: a derived size takes no bounds (its \"of\"'s give them)", where));
+            std::string of = r.str(b, "of", where);
+            int64_t div = r.field(b, "div", json::value_t::number_integer, where).get<int64_t>(), e = 0;
+            try {
+                e = parse_dim(of);
+            } catch (const std::runtime_error &err) {
+                r.fail(fmt::format("{}: \"of\": {}", where, err.what()));
+            }
+            for (const auto &s : dim_symbols(e))
+                if (!syms.contains(s))
+                    r.fail(fmt::format("{}: \"of\" names '{}', which \"symbols\" does not declare", where, s));
+            derived[name] = {e, div};
             continue;
         }
         int64_t lo = r.field(b, "min", json::value_t::number_integer, where).get<int64_t>();
@@ -308,41 +323,30 @@ void read_symbols(Reader &r, const json &doc, Program &p, const std::map<std::st
     // the derived ones, each after the symbols it names (p.symbols is the order the generated code computes them)
     while (!derived.empty()) {
         bool progress = false;
-        for (size_t k = 0; k < derived.size(); k++) {
-            const std::string &name = derived[k];
-            const json &b = syms[name];
-            std::string where = fmt::format("symbols \"{}\"", name);
-            std::string of = r.str(b, "of", where);
-            int64_t div = r.field(b, "div", json::value_t::number_integer, where).get<int64_t>();
-            int64_t e = 0;
-            try {
-                e = parse_dim(of);
-            } catch (const std::runtime_error &err) {
-                r.fail(fmt::format("{}: \"of\": {}", where, err.what()));
-            }
+        for (auto it = derived.begin(); it != derived.end();) {
+            const auto &[name, rule] = *it;
             bool ready = true;
-            for (const auto &s : dim_symbols(e)) {
-                if (!syms.contains(s))
-                    r.fail(fmt::format("{}: \"of\" names '{}', which \"symbols\" does not declare", where, s));
+            for (const auto &s : dim_symbols(rule.first))
                 ready = ready && std::find(p.symbols.begin(), p.symbols.end(), s) != p.symbols.end();
+            if (!ready) {
+                ++it;
+                continue;
             }
-            if (!ready) continue;
-            if (b.contains("min") || b.contains("max"))
-                r.fail(fmt::format("{}: a derived size takes no bounds (its \"of\"'s give them)", where));
             try {
-                sym_declare_derived(name, e, div);
+                sym_declare_derived(name, rule.first, rule.second);
             } catch (const std::runtime_error &err) {
-                r.fail(fmt::format("{}: {}", where, err.what()));
+                r.fail(fmt::format("symbols \"{}\": {}", name, err.what()));
             }
             r.declare_symbol(name);
             p.symbols.push_back(name);
-            derived.erase(derived.begin() + static_cast<std::ptrdiff_t>(k));
+            it = derived.erase(it);
             progress = true;
-            break;
         }
-        if (!progress)
-            r.fail(fmt::format("symbols \"{}\": its \"of\" and those of [{}] name each other", derived[0],
-                               join(derived, ", ")));
+        if (!progress) {
+            std::vector<std::string> left;
+            for (const auto &[name, rule] : derived) left.push_back(name);
+            r.fail(fmt::format("symbols [{}]: their \"of\"s name each other", join(left, ", ")));
+        }
     }
 }
 
