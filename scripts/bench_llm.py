@@ -228,18 +228,25 @@ def thread_counts(a):
     return [int(t) for t in str(a.threads).split(",")]
 
 
-def read_bandwidth(threads, folder):
-    """GB/s of a streaming read of 1 GiB with `threads` threads: bench_decode.py's probe (the best of 3 passes of a
-    plain loop and of one with software prefetch; a single-accumulator loop measured 8.7 GB/s where the memory
-    gives 15 on one thread)."""
+def bandwidth_probe(folder):
+    """A worker that measures the read bandwidth on each "read THREADS" line (GB/s of a streaming read of 1 GiB):
+    bench_decode.py's probe, the best of 3 passes of each loop the CPU runs (128-bit loads with and without
+    software prefetch, 256- and 512-bit loads). Asked once per round, between the contenders' measurements,
+    so that the percentages divide by what the memory gave at the same time (a shared VM's bandwidth drifts:
+    50 to 85 GB/s with 2 threads within minutes on an AMD EPYC VM)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import bench_decode
     p = subprocess.Popen([bench_decode.build(folder), "f32", "64", "64", "64", "1"], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True)
     if p.stdout.readline().strip() != "ready":
         sys.exit("bench_llm: the bandwidth probe (bench_decode) failed to start")
-    out, _ = p.communicate(f"read {threads}\n")
-    return float(out)
+    return p
+
+
+def read_bandwidth(probe, threads):
+    probe.stdin.write(f"read {threads}\n")
+    probe.stdin.flush()
+    return float(probe.stdout.readline())
 
 
 def decode_bytes(path):
@@ -306,8 +313,7 @@ def compare_with_llama_cpp(a, name, out, files, sos, threads):
     """One table: every file in ckc and in llama.cpp at `threads` threads, interleaved."""
     import numpy as np
 
-    print(f"== measuring the read bandwidth ({threads} threads)", file=sys.stderr)
-    bw = read_bandwidth(threads, out)
+    probe = bandwidth_probe(out)
 
     procs = {}
     for f, path in files.items():
@@ -342,19 +348,25 @@ def compare_with_llama_cpp(a, name, out, files, sos, threads):
         return float(line)
 
     times = {key: {"prefill": [], "decode": []} for key in procs}
+    bws = []
     for rep in range(a.reps):
+        bws.append(read_bandwidth(probe, threads))
         for what in ("prefill", "decode"):
             for key in procs:  # round-robin over formats and contenders
                 times[key][what].append(ask(key, what))
         print(f"== rep {rep + 1}/{a.reps}", file=sys.stderr)
     rss = {key: ask(key, "rss") for key in procs}
+    bw = statistics.median(bws)
+    probe.stdin.close()
+    probe.wait()
     for p in procs.values():
         p.stdin.write("quit\n")
         p.stdin.flush()
         p.wait()
 
     print(f"\n{name}: {threads} thread{'s' if threads > 1 else ''}, median of {a.reps} interleaved runs; prefill {a.prefill} tokens "
-          f"(last-position logits), decode {a.decode} steps; read bandwidth {bw:.1f} GB/s")
+          f"(last-position logits), decode {a.decode} steps; read bandwidth {bw:.1f} GB/s "
+          f"(median of one probe per round: {min(bws):.1f}-{max(bws):.1f})")
     print(f"{'format':10}{'MB':>7} | {'prefill tok/s':>13}{'llama.cpp':>11}{'ratio':>7} | {'decode tok/s':>12}"
           f"{'llama.cpp':>11}{'ratio':>7} | {'ckc %bw':>8}{'l.cpp %bw':>10} | {'RSS MiB':>8}{'l.cpp':>7} | logits")
     for f, path in files.items():
