@@ -59,7 +59,7 @@ void ck_threads_leave(const ck_threads_saved *saved);
 /* ---- workspace (workspace.c) --------------------------------------------- */
 /* Temporaries of the kernels without malloc: a model hands one buffer, allocated at init, to the kernels of a
  * call (ck_ws_use on the calling thread; NULL after). ck_ws_alloc takes 64-byte aligned pieces from it and
- * falls back to malloc when there is none or it is full (a missing workspace is never a failure); ck_ws_mark /
+ * falls back to malloc (64-byte aligned too) when there is none or it is full (a missing workspace is never a failure); ck_ws_mark /
  * ck_ws_reset give the pieces taken since the mark back at once; ck_ws_free frees a piece that came from
  * malloc (workspace pieces: nothing). Decode's temporaries fit the workspace a model sizes with
  * ck_linear_q_workspace, so 32 decode steps call no allocator (tests/c/alloc_check.c). */

@@ -6,6 +6,7 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ck_errors.h"
 #include "ck_kernels.h"
@@ -33,13 +34,31 @@ void *ck_ws_alloc(size_t bytes)
         ws.used = at + bytes;
         return (void *)(aligned + at);
     }
-    return malloc(bytes ? bytes : 1);
+    /* 64-byte aligned as the workspace's pieces: the decode bodies load their activations 64 bytes at a time, and
+     * from malloc's 16-byte alignment every such load spans two cache lines. ck_linear_q over a 1.1B q4_1 model's
+     * tensors on one thread of an AMD EPYC Zen 5 VM (VBMI bodies), activations from malloc: 25 GB/s of weights;
+     * from the workspace or aligned: 37 GB/s. (By hand, not posix_memalign: newlib, the microcontrollers' C
+     * library, declares it but does not have it.) malloc's own address is kept in the word before the piece. */
+    {
+        unsigned char *raw;
+        uintptr_t piece;
+        if (bytes > SIZE_MAX - 64 - sizeof raw) return NULL;
+        raw = (unsigned char *)malloc(bytes + 64 + sizeof raw);
+        if (!raw) return NULL;
+        piece = ((uintptr_t)raw + sizeof raw + 63) & ~(uintptr_t)63;
+        memcpy((void *)(piece - sizeof raw), &raw, sizeof raw);
+        return (void *)piece;
+    }
 }
 
 void ck_ws_free(void *p)
 {
     const uintptr_t at = (uintptr_t)p, base = (uintptr_t)ws.base; /* (no pointer arithmetic on a NULL base) */
-    if (p && !(ws.base && at >= base && at - base < ws.size)) free(p);
+    if (p && !(ws.base && at >= base && at - base < ws.size)) { /* one of ck_ws_alloc's from malloc */
+        void *raw;
+        memcpy(&raw, (const unsigned char *)p - sizeof raw, sizeof raw);
+        free(raw);
+    }
 }
 
 size_t ck_ws_mark(void) { return ws.used; }
