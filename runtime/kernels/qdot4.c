@@ -170,37 +170,23 @@ CK_VBMI static inline __m512i word_index(int bsize)
 CK_VBMI static inline float dot_q4_0_vbmi(int64_t ng, const char *w, const int8_t *q, const float *d, const int32_t *off,
                                           __m512i gidx, __m512i widx, ck_pf_stream *pf)
 {
+    /* One group per iteration: unrolled by two groups (two accumulators), the body read q4_0 at 28.0 GB/s where
+     * this reads 30.8 (1.1B shape, one thread, AMD EPYC Zen 5 VM, interleaved) */
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    int64_t g = 0;
-    for (; g + 2 <= ng; g += 2, w += 144, q += 256, d += 32, off += 32) {
+    __m512 acc = _mm512_setzero_ps();
+    int64_t g;
+    for (g = 0; g < ng; g++, w += 72, q += 128, d += 16, off += 16) {
         ck_pf_ahead(pf, w);
-        const __m512i a0 = _mm512_loadu_si512((const void *)w), b0 = _mm512_loadu_si512((const void *)(w + 8));
-        const __m512i a1 = _mm512_loadu_si512((const void *)(w + 72)), b1 = _mm512_loadu_si512((const void *)(w + 80));
-        const __m512i x0 = _mm512_permutex2var_epi8(a0, gidx, b0), x1 = _mm512_permutex2var_epi8(a1, gidx, b1);
-        __m512i p0 = _mm512_loadu_si512((const void *)off), p1 = _mm512_loadu_si512((const void *)(off + 16));
-        p0 = _mm512_dpbusd_epi32(p0, _mm512_and_si512(x0, m4), _mm512_loadu_si512((const void *)q));
-        p0 = _mm512_dpbusd_epi32(p0, _mm512_and_si512(_mm512_srli_epi16(x0, 4), m4), _mm512_loadu_si512((const void *)(q + 64)));
-        p1 = _mm512_dpbusd_epi32(p1, _mm512_and_si512(x1, m4), _mm512_loadu_si512((const void *)(q + 128)));
-        p1 = _mm512_dpbusd_epi32(p1, _mm512_and_si512(_mm512_srli_epi16(x1, 4), m4), _mm512_loadu_si512((const void *)(q + 192)));
-        acc0 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(widx, a0))),
-                                             _mm512_loadu_ps(d)),
-                               _mm512_cvtepi32_ps(p0), acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(widx, a1))),
-                                             _mm512_loadu_ps(d + 16)),
-                               _mm512_cvtepi32_ps(p1), acc1);
+        const __m512i a = _mm512_loadu_si512((const void *)w), b = _mm512_loadu_si512((const void *)(w + 8));
+        const __m512i x = _mm512_permutex2var_epi8(a, gidx, b);
+        __m512i p = _mm512_loadu_si512((const void *)off);
+        p = _mm512_dpbusd_epi32(p, _mm512_and_si512(x, m4), _mm512_loadu_si512((const void *)q));
+        p = _mm512_dpbusd_epi32(p, _mm512_and_si512(_mm512_srli_epi16(x, 4), m4), _mm512_loadu_si512((const void *)(q + 64)));
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(widx, a))),
+                                            _mm512_loadu_ps(d)),
+                              _mm512_cvtepi32_ps(p), acc);
     }
-    if (g < ng) {
-        const __m512i a0 = _mm512_loadu_si512((const void *)w), b0 = _mm512_loadu_si512((const void *)(w + 8));
-        const __m512i x0 = _mm512_permutex2var_epi8(a0, gidx, b0);
-        __m512i p0 = _mm512_loadu_si512((const void *)off);
-        p0 = _mm512_dpbusd_epi32(p0, _mm512_and_si512(x0, m4), _mm512_loadu_si512((const void *)q));
-        p0 = _mm512_dpbusd_epi32(p0, _mm512_and_si512(_mm512_srli_epi16(x0, 4), m4), _mm512_loadu_si512((const void *)(q + 64)));
-        acc0 = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(widx, a0))),
-                                             _mm512_loadu_ps(d)),
-                               _mm512_cvtepi32_ps(p0), acc0);
-    }
-    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    return _mm512_reduce_add_ps(acc);
 }
 
 /* dot_q4_0_vbmi for two tokens at once: each weight group is loaded, unpacked and its scales converted once for
@@ -210,47 +196,24 @@ CK_VBMI static inline void dot_q4_0_vbmi2(float *v0, float *v1, int64_t ng, cons
                                           const int32_t *off1, __m512i gidx, __m512i widx, ck_pf_stream *pf)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), bcc0 = _mm512_setzero_ps(), bcc1 = _mm512_setzero_ps();
-    int64_t g = 0;
-    for (; g + 2 <= ng; g += 2, w += 144, q += 256, d += 32, off += 32, q1 += 256, d1 += 32, off1 += 32) {
+    __m512 acc = _mm512_setzero_ps(), bcc = _mm512_setzero_ps();
+    int64_t g;
+    for (g = 0; g < ng; g++, w += 72, q += 128, d += 16, off += 16, q1 += 128, d1 += 16, off1 += 16) {
         ck_pf_ahead(pf, w);
-        const __m512i a0 = _mm512_loadu_si512((const void *)w), b0 = _mm512_loadu_si512((const void *)(w + 8));
-        const __m512i a1 = _mm512_loadu_si512((const void *)(w + 72)), b1 = _mm512_loadu_si512((const void *)(w + 80));
-        const __m512i x0 = _mm512_permutex2var_epi8(a0, gidx, b0), x1 = _mm512_permutex2var_epi8(a1, gidx, b1);
-        const __m512i l0 = _mm512_and_si512(x0, m4), h0 = _mm512_and_si512(_mm512_srli_epi16(x0, 4), m4);
-        const __m512i l1 = _mm512_and_si512(x1, m4), h1 = _mm512_and_si512(_mm512_srli_epi16(x1, 4), m4);
-        const __m512 s0 = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(widx, a0)));
-        const __m512 s1 = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(widx, a1)));
-        __m512i p0 = _mm512_loadu_si512((const void *)off), p1 = _mm512_loadu_si512((const void *)(off + 16));
-        __m512i r0 = _mm512_loadu_si512((const void *)off1), r1 = _mm512_loadu_si512((const void *)(off1 + 16));
-        p0 = _mm512_dpbusd_epi32(p0, l0, _mm512_loadu_si512((const void *)q));
-        p0 = _mm512_dpbusd_epi32(p0, h0, _mm512_loadu_si512((const void *)(q + 64)));
-        p1 = _mm512_dpbusd_epi32(p1, l1, _mm512_loadu_si512((const void *)(q + 128)));
-        p1 = _mm512_dpbusd_epi32(p1, h1, _mm512_loadu_si512((const void *)(q + 192)));
-        r0 = _mm512_dpbusd_epi32(r0, l0, _mm512_loadu_si512((const void *)q1));
-        r0 = _mm512_dpbusd_epi32(r0, h0, _mm512_loadu_si512((const void *)(q1 + 64)));
-        r1 = _mm512_dpbusd_epi32(r1, l1, _mm512_loadu_si512((const void *)(q1 + 128)));
-        r1 = _mm512_dpbusd_epi32(r1, h1, _mm512_loadu_si512((const void *)(q1 + 192)));
-        acc0 = _mm512_fmadd_ps(_mm512_mul_ps(s0, _mm512_loadu_ps(d)), _mm512_cvtepi32_ps(p0), acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_mul_ps(s1, _mm512_loadu_ps(d + 16)), _mm512_cvtepi32_ps(p1), acc1);
-        bcc0 = _mm512_fmadd_ps(_mm512_mul_ps(s0, _mm512_loadu_ps(d1)), _mm512_cvtepi32_ps(r0), bcc0);
-        bcc1 = _mm512_fmadd_ps(_mm512_mul_ps(s1, _mm512_loadu_ps(d1 + 16)), _mm512_cvtepi32_ps(r1), bcc1);
+        const __m512i a = _mm512_loadu_si512((const void *)w), b = _mm512_loadu_si512((const void *)(w + 8));
+        const __m512i x = _mm512_permutex2var_epi8(a, gidx, b);
+        const __m512i l = _mm512_and_si512(x, m4), h = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
+        const __m512 s = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(widx, a)));
+        __m512i p = _mm512_loadu_si512((const void *)off), r = _mm512_loadu_si512((const void *)off1);
+        p = _mm512_dpbusd_epi32(p, l, _mm512_loadu_si512((const void *)q));
+        p = _mm512_dpbusd_epi32(p, h, _mm512_loadu_si512((const void *)(q + 64)));
+        r = _mm512_dpbusd_epi32(r, l, _mm512_loadu_si512((const void *)q1));
+        r = _mm512_dpbusd_epi32(r, h, _mm512_loadu_si512((const void *)(q1 + 64)));
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(s, _mm512_loadu_ps(d)), _mm512_cvtepi32_ps(p), acc);
+        bcc = _mm512_fmadd_ps(_mm512_mul_ps(s, _mm512_loadu_ps(d1)), _mm512_cvtepi32_ps(r), bcc);
     }
-    if (g < ng) {
-        const __m512i a0 = _mm512_loadu_si512((const void *)w), b0 = _mm512_loadu_si512((const void *)(w + 8));
-        const __m512i x0 = _mm512_permutex2var_epi8(a0, gidx, b0);
-        const __m512i l0 = _mm512_and_si512(x0, m4), h0 = _mm512_and_si512(_mm512_srli_epi16(x0, 4), m4);
-        const __m512 s0 = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(widx, a0)));
-        __m512i p0 = _mm512_loadu_si512((const void *)off), r0 = _mm512_loadu_si512((const void *)off1);
-        p0 = _mm512_dpbusd_epi32(p0, l0, _mm512_loadu_si512((const void *)q));
-        p0 = _mm512_dpbusd_epi32(p0, h0, _mm512_loadu_si512((const void *)(q + 64)));
-        r0 = _mm512_dpbusd_epi32(r0, l0, _mm512_loadu_si512((const void *)q1));
-        r0 = _mm512_dpbusd_epi32(r0, h0, _mm512_loadu_si512((const void *)(q1 + 64)));
-        acc0 = _mm512_fmadd_ps(_mm512_mul_ps(s0, _mm512_loadu_ps(d)), _mm512_cvtepi32_ps(p0), acc0);
-        bcc0 = _mm512_fmadd_ps(_mm512_mul_ps(s0, _mm512_loadu_ps(d1)), _mm512_cvtepi32_ps(r0), bcc0);
-    }
-    *v0 = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-    *v1 = _mm512_reduce_add_ps(_mm512_add_ps(bcc0, bcc1));
+    *v0 = _mm512_reduce_add_ps(acc);
+    *v1 = _mm512_reduce_add_ps(bcc);
 }
 
 CK_VBMI static inline float dot_q4_1_vbmi(int64_t ng, const char *w, const int8_t *q, const float *d, const float *s4,
