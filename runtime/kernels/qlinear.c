@@ -646,29 +646,30 @@ CK_AVX512_VNNI static void act512_offsets(const int8_t *q, int64_t nb, int32_t *
     }
 }
 
-/* ck_vec_dot's q8_0 / q4_0 on AVX-512: the activations prepared here (decode prepares them once per token) */
+/* ck_vec_dot's q8_0 / q4_0 on AVX-512: the activations prepared here (decode prepares them once per token), 32
+ * blocks at a time in buffers on the stack. (They came from three mallocs per call: as the 4-bit VBMI bodies'
+ * tail dot, one call per row where K is not a multiple of 128, that made q4_0 decode of SmolLM2's shape, K 576,
+ * read 9 GB/s where the AVX2 path read 19, on an AMD EPYC Zen 5 VM.) */
+#define CK_UNPREPARED_CHUNK 32
 static float dot_512_unprepared(int type, int64_t nb, const void *w, const ck_block_q8_0 *blk)
 {
-    int8_t *q = (int8_t *)malloc((size_t)nb * 32 + 64);
-    float *d = (float *)malloc(sizeof(float) * (size_t)nb + 64);
-    int32_t *off = (int32_t *)malloc(sizeof(int32_t) * (size_t)nb * 16 + 64);
-    float r;
-    if (q && d && off) {
+    int8_t q[CK_UNPREPARED_CHUNK * 32] __attribute__((aligned(64)));
+    float d[CK_UNPREPARED_CHUNK] __attribute__((aligned(64)));
+    int32_t off[CK_UNPREPARED_CHUNK * 16] __attribute__((aligned(64)));
+    const size_t wblock = type == CK_Q_Q8_0 ? sizeof(ck_block_q8_0) : sizeof(ck_block_q4_0);
+    float r = 0.0f;
+    int64_t c0, b;
+    for (c0 = 0; c0 < nb; c0 += CK_UNPREPARED_CHUNK) {
+        const int64_t n = nb - c0 < CK_UNPREPARED_CHUNK ? nb - c0 : CK_UNPREPARED_CHUNK;
         act512 a;
-        int64_t b;
-        for (b = 0; b < nb; b++) {
-            memcpy(q + 32 * b, blk[b].qs, 32);
-            d[b] = ck_fp16_to_fp32(blk[b].d);
+        for (b = 0; b < n; b++) {
+            memcpy(q + 32 * b, blk[c0 + b].qs, 32);
+            d[b] = ck_fp16_to_fp32(blk[c0 + b].d);
         }
-        act512_offsets(q, nb, off, off + 8 * nb);
-        a.q = q, a.d = d, a.off8 = off, a.off128 = off + 8 * nb;
-        r = dot_q40_q80_512(type == CK_Q_Q8_0, nb, w, &a, NULL);
-    } else {
-        r = type == CK_Q_Q8_0 ? dot_q8_0(nb, (const ck_block_q8_0 *)w, blk) : dot_q4_0(nb, (const ck_block_q4_0 *)w, blk);
+        act512_offsets(q, n, off, off + 8 * n);
+        a.q = q, a.d = d, a.off8 = off, a.off128 = off + 8 * n;
+        r += dot_q40_q80_512(type == CK_Q_Q8_0, n, (const char *)w + (size_t)c0 * wblock, &a, NULL);
     }
-    free(q);
-    free(d);
-    free(off);
     return r;
 }
 
@@ -1249,13 +1250,17 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                                         (const ck_block_q8_K *)act, &pf) + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
             }
             if (fast && acts->g4.q && ck_qdot4_takes(type)) { /* q4_0 / q4_1 / q5_0 / q5_1: AVX-512 VBMI, AVX2 */
+                /* the last K % 128 elements of each row by the one-block body: for q4_0 the AVX2 one, which needs no
+                 * activations prepared per call (AVX-512's did, per row: q4_0 decode of K 576 on an AMD EPYC Zen 5
+                 * VM, one thread, 12.5 -> 25 GB/s) */
+                const ck_vec_dot_fn tail = dot == dot_avx512_q4_0 ? dot_avx2_q4_0 : dot;
                 if (t + 1 < T) { /* two tokens at a time: q4_0's weights unpacked once for both */
                     ck_qdot4_rows2(o, out + (size_t)(t + 1) * ldo, &acts->g4, t, t + 1, type, rows, rb, act,
-                                   act_row(acts, type, t + 1), dot, bias, ad,
+                                   act_row(acts, type, t + 1), tail, bias, ad,
                                    add ? add + (size_t)(t + 1) * ld_add : NULL, n, b);
                     paired = t + 1;
                 } else {
-                    ck_qdot4_rows(o, &acts->g4, t, type, rows, rb, act, dot, bias, ad, n, b);
+                    ck_qdot4_rows(o, &acts->g4, t, type, rows, rb, act, tail, bias, ad, n, b);
                 }
                 n = b;
             }
