@@ -21,47 +21,39 @@
 #include "ck_kernels.h"
 #include "ck_quant.h"
 
-/* one pass of a streaming read of a[0, n) by `threads` threads in `width`-bit loads (128, 256, 512; 128 with
- * `pf`: software prefetch 4 KiB ahead), four independent sums so no add latency binds; GB/s */
-__attribute__((target("avx512f"))) static double read_pass(const float *a, size_t n, int threads, int width, int pf)
+/* A thread's share a[i0, i0 + per) of a streaming read, in loads of one vector type (128-, 256- or 512-bit; each
+ * compiled for only the instructions it needs, so the narrow ones run on any x86), four independent sums so no add
+ * latency binds, with software prefetch 4 KiB ahead when `pf`; the sums into t[0, 16) */
+#define READ_LOOP(NAME, ATTR, VT, ZERO, LOAD, ADD, STORE, W)                                                   \
+    ATTR static void NAME(const float *a, size_t i0, size_t per, int pf, float *t)                             \
+    {                                                                                                          \
+        VT a0 = ZERO(), a1 = a0, a2 = a0, a3 = a0;                                                             \
+        size_t i;                                                                                              \
+        for (i = i0; i < i0 + per; i += 4 * (W)) {                                                             \
+            if (pf) _mm_prefetch((const char *)(a + i) + 4096, _MM_HINT_T0);                                   \
+            a0 = ADD(a0, LOAD(a + i));                                                                         \
+            a1 = ADD(a1, LOAD(a + i + (W)));                                                                   \
+            a2 = ADD(a2, LOAD(a + i + 2 * (W)));                                                               \
+            a3 = ADD(a3, LOAD(a + i + 3 * (W)));                                                               \
+        }                                                                                                      \
+        STORE(t, ADD(ADD(a0, a1), ADD(a2, a3)));                                                               \
+    }
+READ_LOOP(read128, , __m128, _mm_setzero_ps, _mm_load_ps, _mm_add_ps, _mm_storeu_ps, 4)
+READ_LOOP(read256, __attribute__((target("avx2"))), __m256, _mm256_setzero_ps, _mm256_load_ps, _mm256_add_ps,
+          _mm256_storeu_ps, 8)
+READ_LOOP(read512, __attribute__((target("avx512f"))), __m512, _mm512_setzero_ps, _mm512_load_ps, _mm512_add_ps,
+          _mm512_storeu_ps, 16)
+
+/* one pass of a streaming read of a[0, n) by `threads` threads in `width`-bit loads; GB/s */
+static double read_pass(const float *a, size_t n, int threads, int width, int pf)
 {
     double t0 = omp_get_wtime(), s = 0;
 #pragma omp parallel num_threads(threads) reduction(+ : s)
     {
         const size_t per = n / (size_t)omp_get_num_threads(), i0 = per * (size_t)omp_get_thread_num();
-        float t[16];
-        size_t i, j;
-        if (width == 512) {
-            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (i = i0; i < i0 + per; i += 64) {
-                a0 = _mm512_add_ps(a0, _mm512_load_ps(a + i));
-                a1 = _mm512_add_ps(a1, _mm512_load_ps(a + i + 16));
-                a2 = _mm512_add_ps(a2, _mm512_load_ps(a + i + 32));
-                a3 = _mm512_add_ps(a3, _mm512_load_ps(a + i + 48));
-            }
-            _mm512_storeu_ps(t, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-        } else if (width == 256) {
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (i = i0; i < i0 + per; i += 32) {
-                a0 = _mm256_add_ps(a0, _mm256_load_ps(a + i));
-                a1 = _mm256_add_ps(a1, _mm256_load_ps(a + i + 8));
-                a2 = _mm256_add_ps(a2, _mm256_load_ps(a + i + 16));
-                a3 = _mm256_add_ps(a3, _mm256_load_ps(a + i + 24));
-            }
-            memset(t, 0, sizeof t);
-            _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-        } else {
-            __m128 a0 = _mm_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (i = i0; i < i0 + per; i += 16) {
-                if (pf) _mm_prefetch((const char *)(a + i) + 4096, _MM_HINT_T0);
-                a0 = _mm_add_ps(a0, _mm_load_ps(a + i));
-                a1 = _mm_add_ps(a1, _mm_load_ps(a + i + 4));
-                a2 = _mm_add_ps(a2, _mm_load_ps(a + i + 8));
-                a3 = _mm_add_ps(a3, _mm_load_ps(a + i + 12));
-            }
-            memset(t, 0, sizeof t);
-            _mm_storeu_ps(t, _mm_add_ps(_mm_add_ps(a0, a1), _mm_add_ps(a2, a3)));
-        }
+        float t[16] = {0};
+        int j;
+        (width == 512 ? read512 : width == 256 ? read256 : read128)(a, i0, per, pf, t);
         for (j = 0; j < 16; j++) s += t[j];
     }
     {
@@ -164,8 +156,12 @@ int main(int argc, char **argv)
             const int fd = mkstemp(name);
             if (fd < 0) return fprintf(stderr, "bench_decode: cannot make a file in /tmp\n"), 1;
             unlink(name);
-            if (write(fd, first, size) != (ssize_t)size)
-                return fprintf(stderr, "bench_decode: cannot write %zu bytes of weights to /tmp\n", size), 1;
+            size_t done = 0;
+            while (done < size) { /* (write may take less than asked) */
+                const ssize_t got = write(fd, first + done, size - done);
+                if (got <= 0) return fprintf(stderr, "bench_decode: cannot write %zu bytes of weights to /tmp\n", size), 1;
+                done += (size_t)got;
+            }
             w[4 * l + m] = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
             close(fd);
             if (w[4 * l + m] == MAP_FAILED) return fprintf(stderr, "bench_decode: cannot map the weights\n"), 1;

@@ -264,7 +264,6 @@ CK_VBMI static inline __m512i qh_index(int bsize, int qh)
     return _mm512_loadu_si512((const void *)idx);
 }
 
-
 /* q5_0's words: 0-15 its 4 blocks' scales on 4 lanes each (word_index2), 16-23 their qh words (qh_index) */
 CK_VBMI static inline __m512i q5_0_word_index(void)
 {

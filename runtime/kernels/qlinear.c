@@ -1250,10 +1250,10 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                                         (const ck_block_q8_K *)act, &pf) + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
             }
             if (fast && acts->g4.q && ck_qdot4_takes(type)) { /* q4_0 / q4_1 / q5_0 / q5_1: AVX-512 VBMI, AVX2 */
-                /* the last K % 128 elements of each row by the one-block body: for q4_0 the AVX2 one, which needs no
-                 * activations prepared per call (AVX-512's did, per row: q4_0 decode of K 576 on an AMD EPYC Zen 5
-                 * VM, one thread, 12.5 -> 25 GB/s) */
-                const ck_vec_dot_fn tail = dot == dot_avx512_q4_0 ? dot_avx2_q4_0 : dot;
+                /* the last K % 128 elements of each row by the type's AVX2 one-block body (these bodies run only
+                 * where AVX2 does), which needs no activations prepared per call: q4_0's AVX-512 one did, per row
+                 * (q4_0 decode of K 576 on an AMD EPYC Zen 5 VM, one thread, 12.5 -> 25 GB/s) */
+                const ck_vec_dot_fn tail = ck_qtype_cpu_of(type)->dot_avx2 ? ck_qtype_cpu_of(type)->dot_avx2 : dot;
                 if (t + 1 < T) { /* two tokens at a time: q4_0's weights unpacked once for both */
                     ck_qdot4_rows2(o, out + (size_t)(t + 1) * ldo, &acts->g4, t, t + 1, type, rows, rb, act,
                                    act_row(acts, type, t + 1), tail, bias, ad,
