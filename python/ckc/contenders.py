@@ -23,7 +23,7 @@ def configure_torch(kind, threads):
 
 
 # the CPU features a kernel's speed depends on (what /proc/cpuinfo calls them)
-_FLAGS = ("avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512vbmi", "avx512_vnni",
+_FLAGS = ("avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512vbmi", "avx512_bitalg", "avx512_vnni",
           "avx512_bf16", "avx512_fp16", "amx_tile", "amx_int8", "amx_bf16", "asimd", "sve")
 
 

@@ -6,7 +6,9 @@
  *   avx2         AVX2 + FMA + F16C
  *   avx2-vnni    + AVX-VNNI (VEX vpdpbusd: Alder Lake and later, Zen 5)
  *   avx512       AVX-512 F/BW/VL + VNNI (the int8 prefill GEMM, the 512-bit decode bodies)
- *   avx512-vbmi  + AVX512_VBMI (vpermt2b: the 4-bit decode bodies that gather 4 blocks' quants in one shuffle)
+ *   avx512-vbmi  + AVX512_VBMI and AVX512_BITALG (vpermt2b: the 4-bit decode bodies that gather 4 blocks' quants
+ *                  in one shuffle; vpshufbitqmb: q5's fifth bits as masks). Every CPU with VBMI but Cannon Lake
+ *                  has both (Ice Lake and later, Zen 4 and later)
  *   amx          + AMX-TILE / AMX-INT8 with the OS's permission (the int8 prefill GEMM on tiles, qgemm.c), and
  *                  where the CPU also has AMX-BF16 + AVX512_BF16, the f16 / bf16 prefill on tiles (fgemm.c)
  * and on ARM64:
@@ -91,7 +93,8 @@ static void detect(void)
 #endif
     ck_has[L_AVX512] = ck_has[L_AVX2] && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-    ck_has[L_AVX512_VBMI] = ck_has[L_AVX512] && __builtin_cpu_supports("avx512vbmi");
+    ck_has[L_AVX512_VBMI] = ck_has[L_AVX512] && __builtin_cpu_supports("avx512vbmi") &&
+                            __builtin_cpu_supports("avx512bitalg");
     ck_has[L_AMX] = ck_has[L_AVX512_VBMI] && amx_usable();
     {
         unsigned a, b, c, d;

@@ -8,7 +8,8 @@
  * fields of neighbouring blocks into one register (inserts and a permute on the shuffle port), and decode of
  * the 4-bit formats ran compute-bound at about half the read bandwidth (the 2-core Xeon VM of Nov 2026;
  * scripts/bench_decode.py). Here one vpermt2b gathers the four
- * nibble fields of 4 consecutive blocks out of two overlapping 64-byte loads of the row, as the file stores it:
+ * nibble fields of 4 consecutive blocks out of two loads of the row (the group's first 64 bytes and the rest), as
+ * the file stores it:
  * the weights are read in place, with no repacking. Then
  *   lo = x & 15   the elements 0-15 of each of the 4 blocks,   hi = x >> 4   their elements 16-31,
  * and the activations are laid out once per token in that same order (ck_qdot4_acts), so two vpdpbusd give
@@ -138,10 +139,37 @@ void ck_qdot4_acts_free(ck_qdot4_acts *a)
 }
 
 #ifdef CK_X86
-#define CK_VBMI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi,fma,f16c")))
+#define CK_VBMI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi,avx512bitalg,fma,f16c")))
 
-/* The byte gather of 4 blocks of `bsize` bytes whose nibbles start at byte `qoff` of each: from A = the
- * group's bytes [0, 64) and B = bytes [4 bsize - 64, 4 bsize) */
+/* A group of 4 blocks is loaded as A = its bytes [0, 64) and B = the rest, bytes [tail_at, 4 bsize) in the low
+ * bytes of a register, loaded at their width: 8, 16 or 32 bytes from byte 64 (q4_0, q4_1, q5_1), q5_0's 32 from
+ * byte 56 (not past the group; a masked 24-byte load from 64 read 3% slower). B crosses a cache line in at most
+ * 3 of 8 groups, where a 64-byte load of bytes [4 bsize - 64, 4 bsize) crossed one in 7 of 8, and the word
+ * permute took A from memory again, a third split load. With the narrow B q4_0 read 36.2 GB/s where it read
+ * 30.1, q5_0 36.1 where it read 32.3 (1.1B shape, one thread, AMD EPYC Zen 5 VM, interleaved). The upper bytes
+ * of B are never indexed. */
+static inline int group_tail_at(int bsize) { return bsize == 22 ? 56 : 64; }
+
+CK_VBMI static inline __m512i group_tail(const char *w, int bsize)
+{
+    const char *at = w + group_tail_at(bsize);
+    switch (4 * bsize - 64) {
+    case 8: return _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)at));
+    case 16: return _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)at));
+    default: return _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)at));
+    }
+}
+
+/* A group's first 64 bytes, as a value the compiler keeps in a register (it would fold A into each permute as a
+ * memory operand: another load that crosses a cache line) */
+CK_VBMI static inline __m512i group_head(const char *w)
+{
+    __m512i a = _mm512_loadu_si512((const void *)w);
+    __asm__("" : "+v"(a));
+    return a;
+}
+
+/* The byte gather of 4 blocks of `bsize` bytes whose nibbles start at byte `qoff` of each, from A and B */
 CK_VBMI static inline __m512i gather_index(int bsize, int qoff)
 {
     uint8_t idx[64];
@@ -149,7 +177,7 @@ CK_VBMI static inline __m512i gather_index(int bsize, int qoff)
     for (b = 0; b < 4; b++)
         for (j = 0; j < 16; j++) {
             const int s = bsize * b + qoff + j;
-            idx[16 * b + j] = (uint8_t)(s < 64 ? s : 64 + (s - (4 * bsize - 64)));
+            idx[16 * b + j] = (uint8_t)(s < 64 ? s : 64 + s - group_tail_at(bsize)); /* 64 + i: byte i of B */
         }
     return _mm512_loadu_si512((const void *)idx);
 }
@@ -177,7 +205,7 @@ CK_VBMI static inline float dot_q4_0_vbmi(int64_t ng, const char *w, const int8_
     int64_t g;
     for (g = 0; g < ng; g++, w += 72, q += 128, d += 16, off += 16) {
         ck_pf_ahead(pf, w);
-        const __m512i a = _mm512_loadu_si512((const void *)w), b = _mm512_loadu_si512((const void *)(w + 8));
+        const __m512i a = group_head(w), b = group_tail(w, 18);
         const __m512i x = _mm512_permutex2var_epi8(a, gidx, b);
         __m512i p = _mm512_loadu_si512((const void *)off);
         p = _mm512_dpbusd_epi32(p, _mm512_and_si512(x, m4), _mm512_loadu_si512((const void *)q));
@@ -200,7 +228,7 @@ CK_VBMI static inline void dot_q4_0_vbmi2(float *v0, float *v1, int64_t ng, cons
     int64_t g;
     for (g = 0; g < ng; g++, w += 72, q += 128, d += 16, off += 16, q1 += 128, d1 += 16, off1 += 16) {
         ck_pf_ahead(pf, w);
-        const __m512i a = _mm512_loadu_si512((const void *)w), b = _mm512_loadu_si512((const void *)(w + 8));
+        const __m512i a = group_head(w), b = group_tail(w, 18);
         const __m512i x = _mm512_permutex2var_epi8(a, gidx, b);
         const __m512i l = _mm512_and_si512(x, m4), h = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
         const __m512 s = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(widx, a)));
@@ -224,7 +252,7 @@ CK_VBMI static inline float dot_q4_1_vbmi(int64_t ng, const char *w, const int8_
     int64_t g;
     for (g = 0; g < ng; g++, w += 80, q += 128, d += 16, s4 += 16) {
         ck_pf_ahead(pf, w);
-        const __m512i a = _mm512_loadu_si512((const void *)w), b = _mm512_loadu_si512((const void *)(w + 16));
+        const __m512i a = group_head(w), b = group_tail(w, 20);
         const __m512i x = _mm512_permutex2var_epi8(a, gidx, b), dm = _mm512_permutexvar_epi16(widx, a);
         __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(x, m4), _mm512_loadu_si512((const void *)q));
         p = _mm512_dpbusd_epi32(p, _mm512_and_si512(_mm512_srli_epi16(x, 4), m4), _mm512_loadu_si512((const void *)(q + 64)));
@@ -240,12 +268,11 @@ CK_VBMI static inline float dot_q4_1_vbmi(int64_t ng, const char *w, const int8_
 CK_VBMI static inline __m512i word_index2(int bsize, int first, int second)
 {
     uint16_t idx[32];
-    const int boff = 4 * bsize - 64;
     int l;
     for (l = 0; l < 32; l++) {
         const int field = l < 16 ? first : second;
         const int k = (bsize * ((l % 16) / 4) + (field < 0 ? 0 : field)) / 2; /* the word in the group */
-        idx[l] = (uint16_t)(k < 32 ? k : 32 + k - boff / 2);
+        idx[l] = (uint16_t)(k < 32 ? k : 32 + k - group_tail_at(bsize) / 2); /* 32 + i: word i of B */
     }
     return _mm512_loadu_si512((const void *)idx);
 }
@@ -254,12 +281,11 @@ CK_VBMI static inline __m512i word_index2(int bsize, int first, int second)
 CK_VBMI static inline __m512i qh_index(int bsize, int qh)
 {
     uint16_t idx[32];
-    const int boff = 4 * bsize - 64;
     int l;
     memset(idx, 0, sizeof idx);
     for (l = 0; l < 8; l++) {
         const int k = (bsize * (l % 4) + qh) / 2 + l / 4;
-        idx[l] = (uint16_t)(k < 32 ? k : 32 + k - boff / 2);
+        idx[l] = (uint16_t)(k < 32 ? k : 32 + k - group_tail_at(bsize) / 2); /* 32 + i: word i of B */
     }
     return _mm512_loadu_si512((const void *)idx);
 }
@@ -286,23 +312,44 @@ CK_VBMI static inline __m512i q5_1_word_index(void)
     return _mm512_loadu_si512((const void *)idx);
 }
 
+/* The fifth bits' masks, by vpshufbitqmb: a word permute of the words (q5_0_word_index, q5_1_word_index) puts
+ * block b's 32 qh bits in 64-bit lanes 2b and 2b + 1 (their qh words are at `at` and at + 4 there), and byte
+ * j of the low nibbles' mask index is bit j % 16 of its lane (the high nibbles': 16 + j % 16). This took q5_0 to
+ * 37.0 GB/s from 36.1 and q5_1 to 38.3 from 36.1, where the masks were moved from general registers (1.1B shape,
+ * one thread, AMD EPYC Zen 5 VM, interleaved) */
+CK_VBMI static inline __m512i qh_lane_index(int at)
+{
+    uint16_t idx[32];
+    int l;
+    for (l = 0; l < 32; l++) idx[l] = (uint16_t)(l % 4 == 0 ? at + l / 8 : l % 4 == 1 ? at + 4 + l / 8 : 0);
+    return _mm512_loadu_si512((const void *)idx);
+}
+
+CK_VBMI static inline __m512i qh_bit_index(void)
+{
+    uint8_t idx[64];
+    int j;
+    for (j = 0; j < 64; j++) idx[j] = (uint8_t)(j % 16);
+    return _mm512_loadu_si512((const void *)idx);
+}
+
 CK_VBMI static inline float dot_q5_vbmi(int has_min, int bsize, int64_t ng, const char *w, const int8_t *q,
                                         const float *d, const int32_t *off, const float *s4, __m512i gidx,
-                                        __m512i widx, ck_pf_stream *pf)
+                                        __m512i widx, __m512i hidx, __m512i bidx, ck_pf_stream *pf)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
     __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
     int64_t g;
     for (g = 0; g < ng; g++, w += 4 * bsize, q += 128, d += 16, off += 16, s4 += 16) {
         ck_pf_ahead(pf, w);
-        const __m512i a = _mm512_loadu_si512((const void *)w), b = _mm512_loadu_si512((const void *)(w + 4 * bsize - 64));
+        const __m512i a = group_head(w), b = group_tail(w, bsize);
         const __m512i x = _mm512_permutex2var_epi8(a, gidx, b), dm = _mm512_permutex2var_epi16(a, widx, b);
         /* one two-source word permute gives the scales, q5_1's mins and the qh words (q5_0_word_index,
          * q5_1_word_index): a second one, for the qh words, made q5_0 read 24.3 GB/s where this reads 32.0 and
          * q5_1 33.3 where this reads 37.5 (1.1B shape, one thread, AMD EPYC Zen 5 VM, interleaved) */
-        const __m128i h = _mm512_extracti32x4_epi32(dm, has_min ? 1 : 2);
-        const __mmask64 klo = _cvtu64_mask64((uint64_t)_mm_cvtsi128_si64(h));
-        const __mmask64 khi = _cvtu64_mask64((uint64_t)_mm_extract_epi64(h, 1));
+        const __m512i qh = _mm512_permutexvar_epi16(hidx, dm);
+        const __mmask64 klo = _mm512_bitshuffle_epi64_mask(qh, bidx);
+        const __mmask64 khi = _mm512_bitshuffle_epi64_mask(qh, _mm512_add_epi8(bidx, sixteen));
         const __m512i l4 = _mm512_and_si512(x, m4), h4 = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
         __m512i p = has_min ? _mm512_setzero_si512() : _mm512_slli_epi32(_mm512_loadu_si512((const void *)off), 1);
         p = _mm512_dpbusd_epi32(p, _mm512_mask_add_epi8(l4, klo, l4, sixteen), _mm512_loadu_si512((const void *)q));
@@ -360,6 +407,7 @@ CK_VBMI static void rows_vbmi(float *out, const ck_qdot4_acts *a, int t, int typ
     const char *act_tail = (const char *)act_row + 4 * ng * (has_min ? sizeof(ck_block_q8_1) : sizeof(ck_block_q8_0));
     const __m512i gidx = gather_index(bsize, qoff), widx = word_index(bsize);
     const __m512i widx5 = type == CK_Q_Q5_0 ? q5_0_word_index() : q5_1_word_index(); /* (q5_0 / q5_1 only) */
+    const __m512i hidx = qh_lane_index(type == CK_Q_Q5_0 ? 16 : 8), bidx = qh_bit_index();
     const int8_t *q = a->q + at * 128;
     const float *d = a->d + at * 16, *s4 = a->s4 + at * 16;
     const int32_t *off = a->off + at * 16;
@@ -372,8 +420,8 @@ CK_VBMI static void rows_vbmi(float *out, const ck_qdot4_acts *a, int t, int typ
         switch (type) {
         case CK_Q_Q4_0: v = dot_q4_0_vbmi(ng, w, q, d, off, gidx, widx, &pf); break;
         case CK_Q_Q4_1: v = dot_q4_1_vbmi(ng, w, q, d, s4, gidx, widx, &pf); break;
-        case CK_Q_Q5_0: v = dot_q5_vbmi(0, 22, ng, w, q, d, off, s4, gidx, widx5, &pf); break;
-        default: v = dot_q5_vbmi(1, 24, ng, w, q, d, off, s4, gidx, widx5, &pf); break;
+        case CK_Q_Q5_0: v = dot_q5_vbmi(0, 22, ng, w, q, d, off, s4, gidx, widx5, hidx, bidx, &pf); break;
+        default: v = dot_q5_vbmi(1, 24, ng, w, q, d, off, s4, gidx, widx5, hidx, bidx, &pf); break;
         }
         if (tail) v += tail_dot(tail * CK_QK, w + 4 * ng * (size_t)bsize, act_tail); /* the last 1-3 blocks, by the one-block body */
         out[n] = v + (bias ? bias[n] : 0.0f) + (add ? add[n] : 0.0f); /* add may be out itself */
