@@ -485,14 +485,14 @@ CK_A2 static inline __attribute__((always_inline)) void a2_unpack(a2_group *u, i
                               (int)a2_u32(w + 3 * bsize));
     u->l0 = _mm256_and_si256(x0, m4), u->h0 = _mm256_and_si256(_mm256_srli_epi16(x0, 4), m4);
     u->l1 = _mm256_and_si256(x1, m4), u->h1 = _mm256_and_si256(_mm256_srli_epi16(x1, 4), m4);
-    if (q5) { /* qh bytes 0-1 of a block: its low nibbles' fifth bits, bytes 2-3: its high nibbles' */
-        const __m256i hq = _mm256_broadcastsi128_si256(_mm_setr_epi32(
-            (int)a2_u32(w + qh), (int)a2_u32(w + bsize + qh), (int)a2_u32(w + 2 * bsize + qh),
-            (int)a2_u32(w + 3 * bsize + qh)));
-        u->l0 = _mm256_or_si256(u->l0, a2_fifth(hq, CK_A2_SEL(0, 4)));
-        u->h0 = _mm256_or_si256(u->h0, a2_fifth(hq, CK_A2_SEL(2, 6)));
-        u->l1 = _mm256_or_si256(u->l1, a2_fifth(hq, CK_A2_SEL(8, 12)));
-        u->h1 = _mm256_or_si256(u->h1, a2_fifth(hq, CK_A2_SEL(10, 14)));
+    if (q5) { /* qh bytes 0-1 of a block: its low nibbles' fifth bits, bytes 2-3: its high nibbles'. Blocks 0 and 1's
+               * qh words in bytes 0-3 of the two halves, by two 16-byte loads (the last one ends inside the group),
+               * as the nibbles: this read q5_0 at ... where 4 scalar loads, inserts and a broadcast read ... */
+        const __m256i hq01 = a2_nibbles(w, bsize, qh), hq23 = a2_nibbles(w + 2 * bsize, bsize, qh);
+        u->l0 = _mm256_or_si256(u->l0, a2_fifth(hq01, CK_A2_SEL(0, 0)));
+        u->h0 = _mm256_or_si256(u->h0, a2_fifth(hq01, CK_A2_SEL(2, 2)));
+        u->l1 = _mm256_or_si256(u->l1, a2_fifth(hq23, CK_A2_SEL(0, 0)));
+        u->h1 = _mm256_or_si256(u->h1, a2_fifth(hq23, CK_A2_SEL(2, 2)));
     }
 }
 
