@@ -147,21 +147,25 @@ def paired(a):
     is the same module exported and compiled for the same target and called through GraphModel.bind (pointers
     bound once, one ctypes call): gcu minus direct is what a call costs between torch.compile and the library.
     "dynamo" is the module under torch.compile with a backend whose compiled function returns a ready output:
-    dynamo's own cost per call (its frame, guards, the module call), which every backend pays; gcu minus direct
-    minus dynamo is what ckc's side adds (its runner, and the library running between dynamo's frames)."""
+    dynamo's own cost per call (its frame, guards, the module call), which every backend pays, with its data in
+    the caches. "cold" is the same call right after the direct library call (direct + dynamo, minus direct):
+    dynamo's cost when the library has just streamed its weights through the caches, as in every gcu call. With
+    weights larger than the last-level cache that cost is several times the warm one (14 -> 110 us after a 64 MiB
+    stream, AMD EPYC Zen 5 VM). gcu minus direct minus cold is what ckc's side adds (its runner, and the library
+    running between dynamo's frames)."""
     import shutil
 
     import torch
     torch.set_num_threads(a.threads)
     os.environ["CKC_CACHE_DIR"] = cache = os.path.join(a.out, "paired-cache")
     shutil.rmtree(cache, ignore_errors=True)
-    kinds = ["eager", "gcu", "inductor", "direct", "dynamo"]
+    kinds = ["eager", "gcu", "inductor", "direct", "dynamo", "direct+dynamo"]
     print(machine())
     print(f"\n{a.threads} threads, one process, median of {a.reps} interleaved rounds (ratio < 1: gcu is faster); "
-          "overhead = gcu - direct, per call; of it, dynamo's own (a backend that returns a ready output) and ckc's "
-          "(the rest)")
+          "overhead = gcu - direct, per call; of it, dynamo's own (a backend that returns a ready output; warm: "
+          "alone, cold: right after the library's call) and ckc's (the rest: overhead - cold)")
     print(f"{'config':20}{'eager':>11}{'gcu':>11}{'inductor':>11}{'direct':>11}{'overhead':>10}{'dynamo':>9}"
-          f"{'ckc':>9}{'gcu/eager':>11}{'gcu/ind.':>10}{'gcu 1st call':>14}{'ind. 1st':>10}")
+          f"{'cold':>8}{'ckc':>9}{'gcu/eager':>11}{'gcu/ind.':>10}{'gcu 1st call':>14}{'ind. 1st':>10}")
     slower, overheads, tax = [], [], []
     for name, wl, dims in workloads(a.only):
         torch._dynamo.reset()  # dynamo recompiles a code object at most 8 times, then runs it eagerly
@@ -187,6 +191,7 @@ def paired(a):
         fns["dynamo"] = torch.compile(module, backend=ready_backend, dynamic=False)
         with torch.no_grad():
             fns["dynamo"](x)
+        fns["direct+dynamo"] = lambda _x: (fns["direct"](_x), fns["dynamo"](_x))
         times = {k: [] for k in kinds}
         with torch.no_grad():
             n = max(1, int(a.min_time / max(min(timeit(fns[k], x, 1) for k in kinds), 1e-7)))
@@ -197,14 +202,16 @@ def paired(a):
         med = {k: statistics.median(v) for k, v in times.items()}
         if med["gcu"] >= med["eager"]:
             slower.append(name)
+        cold = max(0.0, med["direct+dynamo"] - med["direct"])
         overheads.append(med["gcu"] - med["direct"])
-        tax.append(med["gcu"] - med["direct"] - med["dynamo"])
+        tax.append(med["gcu"] - med["direct"] - cold)
         print(f"{name:20}" + "".join(f"{fmt_time(med[k]):>11}" for k in kinds[:4]) +
-              f"{fmt_time(med['gcu'] - med['direct']):>10}{fmt_time(med['dynamo']):>9}{fmt_time(tax[-1]):>9}"
+              f"{fmt_time(med['gcu'] - med['direct']):>10}{fmt_time(med['dynamo']):>9}{fmt_time(cold):>8}"
+              f"{fmt_time(tax[-1]):>9}"
               f"{med['gcu'] / med['eager']:10.2f}x{med['gcu'] / med['inductor']:9.2f}x{first['gcu']:13.2f}s"
               f"{first['inductor']:9.2f}s", flush=True)
     print(f"overhead per call (gcu - direct): median {fmt_time(statistics.median(overheads))}, "
-          f"max {fmt_time(max(overheads))}; ckc's part (minus dynamo's own): median "
+          f"max {fmt_time(max(overheads))}; ckc's part (minus dynamo's own, cold): median "
           f"{fmt_time(statistics.median(tax))}, max {fmt_time(max(tax))}")
     print("gcu is faster than eager PyTorch at every config" if not slower else
           f"gcu is NOT faster than eager PyTorch at: {', '.join(slower)}")
