@@ -231,9 +231,10 @@ def thread_counts(a):
 def bandwidth_probe(folder):
     """A worker that measures the read bandwidth on each "read THREADS" line (GB/s of a streaming read of 1 GiB):
     bench_decode.py's probe, the best of 3 passes of each loop the CPU runs (128-bit loads with and without
-    software prefetch, 256- and 512-bit loads). Asked once per round, between the contenders' measurements,
-    so that the percentages divide by what the memory gave at the same time (a shared VM's bandwidth drifts:
-    50 to 85 GB/s with 2 threads within minutes on an AMD EPYC VM)."""
+    software prefetch, 256- and 512-bit loads). Asked right before each decode measurement, so that each
+    measurement's percentage divides by what the memory gave at that moment (a shared VM's bandwidth drifts:
+    50 to 85 GB/s with 2 threads within minutes on an AMD EPYC VM, faster than a round of the contenders); %bw
+    is the median of those per-measurement fractions."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import bench_decode
     p = subprocess.Popen([bench_decode.build(folder), "f32", "64", "64", "64", "1"], stdin=subprocess.PIPE,
@@ -348,15 +349,21 @@ def compare_with_llama_cpp(a, name, out, files, sos, threads):
         return float(line)
 
     times = {key: {"prefill": [], "decode": []} for key in procs}
-    bws = []
+    bws = {key: [] for key in procs}  # the probe right before each decode measurement
     for rep in range(a.reps):
-        bws.append(read_bandwidth(probe, threads))
         for what in ("prefill", "decode"):
             for key in procs:  # round-robin over formats and contenders
+                if what == "decode":
+                    bws[key].append(read_bandwidth(probe, threads))
                 times[key][what].append(ask(key, what))
         print(f"== rep {rep + 1}/{a.reps}", file=sys.stderr)
     rss = {key: ask(key, "rss") for key in procs}
-    bw = statistics.median(bws)
+    every_bw = [b for v in bws.values() for b in v]
+    bw = statistics.median(every_bw)
+
+    def pct_bw(key, nbytes):
+        """decode's bytes per second as a % of the probe taken right before it, median over the rounds"""
+        return statistics.median(100 * nbytes * a.decode / t / 1e9 / b for t, b in zip(times[key]["decode"], bws[key]))
     probe.stdin.close()
     probe.wait()
     for p in procs.values():
@@ -366,7 +373,8 @@ def compare_with_llama_cpp(a, name, out, files, sos, threads):
 
     print(f"\n{name}: {threads} thread{'s' if threads > 1 else ''}, median of {a.reps} interleaved runs; prefill {a.prefill} tokens "
           f"(last-position logits), decode {a.decode} steps; read bandwidth {bw:.1f} GB/s "
-          f"(median of one probe per round: {min(bws):.1f}-{max(bws):.1f})")
+          f"(median of the probes, one before each decode measurement: {min(every_bw):.1f}-{max(every_bw):.1f}; "
+          f"%bw: the median of each measurement against its probe)")
     print(f"{'format':10}{'MB':>7} | {'prefill tok/s':>13}{'llama.cpp':>11}{'ratio':>7} | {'decode tok/s':>12}"
           f"{'llama.cpp':>11}{'ratio':>7} | {'ckc %bw':>8}{'l.cpp %bw':>10} | {'RSS MiB':>8}{'l.cpp':>7} | logits")
     for f, path in files.items():
@@ -378,7 +386,7 @@ def compare_with_llama_cpp(a, name, out, files, sos, threads):
         print(f"{f:10}{os.path.getsize(path) / 1e6:7.0f} | {r['ckc']['prefill']:13.1f}{r['llama.cpp']['prefill']:11.1f}"
               f"{r['ckc']['prefill'] / r['llama.cpp']['prefill']:6.2f}x | {r['ckc']['decode']:12.1f}"
               f"{r['llama.cpp']['decode']:11.1f}{r['ckc']['decode'] / r['llama.cpp']['decode']:6.2f}x | "
-              f"{100 * nb * r['ckc']['decode'] / 1e9 / bw:7.0f}%{100 * nb * r['llama.cpp']['decode'] / 1e9 / bw:9.0f}% | "
+              f"{pct_bw((f, 'ckc'), nb):7.0f}%{pct_bw((f, 'llama.cpp'), nb):9.0f}% | "
               f"{rss[f, 'ckc']:8.0f}{rss[f, 'llama.cpp']:7.0f} | max|diff| {np.max(np.abs(la - lb)):.2e}, {agree}")
     for f, path in files.items():  # what %bw divides by: a mixture reads the chosen experts only
         print(f"  {f}: a decode step reads {decode_bytes(path)[0] / 1e6:.0f} MB of the file's "
