@@ -739,8 +739,10 @@ CK_AVX512_VNNI static inline void rows_k45_512(int q5, float *out, const char *r
     const size_t qs_at = q5 ? offsetof(ck_block_q5_K, qs) : offsetof(ck_block_q4_K, qs);
     __m512i idx[4];
     ck_pf_stream pf;
+    ck_rows4 r4;
     int64_t n, i;
     int k;
+    r4.n = 0;
     for (k = 0; k < 4; k++) /* int16 lanes 0-15: scale p, 16-31: scale p + 2, for p = 0, 1, 4, 5 */
         idx[k] = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16((short)((k & 1) + 4 * (k >> 1))),
                                          _mm512_set1_epi16((short)((k & 1) + 4 * (k >> 1) + 2)));
@@ -789,10 +791,9 @@ CK_AVX512_VNNI static inline void rows_k45_512(int q5, float *out, const char *r
             accm = _mm_fmadd_ps(_mm_cvtepi32_ps(mins), _mm_shuffle_ps(dd, dd, 0x55), accm);
             acc = _mm512_fmadd_ps(_mm512_broadcastss_ps(dd), _mm512_cvtepi32_ps(sumi), acc);
         }
-        accm = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
-        accm = _mm_add_ss(accm, _mm_movehdup_ps(accm));
-        out[n] = _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(accm) + (bias ? bias[n] : 0.0f) + (add ? add[n] : 0.0f);
+        ck_rows4_put(&r4, _mm512_sub_ps(acc, _mm512_zextps128_ps512(accm)), n, out, bias, add);
     }
+    ck_rows4_flush(&r4, out, bias, add);
 }
 
 CK_AVX512_VNNI static void rows_q4_K_512(float *out, const char *rows, size_t rb, const int8_t *aq,
