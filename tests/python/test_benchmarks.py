@@ -1,0 +1,59 @@
+"""The benchmarks' worker still builds against the runtime and answers its commands.
+
+scripts/bench_decode.c is what bench_decode.py and bench_llm.py's bandwidth probe run. The measurements themselves
+are the scripts' job, not a test's (timings are never asserted here): this catches a worker that no longer
+compiles after a kernel API change, reads the wrong number of bytes, or runs a path other than the one asked.
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+# bytes per block and elements per block of the formats checked (llama.cpp's layouts)
+BLOCKS = {"f16": (2, 1), "q8_0": (34, 32), "q4_0": (18, 32), "q4_1": (20, 32), "q5_0": (22, 32), "q5_1": (24, 32),
+          "q4_K": (144, 256), "q6_K": (210, 256)}
+
+
+@pytest.fixture(scope="module")
+def worker(tmp_path_factory):
+    import bench_decode
+    return bench_decode.build(str(tmp_path_factory.mktemp("bench_decode")))
+
+
+def cpu_paths():
+    """A forced kernel path to check besides portable: AVX2, where the CPU has it"""
+    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
+    return ["avx2"] if " avx2" in flags else []
+
+
+@pytest.mark.parametrize("fmt", sorted(BLOCKS))
+def test_the_decode_worker_reads_every_layer_and_runs_the_path_asked(worker, fmt):
+    D, F, KV, L = 256, 512, 64, 2  # (multiples of 256: every format's rows are whole blocks)
+    p = subprocess.run([worker, fmt, str(D), str(F), str(KV), str(L)], input="bytes\ngemv 1 auto\ngemv 2 portable\n"
+                       + "".join(f"gemv 1 {path}\n" for path in cpu_paths()), capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == "ready"
+    per_block, elems = BLOCKS[fmt]
+    shapes = [(D + 2 * KV, D), (D, D), (2 * F, D), (D, F)]  # q|k|v, o, gate|up, down: (rows, K)
+    assert int(lines[1]) == L * sum(n * k // elems * per_block for n, k in shapes)
+    answers = [line.split() for line in lines[2:]]
+    assert len(answers) == 2 + len(cpu_paths())
+    for secs, _ in answers:
+        assert float(secs) > 0
+    assert answers[1][1] == "portable"
+    for (_, ran), asked in zip(answers[2:], cpu_paths()):
+        assert ran == asked
+
+
+def test_the_decode_worker_refuses_bad_arguments(worker):
+    for args in (["q9_9", "256", "512", "64", "2"], ["q4_0", "0", "512", "64", "2"], ["q4_0", "256"]):
+        p = subprocess.run([worker, *args], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2
+        assert "bench_decode" in p.stderr
