@@ -5,8 +5,8 @@
  *
  *   bench_decode TYPE D F KV LAYERS      (TYPE: a ck_qtype name; D hidden, F intermediate, KV kv width)
  *   stdin: "gemv THREADS PATH"  -> seconds of one pass over all layers (the best of 3), on stdout
- *          "read THREADS"       -> GB/s of a streaming read of 1 GiB (the best of 3 passes and of two loops:
- *                                  plain loads, and with software prefetch)
+ *          "read THREADS"       -> GB/s of a streaming read of 1 GiB (the best of 3 passes of each loop the CPU
+ *                                  runs: 128-bit loads with and without software prefetch, 256- and 512-bit)
  *          "bytes"              -> bytes of weights one pass reads
  */
 #include <immintrin.h>
@@ -20,6 +20,15 @@
 
 #include "ck_kernels.h"
 #include "ck_quant.h"
+
+static void *need(void *p, const char *what)
+{
+    if (!p) {
+        fprintf(stderr, "bench_decode: out of memory for %s\n", what);
+        exit(1);
+    }
+    return p;
+}
 
 /* A thread's share a[i0, i0 + per) of a streaming read, in loads of one vector type (128-, 256- or 512-bit; each
  * compiled for only the instructions it needs, so the narrow ones run on any x86), four independent sums so no add
@@ -74,8 +83,7 @@ static double read_gbs(int threads)
     double best = 0;
     int rep, k;
     if (!a) {
-        a = (float *)aligned_alloc(64, n * sizeof *a);
-        if (!a) return 0;
+        a = (float *)need(aligned_alloc(64, n * sizeof *a), "the 1 GiB of the read probe"); /* (never a 0 GB/s) */
         for (size_t i = 0; i < n; i++) a[i] = (float)(i & 7);
     }
     for (k = 0; k < 4; k++) {
@@ -87,15 +95,6 @@ static double read_gbs(int threads)
         }
     }
     return best;
-}
-
-static void *need(void *p, const char *what)
-{
-    if (!p) {
-        fprintf(stderr, "bench_decode: out of memory for %s\n", what);
-        exit(1);
-    }
-    return p;
 }
 
 static void force_path(const char *p)

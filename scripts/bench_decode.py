@@ -4,9 +4,9 @@ per thread count and per kernel path, against the read bandwidth measured in the
 
 Decode of a large model is bound by memory: every weight is read once per token. This runs exactly the kernels
 decode runs (ck_linear_q, one token) over every layer of a model shape, with a copy of the weights per layer
-(far beyond the caches) read in place from a mapped file, as a model reads a GGUF, and prints GB/s of weights read and the percentage of a streaming read of 1 GiB
-(the best of 128-bit loads with and without software prefetch, 256- and 512-bit loads, as the CPU has them),
-each measured interleaved with the others.
+(far beyond the caches) read in place from a mapped file, as a model reads a GGUF, and prints GB/s of weights
+read and the percentage of a streaming read of 1 GiB (the best of 128-bit loads with and without software
+prefetch, 256- and 512-bit loads, as the CPU has them), each measured interleaved with the others.
 
     scripts/bench_decode.py [--shape 1.1b|stories110m] [--formats f16,q8_0,q4_0,...] [--threads 1,2]
                             [--paths auto,avx512] [--reps 5] [--baseline CHECKOUT]
