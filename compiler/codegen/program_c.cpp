@@ -982,9 +982,10 @@ std::string embedded_weights_c(const CodegenOptions &o)
 std::set<std::string> kernel_files(const Program &p, const std::set<std::string> &extra)
 {
     // what every model uses: the thread pool, CPU dispatch, and the checkpoint readers with their formats
-    std::set<std::string> files = {"kernels/threads.c", "kernels/cpu.c", "kernels/workspace.c", "io/checkpoint.c", "io/checkpoint_open.c",
-                                   "io/safetensors.c",  "io/gguf.c",        "io/weights.c",    "io/quant.c",
-                                   "io/json.c"};
+    std::set<std::string> files = {"kernels/threads.c", "kernels/cpu.c",         "kernels/workspace.c",
+                                   "io/checkpoint.c",   "io/checkpoint_open.c", "io/huge_pages.c",
+                                   "io/safetensors.c",  "io/gguf.c",            "io/weights.c",
+                                   "io/quant.c",        "io/json.c"};
     files.insert(extra.begin(), extra.end());
     for (Section s : p.sections())
         for (const Node &n : p.section(s).nodes())

@@ -159,33 +159,37 @@ const st_file *ck_io_map_file(ck_checkpoint *ck, const char *path, char *err, si
         close(fd);
         return NULL;
     }
+    if ((off_t)f->size != sb.st_size) {
+        ck_io_seterr(err, errlen, "%s: too large for this platform (%.0f bytes)", path, (double)sb.st_size);
+        close(fd);
+        return NULL;
+    }
 #ifndef CK_NO_MMAP
+    if (ck->flags & CK_OPEN_READ) {
+        f->map = ck_io_read_huge(fd, f->size, &f->read_len, path, err, errlen);
+        close(fd);
+        return f->map ? f : NULL;
+    }
     f->map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
     if (f->map == MAP_FAILED) {
         f->map = NULL;
         ck_io_seterr(err, errlen, "%s: cannot map: %s", path, strerror(errno));
+        close(fd);
         return NULL;
     }
+    if (ck->flags & CK_OPEN_STREAM) f->settled = ck_io_settle_huge(f->map, f->size, fd, path);
+    close(fd);
 #else
-    {
-        size_t got = 0;
-        if ((off_t)f->size != sb.st_size || !(f->map = malloc(f->size))) {
-            ck_io_seterr(err, errlen, "%s: out of memory for its %.0f bytes", path, (double)sb.st_size);
-            close(fd);
-            return NULL;
-        }
-        while (got < f->size) {
-            ssize_t n = read(fd, (char *)f->map + got, f->size - got > (1u << 30) ? (1u << 30) : f->size - got);
-            if (n <= 0) {
-                ck_io_seterr(err, errlen, "%s: cannot read: %s", path, n < 0 ? strerror(errno) : "it got shorter");
-                close(fd);
-                return NULL; /* f->map is freed by close() */
-            }
-            got += (size_t)n;
-        }
+    if (!(f->map = malloc(f->size))) {
+        ck_io_seterr(err, errlen, "%s: out of memory for its %.0f bytes", path, (double)sb.st_size);
         close(fd);
+        return NULL;
     }
+    if (!ck_io_read_all(fd, f->map, f->size, path, err, errlen)) {
+        close(fd);
+        return NULL; /* f->map is freed by close() */
+    }
+    close(fd);
 #endif
     return f;
 }
@@ -209,7 +213,8 @@ void ck_checkpoint_close(ck_checkpoint *ck)
             /* the caller's bytes */
         } else {
 #ifndef CK_NO_MMAP
-            if (ck->files[i].map) munmap(ck->files[i].map, ck->files[i].size);
+            if (ck->files[i].map)
+                munmap(ck->files[i].map, ck->files[i].read_len ? ck->files[i].read_len : ck->files[i].size);
 #else
             free(ck->files[i].map);
 #endif

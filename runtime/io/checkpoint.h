@@ -1,7 +1,7 @@
 /*
  * checkpoint.h — what the checkpoint readers share (internal to runtime/io): the checkpoint itself
  * (checkpoint.c: files, tensor table, metadata), and each reader's entry point, which ck_checkpoint_open
- * (checkpoint_open.c) calls. Calls run one way: checkpoint_open.c -> {safetensors.c, gguf.c} -> checkpoint.c.
+ * (checkpoint_open.c) calls. Calls run one way: checkpoint_open.c -> {safetensors.c, gguf.c} -> checkpoint.c -> huge_pages.c.
  */
 #ifndef CK_IO_CHECKPOINT_H
 #define CK_IO_CHECKPOINT_H
@@ -22,8 +22,10 @@
 
 typedef struct st_file {
     char *path;
-    void *map;  /* the mapped file, or (CK_NO_MMAP) its bytes read into malloc'd memory */
+    void *map;  /* the mapped file; or its bytes read into memory: malloc'd (CK_NO_MMAP), else anonymous pages */
     size_t size;
+    size_t read_len; /* > 0: map is anonymous memory of this many bytes the file was read into (CK_OPEN_READ) */
+    int settled;     /* CK_OPEN_STREAM: what ck_io_settle_huge found (CK_SETTLE_*) */
     int borrowed; /* map is the caller's memory (ck_checkpoint_open_memory): not ours to unmap or free */
 } st_file;
 
@@ -36,6 +38,7 @@ struct ck_checkpoint {
     char *optional_prefix;   /* see ck_checkpoint_set_optional_prefix */
     ck_gguf_kv *kvs;         /* GGUF metadata, file order; keys and string tables owned */
     int n_kvs;
+    int flags;               /* the CK_OPEN_* flags it was opened with */
 };
 
 /* ---- checkpoint.c ---- */
@@ -48,8 +51,28 @@ char *ck_io_strdup(const char *s); /* NULL when out of memory */
 int ck_io_ends_with(const char *s, const char *suffix);
 /* the dtype of a safetensors dtype name ("F32"): its canonical name, or NULL when unknown */
 const char *ck_io_dtype_by_name(const char *name, ck_dtype *dt);
-/* maps `path` read-only as the checkpoint's next file; NULL (err set) when it cannot */
+/* maps `path` read-only as the checkpoint's next file (with CK_OPEN_READ in ck->flags: reads it into anonymous
+ * memory on huge pages); NULL (err set) when it cannot */
 const st_file *ck_io_map_file(ck_checkpoint *ck, const char *path, char *err, size_t errlen);
+/* ---- huge_pages.c: reading files, and a model's weights on 2 MiB pages ---- */
+/* reads `size` bytes from fd into dst; 0 (err set, naming path) when it cannot */
+int ck_io_read_all(int fd, void *dst, size_t size, const char *path, char *err, size_t errlen);
+#ifndef CK_NO_MMAP
+/* CK_OPEN_READ: the file's `size` bytes read into 2 MiB-aligned, read-only anonymous memory advised onto huge
+ * pages, *len bytes long (to munmap); NULL (err set) when it cannot */
+void *ck_io_read_huge(int fd, size_t size, size_t *len, const char *path, char *err, size_t errlen);
+/* CK_OPEN_STREAM: faults the mapping of fd in and, where the page cache holds most of it on small pages, reads
+ * it again onto huge ones (Linux; nothing elsewhere). Best effort: it never fails; it says what it found. */
+enum {
+    CK_SETTLE_SKIPPED = 0, /* too small, unaligned, not Linux, or the kernel cannot say (no smaps, no populate) */
+    CK_SETTLE_HUGE,        /* most of it was on huge pages already */
+    CK_SETTLE_REREAD,      /* most of it was on small pages: read again */
+    CK_SETTLE_CANNOT       /* most of it was on small pages, and a probe read again stayed small */
+};
+int ck_io_settle_huge(void *map, size_t size, int fd, const char *path);
+/* bytes of the mapping starting at `map` on 2 MiB page-table entries, its resident bytes in *rss; -1 unknown */
+long long ck_io_huge_bytes(const void *map, long long *rss);
+#endif
 /* appends the caller's `size` bytes as a file named `name` (borrowed: they must outlive the checkpoint) */
 const st_file *ck_io_borrow_file(ck_checkpoint *ck, const char *name, const void *data, size_t size, char *err,
                                  size_t errlen);

@@ -60,10 +60,30 @@ ck_checkpoint *ck_checkpoint_open_memory(const char *name, const void *data, siz
                                name ? name : "", err, errlen), err, errlen);
 }
 
-ck_checkpoint *ck_checkpoint_open(const char *path, char *err, size_t errlen)
+static int any_path_env(void)
 {
     const char *any = getenv("CK_WEIGHTS_ANY_PATH");
-    return ck_checkpoint_open_flags(path, any && strcmp(any, "1") == 0 ? CK_OPEN_ANY_PATH : 0, err, errlen);
+    return any && strcmp(any, "1") == 0 ? CK_OPEN_ANY_PATH : 0;
+}
+
+ck_checkpoint *ck_checkpoint_open(const char *path, char *err, size_t errlen)
+{
+    return ck_checkpoint_open_flags(path, any_path_env(), err, errlen);
+}
+
+ck_checkpoint *ck_checkpoint_open_weights(const char *path, char *err, size_t errlen)
+{
+    const char *load = getenv("CK_WEIGHTS_LOAD");
+    int flags = any_path_env();
+    if (!load || !*load || strcmp(load, "stream") == 0) {
+        flags |= CK_OPEN_STREAM;
+    } else if (strcmp(load, "read") == 0) {
+        flags |= CK_OPEN_READ;
+    } else if (strcmp(load, "map") != 0) {
+        ck_io_seterr(err, errlen, "CK_WEIGHTS_LOAD=%.32s: expected stream (the default), map or read", load);
+        return NULL;
+    }
+    return ck_checkpoint_open_flags(path, flags, err, errlen);
 }
 
 ck_checkpoint *ck_checkpoint_open_flags(const char *path, int flags, char *err, size_t errlen)
@@ -85,6 +105,7 @@ ck_checkpoint *ck_checkpoint_open_flags(const char *path, int flags, char *err, 
         ck_io_seterr(err, errlen, "out of memory");
         return NULL;
     }
+    ck->flags = flags;
     if (S_ISDIR(sb.st_mode)) {
         snprintf(buf, sizeof buf, "%s/model.safetensors", path);
         if (stat(buf, &sb) == 0) {

@@ -447,3 +447,134 @@ TEST_CASE("gguf: every corruption is an error naming what is wrong, never a cras
         CHECK_THAT(open_error(f.path), Contains("past the end"));
     }
 }
+
+// ---- a model's weights on huge pages (huge_pages.c) ------------------------------------------------------------
+
+extern "C" {
+#include "../../runtime/io/checkpoint.h"
+}
+
+namespace {
+
+// `bytes` written to a new file in 4 KiB write()s: Linux caches such a file on 4 KiB pages
+std::string write_in_small_pieces(const std::string &bytes)
+{
+    char tmpl[] = "/tmp/ckc_test_huge_XXXXXX";
+    int fd = mkstemp(tmpl);
+    REQUIRE(fd >= 0);
+    for (size_t off = 0; off < bytes.size(); off += 4096) {
+        size_t n = std::min<size_t>(4096, bytes.size() - off);
+        REQUIRE(write(fd, bytes.data() + off, n) == static_cast<ssize_t>(n));
+    }
+    close(fd);
+    return tmpl;
+}
+
+// every value of the tensor "w" made by f32_tensor: the bytes survived whatever the loader did
+bool values_intact(const ck_checkpoint *ck, size_t n)
+{
+    const ck_tensor_info *w = ck_checkpoint_find(ck, "w");
+    if (!w || w->nbytes != n * 4) return false;
+    const float *v = static_cast<const float *>(w->data);
+    for (size_t i = 0; i < n; i += 1 + i / 7)
+        if (v[i] != static_cast<float>(i)) return false;
+    return v[n - 1] == static_cast<float>(n - 1);
+}
+
+std::string thp_setting()
+{
+    std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string s;
+    std::getline(f, s);
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("weights on huge pages: a file cached on small pages is read again onto huge ones, or copied (CK_OPEN_READ)",
+          "[io][huge]")
+{
+#if defined(__linux__)
+    const size_t n = (size_t)18 << 20;  // 72 MiB of f32: past the 64 MiB below which the loader does not look
+    std::string path = write_in_small_pieces(safetensors_bytes({f32_tensor("w", {(int64_t)n})}));
+    char err[512] = "";
+    volatile char sum = 0;
+
+    // a plain mapping, faulted in: where it sits now
+    ck_checkpoint *ck = ck_checkpoint_open_flags(path.c_str(), 0, err, sizeof err);
+    REQUIRE(ck);
+    REQUIRE(values_intact(ck, n));
+    for (size_t i = 0; i < ck->files[0].size; i += 4096) sum += static_cast<const char *>(ck->files[0].map)[i];
+    long long rss0, huge0 = ck_io_huge_bytes(ck->files[0].map, &rss0);
+    CHECK(ck->files[0].settled == CK_SETTLE_SKIPPED);
+    ck_checkpoint_close(ck);
+
+    // CK_OPEN_STREAM: onto huge pages when the file system can (a 2 MiB probe tells)
+    ck = ck_checkpoint_open_flags(path.c_str(), CK_OPEN_STREAM, err, sizeof err);
+    REQUIRE(ck);
+    CHECK(values_intact(ck, n));
+    long long rss1, huge1 = ck_io_huge_bytes(ck->files[0].map, &rss1);
+    int settled = ck->files[0].settled;
+    ck_checkpoint_close(ck);
+    if (huge0 < 0) {
+        WARN("no /proc/self/smaps: where the pages sit is not known here; only the bytes were checked");
+        CHECK(settled == CK_SETTLE_SKIPPED);
+    } else if (huge0 * 2 >= rss0) {
+        WARN("this kernel cached the file written in 4 KiB pieces on huge folios (" << (huge0 >> 20) << " of "
+             << (rss0 >> 20) << " MiB): the re-read is not needed here, so not tested");
+        CHECK(settled == CK_SETTLE_HUGE);
+    } else if (settled == CK_SETTLE_CANNOT) {
+        WARN("the file system of /tmp gives small folios when read cold as well: the re-read is not tested here");
+        CHECK(huge1 * 2 < rss1);
+    } else {
+        INFO("huge pages before: " << (huge0 >> 20) << " of " << (rss0 >> 20) << " MiB; after: " << (huge1 >> 20)
+                                   << " of " << (rss1 >> 20) << " MiB");
+        CHECK(settled == CK_SETTLE_REREAD);
+        CHECK(huge1 * 4 >= rss1 * 3);  // at least 3/4 of it
+    }
+
+    // CK_OPEN_READ: a read-only copy on anonymous huge pages, whatever the page cache holds
+    ck = ck_checkpoint_open_flags(path.c_str(), CK_OPEN_READ, err, sizeof err);
+    REQUIRE(ck);
+    CHECK(values_intact(ck, n));
+    CHECK(ck->files[0].read_len >= ck->files[0].size);
+    CHECK(reinterpret_cast<uintptr_t>(ck->files[0].map) % (2u << 20) == 0);
+    long long rss2, huge2 = ck_io_huge_bytes(ck->files[0].map, &rss2);
+    if (thp_setting().find("[never]") != std::string::npos || huge2 < 0)
+        WARN("transparent huge pages are off (or smaps is missing): only the copy's bytes were checked");
+    else
+        CHECK(huge2 * 2 >= rss2);
+    ck_checkpoint_close(ck);
+    std::remove(path.c_str());
+#else
+    WARN("huge pages are a Linux matter: not tested on this system");
+#endif
+}
+
+TEST_CASE("CK_WEIGHTS_LOAD picks how a model's weights are loaded, and a wrong value names itself", "[io][huge]")
+{
+    TempFile f(safetensors_bytes({f32_tensor("w", {64})}), ".safetensors");
+    char err[512] = "";
+    const char *old = getenv("CK_WEIGHTS_LOAD");
+    std::string saved = old ? old : "";
+    struct Case {
+        const char *value;
+        bool read;
+    } cases[] = {{"read", true}, {"map", false}, {"stream", false}, {"", false}};
+    for (const Case &c : cases) {
+        setenv("CK_WEIGHTS_LOAD", c.value, 1);
+        ck_checkpoint *ck = ck_checkpoint_open_weights(f.path.c_str(), err, sizeof err);
+        REQUIRE(ck);
+        CHECK((ck->files[0].read_len > 0) == c.read);
+        CHECK((c.read || c.value == std::string("map")) == !(ck->flags & CK_OPEN_STREAM));
+        CHECK(values_intact(ck, 64));
+        ck_checkpoint_close(ck);
+    }
+    setenv("CK_WEIGHTS_LOAD", "mmap", 1);
+    CHECK(ck_checkpoint_open_weights(f.path.c_str(), err, sizeof err) == nullptr);
+    CHECK_THAT(std::string(err), Contains("CK_WEIGHTS_LOAD=mmap") && Contains("stream") && Contains("read"));
+    if (old)
+        setenv("CK_WEIGHTS_LOAD", saved.c_str(), 1);
+    else
+        unsetenv("CK_WEIGHTS_LOAD");
+}
