@@ -137,6 +137,15 @@ const st_file *ck_io_borrow_file(ck_checkpoint *ck, const char *name, const void
     return f;
 }
 
+/* the message of a failed ck_io_read_all / ck_io_read_huge (rc: CK_READ_*) */
+static void read_error(int rc, const char *path, size_t size, char *err, size_t errlen)
+{
+    if (rc == CK_READ_NOMEM)
+        ck_io_seterr(err, errlen, "%s: out of memory for its %.0f bytes", path, (double)size);
+    else
+        ck_io_seterr(err, errlen, "%s: cannot read: %s", path, rc == CK_READ_ERRNO ? strerror(errno) : "it got shorter");
+}
+
 const st_file *ck_io_map_file(ck_checkpoint *ck, const char *path, char *err, size_t errlen)
 {
     st_file *f;
@@ -166,7 +175,9 @@ const st_file *ck_io_map_file(ck_checkpoint *ck, const char *path, char *err, si
     }
 #ifndef CK_NO_MMAP
     if (ck->flags & CK_OPEN_READ) {
-        f->map = ck_io_read_huge(fd, f->size, &f->read_len, path, err, errlen);
+        int rc;
+        f->map = ck_io_read_huge(fd, f->size, &f->read_len, &rc);
+        if (!f->map) read_error(rc, path, f->size, err, errlen);
         close(fd);
         return f->map ? f : NULL;
     }
@@ -185,9 +196,13 @@ const st_file *ck_io_map_file(ck_checkpoint *ck, const char *path, char *err, si
         close(fd);
         return NULL;
     }
-    if (!ck_io_read_all(fd, f->map, f->size, path, err, errlen)) {
-        close(fd);
-        return NULL; /* f->map is freed by close() */
+    {
+        const int rc = ck_io_read_all(fd, f->map, f->size);
+        if (rc != CK_READ_OK) {
+            read_error(rc, path, f->size, err, errlen);
+            close(fd);
+            return NULL; /* f->map is freed by close() */
+        }
     }
     close(fd);
 #endif

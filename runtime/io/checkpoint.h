@@ -54,13 +54,14 @@ const char *ck_io_dtype_by_name(const char *name, ck_dtype *dt);
 /* maps `path` read-only as the checkpoint's next file (with CK_OPEN_READ in ck->flags: reads it into anonymous
  * memory on huge pages); NULL (err set) when it cannot */
 const st_file *ck_io_map_file(ck_checkpoint *ck, const char *path, char *err, size_t errlen);
-/* ---- huge_pages.c: reading files, and a model's weights on 2 MiB pages ---- */
-/* reads `size` bytes from fd into dst; 0 (err set, naming path) when it cannot */
-int ck_io_read_all(int fd, void *dst, size_t size, const char *path, char *err, size_t errlen);
+/* ---- huge_pages.c: reading files, and a model's weights on 2 MiB pages (it calls nothing here) ---- */
+enum { CK_READ_OK = 0, CK_READ_ERRNO, CK_READ_SHORT, CK_READ_NOMEM }; /* ERRNO: read() failed, errno says why */
+/* reads `size` bytes from fd into dst: CK_READ_* */
+int ck_io_read_all(int fd, void *dst, size_t size);
 #ifndef CK_NO_MMAP
 /* CK_OPEN_READ: the file's `size` bytes read into 2 MiB-aligned, read-only anonymous memory advised onto huge
- * pages, *len bytes long (to munmap); NULL (err set) when it cannot */
-void *ck_io_read_huge(int fd, size_t size, size_t *len, const char *path, char *err, size_t errlen);
+ * pages, *len bytes long (to munmap); NULL when it cannot, with *rc a CK_READ_* */
+void *ck_io_read_huge(int fd, size_t size, size_t *len, int *rc);
 /* CK_OPEN_STREAM: faults the mapping of fd in and, where the page cache holds most of it on small pages, reads
  * it again onto huge ones (Linux; nothing elsewhere). Best effort: it never fails; it says what it found. */
 enum {

@@ -1,5 +1,6 @@
 /*
- * huge_pages.c — a model's weights on 2 MiB pages (internal to runtime/io; checkpoint.c calls it).
+ * huge_pages.c — reading a file whole, and a model's weights on 2 MiB pages (internal to runtime/io; checkpoint.c
+ * calls it, and it calls nothing of the checkpoint).
  *
  * Decode streams every weight once per token, so the TLB walks of 4 KiB pages cost: 1.1B q4_0 on one thread
  * decoded 60.8 tok/s from a mapping on 4 KiB pages and 65.0 from one on 2 MiB pages (AMD EPYC Zen 5 VM). A
@@ -25,19 +26,17 @@
 
 #include "checkpoint.h"
 
-int ck_io_read_all(int fd, void *dst, size_t size, const char *path, char *err, size_t errlen)
+int ck_io_read_all(int fd, void *dst, size_t size)
 {
     size_t got = 0;
     while (got < size) {
         ssize_t n = read(fd, (char *)dst + got, size - got > (1u << 30) ? (1u << 30) : size - got);
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            ck_io_seterr(err, errlen, "%s: cannot read: %s", path, n < 0 ? strerror(errno) : "it got shorter");
-            return 0;
-        }
+        if (n < 0) return CK_READ_ERRNO;
+        if (n == 0) return CK_READ_SHORT;
         got += (size_t)n;
     }
-    return 1;
+    return CK_READ_OK;
 }
 
 #ifndef CK_NO_MMAP
@@ -51,19 +50,14 @@ int ck_io_read_all(int fd, void *dst, size_t size, const char *path, char *err, 
 /* files below this are not worth a check: a few huge pages at most */
 #define SETTLE_MIN_BYTES ((size_t)64 << 20)
 
-void *ck_io_read_huge(int fd, size_t size, size_t *len, const char *path, char *err, size_t errlen)
+void *ck_io_read_huge(int fd, size_t size, size_t *len, int *rc)
 {
     size_t n = (size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1), lead;
     char *raw, *p;
-    if (n < size || n + HUGE_PAGE < n) {
-        ck_io_seterr(err, errlen, "%s: too large to read into memory (%.0f bytes)", path, (double)size);
-        return NULL;
-    }
+    *rc = CK_READ_NOMEM;
+    if (n < size || n + HUGE_PAGE < n) return NULL;
     raw = (char *)mmap(NULL, n + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) {
-        ck_io_seterr(err, errlen, "%s: out of memory for its %.0f bytes", path, (double)size);
-        return NULL;
-    }
+    if (raw == MAP_FAILED) return NULL;
     p = (char *)(((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1)); /* 2 MiB-aligned */
     lead = (size_t)(p - raw);
     if (lead) munmap(raw, lead);
@@ -71,8 +65,10 @@ void *ck_io_read_huge(int fd, size_t size, size_t *len, const char *path, char *
 #ifdef MADV_HUGEPAGE
     madvise(p, n, MADV_HUGEPAGE); /* advice: where THP is off, small pages work the same */
 #endif
-    if (!ck_io_read_all(fd, p, size, path, err, errlen)) {
+    if ((*rc = ck_io_read_all(fd, p, size)) != CK_READ_OK) {
+        const int e = errno; /* read()'s, for the message */
         munmap(p, n);
+        errno = e;
         return NULL;
     }
     mprotect(p, n, PROT_READ); /* read-only, like a mapping */

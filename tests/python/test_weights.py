@@ -86,3 +86,20 @@ def test_weights_of_another_config_are_refused(build, tmp_path):
     (bare / "config.json").write_text("{\"hidden_size\": 64,")
     with pytest.raises(ckc.CkError, match="bare/config.json: JSON error at byte 19"):
         b.model(str(bare))
+
+
+def test_weights_load_modes_give_the_same_model(build, monkeypatch):
+    """CK_WEIGHTS_LOAD picks how ck_model_init loads the weights (runtime/io/huge_pages.c): stream (the default:
+    mapped, and moved onto huge pages when the page cache holds a large file on small ones), map (a plain
+    mapping), read (a copy on anonymous huge pages). All give the same numbers; any other value is refused at init,
+    naming the variable and the values it takes."""
+    b = build(tiny())
+    toks = prompt(12, 256, seed=13)
+    monkeypatch.delenv("CK_WEIGHTS_LOAD", raising=False)
+    default = b.model().forward(toks)
+    for mode in ("stream", "map", "read"):
+        monkeypatch.setenv("CK_WEIGHTS_LOAD", mode)
+        assert max_diff(b.model().forward(toks), default) == 0.0, mode
+    monkeypatch.setenv("CK_WEIGHTS_LOAD", "mmap")
+    with pytest.raises(Exception, match=r"CK_WEIGHTS_LOAD=mmap: expected stream \(the default\), map or read"):
+        b.model()
