@@ -9,6 +9,13 @@
  * rescaled by exp(m_old - m_new) whenever the max grows. No score matrix is
  * materialized, so attention needs no scratch memory at any context length.
  * (query, head) pairs are independent and split over the OpenMP team.
+ *
+ * With AVX-512, grouped-query attention (several query heads per KV head, D a multiple of 16) takes
+ * attend_heads_512 instead: the heads of a group share each block of 16 keys, transposed once, so scores are
+ * FMAs without a horizontal sum per key. 1.1B shape (32 heads, 4 KV heads, D 64), 22 layers of one decode step,
+ * AMD EPYC Zen 5 VM: 100 / 400 / 1000 cached positions 529 -> 320 / 1866 -> 1142 / 5349 -> 3942 us on one
+ * thread, 374 -> 207 / 1119 -> 621 / 3638 -> 2140 us on two; whole-model q4_0 decode over 16-516 positions
+ * +3.6% (one thread) and +4.6% (two), prefill of 512 tokens +10-16%.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -17,6 +24,10 @@
 #include "blas.h"
 #include "ck_kernels.h"
 #include "ck_simd.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #define CK_ATT_BLOCK 32
 #define CK_ATT_MAX_D CK_ATTENTION_MAX_HEAD_DIM
@@ -82,6 +93,110 @@ static void attend_one(float *o, const float *q, const float *K, const float *V,
     memcpy(o, acc, (size_t)D * sizeof(float));
 }
 
+#ifdef CK_X86
+#define CK_ATT_G 8 /* at most this many query heads share one transposed block of keys */
+
+/* Grouped-query attention with AVX-512: G query heads of one KV head over keys [j0, j1], 16 keys at a time.
+ * The block's keys are transposed once (16 x 16 at a time), so each head's 16 scores are D FMAs of a broadcast
+ * query element with a row of the transpose: no horizontal sum per key, as attend_one's dot products need; the
+ * online softmax then runs on the 16 scores in one register, and p V on the block's value rows. Each head's
+ * arithmetic is the same whichever heads share the block, so the result does not depend on G. */
+__attribute__((target("avx512f,avx2,fma"))) static void attend_heads_512(float *o, const float *q, int G,
+                                                                        const float *K, const float *V, int j0,
+                                                                        int j1, int D, float scale, float softcap)
+{
+    __m512 kt[CK_ATT_MAX_D];
+    float acc[CK_ATT_G][CK_ATT_MAX_D] __attribute__((aligned(64)));
+    float m[CK_ATT_G], pb[16] __attribute__((aligned(64)));
+    __m512 l[CK_ATT_G]; /* the running sums, per lane: added across lanes at the end */
+    int g, j, c, r, d, b, i;
+    for (g = 0; g < G; g++) {
+        m[g] = -INFINITY, l[g] = _mm512_setzero_ps();
+        for (d = 0; d < D; d++) acc[g][d] = 0.0f;
+    }
+    if (j1 - j0 < 4 * CK_ATT_BLOCK) { /* from DRAM after the weights streamed by: as in attend_one */
+        const char *kb = (const char *)(K + (size_t)j0 * D), *ke = (const char *)(K + (size_t)(j1 + 1) * D);
+        const char *vb = (const char *)(V + (size_t)j0 * D);
+        for (; kb < ke; kb += 64, vb += 64) {
+            __builtin_prefetch(kb);
+            __builtin_prefetch(vb);
+        }
+    }
+    for (j = j0; j <= j1; j += 16) {
+        const int nb = j1 + 1 - j < 16 ? j1 + 1 - j : 16;
+        const __mmask16 live = (__mmask16)((1u << nb) - 1u);
+        for (c = 0; c < D; c += 16) { /* kt[c + r] = dimension c + r of the block's 16 keys */
+            __m512 t[16];
+            if (nb == 16)
+                for (r = 0; r < 16; r++) t[r] = _mm512_loadu_ps(K + (size_t)(j + r) * D + c);
+            else
+                for (r = 0; r < 16; r++) t[r] = r < nb ? _mm512_loadu_ps(K + (size_t)(j + r) * D + c) : _mm512_setzero_ps();
+            ck_transpose16(t);
+            for (r = 0; r < 16; r++) kt[c + r] = t[r];
+        }
+        for (g = 0; g < G; g++) {
+            const float *qg = q + (size_t)g * D;
+            __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, s, x, p;
+            float bm, m_new;
+            for (d = 0; d < D; d += 4) {
+                s0 = _mm512_fmadd_ps(_mm512_set1_ps(qg[d]), kt[d], s0);
+                s1 = _mm512_fmadd_ps(_mm512_set1_ps(qg[d + 1]), kt[d + 1], s1);
+                s2 = _mm512_fmadd_ps(_mm512_set1_ps(qg[d + 2]), kt[d + 2], s2);
+                s3 = _mm512_fmadd_ps(_mm512_set1_ps(qg[d + 3]), kt[d + 3], s3);
+            }
+            s = _mm512_mul_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)), _mm512_set1_ps(scale));
+            if (softcap > 0.0f) {
+                _mm512_store_ps(pb, s);
+                for (b = 0; b < 16; b++) pb[b] = softcap * tanhf(pb[b] / softcap);
+                s = _mm512_load_ps(pb);
+            }
+            s = _mm512_mask_blend_ps(live, _mm512_set1_ps(-INFINITY), s);
+            bm = _mm512_reduce_max_ps(s);
+            m_new = bm > m[g] ? bm : m[g];
+            if (m[g] > -INFINITY && m_new != m[g]) { /* the max grew: rescale what is accumulated */
+                const float corr = expf(m[g] - m_new);
+                l[g] = _mm512_mul_ps(l[g], _mm512_set1_ps(corr));
+                for (d = 0; d < D; d += 16)
+                    _mm512_store_ps(acc[g] + d, _mm512_mul_ps(_mm512_load_ps(acc[g] + d), _mm512_set1_ps(corr)));
+            }
+            x = _mm512_sub_ps(s, _mm512_set1_ps(m_new)); /* masked keys: exp(-inf) = 0 */
+            p = _mm512_castpd_ps(_mm512_insertf64x4(
+                _mm512_castpd256_pd512(_mm256_castps_pd(ck_exp8(_mm512_castps512_ps256(x)))),
+                _mm256_castps_pd(ck_exp8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)))), 1));
+            l[g] = _mm512_add_ps(l[g], p);
+            _mm512_store_ps(pb, p);
+            for (i = 0; i + 64 <= D; i += 64) { /* acc += p V: four chains */
+                __m512 a0 = _mm512_load_ps(acc[g] + i), a1 = _mm512_load_ps(acc[g] + i + 16);
+                __m512 a2 = _mm512_load_ps(acc[g] + i + 32), a3 = _mm512_load_ps(acc[g] + i + 48);
+                for (b = 0; b < nb; b++) {
+                    const float *v = V + (size_t)(j + b) * D + i;
+                    const __m512 w = _mm512_set1_ps(pb[b]);
+                    a0 = _mm512_fmadd_ps(w, _mm512_loadu_ps(v), a0);
+                    a1 = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + 16), a1);
+                    a2 = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + 32), a2);
+                    a3 = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + 48), a3);
+                }
+                _mm512_store_ps(acc[g] + i, a0);
+                _mm512_store_ps(acc[g] + i + 16, a1);
+                _mm512_store_ps(acc[g] + i + 32, a2);
+                _mm512_store_ps(acc[g] + i + 48, a3);
+            }
+            for (; i < D; i += 16) {
+                __m512 a = _mm512_load_ps(acc[g] + i);
+                for (b = 0; b < nb; b++)
+                    a = _mm512_fmadd_ps(_mm512_set1_ps(pb[b]), _mm512_loadu_ps(V + (size_t)(j + b) * D + i), a);
+                _mm512_store_ps(acc[g] + i, a);
+            }
+            m[g] = m_new;
+        }
+    }
+    for (g = 0; g < G; g++) {
+        const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(l[g]));
+        for (d = 0; d < D; d += 16) _mm512_storeu_ps(o + (size_t)g * D + d, _mm512_mul_ps(_mm512_load_ps(acc[g] + d), inv));
+    }
+}
+#endif
+
 void ck_attention(float *out, int ldo, const float *q, int ldq,
                   const float *k_cache, const float *v_cache, int cap,
                   int T, int pos0, int H, int KVH, int D, float scale, int window, float softcap,
@@ -95,6 +210,27 @@ void ck_attention(float *out, int ldo, const float *q, int ldq,
     int group = H / KVH, total = T * H, idx, chunk = total >= 64 ? 4 : 1;
     long work = (long)total * (map ? cap / 2 : pos0 + T) * D; /* (several sequences: about half the cache each) */
     (void)chunk, (void)work; /* read only by the pragma: unused without OpenMP */
+#ifdef CK_X86
+    if (group >= 2 && D % 16 == 0 && ck_cpu_avx512vnni()) {
+        /* the heads of a group in sub-groups of up to CK_ATT_G, halved while there are fewer than two per thread */
+        int sub = group < CK_ATT_G ? group : CK_ATT_G, n_sub, items, threads = 1;
+#ifdef _OPENMP
+        threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+#endif
+        while (sub > 2 && (long)T * KVH * ((group + sub - 1) / sub) < 2L * threads) sub = (sub + 1) / 2;
+        n_sub = (group + sub - 1) / sub, items = T * KVH * n_sub;
+        (void)items;
+#pragma omp parallel for schedule(dynamic, 1) if (items > 1 && (T == 1 ? work >= CK_PAR_MIN_ACT / 16 : work >= CK_PAR_MIN_ACT))
+        for (idx = 0; idx < items; idx++) {
+            const int t = idx / (KVH * n_sub), kh = idx / n_sub % KVH, h0 = kh * group + idx % n_sub * sub;
+            const int p = ck_seq_pos(map, pos0, t), n = group - idx % n_sub * sub < sub ? group - idx % n_sub * sub : sub;
+            const size_t kv = ((size_t)kh * cap + (size_t)ck_seq_start(map, t)) * D;
+            attend_heads_512(out + (size_t)t * ldo + (size_t)h0 * D, q + (size_t)t * ldq + (size_t)h0 * D, n,
+                             k_cache + kv, v_cache + kv, first_key(p, window), p, D, scale, softcap);
+        }
+        return;
+    }
+#endif
 #pragma omp parallel for schedule(dynamic, chunk) if (total > 1 && (T == 1 ? work >= CK_PAR_MIN_ACT / 16 : work >= CK_PAR_MIN_ACT))
     for (idx = 0; idx < total; idx++) {
         int t = idx / H, h = idx % H, p = ck_seq_pos(map, pos0, t);

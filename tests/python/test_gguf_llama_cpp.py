@@ -141,23 +141,29 @@ def test_smollm2_against_llama_cpp(tmp_path):
           f"one-by-one {self_top1:.4f}); max |diff| {np.max(np.abs(got - want)):.3f}")
     # within a point of llama.cpp's agreement with itself (0.98-1.0 by CPU: 0.984 on a Zen 3)
     assert top1 >= min(0.99, self_top1 - 0.01)
-    # greedy: the same continuation, 32 tokens or more, for at least one prompt
-    best = 0
+    # greedy: along llama.cpp's own greedy continuation of each prompt (teacher-forced, so that one flip does not
+    # send the rest elsewhere), ckc's decode path (the prompt too: 8-bit activations, as llama.cpp runs every token)
+    # picks llama.cpp's token, or one llama.cpp itself ranks within GAP of it (a near tie, where two correct
+    # implementations part: q4_1 weights, 8-bit activations, different sums)
+    GAP = 0.5  # measured: at most 0.19 (AMD EPYC Zen 5 VM), 10 of 240 tokens differing
+    picked = flips = 0
     for text in ["The capital of France is", "Once upon a time, there was a little girl named Lily. She loved to",
                  "def fibonacci(n):", "The three primary colors are", "Water boils at a temperature of",
                  "A list of fruits: apple, banana,"]:
         p = llama_cpp_tokenize(path, [text], special=False)[0]
-        theirs = llama_cpp_greedy(path, p, 40)
-        # ckc's decode path throughout (the prompt too): 8-bit activations, as llama.cpp runs every token
+        seq = p + llama_cpp_greedy(path, p, 40)
+        theirs = llama_cpp_logits(path, seq[:-1], n_batch=1, n_ubatch=1)  # one token at a time, as it decodes
         m.kv_cache_enable(128)
-        for t in p:
-            row = m.decode(t)
-        ours = []
-        for _ in range(40):
-            ours.append(int(np.argmax(row)))
-            row = m.decode(ours[-1])
+        ours = np.stack([m.decode(t).copy() for t in seq[:-1]])
         m.kv_cache_disable()
-        same = next((i for i, (x, y) in enumerate(zip(ours, theirs)) if x != y), 40)
-        print(f"greedy {text!r}: identical for {same} tokens")
-        best = max(best, same)
-    assert best >= 32
+        gaps = []
+        for i in range(len(p) - 1, len(seq) - 1):
+            want, got = seq[i + 1], int(np.argmax(ours[i]))
+            picked += 1
+            if got != want:
+                gaps.append(float(theirs[i][want] - theirs[i][got]))
+        flips += len(gaps)
+        print(f"greedy {text!r}: {len(gaps)} of 40 tokens differ; llama.cpp's own gaps there: "
+              f"{', '.join(f'{g:.3f}' for g in gaps) or '-'}")
+        assert all(g < GAP for g in gaps), f"{text!r}: ckc picked a token llama.cpp ranks {max(gaps):.3f} below its own"
+    assert flips <= 0.1 * picked
