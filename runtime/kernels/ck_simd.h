@@ -235,6 +235,25 @@ CK_AVX2 static inline void ck_vmacc_avx2(float *acc, const float *p, const float
     for (; i < D; i++)
         for (b = 0; b < nb; b++) acc[i] += p[b] * V[(size_t)b * ld + i];
 }
+/* m[c] = column c of the 8 x 8 matrix whose row r was m[r] (32-bit elements): interleave 32-bit, then 64-bit
+ * within 128-bit lanes, then the lanes (24 shuffles) */
+CK_AVX2 static inline void ck_transpose8(__m256 m[8])
+{
+    __m256 t[8], u[8];
+    int r;
+    for (r = 0; r < 8; r += 2) t[r] = _mm256_unpacklo_ps(m[r], m[r + 1]), t[r + 1] = _mm256_unpackhi_ps(m[r], m[r + 1]);
+    for (r = 0; r < 8; r += 4) {
+        u[r] = _mm256_shuffle_ps(t[r], t[r + 2], 0x44);
+        u[r + 1] = _mm256_shuffle_ps(t[r], t[r + 2], 0xEE);
+        u[r + 2] = _mm256_shuffle_ps(t[r + 1], t[r + 3], 0x44);
+        u[r + 3] = _mm256_shuffle_ps(t[r + 1], t[r + 3], 0xEE);
+    }
+    for (r = 0; r < 4; r++) {
+        m[r] = _mm256_permute2f128_ps(u[r], u[r + 4], 0x20);
+        m[r + 4] = _mm256_permute2f128_ps(u[r], u[r + 4], 0x31);
+    }
+}
+
 /* m[c] = column c of the 16 x 16 matrix whose row r was m[r] (32-bit elements): interleave 32-bit, then
  * 64-bit within 128-bit lanes, then the lanes (64 shuffles) */
 #define CK_AVX512_TRANSPOSE __attribute__((target("avx512f")))

@@ -125,7 +125,8 @@ TEST_CASE("ck_rope_inv_freq: default, linear and llama3 scaling", "[kernels]")
 TEST_CASE("ck_attention matches the reference (GQA, cache offset, window, softcap)", "[kernels]")
 {
     // GQA groups of 2, 3 (a sub-group of one: attend_heads_512 in sub-groups) and 8, with D a multiple of 16, take
-    // the grouped AVX-512 kernel; the rest, and every shape on the other paths, attend_one
+    // the grouped kernels (AVX-512; AVX2 with D a multiple of 8); the rest, and every shape on the portable path,
+    // attend_one
     auto [T, pos0, H, KVH, D] = GENERATE(std::tuple{1, 0, 1, 1, 1}, std::tuple{1, 37, 4, 2, 16},
                                          std::tuple{7, 0, 4, 4, 32}, std::tuple{13, 5, 6, 2, 64},
                                          std::tuple{40, 0, 2, 1, 128}, std::tuple{3, 100, 8, 8, 80},
