@@ -4,7 +4,7 @@
 Default: the stories110M shape (models/stories110m: dim 768, 12 layers, 12 heads,
 FFN 2048, vocab 32000, tied) with deterministic random weights, 2 threads:
   prefill  128 tokens from position 0 (logits for every position)
-  decode   64 single-token steps through the KV cache after a 16-token prompt
+  decode   64 single-token steps through the KV cache after a 16-token prompt (--context N: an N-token one)
 
 Contenders, each in its own worker process (so each has its own OpenMP setup):
   ckc            the compiled library, 2 threads
@@ -46,16 +46,16 @@ from ckc.contenders import configure_torch, machine, worker_env
 
 # ---- worker: one contender, driven over stdin/stdout --------------------------
 
-def worker(kind, so, weights, config, threads, n_prefill, n_decode, logits_path, vocab=None):
+def worker(kind, so, weights, config, threads, n_prefill, n_decode, logits_path, vocab=None, context=16):
     import numpy as np
 
     vocab = vocab or json.load(open(config))["vocab_size"]
-    toks = [int(t) for t in np.random.default_rng(0).integers(0, vocab, max(n_prefill, 16 + n_decode))]
-    prompt = toks[:16]
+    toks = [int(t) for t in np.random.default_rng(0).integers(0, vocab, max(n_prefill, context + n_decode))]
+    prompt = toks[:context]
     last_only = weights.endswith(".gguf")  # the llama.cpp comparison: last-position logits, like llama-bench
     if kind == "llama.cpp":
         from llama_cpp import Llama
-        L = Llama(weights, n_ctx=max(n_prefill, 16 + n_decode) + 16, n_threads=threads, n_threads_batch=threads,
+        L = Llama(weights, n_ctx=max(n_prefill, context + n_decode) + 16, n_threads=threads, n_threads_batch=threads,
                   n_batch=512, n_ubatch=512, type_k=0, type_v=0, verbose=False)
 
         def prefill():
@@ -68,7 +68,7 @@ def worker(kind, so, weights, config, threads, n_prefill, n_decode, logits_path,
             L.eval(prompt)
             t0 = time.perf_counter()
             for i in range(n_decode):
-                L.eval([toks[16 + i]])
+                L.eval([toks[context + i]])
             return time.perf_counter() - t0
     elif kind == "ckc":
         m = ckc.LlmModel(so, weights, threads=threads)
@@ -78,11 +78,11 @@ def worker(kind, so, weights, config, threads, n_prefill, n_decode, logits_path,
             return m.forward(toks[:n_prefill], last_only=last_only)
 
         def decode():
-            m.kv_cache_enable(16 + n_decode)
+            m.kv_cache_enable(context + n_decode)
             m.forward(prompt)
             t0 = time.perf_counter()
             for i in range(n_decode):
-                m.decode(toks[16 + i])
+                m.decode(toks[context + i])
             return time.perf_counter() - t0
     else:
         import torch
@@ -100,7 +100,7 @@ def worker(kind, so, weights, config, threads, n_prefill, n_decode, logits_path,
                 past = ref(torch.tensor([prompt]), use_cache=True).past_key_values
                 t0 = time.perf_counter()
                 for i in range(n_decode):
-                    past = ref(torch.tensor([[toks[16 + i]]]), past_key_values=past, use_cache=True).past_key_values
+                    past = ref(torch.tensor([[toks[context + i]]]), past_key_values=past, use_cache=True).past_key_values
                 return time.perf_counter() - t0
 
     np.save(logits_path, prefill())  # warm-up, and the answer to compare
@@ -129,6 +129,9 @@ def main():
     ap.add_argument("--threads", default="2", help="threads; --against llama.cpp takes a list, e.g. 1,2 (a table each)")
     ap.add_argument("--prefill", type=int, default=128)
     ap.add_argument("--decode", type=int, default=64)
+    ap.add_argument("--context", type=int, default=16,
+                    help="decode after a prompt of this many tokens (default 16): a chat's cache holds hundreds, and "
+                         "attention reads all of them per step (not counted in %%bw, which is the weights' bytes)")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--out", default=os.path.join(ckc.ROOT, "out", "bench"))
     ap.add_argument("--ckc-args", default="", help="extra `ckc compile` arguments, e.g. '--disable-pass fuse_matmul_add'")
@@ -144,9 +147,13 @@ def main():
                          f"{', '.join(LLAMA_MIXES)}: llama.cpp's own quantizer and its default mix)")
     ap.add_argument("--gguf", help="--against llama.cpp: a GGUF file to run instead of the random weights")
     a = ap.parse_args()
+    for name in ("prefill", "decode", "context"):
+        if getattr(a, name) < 1:
+            ap.error(f"--{name} {getattr(a, name)}: at least 1 token")
     a.config = a.config or os.path.join(ckc.ROOT, "models", SHAPES[a.shape], "config.json")
     if a.worker:
-        return worker(a.worker, a.so, a.weights, a.config, int(a.threads), a.prefill, a.decode, a.logits, a.vocab)
+        return worker(a.worker, a.so, a.weights, a.config, int(a.threads), a.prefill, a.decode, a.logits, a.vocab,
+                      a.context)
     if a.against:
         return against_llama_cpp(a)
     if len(thread_counts(a)) != 1:
@@ -169,7 +176,7 @@ def main():
         env = worker_env(k, os.environ)
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", k, "--so", so, "--weights", weights,
                "--config", a.config, "--threads", str(a.threads), "--prefill", str(a.prefill),
-               "--decode", str(a.decode), "--logits", os.path.join(out, f"logits-{k}.npy")]
+               "--decode", str(a.decode), "--context", str(a.context), "--logits", os.path.join(out, f"logits-{k}.npy")]
         procs[k] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     for k, p in procs.items():
         if p.stdout.readline().strip() != "ready":
@@ -322,7 +329,7 @@ def compare_with_llama_cpp(a, name, out, files, sos, threads):
         for k in ("ckc", "llama.cpp"):
             cmd = [sys.executable, os.path.abspath(__file__), "--worker", k, "--so", sos[f], "--weights", path,
                    "--config", a.config, "--threads", str(threads), "--prefill", str(a.prefill),
-                   "--decode", str(a.decode), "--vocab", str(vocab),
+                   "--decode", str(a.decode), "--context", str(a.context), "--vocab", str(vocab),
                    "--logits", os.path.join(out, f"logits-{f}-{k}.npy")]
             procs[f, k] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                            env=worker_env("ckc", os.environ))
@@ -372,7 +379,7 @@ def compare_with_llama_cpp(a, name, out, files, sos, threads):
         p.wait()
 
     print(f"\n{name}: {threads} thread{'s' if threads > 1 else ''}, median of {a.reps} interleaved runs; prefill {a.prefill} tokens "
-          f"(last-position logits), decode {a.decode} steps; read bandwidth {bw:.1f} GB/s "
+          f"(last-position logits), decode {a.decode} steps after a {a.context}-token prompt; read bandwidth {bw:.1f} GB/s "
           f"(median of the probes, one before each decode measurement: {min(every_bw):.1f}-{max(every_bw):.1f}; "
           f"%bw: the median of each measurement against its probe)")
     print(f"{'format':10}{'MB':>7} | {'prefill tok/s':>13}{'llama.cpp':>11}{'ratio':>7} | {'decode tok/s':>12}"

@@ -68,3 +68,25 @@ def test_the_read_probe_measures_a_bandwidth(worker):
     lines = p.stdout.splitlines()
     assert lines[0] == "ready" and len(lines) == 3
     assert all(float(v) > 0.1 for v in lines[1:])
+
+
+def test_the_llm_worker_decodes_after_a_prompt_of_context_tokens(build, tmp_path):
+    """bench_llm.py's ckc worker (what --against llama.cpp runs for ckc): --context N decodes after an N-token
+    prompt, so the cache holds N + decode positions; a cache one position short would fail the last step.
+    Timings are printed by the worker, not checked."""
+    from conftest import tiny
+    b = build(tiny())
+    cmd = [sys.executable, os.path.join(ROOT, "scripts", "bench_llm.py"), "--worker", "ckc", "--so", b.so,
+           "--weights", b.weights, "--config", os.path.join(b.folder, "config.json"), "--threads", "1",
+           "--prefill", "8", "--decode", "5", "--context", "40", "--logits", str(tmp_path / "logits.npy")]
+    p = subprocess.run(cmd, input="decode\nquit\n", capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.split()
+    assert lines[0] == "ready" and float(lines[1]) > 0
+    # the prompt really is --context tokens: past the tiny model's 128 positions the model refuses it
+    i = cmd.index("--context") + 1
+    long = subprocess.run(cmd[:i] + ["130"] + cmd[i + 1:], input="decode\nquit\n", capture_output=True, text=True,
+                          timeout=300)
+    assert long.returncode != 0 and "capacity 135 outside 1..128" in long.stderr
+    bad = subprocess.run(cmd[:2] + ["--context", "0"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "--context 0: at least 1 token" in bad.stderr
