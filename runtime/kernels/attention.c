@@ -144,7 +144,7 @@ __attribute__((target("avx512f,avx2,fma"))) static void attend_heads_512(float *
     float m[CK_ATT_G], pb[16] __attribute__((aligned(64)));
     __m512 l[CK_ATT_G]; /* the running sums, per lane: added across lanes at the end */
     kv_prefetch pf;
-    int g, j, c, r, d, b, i;
+    int g, j, c, r, d, b;
     for (g = 0; g < G; g++) {
         m[g] = -INFINITY, l[g] = _mm512_setzero_ps();
         for (d = 0; d < D; d++) acc[g][d] = 0.0f;
@@ -185,8 +185,7 @@ __attribute__((target("avx512f,avx2,fma"))) static void attend_heads_512(float *
             if (m[g] > -INFINITY && m_new != m[g]) { /* the max grew: rescale what is accumulated */
                 const float corr = expf(m[g] - m_new);
                 l[g] = _mm512_mul_ps(l[g], _mm512_set1_ps(corr));
-                for (d = 0; d < D; d += 16)
-                    _mm512_store_ps(acc[g] + d, _mm512_mul_ps(_mm512_load_ps(acc[g] + d), _mm512_set1_ps(corr)));
+                ck_vscale(acc[g], corr, D);
             }
             x = _mm512_sub_ps(s, _mm512_set1_ps(m_new)); /* masked keys: exp(-inf) = 0 */
             p = _mm512_castpd_ps(_mm512_insertf64x4(
@@ -194,34 +193,13 @@ __attribute__((target("avx512f,avx2,fma"))) static void attend_heads_512(float *
                 _mm256_castps_pd(ck_exp8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)))), 1));
             l[g] = _mm512_add_ps(l[g], p);
             _mm512_store_ps(pb, p);
-            for (i = 0; i + 64 <= D; i += 64) { /* acc += p V: four chains */
-                __m512 a0 = _mm512_load_ps(acc[g] + i), a1 = _mm512_load_ps(acc[g] + i + 16);
-                __m512 a2 = _mm512_load_ps(acc[g] + i + 32), a3 = _mm512_load_ps(acc[g] + i + 48);
-                for (b = 0; b < nb; b++) {
-                    const float *v = V + (size_t)(j + b) * D + i;
-                    const __m512 w = _mm512_set1_ps(pb[b]);
-                    a0 = _mm512_fmadd_ps(w, _mm512_loadu_ps(v), a0);
-                    a1 = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + 16), a1);
-                    a2 = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + 32), a2);
-                    a3 = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + 48), a3);
-                }
-                _mm512_store_ps(acc[g] + i, a0);
-                _mm512_store_ps(acc[g] + i + 16, a1);
-                _mm512_store_ps(acc[g] + i + 32, a2);
-                _mm512_store_ps(acc[g] + i + 48, a3);
-            }
-            for (; i < D; i += 16) {
-                __m512 a = _mm512_load_ps(acc[g] + i);
-                for (b = 0; b < nb; b++)
-                    a = _mm512_fmadd_ps(_mm512_set1_ps(pb[b]), _mm512_loadu_ps(V + (size_t)(j + b) * D + i), a);
-                _mm512_store_ps(acc[g] + i, a);
-            }
+            ck_vmacc_avx512(acc[g], pb, V + (size_t)j * D, (size_t)D, nb, D); /* acc += p V */
             m[g] = m_new;
         }
     }
     for (g = 0; g < G; g++) {
-        const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(l[g]));
-        for (d = 0; d < D; d += 16) _mm512_storeu_ps(o + (size_t)g * D + d, _mm512_mul_ps(_mm512_load_ps(acc[g] + d), inv));
+        ck_vscale(acc[g], 1.0f / _mm512_reduce_add_ps(l[g]), D);
+        memcpy(o + (size_t)g * D, acc[g], (size_t)D * sizeof(float));
     }
 }
 
@@ -234,7 +212,7 @@ CK_AVX2 static void attend_heads_avx2(float *o, const float *q, int G, const flo
     float m[CK_ATT_G], pb[8] __attribute__((aligned(32)));
     __m256 l[CK_ATT_G];
     kv_prefetch pf;
-    int g, j, c, r, d, b, i;
+    int g, j, c, r, d, b;
     for (g = 0; g < G; g++) {
         m[g] = -INFINITY, l[g] = _mm256_setzero_ps();
         for (d = 0; d < D; d++) acc[g][d] = 0.0f;
@@ -279,40 +257,18 @@ CK_AVX2 static void attend_heads_avx2(float *o, const float *q, int G, const flo
             if (m[g] > -INFINITY && m_new != m[g]) {
                 const float corr = expf(m[g] - m_new);
                 l[g] = _mm256_mul_ps(l[g], _mm256_set1_ps(corr));
-                for (d = 0; d < D; d += 8)
-                    _mm256_store_ps(acc[g] + d, _mm256_mul_ps(_mm256_load_ps(acc[g] + d), _mm256_set1_ps(corr)));
+                ck_vscale(acc[g], corr, D);
             }
             p = ck_exp8(_mm256_sub_ps(s, _mm256_set1_ps(m_new)));
             l[g] = _mm256_add_ps(l[g], p);
             _mm256_store_ps(pb, p);
-            for (i = 0; i + 32 <= D; i += 32) {
-                __m256 a0 = _mm256_load_ps(acc[g] + i), a1 = _mm256_load_ps(acc[g] + i + 8);
-                __m256 a2 = _mm256_load_ps(acc[g] + i + 16), a3 = _mm256_load_ps(acc[g] + i + 24);
-                for (b = 0; b < nb; b++) {
-                    const float *v = V + (size_t)(j + b) * D + i;
-                    const __m256 w = _mm256_set1_ps(pb[b]);
-                    a0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v), a0);
-                    a1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 8), a1);
-                    a2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 16), a2);
-                    a3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 24), a3);
-                }
-                _mm256_store_ps(acc[g] + i, a0);
-                _mm256_store_ps(acc[g] + i + 8, a1);
-                _mm256_store_ps(acc[g] + i + 16, a2);
-                _mm256_store_ps(acc[g] + i + 24, a3);
-            }
-            for (; i < D; i += 8) {
-                __m256 a = _mm256_load_ps(acc[g] + i);
-                for (b = 0; b < nb; b++)
-                    a = _mm256_fmadd_ps(_mm256_set1_ps(pb[b]), _mm256_loadu_ps(V + (size_t)(j + b) * D + i), a);
-                _mm256_store_ps(acc[g] + i, a);
-            }
+            ck_vmacc_avx2(acc[g], pb, V + (size_t)j * D, (size_t)D, nb, D); /* acc += p V */
             m[g] = m_new;
         }
     }
     for (g = 0; g < G; g++) {
-        const __m256 inv = _mm256_set1_ps(1.0f / ck_hsum8(l[g]));
-        for (d = 0; d < D; d += 8) _mm256_storeu_ps(o + (size_t)g * D + d, _mm256_mul_ps(_mm256_load_ps(acc[g] + d), inv));
+        ck_vscale(acc[g], 1.0f / ck_hsum8(l[g]), D);
+        memcpy(o + (size_t)g * D, acc[g], (size_t)D * sizeof(float));
     }
 }
 #endif

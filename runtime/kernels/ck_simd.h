@@ -4,11 +4,12 @@
  *
  *   ck_vexp(y, x, n)          y[i] = exp(x[i])             (Cephes polynomial, < 1e-7 relative)
  *   ck_vdots(s, q, K, nb, D)  s[b] = q . K[b]  for nb rows of K[nb][D] (also an AVX-512 body)
- *   ck_vmacc(acc, p, V, nb, D) acc += sum_b p[b] * V[b]   for nb rows of V[nb][D]
+ *   ck_vmacc(acc, p, V, nb, D) acc += sum_b p[b] * V[b]   for nb rows of V[nb][D] (also an AVX-512 body, same bits)
  *   ck_vsum(x, n)             sum of x[0..n) in 16 lanes
  *   ck_vscale(y, a, n)        y[i] *= a
  *   ck_vsqrt(y, x, n)         y[i] = sqrt(x[i])            (exactly rounded, as sqrtf; no libm call per value)
  *   ck_transpose16(m)         16 x 16 32-bit transpose in zmm registers (the AVX-512 panel packers')
+ *   ck_transpose8(m)          8 x 8 in ymm registers (grouped-query attention's AVX2 key blocks)
  * Each call does a block of work, so the run-time dispatch is paid once per
  * block, not per element (a per-row call made attention slower, measured).
  *
@@ -398,6 +399,35 @@ __attribute__((target("avx512f,fma"))) static inline void ck_vdots_avx512(float 
     }
     if (b < nb) ck_vdots_avx2(s + b, q, K + (size_t)b * ld, ld, nb - b, D);
 }
+/* ck_vmacc with AVX-512: 64 columns at a time in four chains, then 16, then 8 and single columns as the AVX2 one.
+ * Each column's sum takes the same FMAs in the same order as ck_vmacc_avx2, so both give the same bits. */
+__attribute__((target("avx512f,avx2,fma"))) static inline void ck_vmacc_avx512(float *acc, const float *p,
+                                                                             const float *V, size_t ld, int nb, int D)
+{
+    int b, i = 0;
+    for (; i + 64 <= D; i += 64) {
+        __m512 a0 = _mm512_loadu_ps(acc + i), a1 = _mm512_loadu_ps(acc + i + 16);
+        __m512 a2 = _mm512_loadu_ps(acc + i + 32), a3 = _mm512_loadu_ps(acc + i + 48);
+        for (b = 0; b < nb; b++) {
+            const float *v = V + (size_t)b * ld + i;
+            const __m512 pb = _mm512_set1_ps(p[b]);
+            a0 = _mm512_fmadd_ps(pb, _mm512_loadu_ps(v), a0);
+            a1 = _mm512_fmadd_ps(pb, _mm512_loadu_ps(v + 16), a1);
+            a2 = _mm512_fmadd_ps(pb, _mm512_loadu_ps(v + 32), a2);
+            a3 = _mm512_fmadd_ps(pb, _mm512_loadu_ps(v + 48), a3);
+        }
+        _mm512_storeu_ps(acc + i, a0);
+        _mm512_storeu_ps(acc + i + 16, a1);
+        _mm512_storeu_ps(acc + i + 32, a2);
+        _mm512_storeu_ps(acc + i + 48, a3);
+    }
+    for (; i + 16 <= D; i += 16) {
+        __m512 a = _mm512_loadu_ps(acc + i);
+        for (b = 0; b < nb; b++) a = _mm512_fmadd_ps(_mm512_set1_ps(p[b]), _mm512_loadu_ps(V + (size_t)b * ld + i), a);
+        _mm512_storeu_ps(acc + i, a);
+    }
+    if (i < D) ck_vmacc_avx2(acc + i, p, V + i, ld, nb, D - i); /* its 8-column step and single columns */
+}
 #endif
 
 /* s[b] = q . K[b] for nb rows of K (row stride ld) */
@@ -449,6 +479,10 @@ static inline void ck_vmacc(float *acc, const float *p, const float *V, size_t l
 {
     int b, i;
 #ifdef CK_X86
+    if (ck_cpu_avx512vnni()) {
+        ck_vmacc_avx512(acc, p, V, ld, nb, D);
+        return;
+    }
     if (ck_has_avx2()) {
         ck_vmacc_avx2(acc, p, V, ld, nb, D);
         return;
