@@ -91,7 +91,7 @@ long long ck_io_huge_bytes(const void *map, long long *rss)
     FILE *fp = fopen("/proc/self/smaps", "r");
     if (rss) *rss = -1;
     if (!fp) return -1;
-    snprintf(head, sizeof head, "%lx-", (unsigned long)(uintptr_t)map);
+    snprintf(head, sizeof head, "%08lx-", (unsigned long)(uintptr_t)map); /* (smaps pads to 8 digits) */
     while (fgets(line, sizeof line, fp)) {
         int starts = whole;
         whole = strchr(line, '\n') != NULL;
