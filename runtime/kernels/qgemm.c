@@ -24,9 +24,10 @@
  * chunks hold 4 consecutive u of each of the 16 rows, so one AVX-512 VNNI
  * vpdpbusd multiplies 16 rows by 4 activations (broadcast) into 16 int32
  * lanes: lanes are rows, and no horizontal sums are needed. A panel is
- * packed once and used by all T tokens (8 at a time, sharing each loaded
- * chunk), so the file's layout is kept in memory and read in place; the
- * packing is the BLAS idea of copying a panel of B, not a repacked model.
+ * packed once and used by all T tokens (the AVX-512 body takes two panels
+ * and 4 tokens at a time: each broadcast activation feeds both panels), so
+ * the file's layout is kept in memory and read in place; the packing is
+ * the BLAS idea of copying a panel of B, not a repacked model.
  *
  * Bodies: AMX-INT8 tiles where the CPU and the OS allow them (cpu.c), else
  * AVX-512 VNNI (picked at run time), and a portable scalar twin with the same
@@ -57,7 +58,7 @@
 #endif
 
 #define NR 16 /* weight rows per panel: the int32 lanes of a zmm */
-#define MR 8  /* tokens per tile: each loaded chunk feeds MR vpdpbusd */
+#define MR 8  /* tokens per call of the scalar twin */
 
 /* ---- the per-type description: sub-block length, offset, min, unpacking ------------ */
 
@@ -591,7 +592,7 @@ static void token_terms(const ck_qgemm_acts *a, const panel *p, void *terms)
     }
 }
 
-/* ---- the tile: MR tokens x NR rows ---------------------------------------------- */
+/* ---- the tile: tokens x NR rows (a panel) ---------------------------------------------- */
 
 typedef struct {
     float *out;
@@ -649,52 +650,96 @@ CK_AVX512 static inline void store_512(const out_rows *o, int t, int rows, __m51
     _mm512_mask_storeu_ps(o->out + (size_t)t * o->ldo + o->n0, mask, y);
 }
 
-/* 8 tokens (tile `tile`; the first mr real) x the panel's 16 rows. The activations, their scales and the
- * per-token terms are interleaved per tile, so every broadcast is one load at a fixed offset from one
- * pointer and the 8 + 8 accumulators stay in registers */
-CK_AVX512 static void qtile_avx512(const panel *p, const ck_qgemm_acts *a, const void *terms, int tile, int mr,
-                                  const out_rows *o)
+/* QP_TOKENS tokens from token t (a multiple of QP_TOKENS: inside one tile of 8; the first mr real) x the
+ * QP x 16 rows of QP = 2 panels. The activations, their scales and the per-token terms are interleaved per tile
+ * of 8 tokens, so every broadcast is one load at a fixed offset from one pointer; each broadcast activation
+ * feeds both panels' chunks (0.75 loads per vpdpbusd: two loads a cycle are the limit on Zen 5, as are two
+ * of vpdpbusd, vmulps and vfmadd together), and the 8 integer and 8 float accumulators stay in registers.
+ * Written out per token (QP_EACH): GCC keeps arrays of accumulators indexed in two dimensions in memory. L and
+ * min are constants in each instance (qtile_avx512 below): with a run-time chunk count GCC moved every
+ * accumulator through other registers and the stack per chunk (prefill 1.2x slower). */
+#define QP 2        /* panels per pass of the AVX-512 body */
+#define QP_TOKENS 4 /* tokens per call */
+#define QP_EACH(M) M(0) M(1) M(2) M(3)
+CK_AVX512 static inline __attribute__((always_inline)) void qtile_avx512_body(const panel *p, const ck_qgemm_acts *a,
+                                                                              const void *terms, int t, int mr,
+                                                                              const out_rows *o, const int L,
+                                                                              const int min)
 {
-    const int K = a->K, L = p->L, nsub = K / L, cps = L / 4;
-    const int8_t *xt = a->qt + (size_t)tile * 8 * K;
-    const float *dt = a->dt + (size_t)tile * 8 * (K / 32);
-    const int32_t *ti = (const int32_t *)terms + (size_t)tile * 8 * nsub;
-    const float *tf = (const float *)terms + (size_t)tile * 8 * nsub;
-    __m512 f[MR];
-    __m512i acc[MR];
-    int i, j, c;
-#pragma GCC unroll 8
-    for (i = 0; i < MR; i++) f[i] = _mm512_setzero_ps();
+    const int K = a->K, nsub = K / L, cps = L / 4, tile = t / 8, h = t % 8;
+    const int8_t *xt = a->qt + (size_t)tile * 8 * K + 4 * h;
+    const float *dt = a->dt + (size_t)tile * 8 * (K / 32) + h;
+    const int32_t *ti = (const int32_t *)terms + (size_t)tile * 8 * nsub + h;
+    const float *tf = (const float *)terms + (size_t)tile * 8 * nsub + h;
+    int j, c;
+#define QP_DECL(i)                                                                                                   \
+    __m512 f0##i = _mm512_setzero_ps(), f1##i = _mm512_setzero_ps();                                                \
+    __m512i a0##i, a1##i;
+    QP_EACH(QP_DECL)
     for (j = 0; j < nsub; j++) {
-        const uint8_t *u = p->u + (size_t)j * cps * NR * 4;
         const int8_t *xb = xt + (size_t)j * cps * 32;
         const float *dj = dt + (size_t)(j * L / 32) * 8;
-        const __m512 s = _mm512_load_ps(p->s + j * NR);
-        if (p->min) {
+        const uint8_t *u0 = p[0].u + (size_t)j * cps * NR * 4, *u1 = p[1].u + (size_t)j * cps * NR * 4;
+        const __m512 s0 = _mm512_load_ps(p[0].s + j * NR), s1 = _mm512_load_ps(p[1].s + j * NR);
+#define QP_INIT(i) a0##i = a1##i = min ? _mm512_setzero_si512() : _mm512_set1_epi32(ti[8 * j + i]);
+        QP_EACH(QP_INIT)
 #pragma GCC unroll 8
-            for (i = 0; i < MR; i++) acc[i] = _mm512_setzero_si512();
-        } else {
-#pragma GCC unroll 8
-            for (i = 0; i < MR; i++) acc[i] = _mm512_set1_epi32(ti[8 * j + i]);
-        }
         for (c = 0; c < cps; c++) {
-            const __m512i w = _mm512_load_si512((const void *)(u + (size_t)c * NR * 4));
-#pragma GCC unroll 8
-            for (i = 0; i < MR; i++) {
-                int32_t x4;
-                memcpy(&x4, xb + 32 * c + 4 * i, 4);
-                acc[i] = _mm512_dpbusd_epi32(acc[i], w, _mm512_set1_epi32(x4));
-            }
+            const __m512i w0 = _mm512_load_si512((const void *)(u0 + (size_t)c * NR * 4));
+            const __m512i w1 = _mm512_load_si512((const void *)(u1 + (size_t)c * NR * 4));
+#define QP_DOT(i)                                                                                                    \
+    {                                                                                                                \
+        int32_t x4;                                                                                                  \
+        __m512i x;                                                                                                   \
+        memcpy(&x4, xb + 32 * c + 4 * i, 4);                                                                         \
+        x = _mm512_set1_epi32(x4);                                                                                   \
+        a0##i = _mm512_dpbusd_epi32(a0##i, w0, x);                                                                   \
+        a1##i = _mm512_dpbusd_epi32(a1##i, w1, x);                                                                   \
+    }
+            QP_EACH(QP_DOT)
         }
-#pragma GCC unroll 8
-        for (i = 0; i < MR; i++) f[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i]), _mm512_mul_ps(s, _mm512_set1_ps(dj[i])), f[i]);
-        if (p->min) {
-            const __m512 m = _mm512_load_ps(p->m + j * NR);
-#pragma GCC unroll 8
-            for (i = 0; i < MR; i++) f[i] = _mm512_fmadd_ps(m, _mm512_set1_ps(tf[8 * j + i]), f[i]);
+        /* qtile_ref's float part: f = fmaf(acc, s da, f), then the min term */
+#define QP_SCALE(i)                                                                                                  \
+    {                                                                                                                \
+        const __m512 da = _mm512_set1_ps(dj[i]);                                                                     \
+        f0##i = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0##i), _mm512_mul_ps(s0, da), f0##i);                            \
+        f1##i = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1##i), _mm512_mul_ps(s1, da), f1##i);                            \
+    }
+        QP_EACH(QP_SCALE)
+        if (min) {
+            const __m512 m0 = _mm512_load_ps(p[0].m + j * NR), m1 = _mm512_load_ps(p[1].m + j * NR);
+#define QP_MIN(i)                                                                                                    \
+    {                                                                                                                \
+        const __m512 v = _mm512_set1_ps(tf[8 * j + i]);                                                              \
+        f0##i = _mm512_fmadd_ps(m0, v, f0##i);                                                                       \
+        f1##i = _mm512_fmadd_ps(m1, v, f1##i);                                                                       \
+    }
+            QP_EACH(QP_MIN)
         }
     }
-    for (i = 0; i < mr; i++) store_512(o, 8 * tile + i, p->rows, f[i]);
+#define QP_STORE(i)                                                                                                  \
+    if (i < mr) {                                                                                                    \
+        store_512(&o[0], t + i, p[0].rows, f0##i);                                                                   \
+        if (p[1].rows) store_512(&o[1], t + i, p[1].rows, f1##i);                                                    \
+    }
+    QP_EACH(QP_STORE)
+#undef QP_DECL
+#undef QP_INIT
+#undef QP_DOT
+#undef QP_SCALE
+#undef QP_MIN
+#undef QP_STORE
+}
+
+CK_AVX512 static void qtile_avx512(const panel *p, const ck_qgemm_acts *a, const void *terms, int t, int mr,
+                                  const out_rows *o)
+{
+    if (p->L == 16)
+        qtile_avx512_body(p, a, terms, t, mr, o, 16, 0); /* q6_K: no min */
+    else if (p->min)
+        qtile_avx512_body(p, a, terms, t, mr, o, 32, 1);
+    else
+        qtile_avx512_body(p, a, terms, t, mr, o, 32, 0);
 }
 #endif
 
@@ -830,16 +875,26 @@ int ck_qgemm_rows(float *out, int ldo, const ck_qgemm_acts *a, int type, const v
     const int K = a->K, T = a->T;
     const int fast = body == CK_QGEMM_VNNI || body == CK_QGEMM_AMX; /* the AVX-512 unpacking and transposes */
     const int tiles = body == CK_QGEMM_AMX || body == CK_QGEMM_AMX_EMU;
+#ifdef CK_X86
+    const int np = body == CK_QGEMM_VNNI ? QP : 1; /* panels per pass */
+    panel p[QP];
+    out_rows o[QP];
+#else
+    const int np = 1;
+    panel p[1];
+    out_rows o[1];
+#endif
     const size_t rb = ck_qtype_row_bytes(type, K);
-    panel p;
     void *terms;
     int64_t g;
-    int t, rc = 0;
+    int t, k, made = 0, rc = 0;
     size_t mark;
     if (r1 <= r0) return 0;
     mark = ck_ws_mark();
     terms = ck_ws_alloc(sizeof(int32_t) * (size_t)(T + 7) / 8 * 8 * (K / 16) + 64);
-    if (!terms || panel_init(&p, K)) {
+    while (terms && made < np && !panel_init(&p[made], K)) made++;
+    if (made < np) {
+        while (made > 0) panel_free(&p[--made]);
         ck_ws_free(terms);
         ck_ws_reset(mark);
         return -1;
@@ -847,45 +902,44 @@ int ck_qgemm_rows(float *out, int ldo, const ck_qgemm_acts *a, int type, const v
 #ifdef CK_X86
     if (body == CK_QGEMM_AMX) amx_begin(desc_of(type)->L);
 #endif
-    for (g = r0; g < r1 && !rc; g += NR) {
-        const int rows = (int)(r1 - g < NR ? r1 - g : NR);
-        out_rows o;
-        panel_pack(&p, type, (const char *)w + rb * (size_t)g, rb, rows, K, fast);
-        if (g == r0) token_terms(a, &p, terms);
-        o.out = out;
-        o.ldo = ldo;
-        o.bias = bias;
-        o.add = add;
-        o.ld_add = ld_add;
-        o.n0 = (int)(col0 + g);
+    for (g = r0; g < r1 && !rc; g += (int64_t)np * NR) {
+        for (k = 0; k < np; k++) { /* a panel past r1 is all zero rows (stored nowhere) */
+            const int64_t gk = g + (int64_t)k * NR;
+            const int rows = gk >= r1 ? 0 : (int)(r1 - gk < NR ? r1 - gk : NR);
+            panel_pack(&p[k], type, (const char *)w + rb * (size_t)(rows ? gk : g), rb, rows, K, fast);
+            o[k].out = out;
+            o[k].ldo = ldo;
+            o[k].bias = bias;
+            o[k].add = add;
+            o[k].ld_add = ld_add;
+            o[k].n0 = (int)(col0 + gk);
+        }
+        if (g == r0) token_terms(a, &p[0], terms);
         if (tiles) {
             for (t = 0; t < T && !rc; t += TM) {
                 const int mr = T - t < TM ? T - t : TM;
 #ifdef CK_X86
                 if (body == CK_QGEMM_AMX) {
-                    qtile_amx(&p, a, terms, t, mr, &o);
+                    qtile_amx(&p[0], a, terms, t, mr, &o[0]);
                     continue;
                 }
 #endif
-                rc = qtile_amx_emu(&p, a, terms, t, mr, &o) ? -2 : 0;
+                rc = qtile_amx_emu(&p[0], a, terms, t, mr, &o[0]) ? -2 : 0;
             }
             continue;
         }
-        for (t = 0; t < T; t += MR) {
-            const int mr = T - t < MR ? T - t : MR;
 #ifdef CK_X86
-            if (fast) {
-                qtile_avx512(&p, a, terms, t / MR, mr, &o);
-                continue;
-            }
-#endif
-            qtile_ref(&p, a, terms, t, mr, &o);
+        if (fast) {
+            for (t = 0; t < T; t += QP_TOKENS) qtile_avx512(p, a, terms, t, T - t < QP_TOKENS ? T - t : QP_TOKENS, o);
+            continue;
         }
+#endif
+        for (t = 0; t < T; t += MR) qtile_ref(&p[0], a, terms, t, T - t < MR ? T - t : MR, &o[0]);
     }
 #ifdef CK_X86
     if (body == CK_QGEMM_AMX) amx_end();
 #endif
-    panel_free(&p);
+    for (k = 0; k < np; k++) panel_free(&p[k]);
     ck_ws_free(terms);
     ck_ws_reset(mark);
     return rc;
