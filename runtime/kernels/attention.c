@@ -11,14 +11,18 @@
  * (query, head) pairs are independent and split over the OpenMP team.
  *
  * With AVX-512, grouped-query attention (several query heads per KV head, D a multiple of 16) takes
- * attend_heads_512 instead: the heads of a group share each block of 16 keys, transposed once, so scores are
- * FMAs without a horizontal sum per key. 1.1B shape (32 heads, 4 KV heads, D 64), 22 layers of one decode step,
- * AMD EPYC Zen 5 VM: 100 / 400 / 1000 cached positions 529 -> 320 / 1866 -> 1142 / 5349 -> 3942 us on one
- * thread, 374 -> 207 / 1119 -> 621 / 3638 -> 2140 us on two; whole-model q4_0 decode over 16-516 positions
- * +3.6% (one thread) and +4.6% (two), prefill of 512 tokens +10-16%. On AVX2 (D a multiple of 8),
- * attend_heads_avx2 does the same with blocks of 8 keys: with CK_KERNELS=avx2 on the same VM, 100 / 400 / 1000
- * positions 603 -> 477 / 2010 -> 1757 / 5690 -> 5057 us on one thread, 336 -> 248 / 1048 -> 892 / 3756 -> 2508
- * on two.
+ * attend_heads_512 instead: the heads of a group share each block of 32 keys, transposed once, so scores are
+ * FMAs without a horizontal sum per key, and up to 4 heads at a time share each load of the transposed keys
+ * and of the value rows. Against the kernel before it (blocks of 16 keys, one head at a time, AMD EPYC Zen 5
+ * VM): prefill attention of the 1.1B shape (32 heads, 4 KV heads, D 64) 65 -> 134-143 GFLOP/s on one thread
+ * (512-2048 tokens), whole-model q4_0 prefill +10% at 512 tokens and +20% at 1024; one decode step over 22
+ * layers at 100 / 400 / 1000 cached positions 323 -> 189 / 1144 -> 694 / 2828 -> 1932 us on one thread. With
+ * 2 or 3 heads per KV head and the cache in DRAM (SmolLM2's shape past ~700 positions) decode's attention is
+ * 3-12% slower than before (1.13 -> 1.26 ms for 2 heads, 1.38 -> 1.43 for 3, 30 layers at 1000 positions);
+ * whole-model decode over 16-516 positions is unchanged (+-2%) for both models. On AVX2 (D a multiple of 8),
+ * attend_heads_avx2 shares blocks of 8 keys between the heads of a group: with CK_KERNELS=avx2 on the same VM,
+ * 100 / 400 / 1000 positions 603 -> 477 / 2010 -> 1757 / 5690 -> 5057 us on one thread against the kernel
+ * of one head at a time.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -64,9 +68,10 @@ typedef struct {
     int ahead;
 } kv_prefetch;
 
-static void kv_prefetch_start(kv_prefetch *p, const float *K, const float *V, int j0, int j1, int D)
+static void kv_prefetch_start(kv_prefetch *p, const float *K, const float *V, int j0, int j1, int D, int cold)
 {
     memset(p, 0, sizeof *p);
+    if (!cold) return;
     p->ahead = j1 - j0 >= 4 * CK_ATT_BLOCK;
     if (p->ahead) {
         ck_pf_start(&p->k, K + (size_t)j0 * D, K + (size_t)(j1 + 1) * D);
@@ -91,14 +96,14 @@ static inline void kv_prefetch_ahead(kv_prefetch *p, const float *K, const float
 }
 
 static void attend_one(float *o, const float *q, const float *K, const float *V, int j0, int j1, int D,
-                       float scale, float softcap)
+                       float scale, float softcap, int cold)
 {
     float acc[CK_ATT_MAX_D];
     float m = -INFINITY, l = 0.0f;
     kv_prefetch pf;
     int j, b, d;
     for (d = 0; d < D; d++) acc[d] = 0.0f;
-    kv_prefetch_start(&pf, K, V, j0, j1, D);
+    kv_prefetch_start(&pf, K, V, j0, j1, D, cold);
     for (j = j0; j <= j1; j += CK_ATT_BLOCK) {
         float s[CK_ATT_BLOCK];
         int nb = j1 + 1 - j < CK_ATT_BLOCK ? j1 + 1 - j : CK_ATT_BLOCK;
@@ -128,84 +133,185 @@ static void attend_one(float *o, const float *q, const float *K, const float *V,
 }
 
 #ifdef CK_X86
+/* attend_heads_512's blocks of 32 keys: the requests spread over p V's keys (key = the value row being read)
+ * rather than a block's worth at its start, the keys one block further than the values (a block's keys are
+ * read before its values). Decode, AMD EPYC Zen 5 VM, 1000 cached positions, one thread: 2 / 3 / 8 heads per
+ * KV head 1.50 -> 1.26 / 1.73 -> 1.43 / 2.37 -> 1.93 ms against requests at each block's start. */
+static inline void kv_prefetch_during(kv_prefetch *p, const float *K, const float *V, int key, int D)
+{
+    if (p->ahead) {
+        ck_pf_ahead(&p->k, K + (size_t)(key + 32) * D);
+        ck_pf_ahead(&p->v, V + (size_t)key * D);
+    }
+}
+
 #define CK_ATT_G 8 /* at most this many query heads share one transposed block of keys */
 
-/* Grouped-query attention with AVX-512: G query heads of one KV head over keys [j0, j1], 16 keys at a time.
- * The block's keys are transposed once (16 x 16 at a time), so each head's 16 scores are D FMAs of a broadcast
- * query element with a row of the transpose: no horizontal sum per key, as attend_one's dot products need; the
- * online softmax then runs on the 16 scores in one register, and p V on the block's value rows. Each head's
- * arithmetic is the same whichever heads share the block, so the result does not depend on G. */
+/* Grouped-query attention with AVX-512: G query heads of one KV head over keys [j0, j1], 32 keys at a time.
+ * The block's keys are transposed once (16 x 16 at a time) into kt: kt[2 d] and kt[2 d + 1] hold dimension d of
+ * keys 0-15 and 16-31. Then, up to HQ = 4 heads at a time (heads_512):
+ *   scores: each head's 32 scores are D FMAs per half of a broadcast query element with the two rows of kt, so
+ *     one load of each row and one broadcast per head feed 2 HQ FMAs (the loads, two a cycle on Zen 5, not the
+ *     FMAs, bounded the 16-key kernel this replaced) and no horizontal sum per key is needed;
+ *   the online softmax on the 32 scores in two registers per head;
+ *   p V on 64 columns at a time: each value row's 4 loads feed 4 HQ FMAs, the accumulators in registers.
+ * Each head's arithmetic is the same whichever heads share the block (one chain over d per score half, value
+ * rows in key order per column), so the result does not depend on G or on the grouping: a batch decodes bit
+ * for bit as each sequence alone. */
+#define CK_ATT_HQ 4 /* heads per pass over a block's kt */
+
+typedef struct { /* one head's running state */
+    float m;       /* the running max */
+    __m512 l;      /* the running sum, per lane: added across lanes at the end */
+    float *acc;    /* D floats, 64-byte aligned */
+    const float *q;
+} att_head;
+
+/* the prefetch stream of a block from key j of the range K, V (kv_prefetch_during), or none */
+typedef struct {
+    kv_prefetch *pf;
+    const float *K, *V;
+    int j;
+} att_pf;
+
+/* acc[h][i .. i + 63] += p[h] V over the block's nb keys, for HQ heads */
+__attribute__((target("avx512f,avx2,fma"))) static inline __attribute__((always_inline)) void
+pv_512(att_head *hd, float (*p)[32], const float *V, int nb, int D, int i, const int HQ, const att_pf *pf)
+{
+    __m512 a[CK_ATT_HQ][4];
+    int h, b, c;
+    (void)D;
+    for (h = 0; h < HQ; h++)
+        for (c = 0; c < 4; c++) a[h][c] = _mm512_load_ps(hd[h].acc + i + 16 * c);
+    for (b = 0; b < nb; b++) {
+        const float *v = V + (size_t)b * D + i;
+        if (pf) kv_prefetch_during(pf->pf, pf->K, pf->V, pf->j + b, D);
+        const __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16), v2 = _mm512_loadu_ps(v + 32),
+                     v3 = _mm512_loadu_ps(v + 48);
+        for (h = 0; h < HQ; h++) {
+            const __m512 pb = _mm512_set1_ps(p[h][b]);
+            a[h][0] = _mm512_fmadd_ps(pb, v0, a[h][0]);
+            a[h][1] = _mm512_fmadd_ps(pb, v1, a[h][1]);
+            a[h][2] = _mm512_fmadd_ps(pb, v2, a[h][2]);
+            a[h][3] = _mm512_fmadd_ps(pb, v3, a[h][3]);
+        }
+    }
+    for (h = 0; h < HQ; h++)
+        for (c = 0; c < 4; c++) _mm512_store_ps(hd[h].acc + i + 16 * c, a[h][c]);
+}
+
+/* one pass of HQ heads over a block of nb keys (kt as above, V from the block's first row); pf: the prefetches to
+ * spread over its p V, or NULL */
+__attribute__((target("avx512f,avx2,fma"))) static inline __attribute__((always_inline)) void
+heads_512(att_head *hd, const __m512 *kt, const float *V, int nb, int D, float scale, float softcap, const int HQ,
+          const att_pf *pf)
+{
+    const __mmask16 live0 = (__mmask16)(nb >= 16 ? 0xFFFFu : (1u << nb) - 1u);
+    const __mmask16 live1 = (__mmask16)(nb >= 32 ? 0xFFFFu : nb <= 16 ? 0u : (1u << (nb - 16)) - 1u);
+    float p[CK_ATT_HQ][32] __attribute__((aligned(64)));
+    __m512 s0[CK_ATT_HQ], s1[CK_ATT_HQ], t0[CK_ATT_HQ], t1[CK_ATT_HQ];
+    const float *q[CK_ATT_HQ];
+    int h, d, i, b;
+    for (h = 0; h < HQ; h++) {
+        q[h] = hd[h].q;
+        s0[h] = s1[h] = t0[h] = t1[h] = _mm512_setzero_ps();
+    }
+    for (d = 0; d < D; d += 2) { /* the scores: two chains (even and odd d) per head and half */
+        const __m512 k0 = kt[2 * d], k1 = kt[2 * d + 1], k2 = kt[2 * d + 2], k3 = kt[2 * d + 3];
+        for (h = 0; h < HQ; h++) {
+            const __m512 qd = _mm512_set1_ps(q[h][d]), qe = _mm512_set1_ps(q[h][d + 1]);
+            s0[h] = _mm512_fmadd_ps(qd, k0, s0[h]);
+            s1[h] = _mm512_fmadd_ps(qd, k1, s1[h]);
+            t0[h] = _mm512_fmadd_ps(qe, k2, t0[h]);
+            t1[h] = _mm512_fmadd_ps(qe, k3, t1[h]);
+        }
+    }
+    for (h = 0; h < HQ; h++) s0[h] = _mm512_add_ps(s0[h], t0[h]), s1[h] = _mm512_add_ps(s1[h], t1[h]);
+    for (h = 0; h < HQ; h++) { /* the online softmax */
+        att_head *e = &hd[h];
+        __m512 x0 = _mm512_mul_ps(s0[h], _mm512_set1_ps(scale)), x1 = _mm512_mul_ps(s1[h], _mm512_set1_ps(scale));
+        float m_new;
+        if (softcap > 0.0f) {
+            _mm512_store_ps(p[h], x0);
+            _mm512_store_ps(p[h] + 16, x1);
+            for (b = 0; b < 32; b++) p[h][b] = softcap * tanhf(p[h][b] / softcap);
+            x0 = _mm512_load_ps(p[h]);
+            x1 = _mm512_load_ps(p[h] + 16);
+        }
+        x0 = _mm512_mask_blend_ps(live0, _mm512_set1_ps(-INFINITY), x0);
+        x1 = _mm512_mask_blend_ps(live1, _mm512_set1_ps(-INFINITY), x1);
+        m_new = _mm512_reduce_max_ps(_mm512_max_ps(x0, x1));
+        m_new = m_new > e->m ? m_new : e->m;
+        if (e->m > -INFINITY && m_new != e->m) { /* the max grew: rescale what is accumulated */
+            const float corr = expf(e->m - m_new);
+            e->l = _mm512_mul_ps(e->l, _mm512_set1_ps(corr));
+            ck_vscale(e->acc, corr, D);
+        }
+        x0 = ck_exp16(_mm512_sub_ps(x0, _mm512_set1_ps(m_new))); /* masked keys: exp(-inf) = 0 */
+        x1 = ck_exp16(_mm512_sub_ps(x1, _mm512_set1_ps(m_new)));
+        e->l = _mm512_add_ps(e->l, _mm512_add_ps(x0, x1));
+        _mm512_store_ps(p[h], x0);
+        _mm512_store_ps(p[h] + 16, x1);
+        e->m = m_new;
+    }
+    for (i = 0; i + 64 <= D; i += 64) pv_512(hd, p, V, nb, D, i, HQ, i == 0 ? pf : NULL);
+    for (; i < D; i += 16) /* the last columns, 16 at a time, in the same order */
+        for (h = 0; h < HQ; h++) {
+            __m512 a = _mm512_load_ps(hd[h].acc + i);
+            for (b = 0; b < nb; b++) a = _mm512_fmadd_ps(_mm512_set1_ps(p[h][b]), _mm512_loadu_ps(V + (size_t)b * D + i), a);
+            _mm512_store_ps(hd[h].acc + i, a);
+        }
+}
+
 __attribute__((target("avx512f,avx2,fma"))) static void attend_heads_512(float *o, const float *q, int G,
                                                                         const float *K, const float *V, int j0,
-                                                                        int j1, int D, float scale, float softcap)
+                                                                        int j1, int D, float scale, float softcap,
+                                                                        int cold)
 {
-    __m512 kt[CK_ATT_MAX_D];
+    __m512 kt[2 * CK_ATT_MAX_D];
     float acc[CK_ATT_G][CK_ATT_MAX_D] __attribute__((aligned(64)));
-    float m[CK_ATT_G], pb[16] __attribute__((aligned(64)));
-    __m512 l[CK_ATT_G]; /* the running sums, per lane: added across lanes at the end */
+    att_head hd[CK_ATT_G];
     kv_prefetch pf;
-    int g, j, c, r, d, b;
+    int g, j, c, r;
     for (g = 0; g < G; g++) {
-        m[g] = -INFINITY, l[g] = _mm512_setzero_ps();
-        for (d = 0; d < D; d++) acc[g][d] = 0.0f;
+        hd[g].m = -INFINITY, hd[g].l = _mm512_setzero_ps(), hd[g].acc = acc[g], hd[g].q = q + (size_t)g * D;
+        memset(acc[g], 0, sizeof(float) * (size_t)D);
     }
-    kv_prefetch_start(&pf, K, V, j0, j1, D);
-    for (j = j0; j <= j1; j += 16) {
-        const int nb = j1 + 1 - j < 16 ? j1 + 1 - j : 16;
+    kv_prefetch_start(&pf, K, V, j0, j1, D, cold);
+    for (j = j0; j <= j1; j += 32) {
+        const int nb = j1 + 1 - j < 32 ? j1 + 1 - j : 32;
         kv_prefetch_ahead(&pf, K, V, j, D);
-        const __mmask16 live = (__mmask16)((1u << nb) - 1u);
-        for (c = 0; c < D; c += 16) { /* kt[c + r] = dimension c + r of the block's 16 keys */
-            __m512 t[16];
-            if (nb == 16)
-                for (r = 0; r < 16; r++) t[r] = _mm512_loadu_ps(K + (size_t)(j + r) * D + c);
+        for (c = 0; c < D; c += 16) { /* kt[2 (c + r) + half] = dimension c + r of the half's 16 keys */
+            const float *k = K + (size_t)j * D + c;
+            __m512 t[16], u[16];
+            if (nb == 32)
+                for (r = 0; r < 16; r++) t[r] = _mm512_loadu_ps(k + (size_t)r * D), u[r] = _mm512_loadu_ps(k + (size_t)(r + 16) * D);
             else
-                for (r = 0; r < 16; r++) t[r] = r < nb ? _mm512_loadu_ps(K + (size_t)(j + r) * D + c) : _mm512_setzero_ps();
+                for (r = 0; r < 16; r++) {
+                    t[r] = r < nb ? _mm512_loadu_ps(k + (size_t)r * D) : _mm512_setzero_ps();
+                    u[r] = r + 16 < nb ? _mm512_loadu_ps(k + (size_t)(r + 16) * D) : _mm512_setzero_ps();
+                }
             ck_transpose16(t);
-            for (r = 0; r < 16; r++) kt[c + r] = t[r];
+            ck_transpose16(u);
+            for (r = 0; r < 16; r++) kt[2 * (c + r)] = t[r], kt[2 * (c + r) + 1] = u[r];
         }
-        for (g = 0; g < G; g++) {
-            const float *qg = q + (size_t)g * D;
-            __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, s, x, p;
-            float bm, m_new;
-            for (d = 0; d < D; d += 4) {
-                s0 = _mm512_fmadd_ps(_mm512_set1_ps(qg[d]), kt[d], s0);
-                s1 = _mm512_fmadd_ps(_mm512_set1_ps(qg[d + 1]), kt[d + 1], s1);
-                s2 = _mm512_fmadd_ps(_mm512_set1_ps(qg[d + 2]), kt[d + 2], s2);
-                s3 = _mm512_fmadd_ps(_mm512_set1_ps(qg[d + 3]), kt[d + 3], s3);
-            }
-            s = _mm512_mul_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)), _mm512_set1_ps(scale));
-            if (softcap > 0.0f) {
-                _mm512_store_ps(pb, s);
-                for (b = 0; b < 16; b++) pb[b] = softcap * tanhf(pb[b] / softcap);
-                s = _mm512_load_ps(pb);
-            }
-            s = _mm512_mask_blend_ps(live, _mm512_set1_ps(-INFINITY), s);
-            bm = _mm512_reduce_max_ps(s);
-            m_new = bm > m[g] ? bm : m[g];
-            if (m[g] > -INFINITY && m_new != m[g]) { /* the max grew: rescale what is accumulated */
-                const float corr = expf(m[g] - m_new);
-                l[g] = _mm512_mul_ps(l[g], _mm512_set1_ps(corr));
-                ck_vscale(acc[g], corr, D);
-            }
-            x = _mm512_sub_ps(s, _mm512_set1_ps(m_new)); /* masked keys: exp(-inf) = 0 */
-            p = _mm512_castpd_ps(_mm512_insertf64x4(
-                _mm512_castpd256_pd512(_mm256_castps_pd(ck_exp8(_mm512_castps512_ps256(x)))),
-                _mm256_castps_pd(ck_exp8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)))), 1));
-            l[g] = _mm512_add_ps(l[g], p);
-            _mm512_store_ps(pb, p);
-            ck_vmacc_avx512(acc[g], pb, V + (size_t)j * D, (size_t)D, nb, D); /* acc += p V */
-            m[g] = m_new;
-        }
+        const att_pf spread = {&pf, K, V, j};
+        const float *vb = V + (size_t)j * D;
+        for (g = 0; g + CK_ATT_HQ <= G; g += CK_ATT_HQ)
+            heads_512(hd + g, kt, vb, nb, D, scale, softcap, CK_ATT_HQ, g == 0 ? &spread : NULL);
+        if (G - g == 3) heads_512(hd + g, kt, vb, nb, D, scale, softcap, 3, g == 0 ? &spread : NULL);
+        if (G - g == 2) heads_512(hd + g, kt, vb, nb, D, scale, softcap, 2, g == 0 ? &spread : NULL);
+        if (G - g == 1) heads_512(hd + g, kt, vb, nb, D, scale, softcap, 1, g == 0 ? &spread : NULL);
     }
     for (g = 0; g < G; g++) {
-        ck_vscale(acc[g], 1.0f / _mm512_reduce_add_ps(l[g]), D);
+        ck_vscale(acc[g], 1.0f / _mm512_reduce_add_ps(hd[g].l), D);
         memcpy(o + (size_t)g * D, acc[g], (size_t)D * sizeof(float));
     }
 }
 
 /* attend_heads_512 on AVX2: blocks of 8 keys, transposed 8 x 8 (D a multiple of 8) */
 CK_AVX2 static void attend_heads_avx2(float *o, const float *q, int G, const float *K, const float *V, int j0, int j1,
-                                      int D, float scale, float softcap)
+                                      int D, float scale, float softcap, int cold)
 {
     __m256 kt[CK_ATT_MAX_D];
     float acc[CK_ATT_G][CK_ATT_MAX_D] __attribute__((aligned(32)));
@@ -217,7 +323,7 @@ CK_AVX2 static void attend_heads_avx2(float *o, const float *q, int G, const flo
         m[g] = -INFINITY, l[g] = _mm256_setzero_ps();
         for (d = 0; d < D; d++) acc[g][d] = 0.0f;
     }
-    kv_prefetch_start(&pf, K, V, j0, j1, D);
+    kv_prefetch_start(&pf, K, V, j0, j1, D, cold);
     for (j = j0; j <= j1; j += 8) {
         const int nb = j1 + 1 - j < 8 ? j1 + 1 - j : 8;
         kv_prefetch_ahead(&pf, K, V, j, D);
@@ -283,11 +389,16 @@ void ck_attention(float *out, int ldo, const float *q, int ldq,
      * compute alone would: its keys and values come from DRAM (the weights streamed since evicted them), so
      * two threads keep twice the misses in flight (stories110M shape, 16-80 cached positions, 2 threads:
      * 31 -> 13 us a layer) */
+    /* cold: the keys and values come from DRAM, as a decode step's (one token, or a batch of sequences) do, and
+     * are prefetched (kv_prefetch). A prompt's tokens read the keys just stored, which the tokens before them (of
+     * the same KV head: the order below) have brought into the cache: there the prefetches only cost
+     * instructions (8% of prefill attention's time, 1.1B shape, 1024 tokens) */
+    const int cold = T == 1 || map != NULL;
     int group = H / KVH, total = T * H, idx, chunk = total >= 64 ? 4 : 1;
     long work = (long)total * (map ? cap / 2 : pos0 + T) * D; /* (several sequences: about half the cache each) */
     (void)chunk, (void)work; /* read only by the pragma: unused without OpenMP */
 #ifdef CK_X86
-    void (*heads)(float *, const float *, int, const float *, const float *, int, int, int, float, float) = NULL;
+    void (*heads)(float *, const float *, int, const float *, const float *, int, int, int, float, float, int) = NULL;
     if (group >= 2 && D % 16 == 0 && ck_cpu_avx512vnni()) heads = attend_heads_512;
     else if (group >= 2 && D % 8 == 0 && ck_has_avx2()) heads = attend_heads_avx2;
     if (heads) {
@@ -301,11 +412,12 @@ void ck_attention(float *out, int ldo, const float *q, int ldq,
         (void)items;
 #pragma omp parallel for schedule(dynamic, 1) if (items > 1 && (T == 1 ? work >= CK_PAR_MIN_ACT / 16 : work >= CK_PAR_MIN_ACT))
         for (idx = 0; idx < items; idx++) {
-            const int t = idx / (KVH * n_sub), kh = idx / n_sub % KVH, h0 = kh * group + idx % n_sub * sub;
+            /* one KV head's tokens one after another: its keys and values stay in the core's cache */
+            const int kh = idx / (T * n_sub), t = idx / n_sub % T, h0 = kh * group + idx % n_sub * sub;
             const int p = ck_seq_pos(map, pos0, t), n = group - idx % n_sub * sub < sub ? group - idx % n_sub * sub : sub;
             const size_t kv = ((size_t)kh * cap + (size_t)ck_seq_start(map, t)) * D;
             heads(out + (size_t)t * ldo + (size_t)h0 * D, q + (size_t)t * ldq + (size_t)h0 * D, n,
-                             k_cache + kv, v_cache + kv, first_key(p, window), p, D, scale, softcap);
+                  k_cache + kv, v_cache + kv, first_key(p, window), p, D, scale, softcap, cold);
         }
         return;
     }
@@ -315,7 +427,7 @@ void ck_attention(float *out, int ldo, const float *q, int ldq,
         int t = idx / H, h = idx % H, p = ck_seq_pos(map, pos0, t);
         size_t kv = ((size_t)(h / group) * cap + (size_t)ck_seq_start(map, t)) * D;
         attend_one(out + (size_t)t * ldo + (size_t)h * D, q + (size_t)t * ldq + (size_t)h * D,
-                   k_cache + kv, v_cache + kv, first_key(p, window), p, D, scale, softcap);
+                   k_cache + kv, v_cache + kv, first_key(p, window), p, D, scale, softcap, cold);
     }
 }
 

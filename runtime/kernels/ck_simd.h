@@ -399,6 +399,30 @@ __attribute__((target("avx512f,fma"))) static inline void ck_vdots_avx512(float 
     }
     if (b < nb) ck_vdots_avx2(s + b, q, K + (size_t)b * ld, ld, nb - b, D);
 }
+/* ck_exp8 on 16 lanes: the same operations, so the same bits */
+__attribute__((target("avx512f,fma"))) static inline __m512 ck_exp16(__m512 v)
+{
+    __m512 fn, r, p;
+    __m512i e;
+    const __mmask16 under = _mm512_cmp_ps_mask(v, _mm512_set1_ps(CK_EXP_LO), _CMP_LT_OQ);
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    const __m512 x = v;
+    v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(CK_EXP_LO)), _mm512_set1_ps(CK_EXP_HI));
+    fn = _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(CK_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm512_fnmadd_ps(fn, _mm512_set1_ps(CK_LN2_HI), v);
+    r = _mm512_fnmadd_ps(fn, _mm512_set1_ps(CK_LN2_LO), r);
+    p = _mm512_set1_ps(CK_EXP_P0);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(CK_EXP_P1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(CK_EXP_P2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(CK_EXP_P3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(CK_EXP_P4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(CK_EXP_P5));
+    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fn), _mm512_set1_epi32(127)), 23);
+    p = _mm512_maskz_mul_ps((__mmask16)~under, p, _mm512_castsi512_ps(e));
+    return _mm512_mask_blend_ps(nan, p, x);
+}
+
 /* ck_vmacc with AVX-512: 64 columns at a time in four chains, then 16, then 8 and single columns as the AVX2 one.
  * Each column's sum takes the same FMAs in the same order as ck_vmacc_avx2, so both give the same bits. */
 __attribute__((target("avx512f,avx2,fma"))) static inline void ck_vmacc_avx512(float *acc, const float *p,
