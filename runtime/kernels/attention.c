@@ -20,9 +20,10 @@
  * 2 or 3 heads per KV head and the cache in DRAM (SmolLM2's shape past ~700 positions) decode's attention is
  * 3-12% slower than before (1.13 -> 1.26 ms for 2 heads, 1.38 -> 1.43 for 3, 30 layers at 1000 positions);
  * whole-model decode over 16-516 positions is unchanged (+-2%) for both models. On AVX2 (D a multiple of 8),
- * attend_heads_avx2 shares blocks of 8 keys between the heads of a group: with CK_KERNELS=avx2 on the same VM,
- * 100 / 400 / 1000 positions 603 -> 477 / 2010 -> 1757 / 5690 -> 5057 us on one thread against the kernel
- * of one head at a time.
+ * attend_heads_avx2 does the same with blocks of 16 keys and 16 columns at a time: with CK_KERNELS=avx2 on the
+ * same VM, prefill attention 42 -> 76-81 GFLOP/s; decode at 100 / 400 / 1000 positions 476 -> 291 / 1810 ->
+ * 1039 / 4435 -> 2615 us (1.1B shape), 214 -> 162 / 823 -> 591 / 2105 -> 1499 us (SmolLM2's, 30 layers),
+ * against its kernel of 8-key blocks and one head at a time.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -133,14 +134,14 @@ static void attend_one(float *o, const float *q, const float *K, const float *V,
 }
 
 #ifdef CK_X86
-/* attend_heads_512's blocks of 32 keys: the requests spread over p V's keys (key = the value row being read)
- * rather than a block's worth at its start, the keys one block further than the values (a block's keys are
- * read before its values). Decode, AMD EPYC Zen 5 VM, 1000 cached positions, one thread: 2 / 3 / 8 heads per
- * KV head 1.50 -> 1.26 / 1.73 -> 1.43 / 2.37 -> 1.93 ms against requests at each block's start. */
-static inline void kv_prefetch_during(kv_prefetch *p, const float *K, const float *V, int key, int D)
+/* the grouped kernels' blocks (of `block` keys): the requests spread over p V's keys (key = the value row being
+ * read) rather than a block's worth at its start, the keys one block further than the values (a block's keys
+ * are read before its values). Decode, AMD EPYC Zen 5 VM, 1000 cached positions, one thread, blocks of 32: 2 /
+ * 3 / 8 heads per KV head 1.50 -> 1.26 / 1.73 -> 1.43 / 2.37 -> 1.93 ms against requests at each block's start. */
+static inline void kv_prefetch_during(kv_prefetch *p, const float *K, const float *V, int key, int D, int block)
 {
     if (p->ahead) {
-        ck_pf_ahead(&p->k, K + (size_t)(key + 32) * D);
+        ck_pf_ahead(&p->k, K + (size_t)(key + block) * D);
         ck_pf_ahead(&p->v, V + (size_t)key * D);
     }
 }
@@ -160,10 +161,13 @@ static inline void kv_prefetch_during(kv_prefetch *p, const float *K, const floa
  * for bit as each sequence alone. */
 #define CK_ATT_HQ 4 /* heads per pass over a block's kt */
 
-typedef struct { /* one head's running state */
-    float m;       /* the running max */
-    __m512 l;      /* the running sum, per lane: added across lanes at the end */
-    float *acc;    /* D floats, 64-byte aligned */
+typedef struct { /* one head's running state (attend_heads_512 and attend_heads_avx2) */
+    float m;    /* the running max */
+    union {
+        __m512 v16;
+        __m256 v8;
+    } l;        /* the running sum, per lane: added across lanes at the end */
+    float *acc; /* D floats, 64-byte aligned */
     const float *q;
 } att_head;
 
@@ -185,7 +189,7 @@ pv_512(att_head *hd, float (*p)[32], const float *V, int nb, int D, int i, const
         for (c = 0; c < 4; c++) a[h][c] = _mm512_load_ps(hd[h].acc + i + 16 * c);
     for (b = 0; b < nb; b++) {
         const float *v = V + (size_t)b * D + i;
-        if (pf) kv_prefetch_during(pf->pf, pf->K, pf->V, pf->j + b, D);
+        if (pf) kv_prefetch_during(pf->pf, pf->K, pf->V, pf->j + b, D, 32);
         const __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16), v2 = _mm512_loadu_ps(v + 32),
                      v3 = _mm512_loadu_ps(v + 48);
         for (h = 0; h < HQ; h++) {
@@ -244,12 +248,12 @@ heads_512(att_head *hd, const __m512 *kt, const float *V, int nb, int D, float s
         m_new = m_new > e->m ? m_new : e->m;
         if (e->m > -INFINITY && m_new != e->m) { /* the max grew: rescale what is accumulated */
             const float corr = expf(e->m - m_new);
-            e->l = _mm512_mul_ps(e->l, _mm512_set1_ps(corr));
+            e->l.v16 = _mm512_mul_ps(e->l.v16, _mm512_set1_ps(corr));
             ck_vscale(e->acc, corr, D);
         }
         x0 = ck_exp16(_mm512_sub_ps(x0, _mm512_set1_ps(m_new))); /* masked keys: exp(-inf) = 0 */
         x1 = ck_exp16(_mm512_sub_ps(x1, _mm512_set1_ps(m_new)));
-        e->l = _mm512_add_ps(e->l, _mm512_add_ps(x0, x1));
+        e->l.v16 = _mm512_add_ps(e->l.v16, _mm512_add_ps(x0, x1));
         _mm512_store_ps(p[h], x0);
         _mm512_store_ps(p[h] + 16, x1);
         e->m = m_new;
@@ -274,7 +278,7 @@ __attribute__((target("avx512f,avx2,fma"))) static void attend_heads_512(float *
     kv_prefetch pf;
     int g, j, c, r;
     for (g = 0; g < G; g++) {
-        hd[g].m = -INFINITY, hd[g].l = _mm512_setzero_ps(), hd[g].acc = acc[g], hd[g].q = q + (size_t)g * D;
+        hd[g].m = -INFINITY, hd[g].l.v16 = _mm512_setzero_ps(), hd[g].acc = acc[g], hd[g].q = q + (size_t)g * D;
         memset(acc[g], 0, sizeof(float) * (size_t)D);
     }
     kv_prefetch_start(&pf, K, V, j0, j1, D, cold);
@@ -304,76 +308,127 @@ __attribute__((target("avx512f,avx2,fma"))) static void attend_heads_512(float *
         if (G - g == 1) heads_512(hd + g, kt, vb, nb, D, scale, softcap, 1, g == 0 ? &spread : NULL);
     }
     for (g = 0; g < G; g++) {
-        ck_vscale(acc[g], 1.0f / _mm512_reduce_add_ps(hd[g].l), D);
+        ck_vscale(acc[g], 1.0f / _mm512_reduce_add_ps(hd[g].l.v16), D);
         memcpy(o + (size_t)g * D, acc[g], (size_t)D * sizeof(float));
     }
 }
 
-/* attend_heads_512 on AVX2: blocks of 8 keys, transposed 8 x 8 (D a multiple of 8) */
+/* attend_heads_512 on AVX2 (16 registers of 8 floats): blocks of 16 keys, transposed 8 x 8 into kt[2 d + half]
+ * (D a multiple of 8); up to 4 heads at a time share each load of the transposed keys (scores) and of the value
+ * rows, 16 columns at a time (p V). The same per-head arithmetic whichever heads share a block. */
+CK_AVX2 static inline __attribute__((always_inline)) void pv_avx2(att_head *hd, float (*p)[32], const float *V,
+                                                                   int nb, int D, int i, const int HQ,
+                                                                   const att_pf *pf)
+{
+    __m256 a[CK_ATT_HQ][2];
+    int h, b;
+    for (h = 0; h < HQ; h++) a[h][0] = _mm256_load_ps(hd[h].acc + i), a[h][1] = _mm256_load_ps(hd[h].acc + i + 8);
+    for (b = 0; b < nb; b++) {
+        const float *v = V + (size_t)b * D + i;
+        if (pf) kv_prefetch_during(pf->pf, pf->K, pf->V, pf->j + b, D, 16);
+        const __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8);
+        for (h = 0; h < HQ; h++) {
+            const __m256 pb = _mm256_set1_ps(p[h][b]);
+            a[h][0] = _mm256_fmadd_ps(pb, v0, a[h][0]);
+            a[h][1] = _mm256_fmadd_ps(pb, v1, a[h][1]);
+        }
+    }
+    for (h = 0; h < HQ; h++) _mm256_store_ps(hd[h].acc + i, a[h][0]), _mm256_store_ps(hd[h].acc + i + 8, a[h][1]);
+}
+
+CK_AVX2 static inline __attribute__((always_inline)) void heads_avx2(att_head *hd, const __m256 *kt, const float *V,
+                                                                      int nb, int D, float scale, float softcap,
+                                                                      const int HQ, const att_pf *pf)
+{
+    const __m256 idx = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256 live0 = _mm256_cmp_ps(idx, _mm256_set1_ps((float)nb), _CMP_LT_OQ);
+    const __m256 live1 = _mm256_cmp_ps(_mm256_add_ps(idx, _mm256_set1_ps(8.0f)), _mm256_set1_ps((float)nb), _CMP_LT_OQ);
+    float p[CK_ATT_HQ][32] __attribute__((aligned(32)));
+    __m256 s0[CK_ATT_HQ], s1[CK_ATT_HQ];
+    const float *q[CK_ATT_HQ];
+    int h, d, i, b;
+    for (h = 0; h < HQ; h++) q[h] = hd[h].q, s0[h] = s1[h] = _mm256_setzero_ps();
+    for (d = 0; d < D; d++) { /* the scores: one chain per head and half */
+        const __m256 k0 = kt[2 * d], k1 = kt[2 * d + 1];
+        for (h = 0; h < HQ; h++) {
+            const __m256 qd = _mm256_set1_ps(q[h][d]);
+            s0[h] = _mm256_fmadd_ps(qd, k0, s0[h]);
+            s1[h] = _mm256_fmadd_ps(qd, k1, s1[h]);
+        }
+    }
+    for (h = 0; h < HQ; h++) { /* the online softmax */
+        att_head *e = &hd[h];
+        __m256 x0 = _mm256_mul_ps(s0[h], _mm256_set1_ps(scale)), x1 = _mm256_mul_ps(s1[h], _mm256_set1_ps(scale));
+        float m_new;
+        if (softcap > 0.0f) {
+            _mm256_store_ps(p[h], x0);
+            _mm256_store_ps(p[h] + 8, x1);
+            for (b = 0; b < 16; b++) p[h][b] = softcap * tanhf(p[h][b] / softcap);
+            x0 = _mm256_load_ps(p[h]);
+            x1 = _mm256_load_ps(p[h] + 8);
+        }
+        x0 = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), x0, live0);
+        x1 = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), x1, live1);
+        m_new = ck_hmax8(_mm256_max_ps(x0, x1));
+        m_new = m_new > e->m ? m_new : e->m;
+        if (e->m > -INFINITY && m_new != e->m) { /* the max grew: rescale what is accumulated */
+            const float corr = expf(e->m - m_new);
+            e->l.v8 = _mm256_mul_ps(e->l.v8, _mm256_set1_ps(corr));
+            ck_vscale(e->acc, corr, D);
+        }
+        x0 = ck_exp8(_mm256_sub_ps(x0, _mm256_set1_ps(m_new))); /* masked keys: exp(-inf) = 0 */
+        x1 = ck_exp8(_mm256_sub_ps(x1, _mm256_set1_ps(m_new)));
+        e->l.v8 = _mm256_add_ps(e->l.v8, _mm256_add_ps(x0, x1));
+        _mm256_store_ps(p[h], x0);
+        _mm256_store_ps(p[h] + 8, x1);
+        e->m = m_new;
+    }
+    for (i = 0; i + 16 <= D; i += 16) pv_avx2(hd, p, V, nb, D, i, HQ, i == 0 ? pf : NULL);
+    if (i < D) /* the last 8 columns, in the same order */
+        for (h = 0; h < HQ; h++) {
+            __m256 a = _mm256_load_ps(hd[h].acc + i);
+            for (b = 0; b < nb; b++) a = _mm256_fmadd_ps(_mm256_set1_ps(p[h][b]), _mm256_loadu_ps(V + (size_t)b * D + i), a);
+            _mm256_store_ps(hd[h].acc + i, a);
+        }
+}
+
 CK_AVX2 static void attend_heads_avx2(float *o, const float *q, int G, const float *K, const float *V, int j0, int j1,
                                       int D, float scale, float softcap, int cold)
 {
-    __m256 kt[CK_ATT_MAX_D];
+    __m256 kt[2 * CK_ATT_MAX_D];
     float acc[CK_ATT_G][CK_ATT_MAX_D] __attribute__((aligned(32)));
-    float m[CK_ATT_G], pb[8] __attribute__((aligned(32)));
-    __m256 l[CK_ATT_G];
+    att_head hd[CK_ATT_G];
     kv_prefetch pf;
-    int g, j, c, r, d, b;
+    int g, j, c, r;
     for (g = 0; g < G; g++) {
-        m[g] = -INFINITY, l[g] = _mm256_setzero_ps();
-        for (d = 0; d < D; d++) acc[g][d] = 0.0f;
+        hd[g].m = -INFINITY, hd[g].l.v8 = _mm256_setzero_ps(), hd[g].acc = acc[g], hd[g].q = q + (size_t)g * D;
+        memset(acc[g], 0, sizeof(float) * (size_t)D);
     }
     kv_prefetch_start(&pf, K, V, j0, j1, D, cold);
-    for (j = j0; j <= j1; j += 8) {
-        const int nb = j1 + 1 - j < 8 ? j1 + 1 - j : 8;
+    for (j = j0; j <= j1; j += 16) {
+        const int nb = j1 + 1 - j < 16 ? j1 + 1 - j : 16;
         kv_prefetch_ahead(&pf, K, V, j, D);
-        const __m256 live = _mm256_cmp_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_ps((float)nb), _CMP_LT_OQ);
-        for (c = 0; c < D; c += 8) {
-            __m256 t[8];
-            if (nb == 8)
-                for (r = 0; r < 8; r++) t[r] = _mm256_loadu_ps(K + (size_t)(j + r) * D + c);
-            else
-                for (r = 0; r < 8; r++) t[r] = r < nb ? _mm256_loadu_ps(K + (size_t)(j + r) * D + c) : _mm256_setzero_ps();
+        for (c = 0; c < D; c += 8) { /* kt[2 (c + r) + half] = dimension c + r of the half's 8 keys */
+            const float *k = K + (size_t)j * D + c;
+            __m256 t[8], u[8];
+            for (r = 0; r < 8; r++) {
+                t[r] = r < nb ? _mm256_loadu_ps(k + (size_t)r * D) : _mm256_setzero_ps();
+                u[r] = r + 8 < nb ? _mm256_loadu_ps(k + (size_t)(r + 8) * D) : _mm256_setzero_ps();
+            }
             ck_transpose8(t);
-            for (r = 0; r < 8; r++) kt[c + r] = t[r];
+            ck_transpose8(u);
+            for (r = 0; r < 8; r++) kt[2 * (c + r)] = t[r], kt[2 * (c + r) + 1] = u[r];
         }
-        for (g = 0; g < G; g++) {
-            const float *qg = q + (size_t)g * D;
-            __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, s, p;
-            float bm, m_new;
-            for (d = 0; d < D; d += 4) {
-                s0 = _mm256_fmadd_ps(_mm256_set1_ps(qg[d]), kt[d], s0);
-                s1 = _mm256_fmadd_ps(_mm256_set1_ps(qg[d + 1]), kt[d + 1], s1);
-                s2 = _mm256_fmadd_ps(_mm256_set1_ps(qg[d + 2]), kt[d + 2], s2);
-                s3 = _mm256_fmadd_ps(_mm256_set1_ps(qg[d + 3]), kt[d + 3], s3);
-            }
-            s = _mm256_mul_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)), _mm256_set1_ps(scale));
-            if (softcap > 0.0f) {
-                _mm256_store_ps(pb, s);
-                for (b = 0; b < 8; b++) pb[b] = softcap * tanhf(pb[b] / softcap);
-                s = _mm256_load_ps(pb);
-            }
-            s = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), s, live);
-            {
-                __m128 h = _mm_max_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-                h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-                bm = _mm_cvtss_f32(_mm_max_ss(h, _mm_shuffle_ps(h, h, 1)));
-            }
-            m_new = bm > m[g] ? bm : m[g];
-            if (m[g] > -INFINITY && m_new != m[g]) {
-                const float corr = expf(m[g] - m_new);
-                l[g] = _mm256_mul_ps(l[g], _mm256_set1_ps(corr));
-                ck_vscale(acc[g], corr, D);
-            }
-            p = ck_exp8(_mm256_sub_ps(s, _mm256_set1_ps(m_new)));
-            l[g] = _mm256_add_ps(l[g], p);
-            _mm256_store_ps(pb, p);
-            ck_vmacc_avx2(acc[g], pb, V + (size_t)j * D, (size_t)D, nb, D); /* acc += p V */
-            m[g] = m_new;
-        }
+        const att_pf spread = {&pf, K, V, j};
+        const float *vb = V + (size_t)j * D;
+        for (g = 0; g + CK_ATT_HQ <= G; g += CK_ATT_HQ)
+            heads_avx2(hd + g, kt, vb, nb, D, scale, softcap, CK_ATT_HQ, g == 0 ? &spread : NULL);
+        if (G - g == 3) heads_avx2(hd + g, kt, vb, nb, D, scale, softcap, 3, g == 0 ? &spread : NULL);
+        if (G - g == 2) heads_avx2(hd + g, kt, vb, nb, D, scale, softcap, 2, g == 0 ? &spread : NULL);
+        if (G - g == 1) heads_avx2(hd + g, kt, vb, nb, D, scale, softcap, 1, g == 0 ? &spread : NULL);
     }
     for (g = 0; g < G; g++) {
-        ck_vscale(acc[g], 1.0f / ck_hsum8(l[g]), D);
+        ck_vscale(acc[g], 1.0f / ck_hsum8(hd[g].l.v8), D);
         memcpy(o + (size_t)g * D, acc[g], (size_t)D * sizeof(float));
     }
 }

@@ -189,6 +189,13 @@ CK_AVX2 static inline float ck_hsum8(__m256 v)
     h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
     return _mm_cvtss_f32(h);
 }
+/* the largest of the 8 lanes */
+CK_AVX2 static inline float ck_hmax8(__m256 v)
+{
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_max_ss(h, _mm_shuffle_ps(h, h, 1)));
+}
 
 CK_AVX2 static inline void ck_vdots_avx2(float *s, const float *q, const float *K, size_t ld, int nb, int D)
 {

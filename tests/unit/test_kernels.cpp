@@ -127,13 +127,15 @@ TEST_CASE("ck_attention matches the reference (GQA, cache offset, window, softca
     // GQA groups of 2, 3 (a sub-group of one: attend_heads_512 in sub-groups), 5, 6, 7 and 8, with D a multiple of
     // 16, take the grouped kernels (AVX-512: passes of 4 heads and one of the rest, 64 columns and the last 16 at
     // a time; AVX2 with D a multiple of 8); the rest, and every shape on the portable path, attend_one. Ranges
-    // past 128 keys: blocks of 32 with a partial last one, prefetched ahead when decoding.
+    // past 128 keys: blocks of 32 with a partial last one, prefetched ahead when decoding. D 40 takes the AVX2
+    // kernel on every x86 path, with its last 8 columns on their own.
     auto [T, pos0, H, KVH, D] = GENERATE(std::tuple{1, 0, 1, 1, 1}, std::tuple{1, 37, 4, 2, 16},
                                          std::tuple{7, 0, 4, 4, 32}, std::tuple{13, 5, 6, 2, 64},
                                          std::tuple{40, 0, 2, 1, 128}, std::tuple{3, 100, 8, 8, 80},
                                          std::tuple{1, 70, 32, 4, 64}, std::tuple{2, 20, 16, 2, 96},
                                          std::tuple{3, 40, 10, 2, 64}, std::tuple{5, 9, 14, 2, 48},
-                                         std::tuple{2, 300, 12, 2, 64}, std::tuple{1, 290, 12, 2, 64});
+                                         std::tuple{2, 300, 12, 2, 64}, std::tuple{1, 290, 12, 2, 64},
+                                         std::tuple{4, 30, 6, 2, 40}, std::tuple{1, 150, 16, 2, 40});
     int window = GENERATE(0, 4);
     float softcap = GENERATE(0.0f, 5.0f);
     int nth = GENERATE(1, 2);
