@@ -418,8 +418,8 @@ static int panel_init(panel *p, int K)
 static void panel_free(panel *p) { ck_ws_free(p->mem); }
 
 #ifdef CK_X86
-/* The AVX-512 unpacking of q8_0, q4_0, q4_1, q4_K and q6_K: 32 or 64 weights per step and the scales through
- * F16C; the same u, s, m as the scalar functions (the other types use those) */
+/* The AVX-512 unpacking of every type: 32 or 64 weights per step and the scales through F16C; the same u, s, m as
+ * the scalar functions */
 CK_AVX512 static void unpack_q8_0_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
 {
     const ck_block_q8_0 *x = (const ck_block_q8_0 *)row;
@@ -458,24 +458,77 @@ CK_AVX512 static void unpack_q4_1_avx512(const void *row, int K, uint8_t *u, flo
     unpack_q4_avx512(1, row, K, u, s, m);
 }
 
+/* q5_0 (with_min 0) / q5_1 (1): the nibbles in element order, plus 16 where qh (a mask of the 32) has a bit */
+CK_AVX512 static inline void unpack_q5_avx512(int with_min, const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const size_t bs = with_min ? sizeof(ck_block_q5_1) : sizeof(ck_block_q5_0);
+    int b;
+    for (b = 0; b < K / CK_QK; b++) {
+        const uint8_t *blk = (const uint8_t *)row + bs * b, *qh4 = blk + (with_min ? 4 : 2);
+        const __m128i t = _mm_loadu_si128((const __m128i *)(qh4 + 4));
+        const __m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(t, 4), m4), _mm_and_si128(t, m4));
+        uint32_t qh;
+        memcpy(&qh, qh4, 4);
+        s[b] = _cvtsh_ss(*(const uint16_t *)blk);
+        if (with_min) m[b] = _cvtsh_ss(((const ck_block_q5_1 *)blk)->m);
+        _mm256_storeu_si256((__m256i *)(u + CK_QK * b),
+                            _mm256_mask_add_epi8(nib, (__mmask32)qh, nib, _mm256_set1_epi8(0x10)));
+    }
+}
+
+CK_AVX512 static void unpack_q5_0_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    unpack_q5_avx512(0, row, K, u, s, m);
+}
+
+CK_AVX512 static void unpack_q5_1_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    unpack_q5_avx512(1, row, K, u, s, m);
+}
+
+/* q4_K (qh NULL) / q5_K: sub-block 2i in the low nibbles of 32 bytes, 2i + 1 in the high ones; q5_K's fifth bit
+ * of sub-block j is bit j of each of its 32 qh bytes */
+CK_AVX512 static inline void unpack_k_avx512(const uint8_t *scales12, uint16_t d16, uint16_t dmin16, const uint8_t *q,
+                                             const uint8_t *qh, uint8_t *u, float *s, float *m)
+{
+    const float d = _cvtsh_ss(d16), dmin = _cvtsh_ss(dmin16);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), five = _mm256_set1_epi8(0x10);
+    const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    uint8_t sc[8], mn[8];
+    int j;
+    ck_k4_scales_mins(scales12, sc, mn);
+    for (j = 0; j < 8; j++) {
+        s[j] = d * (float)sc[j];
+        m[j] = -dmin * (float)mn[j];
+    }
+    for (j = 0; j < 4; j++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * j));
+        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if (qh) {
+            lo = _mm256_mask_add_epi8(lo, _mm256_test_epi8_mask(h, _mm256_set1_epi8((char)(1 << (2 * j)))), lo, five);
+            hi = _mm256_mask_add_epi8(hi, _mm256_test_epi8_mask(h, _mm256_set1_epi8((char)(1 << (2 * j + 1)))), hi, five);
+        }
+        _mm256_storeu_si256((__m256i *)(u + 64 * j), lo);
+        _mm256_storeu_si256((__m256i *)(u + 64 * j + 32), hi);
+    }
+}
+
 CK_AVX512 static void unpack_q4_K_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
 {
-    int b, j;
+    int b;
     for (b = 0; b < K / CK_QK_K; b++) {
         const ck_block_q4_K *x = (const ck_block_q4_K *)row + b;
-        const float d = _cvtsh_ss(x->d), dmin = _cvtsh_ss(x->dmin);
-        uint8_t sc[8], mn[8];
-        ck_k4_scales_mins(x->scales, sc, mn);
-        for (j = 0; j < 8; j++) {
-            s[8 * b + j] = d * (float)sc[j];
-            m[8 * b + j] = -dmin * (float)mn[j];
-        }
-        for (j = 0; j < 4; j++) { /* 32 bytes: sub-block 2j in the low nibbles, 2j + 1 in the high ones */
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
-            _mm256_storeu_si256((__m256i *)(u + CK_QK_K * b + 64 * j), _mm256_and_si256(q, _mm256_set1_epi8(0x0F)));
-            _mm256_storeu_si256((__m256i *)(u + CK_QK_K * b + 64 * j + 32),
-                                _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0F)));
-        }
+        unpack_k_avx512(x->scales, x->d, x->dmin, x->qs, NULL, u + CK_QK_K * b, s + 8 * b, m + 8 * b);
+    }
+}
+
+CK_AVX512 static void unpack_q5_K_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    int b;
+    for (b = 0; b < K / CK_QK_K; b++) {
+        const ck_block_q5_K *x = (const ck_block_q5_K *)row + b;
+        unpack_k_avx512(x->scales, x->d, x->dmin, x->qs, x->qh, u + CK_QK_K * b, s + 8 * b, m + 8 * b);
     }
 }
 
@@ -503,7 +556,8 @@ CK_AVX512 static void unpack_q6_K_avx512(const void *row, int K, uint8_t *u, flo
 
 static const unpack_fn kUnpackAvx512[] = {
     [CK_Q_Q8_0] = unpack_q8_0_avx512, [CK_Q_Q4_0] = unpack_q4_0_avx512, [CK_Q_Q4_1] = unpack_q4_1_avx512,
-    [CK_Q_Q4_K] = unpack_q4_K_avx512, [CK_Q_Q6_K] = unpack_q6_K_avx512,
+    [CK_Q_Q5_0] = unpack_q5_0_avx512, [CK_Q_Q5_1] = unpack_q5_1_avx512, [CK_Q_Q4_K] = unpack_q4_K_avx512,
+    [CK_Q_Q5_K] = unpack_q5_K_avx512, [CK_Q_Q6_K] = unpack_q6_K_avx512,
 };
 
 static unpack_fn unpack_avx512_of(int type)
