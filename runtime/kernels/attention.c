@@ -184,7 +184,6 @@ pv_512(att_head *hd, float (*p)[32], const float *V, int nb, int D, int i, const
 {
     __m512 a[CK_ATT_HQ][4];
     int h, b, c;
-    (void)D;
     for (h = 0; h < HQ; h++)
         for (c = 0; c < 4; c++) a[h][c] = _mm512_load_ps(hd[h].acc + i + 16 * c);
     for (b = 0; b < nb; b++) {

@@ -1441,14 +1441,17 @@ static int prefill(float *out, int ldo, const float *x, int ldx, const ck_qmat *
                    const float *add, int ld_add, int T, int K, int N, int team)
 {
     prefill_job j;
-    int p, k, failed = 0, need[2] = {0, 0};
+    int p, k, failed = 0, need[2] = {0, 0}, unit = 32;
     const size_t mark = ck_ws_mark(); /* the activations: the workspace, else malloc */
     (void)team; /* (read by OpenMP only) */
     memset(&j, 0, sizeof j);
     j.out = out, j.ldo = ldo, j.x = x, j.ldx = ldx, j.w = w, j.bias = bias, j.add = add, j.ld_add = ld_add;
     j.T = T, j.K = K;
-    for (p = 0; p < w->n_parts; p++)
-        if (ck_qtype_cpu_of(w->type[p])->gemm == CK_GEMM_INT8 && ck_qgemm_fast()) need[part_acts(w->type[p])] = 1;
+    for (p = 0; p < w->n_parts; p++) {
+        const int gemm = ck_qtype_cpu_of(w->type[p])->gemm;
+        if (gemm == CK_GEMM_INT8 && ck_qgemm_fast()) need[part_acts(w->type[p])] = 1;
+        else unit = CK_QTILE;
+    }
     for (k = 0; k < 2; k++)
         if (need[k] && ck_qgemm_acts_init(&j.acts[k], k ? CK_Q_Q8_K : CK_Q_Q8_0, T, K)) failed = 1;
     if (!failed) {
@@ -1468,8 +1471,10 @@ static int prefill(float *out, int ldo, const float *x, int ldx, const ck_qmat *
 #ifdef _OPENMP
 #pragma omp barrier
 #endif
-            /* whole tiles: tile_rows' sgemms then have the same shapes at any thread count (blas.h) */
-            per = ((N + nt - 1) / nt + CK_QTILE - 1) / CK_QTILE * CK_QTILE, n0 = id * per, n1 = n0 + per > N ? N : n0 + per;
+            /* whole tiles: tile_rows' sgemms then have the same shapes at any thread count (blas.h); where every
+             * part runs the int8 GEMM, whose rows do not depend on the split, units of 32 rows (its two panels):
+             * 576 rows (SmolLM2) go 288 / 288 instead of 320 / 256 */
+            per = ((N + nt - 1) / nt + unit - 1) / unit * unit, n0 = id * per, n1 = n0 + per > N ? N : n0 + per;
             r = n1 > n0 ? prefill_rows(&j, n0, n1, &tile) : 0;
             ck_ws_free(tile); /* (the workspace's part: back at the reset below) */
             if (r) {
