@@ -19,6 +19,7 @@
  * layers at 100 / 400 / 1000 cached positions 323 -> 189 / 1144 -> 694 / 2828 -> 1932 us on one thread. With
  * 2 or 3 heads per KV head and the cache in DRAM (SmolLM2's shape past ~700 positions) decode's attention is
  * 3-12% slower than before (1.13 -> 1.26 ms for 2 heads, 1.38 -> 1.43 for 3, 30 layers at 1000 positions);
+ * a prompt without grouping runs 8 tokens of a head together on the same kernels (ck_attention);
  * whole-model decode over 16-516 positions is unchanged (+-2%) for both models. On AVX2 (D a multiple of 8),
  * attend_heads_avx2 does the same with blocks of 16 keys and 16 columns at a time: with CK_KERNELS=avx2 on the
  * same VM, prefill attention 42 -> 76-81 GFLOP/s; decode at 100 / 400 / 1000 positions 476 -> 291 / 1810 ->
@@ -169,7 +170,28 @@ typedef struct { /* one head's running state (attend_heads_512 and attend_heads_
     } l;        /* the running sum, per lane: added across lanes at the end */
     float *acc; /* D floats, 64-byte aligned */
     const float *q;
+    int lo, hi; /* its keys [lo, hi] */
 } att_head;
+
+/* The rows one call of a grouped kernel attends: up to CK_ATT_G query rows over one KV head's keys, each over
+ * its own range [lo, hi] (the heads of a group share one; the tokens of a prompt's rows, for one head without
+ * grouping, end one key apart), their outputs and queries `ld` floats apart */
+typedef struct {
+    float *o;
+    const float *q;
+    size_t ldo, ldq;
+    int n, lo[CK_ATT_G], hi[CK_ATT_G];
+} att_rows;
+
+/* the bits of keys j .. j + nb - 1 (nb <= 32) inside [lo, hi] */
+static inline uint32_t att_live(int lo, int hi, int j, int nb)
+{
+    int a = lo - j, b = hi - j;
+    if (a < 0) a = 0;
+    if (b > nb - 1) b = nb - 1;
+    if (a > b) return 0;
+    return (b >= 31 ? 0xFFFFFFFFu : (1u << (b + 1)) - 1u) & ~((1u << a) - 1u);
+}
 
 /* the prefetch stream of a block from key j of the range K, V (kv_prefetch_during), or none */
 typedef struct {
@@ -206,11 +228,9 @@ pv_512(att_head *hd, float (*p)[32], const float *V, int nb, int D, int i, const
 /* one pass of HQ heads over a block of nb keys (kt as above, V from the block's first row); pf: the prefetches to
  * spread over its p V, or NULL */
 __attribute__((target("avx512f,avx2,fma"))) static inline __attribute__((always_inline)) void
-heads_512(att_head *hd, const __m512 *kt, const float *V, int nb, int D, float scale, float softcap, const int HQ,
-          const att_pf *pf)
+heads_512(att_head *hd, const __m512 *kt, const float *V, int j, int nb, int D, float scale, float softcap,
+          const int HQ, const att_pf *pf)
 {
-    const __mmask16 live0 = (__mmask16)(nb >= 16 ? 0xFFFFu : (1u << nb) - 1u);
-    const __mmask16 live1 = (__mmask16)(nb >= 32 ? 0xFFFFu : nb <= 16 ? 0u : (1u << (nb - 16)) - 1u);
     float p[CK_ATT_HQ][32] __attribute__((aligned(64)));
     __m512 s0[CK_ATT_HQ], s1[CK_ATT_HQ], t0[CK_ATT_HQ], t1[CK_ATT_HQ];
     const float *q[CK_ATT_HQ];
@@ -232,8 +252,14 @@ heads_512(att_head *hd, const __m512 *kt, const float *V, int nb, int D, float s
     for (h = 0; h < HQ; h++) s0[h] = _mm512_add_ps(s0[h], t0[h]), s1[h] = _mm512_add_ps(s1[h], t1[h]);
     for (h = 0; h < HQ; h++) { /* the online softmax */
         att_head *e = &hd[h];
+        const uint32_t live = att_live(e->lo, e->hi, j, nb);
         __m512 x0 = _mm512_mul_ps(s0[h], _mm512_set1_ps(scale)), x1 = _mm512_mul_ps(s1[h], _mm512_set1_ps(scale));
         float m_new;
+        if (!live) { /* none of this row's keys: it adds nothing */
+            _mm512_store_ps(p[h], _mm512_setzero_ps());
+            _mm512_store_ps(p[h] + 16, _mm512_setzero_ps());
+            continue;
+        }
         if (softcap > 0.0f) {
             _mm512_store_ps(p[h], x0);
             _mm512_store_ps(p[h] + 16, x1);
@@ -241,8 +267,8 @@ heads_512(att_head *hd, const __m512 *kt, const float *V, int nb, int D, float s
             x0 = _mm512_load_ps(p[h]);
             x1 = _mm512_load_ps(p[h] + 16);
         }
-        x0 = _mm512_mask_blend_ps(live0, _mm512_set1_ps(-INFINITY), x0);
-        x1 = _mm512_mask_blend_ps(live1, _mm512_set1_ps(-INFINITY), x1);
+        x0 = _mm512_mask_blend_ps((__mmask16)live, _mm512_set1_ps(-INFINITY), x0);
+        x1 = _mm512_mask_blend_ps((__mmask16)(live >> 16), _mm512_set1_ps(-INFINITY), x1);
         m_new = _mm512_reduce_max_ps(_mm512_max_ps(x0, x1));
         m_new = m_new > e->m ? m_new : e->m;
         if (e->m > -INFINITY && m_new != e->m) { /* the max grew: rescale what is accumulated */
@@ -266,18 +292,20 @@ heads_512(att_head *hd, const __m512 *kt, const float *V, int nb, int D, float s
         }
 }
 
-__attribute__((target("avx512f,avx2,fma"))) static void attend_heads_512(float *o, const float *q, int G,
-                                                                        const float *K, const float *V, int j0,
-                                                                        int j1, int D, float scale, float softcap,
-                                                                        int cold)
+__attribute__((target("avx512f,avx2,fma"))) static void attend_heads_512(const att_rows *R, const float *K,
+                                                                        const float *V, int D, float scale,
+                                                                        float softcap, int cold)
 {
     __m512 kt[2 * CK_ATT_MAX_D];
     float acc[CK_ATT_G][CK_ATT_MAX_D] __attribute__((aligned(64)));
     att_head hd[CK_ATT_G];
     kv_prefetch pf;
-    int g, j, c, r;
+    const int G = R->n;
+    int g, j, c, r, j0 = R->lo[0], j1 = R->hi[0];
     for (g = 0; g < G; g++) {
-        hd[g].m = -INFINITY, hd[g].l.v16 = _mm512_setzero_ps(), hd[g].acc = acc[g], hd[g].q = q + (size_t)g * D;
+        hd[g].m = -INFINITY, hd[g].l.v16 = _mm512_setzero_ps(), hd[g].acc = acc[g], hd[g].q = R->q + (size_t)g * R->ldq;
+        hd[g].lo = R->lo[g], hd[g].hi = R->hi[g];
+        j0 = R->lo[g] < j0 ? R->lo[g] : j0, j1 = R->hi[g] > j1 ? R->hi[g] : j1;
         memset(acc[g], 0, sizeof(float) * (size_t)D);
     }
     kv_prefetch_start(&pf, K, V, j0, j1, D, cold);
@@ -301,14 +329,14 @@ __attribute__((target("avx512f,avx2,fma"))) static void attend_heads_512(float *
         const att_pf spread = {&pf, K, V, j};
         const float *vb = V + (size_t)j * D;
         for (g = 0; g + CK_ATT_HQ <= G; g += CK_ATT_HQ)
-            heads_512(hd + g, kt, vb, nb, D, scale, softcap, CK_ATT_HQ, g == 0 ? &spread : NULL);
-        if (G - g == 3) heads_512(hd + g, kt, vb, nb, D, scale, softcap, 3, g == 0 ? &spread : NULL);
-        if (G - g == 2) heads_512(hd + g, kt, vb, nb, D, scale, softcap, 2, g == 0 ? &spread : NULL);
-        if (G - g == 1) heads_512(hd + g, kt, vb, nb, D, scale, softcap, 1, g == 0 ? &spread : NULL);
+            heads_512(hd + g, kt, vb, j, nb, D, scale, softcap, CK_ATT_HQ, g == 0 ? &spread : NULL);
+        if (G - g == 3) heads_512(hd + g, kt, vb, j, nb, D, scale, softcap, 3, g == 0 ? &spread : NULL);
+        if (G - g == 2) heads_512(hd + g, kt, vb, j, nb, D, scale, softcap, 2, g == 0 ? &spread : NULL);
+        if (G - g == 1) heads_512(hd + g, kt, vb, j, nb, D, scale, softcap, 1, g == 0 ? &spread : NULL);
     }
     for (g = 0; g < G; g++) {
         ck_vscale(acc[g], 1.0f / _mm512_reduce_add_ps(hd[g].l.v16), D);
-        memcpy(o + (size_t)g * D, acc[g], (size_t)D * sizeof(float));
+        memcpy(R->o + (size_t)g * R->ldo, acc[g], (size_t)D * sizeof(float));
     }
 }
 
@@ -336,12 +364,10 @@ CK_AVX2 static inline __attribute__((always_inline)) void pv_avx2(att_head *hd, 
 }
 
 CK_AVX2 static inline __attribute__((always_inline)) void heads_avx2(att_head *hd, const __m256 *kt, const float *V,
-                                                                      int nb, int D, float scale, float softcap,
-                                                                      const int HQ, const att_pf *pf)
+                                                                      int j, int nb, int D, float scale,
+                                                                      float softcap, const int HQ, const att_pf *pf)
 {
-    const __m256 idx = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256 live0 = _mm256_cmp_ps(idx, _mm256_set1_ps((float)nb), _CMP_LT_OQ);
-    const __m256 live1 = _mm256_cmp_ps(_mm256_add_ps(idx, _mm256_set1_ps(8.0f)), _mm256_set1_ps((float)nb), _CMP_LT_OQ);
+    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
     float p[CK_ATT_HQ][32] __attribute__((aligned(32)));
     __m256 s0[CK_ATT_HQ], s1[CK_ATT_HQ];
     const float *q[CK_ATT_HQ];
@@ -357,8 +383,17 @@ CK_AVX2 static inline __attribute__((always_inline)) void heads_avx2(att_head *h
     }
     for (h = 0; h < HQ; h++) { /* the online softmax */
         att_head *e = &hd[h];
+        const uint32_t live = att_live(e->lo, e->hi, j, nb);
         __m256 x0 = _mm256_mul_ps(s0[h], _mm256_set1_ps(scale)), x1 = _mm256_mul_ps(s1[h], _mm256_set1_ps(scale));
+        __m256 live0, live1;
         float m_new;
+        if (!live) { /* none of this row's keys: it adds nothing */
+            _mm256_store_ps(p[h], _mm256_setzero_ps());
+            _mm256_store_ps(p[h] + 8, _mm256_setzero_ps());
+            continue;
+        }
+        live0 = _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)(live & 0xFF)), bit), bit));
+        live1 = _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)(live >> 8 & 0xFF)), bit), bit));
         if (softcap > 0.0f) {
             _mm256_store_ps(p[h], x0);
             _mm256_store_ps(p[h] + 8, x1);
@@ -391,16 +426,19 @@ CK_AVX2 static inline __attribute__((always_inline)) void heads_avx2(att_head *h
         }
 }
 
-CK_AVX2 static void attend_heads_avx2(float *o, const float *q, int G, const float *K, const float *V, int j0, int j1,
-                                      int D, float scale, float softcap, int cold)
+CK_AVX2 static void attend_heads_avx2(const att_rows *R, const float *K, const float *V, int D, float scale,
+                                      float softcap, int cold)
 {
     __m256 kt[2 * CK_ATT_MAX_D];
     float acc[CK_ATT_G][CK_ATT_MAX_D] __attribute__((aligned(32)));
     att_head hd[CK_ATT_G];
     kv_prefetch pf;
-    int g, j, c, r;
+    const int G = R->n;
+    int g, j, c, r, j0 = R->lo[0], j1 = R->hi[0];
     for (g = 0; g < G; g++) {
-        hd[g].m = -INFINITY, hd[g].l.v8 = _mm256_setzero_ps(), hd[g].acc = acc[g], hd[g].q = q + (size_t)g * D;
+        hd[g].m = -INFINITY, hd[g].l.v8 = _mm256_setzero_ps(), hd[g].acc = acc[g], hd[g].q = R->q + (size_t)g * R->ldq;
+        hd[g].lo = R->lo[g], hd[g].hi = R->hi[g];
+        j0 = R->lo[g] < j0 ? R->lo[g] : j0, j1 = R->hi[g] > j1 ? R->hi[g] : j1;
         memset(acc[g], 0, sizeof(float) * (size_t)D);
     }
     kv_prefetch_start(&pf, K, V, j0, j1, D, cold);
@@ -421,14 +459,14 @@ CK_AVX2 static void attend_heads_avx2(float *o, const float *q, int G, const flo
         const att_pf spread = {&pf, K, V, j};
         const float *vb = V + (size_t)j * D;
         for (g = 0; g + CK_ATT_HQ <= G; g += CK_ATT_HQ)
-            heads_avx2(hd + g, kt, vb, nb, D, scale, softcap, CK_ATT_HQ, g == 0 ? &spread : NULL);
-        if (G - g == 3) heads_avx2(hd + g, kt, vb, nb, D, scale, softcap, 3, g == 0 ? &spread : NULL);
-        if (G - g == 2) heads_avx2(hd + g, kt, vb, nb, D, scale, softcap, 2, g == 0 ? &spread : NULL);
-        if (G - g == 1) heads_avx2(hd + g, kt, vb, nb, D, scale, softcap, 1, g == 0 ? &spread : NULL);
+            heads_avx2(hd + g, kt, vb, j, nb, D, scale, softcap, CK_ATT_HQ, g == 0 ? &spread : NULL);
+        if (G - g == 3) heads_avx2(hd + g, kt, vb, j, nb, D, scale, softcap, 3, g == 0 ? &spread : NULL);
+        if (G - g == 2) heads_avx2(hd + g, kt, vb, j, nb, D, scale, softcap, 2, g == 0 ? &spread : NULL);
+        if (G - g == 1) heads_avx2(hd + g, kt, vb, j, nb, D, scale, softcap, 1, g == 0 ? &spread : NULL);
     }
     for (g = 0; g < G; g++) {
         ck_vscale(acc[g], 1.0f / ck_hsum8(hd[g].l.v8), D);
-        memcpy(o + (size_t)g * D, acc[g], (size_t)D * sizeof(float));
+        memcpy(R->o + (size_t)g * R->ldo, acc[g], (size_t)D * sizeof(float));
     }
 }
 #endif
@@ -452,10 +490,10 @@ void ck_attention(float *out, int ldo, const float *q, int ldq,
     long work = (long)total * (map ? cap / 2 : pos0 + T) * D; /* (several sequences: about half the cache each) */
     (void)chunk, (void)work; /* read only by the pragma: unused without OpenMP */
 #ifdef CK_X86
-    void (*heads)(float *, const float *, int, const float *, const float *, int, int, int, float, float, int) = NULL;
-    if (group >= 2 && D % 16 == 0 && ck_cpu_avx512vnni()) heads = attend_heads_512;
-    else if (group >= 2 && D % 8 == 0 && ck_has_avx2()) heads = attend_heads_avx2;
-    if (heads) {
+    void (*rows)(const att_rows *, const float *, const float *, int, float, float, int) = NULL;
+    if (D % 16 == 0 && ck_cpu_avx512vnni()) rows = attend_heads_512;
+    else if (D % 8 == 0 && ck_has_avx2()) rows = attend_heads_avx2;
+    if (rows && group >= 2) {
         /* the heads of a group in sub-groups of up to CK_ATT_G, halved while there are fewer than two per thread */
         int sub = group < CK_ATT_G ? group : CK_ATT_G, n_sub, items, threads = 1;
 #ifdef _OPENMP
@@ -470,8 +508,38 @@ void ck_attention(float *out, int ldo, const float *q, int ldq,
             const int kh = idx / (T * n_sub), t = idx / n_sub % T, h0 = kh * group + idx % n_sub * sub;
             const int p = ck_seq_pos(map, pos0, t), n = group - idx % n_sub * sub < sub ? group - idx % n_sub * sub : sub;
             const size_t kv = ((size_t)kh * cap + (size_t)ck_seq_start(map, t)) * D;
-            heads(out + (size_t)t * ldo + (size_t)h0 * D, q + (size_t)t * ldq + (size_t)h0 * D, n,
-                  k_cache + kv, v_cache + kv, first_key(p, window), p, D, scale, softcap, cold);
+            att_rows R;
+            int i;
+            R.o = out + (size_t)t * ldo + (size_t)h0 * D, R.ldo = (size_t)D;
+            R.q = q + (size_t)t * ldq + (size_t)h0 * D, R.ldq = (size_t)D;
+            R.n = n;
+            for (i = 0; i < n; i++) R.lo[i] = first_key(p, window), R.hi[i] = p;
+            rows(&R, k_cache + kv, v_cache + kv, D, scale, softcap, cold);
+        }
+        return;
+    }
+    if (rows && T >= 2 && !map) {
+        /* No grouping (a KV head per query head), a prompt: up to CK_ATT_G consecutive tokens of one head share
+         * its keys, as a group's heads do, each row ending at its own position. Against attend_one per (token,
+         * head), AMD EPYC Zen 5 VM, one thread, D 64: 32 heads and 512 tokens 33 -> 119 GFLOP/s, 12 heads and
+         * 1024 tokens 34 -> 130 (CK_KERNELS=avx2: 29 -> 72, 31 -> 76). A row's block with none of its keys
+         * (the group's rows end up to 7 keys apart) is skipped; it would add zeros. */
+        const int blocks = (T + CK_ATT_G - 1) / CK_ATT_G, items = H * blocks;
+        (void)items;
+#pragma omp parallel for schedule(dynamic, 1) if (items > 1 && work >= CK_PAR_MIN_ACT)
+        for (idx = 0; idx < items; idx++) {
+            const int h = idx / blocks, t0 = idx % blocks * CK_ATT_G, n = T - t0 < CK_ATT_G ? T - t0 : CK_ATT_G;
+            const size_t kv = (size_t)h * cap * D;
+            att_rows R;
+            int i;
+            R.o = out + (size_t)t0 * ldo + (size_t)h * D, R.ldo = (size_t)ldo;
+            R.q = q + (size_t)t0 * ldq + (size_t)h * D, R.ldq = (size_t)ldq;
+            R.n = n;
+            for (i = 0; i < n; i++) {
+                const int p = ck_seq_pos(NULL, pos0, t0 + i);
+                R.lo[i] = first_key(p, window), R.hi[i] = p;
+            }
+            rows(&R, k_cache + kv, v_cache + kv, D, scale, softcap, 0);
         }
         return;
     }
