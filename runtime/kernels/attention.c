@@ -173,13 +173,12 @@ typedef struct { /* one head's running state (attend_heads_512 and attend_heads_
     int lo, hi; /* its keys [lo, hi] */
 } att_head;
 
-/* The rows one call of a grouped kernel attends: up to CK_ATT_G query rows over one KV head's keys, each over
- * its own range [lo, hi] (the heads of a group share one; the tokens of a prompt's rows, for one head without
- * grouping, end one key apart), their outputs and queries `ld` floats apart */
+/* The rows one call of a grouped kernel attends: up to CK_ATT_G query rows (a token's query head) over one KV
+ * head's keys, each with its output and its query and over its own range [lo, hi] (a token's heads share one;
+ * a prompt's tokens end one key apart) */
 typedef struct {
-    float *o;
-    const float *q;
-    size_t ldo, ldq;
+    float *o[CK_ATT_G];
+    const float *q[CK_ATT_G];
     int n, lo[CK_ATT_G], hi[CK_ATT_G];
 } att_rows;
 
@@ -303,7 +302,7 @@ __attribute__((target("avx512f,avx2,fma"))) static void attend_heads_512(const a
     const int G = R->n;
     int g, j, c, r, j0 = R->lo[0], j1 = R->hi[0];
     for (g = 0; g < G; g++) {
-        hd[g].m = -INFINITY, hd[g].l.v16 = _mm512_setzero_ps(), hd[g].acc = acc[g], hd[g].q = R->q + (size_t)g * R->ldq;
+        hd[g].m = -INFINITY, hd[g].l.v16 = _mm512_setzero_ps(), hd[g].acc = acc[g], hd[g].q = R->q[g];
         hd[g].lo = R->lo[g], hd[g].hi = R->hi[g];
         j0 = R->lo[g] < j0 ? R->lo[g] : j0, j1 = R->hi[g] > j1 ? R->hi[g] : j1;
         memset(acc[g], 0, sizeof(float) * (size_t)D);
@@ -336,7 +335,7 @@ __attribute__((target("avx512f,avx2,fma"))) static void attend_heads_512(const a
     }
     for (g = 0; g < G; g++) {
         ck_vscale(acc[g], 1.0f / _mm512_reduce_add_ps(hd[g].l.v16), D);
-        memcpy(R->o + (size_t)g * R->ldo, acc[g], (size_t)D * sizeof(float));
+        memcpy(R->o[g], acc[g], (size_t)D * sizeof(float));
     }
 }
 
@@ -436,7 +435,7 @@ CK_AVX2 static void attend_heads_avx2(const att_rows *R, const float *K, const f
     const int G = R->n;
     int g, j, c, r, j0 = R->lo[0], j1 = R->hi[0];
     for (g = 0; g < G; g++) {
-        hd[g].m = -INFINITY, hd[g].l.v8 = _mm256_setzero_ps(), hd[g].acc = acc[g], hd[g].q = R->q + (size_t)g * R->ldq;
+        hd[g].m = -INFINITY, hd[g].l.v8 = _mm256_setzero_ps(), hd[g].acc = acc[g], hd[g].q = R->q[g];
         hd[g].lo = R->lo[g], hd[g].hi = R->hi[g];
         j0 = R->lo[g] < j0 ? R->lo[g] : j0, j1 = R->hi[g] > j1 ? R->hi[g] : j1;
         memset(acc[g], 0, sizeof(float) * (size_t)D);
@@ -466,7 +465,7 @@ CK_AVX2 static void attend_heads_avx2(const att_rows *R, const float *K, const f
     }
     for (g = 0; g < G; g++) {
         ck_vscale(acc[g], 1.0f / ck_hsum8(hd[g].l.v8), D);
-        memcpy(R->o + (size_t)g * R->ldo, acc[g], (size_t)D * sizeof(float));
+        memcpy(R->o[g], acc[g], (size_t)D * sizeof(float));
     }
 }
 #endif
@@ -493,7 +492,7 @@ void ck_attention(float *out, int ldo, const float *q, int ldq,
     void (*rows)(const att_rows *, const float *, const float *, int, float, float, int) = NULL;
     if (D % 16 == 0 && ck_cpu_avx512vnni()) rows = attend_heads_512;
     else if (D % 8 == 0 && ck_has_avx2()) rows = attend_heads_avx2;
-    if (rows && group >= 2) {
+    if (rows && group >= 2 && (T == 1 || map || 2 * group > CK_ATT_G)) {
         /* the heads of a group in sub-groups of up to CK_ATT_G, halved while there are fewer than two per thread */
         int sub = group < CK_ATT_G ? group : CK_ATT_G, n_sub, items, threads = 1;
 #ifdef _OPENMP
@@ -510,34 +509,38 @@ void ck_attention(float *out, int ldo, const float *q, int ldq,
             const size_t kv = ((size_t)kh * cap + (size_t)ck_seq_start(map, t)) * D;
             att_rows R;
             int i;
-            R.o = out + (size_t)t * ldo + (size_t)h0 * D, R.ldo = (size_t)D;
-            R.q = q + (size_t)t * ldq + (size_t)h0 * D, R.ldq = (size_t)D;
             R.n = n;
-            for (i = 0; i < n; i++) R.lo[i] = first_key(p, window), R.hi[i] = p;
+            for (i = 0; i < n; i++) {
+                R.o[i] = out + (size_t)t * ldo + (size_t)(h0 + i) * D, R.q[i] = q + (size_t)t * ldq + (size_t)(h0 + i) * D;
+                R.lo[i] = first_key(p, window), R.hi[i] = p;
+            }
             rows(&R, k_cache + kv, v_cache + kv, D, scale, softcap, cold);
         }
         return;
     }
-    if (rows && T >= 2 && !map) {
-        /* No grouping (a KV head per query head), a prompt: up to CK_ATT_G consecutive tokens of one head share
-         * its keys, as a group's heads do, each row ending at its own position. Against attend_one per (token,
-         * head), AMD EPYC Zen 5 VM, one thread, D 64: 32 heads and 512 tokens 33 -> 119 GFLOP/s, 12 heads and
-         * 1024 tokens 34 -> 130 (CK_KERNELS=avx2: 29 -> 72, 31 -> 76). A row's block with none of its keys
-         * (the group's rows end up to 7 keys apart) is skipped; it would add zeros. */
-        const int blocks = (T + CK_ATT_G - 1) / CK_ATT_G, items = H * blocks;
+    if (rows && (T >= 2 && !map)) {
+        /* A prompt with up to CK_ATT_G / 2 heads per KV head (one without grouping, SmolLM2's 3): the heads of
+         * CK_ATT_G / group consecutive tokens share the KV head's keys as a group's heads do, each row ending at
+         * its token's position, so a block's transposed keys serve 8 (or 6) rows instead of 1-3. Against one
+         * row per (token, head) with attend_one, AMD EPYC Zen 5 VM, one thread, D 64: 32 heads and 512 tokens
+         * 33 -> 119 GFLOP/s, 12 heads and 1024 tokens 34 -> 130 (CK_KERNELS=avx2: 29 -> 72, 31 -> 76). A row's
+         * block with none of its keys (the call's rows end up to 7 keys apart) is skipped; it would add zeros. */
+        const int per = CK_ATT_G / group, blocks = (T + per - 1) / per, items = KVH * blocks;
         (void)items;
 #pragma omp parallel for schedule(dynamic, 1) if (items > 1 && work >= CK_PAR_MIN_ACT)
         for (idx = 0; idx < items; idx++) {
-            const int h = idx / blocks, t0 = idx % blocks * CK_ATT_G, n = T - t0 < CK_ATT_G ? T - t0 : CK_ATT_G;
-            const size_t kv = (size_t)h * cap * D;
+            const int kh = idx / blocks, t0 = idx % blocks * per, nt = T - t0 < per ? T - t0 : per;
+            const size_t kv = (size_t)kh * cap * D;
             att_rows R;
-            int i;
-            R.o = out + (size_t)t0 * ldo + (size_t)h * D, R.ldo = (size_t)ldo;
-            R.q = q + (size_t)t0 * ldq + (size_t)h * D, R.ldq = (size_t)ldq;
-            R.n = n;
-            for (i = 0; i < n; i++) {
+            int i, g;
+            R.n = nt * group;
+            for (i = 0; i < nt; i++) {
                 const int p = ck_seq_pos(NULL, pos0, t0 + i);
-                R.lo[i] = first_key(p, window), R.hi[i] = p;
+                for (g = 0; g < group; g++) {
+                    const int r = i * group + g, h = kh * group + g;
+                    R.o[r] = out + (size_t)(t0 + i) * ldo + (size_t)h * D, R.q[r] = q + (size_t)(t0 + i) * ldq + (size_t)h * D;
+                    R.lo[r] = first_key(p, window), R.hi[r] = p;
+                }
             }
             rows(&R, k_cache + kv, v_cache + kv, D, scale, softcap, 0);
         }

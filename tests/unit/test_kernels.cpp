@@ -128,9 +128,10 @@ TEST_CASE("ck_attention matches the reference (GQA, cache offset, window, softca
     // 16, take the grouped kernels (AVX-512: passes of 4 heads and one of the rest, 64 columns and the last 16 at
     // a time; AVX2 with D a multiple of 8); the rest, and every shape on the portable path, attend_one. Ranges
     // past 128 keys: blocks of 32 with a partial last one, prefetched ahead when decoding. D 40 takes the AVX2
-    // kernel on every x86 path, with its last 8 columns on their own. A prompt without grouping (KVH = H, T > 1)
-    // runs up to 8 tokens of a head together on the same kernels, each row to its own position: with 13 cached
-    // positions, tokens 16-20 reach keys 29-33, so some rows have no key in the last block.
+    // kernel on every x86 path, with its last 8 columns on their own. A prompt with up to 4 heads per KV head
+    // (T > 1: 1, 2 and 3 here) runs the heads of up to 8 / group tokens together on the same kernels, each row to
+    // its own position: with 13 cached positions, tokens 16-20 reach keys 29-33, so some rows have no key in the
+    // last block.
     auto [T, pos0, H, KVH, D] = GENERATE(std::tuple{1, 0, 1, 1, 1}, std::tuple{1, 37, 4, 2, 16},
                                          std::tuple{7, 0, 4, 4, 32}, std::tuple{13, 5, 6, 2, 64},
                                          std::tuple{40, 0, 2, 1, 128}, std::tuple{3, 100, 8, 8, 80},
