@@ -182,6 +182,20 @@ typedef struct {
     int n, lo[CK_ATT_G], hi[CK_ATT_G];
 } att_rows;
 
+/* each row's state at the start (no max, zero sums, its accumulator acc[g]), and the keys all rows reach in
+ * [*j0, *j1] */
+static void att_heads_start(att_head *hd, float (*acc)[CK_ATT_MAX_D], const att_rows *R, int D, int *j0, int *j1)
+{
+    int g;
+    *j0 = R->lo[0], *j1 = R->hi[0];
+    for (g = 0; g < R->n; g++) {
+        memset(&hd[g], 0, sizeof hd[g]); /* (the running sums of either kernel) */
+        hd[g].m = -INFINITY, hd[g].acc = acc[g], hd[g].q = R->q[g], hd[g].lo = R->lo[g], hd[g].hi = R->hi[g];
+        *j0 = R->lo[g] < *j0 ? R->lo[g] : *j0, *j1 = R->hi[g] > *j1 ? R->hi[g] : *j1;
+        memset(acc[g], 0, sizeof(float) * (size_t)D);
+    }
+}
+
 /* the bits of keys j .. j + nb - 1 (nb <= 32) inside [lo, hi] */
 static inline uint32_t att_live(int lo, int hi, int j, int nb)
 {
@@ -300,13 +314,8 @@ __attribute__((target("avx512f,avx2,fma"))) static void attend_heads_512(const a
     att_head hd[CK_ATT_G];
     kv_prefetch pf;
     const int G = R->n;
-    int g, j, c, r, j0 = R->lo[0], j1 = R->hi[0];
-    for (g = 0; g < G; g++) {
-        hd[g].m = -INFINITY, hd[g].l.v16 = _mm512_setzero_ps(), hd[g].acc = acc[g], hd[g].q = R->q[g];
-        hd[g].lo = R->lo[g], hd[g].hi = R->hi[g];
-        j0 = R->lo[g] < j0 ? R->lo[g] : j0, j1 = R->hi[g] > j1 ? R->hi[g] : j1;
-        memset(acc[g], 0, sizeof(float) * (size_t)D);
-    }
+    int g, j, c, r, j0, j1;
+    att_heads_start(hd, acc, R, D, &j0, &j1);
     kv_prefetch_start(&pf, K, V, j0, j1, D, cold);
     for (j = j0; j <= j1; j += 32) {
         const int nb = j1 + 1 - j < 32 ? j1 + 1 - j : 32;
@@ -433,13 +442,8 @@ CK_AVX2 static void attend_heads_avx2(const att_rows *R, const float *K, const f
     att_head hd[CK_ATT_G];
     kv_prefetch pf;
     const int G = R->n;
-    int g, j, c, r, j0 = R->lo[0], j1 = R->hi[0];
-    for (g = 0; g < G; g++) {
-        hd[g].m = -INFINITY, hd[g].l.v8 = _mm256_setzero_ps(), hd[g].acc = acc[g], hd[g].q = R->q[g];
-        hd[g].lo = R->lo[g], hd[g].hi = R->hi[g];
-        j0 = R->lo[g] < j0 ? R->lo[g] : j0, j1 = R->hi[g] > j1 ? R->hi[g] : j1;
-        memset(acc[g], 0, sizeof(float) * (size_t)D);
-    }
+    int g, j, c, r, j0, j1;
+    att_heads_start(hd, acc, R, D, &j0, &j1);
     kv_prefetch_start(&pf, K, V, j0, j1, D, cold);
     for (j = j0; j <= j1; j += 16) {
         const int nb = j1 + 1 - j < 16 ? j1 + 1 - j : 16;
