@@ -62,14 +62,17 @@ int ck_io_read_all(int fd, void *dst, size_t size);
 /* CK_OPEN_READ: the file's `size` bytes read into 2 MiB-aligned, read-only anonymous memory advised onto huge
  * pages, *len bytes long (to munmap); NULL when it cannot, with *rc a CK_READ_* */
 void *ck_io_read_huge(int fd, size_t size, size_t *len, int *rc);
-/* CK_OPEN_STREAM: faults the mapping of fd in and, where the page cache holds most of it on small pages, reads
- * it again onto huge ones (Linux; nothing elsewhere). Best effort: it never fails; it says what it found. */
+/* CK_OPEN_STREAM: faults the mapping of fd in and, where the page cache holds more than a tenth of it on small
+ * pages (ck_io_huge_enough), reads it again onto huge ones (Linux; nothing elsewhere). Best effort: it never
+ * fails; it says what it found. */
 enum {
     CK_SETTLE_SKIPPED = 0, /* too small, unaligned, not Linux, or the kernel cannot say (no smaps, no populate) */
-    CK_SETTLE_HUGE,        /* most of it was on huge pages already */
-    CK_SETTLE_REREAD,      /* most of it was on small pages: read again */
-    CK_SETTLE_CANNOT       /* most of it was on small pages, and a probe read again stayed small */
+    CK_SETTLE_HUGE,        /* at least 9/10 of it was on huge pages already */
+    CK_SETTLE_REREAD,      /* more was on small pages: read again */
+    CK_SETTLE_CANNOT       /* more was on small pages, and a probe read again stayed small */
 };
+/* whether `huge` of `rss` resident bytes on 2 MiB pages is enough to leave a mapping as it is: 9/10 */
+static inline int ck_io_huge_enough(long long huge, long long rss) { return huge * 10 >= rss * 9; }
 int ck_io_settle_huge(void *map, size_t size, int fd, const char *path);
 /* bytes of the mapping starting at `map` on 2 MiB page-table entries, its resident bytes in *rss; -1 unknown */
 long long ck_io_huge_bytes(const void *map, long long *rss);
