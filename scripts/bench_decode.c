@@ -8,10 +8,14 @@
  *          "read THREADS"       -> GB/s of a streaming read of 1 GiB (the best of 3 passes of each loop the CPU
  *                                  runs: 128-bit loads with and without software prefetch, 256- and 512-bit)
  *          "bytes"              -> bytes of weights one pass reads
+ *          "huge"               -> bytes of them mapped on 2 MiB pages (-1: not known)
  */
+#define _GNU_SOURCE /* MADV_HUGEPAGE, posix_fadvise */
+#include <fcntl.h>
 #include <immintrin.h>
 #include <math.h>
 #include <omp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +101,43 @@ static double read_gbs(int threads)
     return best;
 }
 
+/* The file's pages as the runtime's loader leaves a model's weights (runtime/io/huge_pages.c): dropped from the
+ * page cache and faulted in again through a mapping advised onto huge pages, so that they are read cold onto 2 MiB
+ * folios where the file system can (a file just written sits on small ones: 4 KiB TLB entries that the models'
+ * decode no longer pays). Best effort, as the loader's; Linux only. */
+static void settle_huge(char *map, size_t size, int fd)
+{
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    madvise(map, size, MADV_HUGEPAGE);
+    if (fdatasync(fd) == 0 && posix_fadvise(fd, 0, (off_t)size, POSIX_FADV_DONTNEED) == 0) {
+        size_t i;
+        volatile char sum = 0;
+        for (i = 0; i < size; i += 4096) sum += map[i];
+    }
+#else
+    (void)map, (void)size, (void)fd;
+#endif
+}
+
+/* bytes of the mapping at `map` on 2 MiB page-table entries (smaps' FilePmdMapped), -1 where not known */
+static long long huge_bytes(const void *map)
+{
+    char line[512], head[32];
+    long long kb, got = -1;
+    int in = 0;
+    FILE *fp = fopen("/proc/self/smaps", "r");
+    if (!fp) return -1;
+    snprintf(head, sizeof head, "%08lx-", (unsigned long)(uintptr_t)map);
+    while (fgets(line, sizeof line, fp)) {
+        if ((line[0] >= '0' && line[0] <= '9') || (line[0] >= 'a' && line[0] <= 'f')) /* a mapping's first line */
+            in = strncmp(line, head, strlen(head)) == 0;
+        else if (in && sscanf(line, "FilePmdMapped: %lld kB", &kb) == 1)
+            got = kb * 1024;
+    }
+    fclose(fp);
+    return got;
+}
+
 static void force_path(const char *p)
 {
     ck_cpu_force_portable(strcmp(p, "portable") == 0);
@@ -116,6 +157,7 @@ int main(int argc, char **argv)
     void **w;
     float *x, *y;
     size_t bytes = 0;
+    const char *weights = NULL;
     char cmd[64], path[32];
     if (argc != 6) {
         fprintf(stderr, "usage: bench_decode TYPE D F KV LAYERS\n");
@@ -138,36 +180,53 @@ int main(int argc, char **argv)
         y = (float *)need(malloc(sizeof(float) * (size_t)nmax), "the outputs");
         for (t = 0; t < kmax; t++) x[t] = sinf((float)t * 0.37f);
     }
-    for (m = 0; m < 4; m++) { /* one layer quantized, copied to every layer: distinct memory, same values */
-        const size_t rb = ck_qtype_row_bytes(type, Ks[m]), size = rb * (size_t)Ns[m];
-        float *row = (float *)need(malloc(sizeof(float) * (size_t)Ks[m]), "a row");
-        char *first = (char *)need(malloc(size), "a layer's weights");
-        int n, k;
-        for (n = 0; n < Ns[m]; n++) {
-            for (k = 0; k < Ks[m]; k++) row[k] = sinf((float)(n * 131 + k * 7) * 0.01f) * (1.0f + (float)(k % 17) * 0.1f);
-            if (ck_quantize_row(type, row, first + rb * (size_t)n, Ks[m])) {
-                fprintf(stderr, "bench_decode: cannot quantize to %s\n", argv[1]);
-                return 1;
+    { /* one layer quantized, copied to every layer (distinct memory, the same values), and read in place from one
+       * mapped file as a model reads a GGUF: layer by layer, each matrix 64-byte aligned, put on huge pages where
+       * the file system can (settle_huge) */
+        char name[] = "/tmp/ckc_bench_decode_XXXXXX";
+        char *first[4];
+        size_t size[4], at[4], per_layer = 0, total;
+        char *map;
+        const int fd = mkstemp(name);
+        if (fd < 0) return fprintf(stderr, "bench_decode: cannot make a file in /tmp\n"), 1;
+        unlink(name);
+        for (m = 0; m < 4; m++) {
+            const size_t rb = ck_qtype_row_bytes(type, Ks[m]);
+            float *row = (float *)need(malloc(sizeof(float) * (size_t)Ks[m]), "a row");
+            int n, k;
+            size[m] = rb * (size_t)Ns[m];
+            at[m] = per_layer;
+            per_layer += (size[m] + 63) / 64 * 64;
+            first[m] = (char *)need(calloc(1, (size[m] + 63) / 64 * 64), "a layer's weights");
+            for (n = 0; n < Ns[m]; n++) {
+                for (k = 0; k < Ks[m]; k++) row[k] = sinf((float)(n * 131 + k * 7) * 0.01f) * (1.0f + (float)(k % 17) * 0.1f);
+                if (ck_quantize_row(type, row, first[m] + rb * (size_t)n, Ks[m])) {
+                    fprintf(stderr, "bench_decode: cannot quantize to %s\n", argv[1]);
+                    return 1;
+                }
             }
+            free(row);
+            bytes += size[m] * (size_t)L;
         }
-        for (l = 0; l < L; l++) { /* as a model reads them: in place, in a mapped file (an unlinked temporary) */
-            char name[] = "/tmp/ckc_bench_decode_XXXXXX";
-            const int fd = mkstemp(name);
-            if (fd < 0) return fprintf(stderr, "bench_decode: cannot make a file in /tmp\n"), 1;
-            unlink(name);
-            size_t done = 0;
-            while (done < size) { /* (write may take less than asked) */
-                const ssize_t got = write(fd, first + done, size - done);
-                if (got <= 0) return fprintf(stderr, "bench_decode: cannot write %zu bytes of weights to /tmp\n", size), 1;
-                done += (size_t)got;
+        total = per_layer * (size_t)L;
+        for (l = 0; l < L; l++)
+            for (m = 0; m < 4; m++) {
+                const size_t n = (size[m] + 63) / 64 * 64;
+                size_t put = 0;
+                while (put < n) { /* (write may take less than asked) */
+                    const ssize_t got = write(fd, first[m] + put, n - put);
+                    if (got <= 0) return fprintf(stderr, "bench_decode: cannot write %zu bytes of weights to /tmp\n", total), 1;
+                    put += (size_t)got;
+                }
             }
-            w[4 * l + m] = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-            close(fd);
-            if (w[4 * l + m] == MAP_FAILED) return fprintf(stderr, "bench_decode: cannot map the weights\n"), 1;
-        }
-        bytes += size * (size_t)L;
-        free(first);
-        free(row);
+        map = (char *)mmap(NULL, total, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) return fprintf(stderr, "bench_decode: cannot map the weights\n"), 1;
+        settle_huge(map, total, fd);
+        close(fd);
+        for (l = 0; l < L; l++)
+            for (m = 0; m < 4; m++) w[4 * l + m] = map + per_layer * (size_t)l + at[m];
+        for (m = 0; m < 4; m++) free(first[m]);
+        weights = map;
     }
     ws_bytes = ck_linear_q_workspace(1, D > F ? D : F);
     ws = need(aligned_alloc(64, (ws_bytes + 63) / 64 * 64), "the workspace");
@@ -177,6 +236,8 @@ int main(int argc, char **argv)
         int threads = 1;
         if (strncmp(cmd, "bytes", 5) == 0) {
             printf("%zu\n", bytes);
+        } else if (strncmp(cmd, "huge", 4) == 0) {
+            printf("%lld\n", huge_bytes(weights));
         } else if (sscanf(cmd, "read %d", &threads) == 1) {
             printf("%f\n", read_gbs(threads));
         } else if (sscanf(cmd, "gemv %d %31s", &threads, path) == 2) {

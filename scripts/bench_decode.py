@@ -4,7 +4,8 @@ per thread count and per kernel path, against the read bandwidth measured in the
 
 Decode of a large model is bound by memory: every weight is read once per token. This runs exactly the kernels
 decode runs (ck_linear_q, one token) over every layer of a model shape, with a copy of the weights per layer
-(far beyond the caches) read in place from a mapped file, as a model reads a GGUF, and prints GB/s of weights
+(far beyond the caches) read in place from one mapped file, as a model reads a GGUF (on 2 MiB pages where the
+file system can, as the runtime's loader puts a model's weights), and prints GB/s of weights
 read and the percentage of a streaming read of 1 GiB (the best of 128-bit loads with and without software
 prefetch, 256- and 512-bit loads, as the CPU has them), each measured interleaved with the others.
 
@@ -100,6 +101,7 @@ def main():
             return workers[b, f].stdout.readline().split()
 
         nbytes = {f: int(ask("new", f, "bytes")[0]) for f in formats}
+        huge = {f: int(ask("new", f, "huge")[0]) for f in formats}  # (a baseline's older worker may not answer)
         probe = formats[0]
         ran = {}  # (path asked) -> path that ran
         times = {(b, f, t, p): [] for b in builds for f in formats for t in threads for p in paths}
@@ -125,6 +127,9 @@ def main():
           f"median of {a.reps} interleaved runs (each the best of 3 passes)")
     print("read bandwidth: " + ", ".join(f"{t} thread{'s' if t > 1 else ''} {statistics.median(bw[t]):.1f} GB/s"
                                          for t in threads))
+    known = [f for f in formats if huge[f] >= 0]
+    print("weights on 2 MiB pages (as a model's loader leaves them, where the file system can): " +
+          (", ".join(f"{f} {100 * huge[f] / nbytes[f]:.0f}%" for f in known) if known else "not known here"))
     head = f"{'format':8}{'MB':>7} {'path':>12}" + (f"{'build':>6}" if a.baseline else "")
     for t in threads:
         head += f" | {f'{t}T ms':>8}{'GB/s':>7}{'%bw':>6}"
