@@ -46,6 +46,27 @@ from ckc.contenders import configure_torch, machine, worker_env
 
 # ---- worker: one contender, driven over stdin/stdout --------------------------
 
+def huge_share(path):
+    """% of this process's resident pages of the file at `path` held by 2 MiB page-table entries, from
+    /proc/self/smaps (-1 where it does not say): decode streams the weights, and 4 KiB pages cost TLB walks"""
+    try:
+        text = open("/proc/self/smaps").read()
+    except OSError:
+        return -1.0
+    rss = pmd = 0
+    mine = False
+    real = os.path.realpath(path)
+    for line in text.splitlines():
+        head = line.split(None, 5)
+        if head and "-" in head[0] and ":" not in head[0]:  # a mapping's first line: range perms offset dev inode path
+            mine = len(head) == 6 and head[5].strip() == real
+        elif mine and line.startswith("Rss:"):
+            rss += int(line.split()[1])
+        elif mine and line.startswith("FilePmdMapped:"):
+            pmd += int(line.split()[1])
+    return 100.0 * pmd / rss if rss else -1.0
+
+
 def worker(kind, so, weights, config, threads, n_prefill, n_decode, logits_path, vocab=None, context=16):
     import numpy as np
 
@@ -115,6 +136,8 @@ def worker(kind, so, weights, config, threads, n_prefill, n_decode, logits_path,
             print(decode(), flush=True)
         elif cmd == "rss":  # peak resident memory of this worker, MiB
             print(int([l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM")][0]) / 1024, flush=True)
+        elif cmd == "huge":  # % of the weights file's resident pages this worker maps on 2 MiB pages (-1: unknown)
+            print(huge_share(weights), flush=True)
         elif cmd == "quit":
             break
 
@@ -324,6 +347,17 @@ def compare_with_llama_cpp(a, name, out, files, sos, threads):
     probe = bandwidth_probe(out)
 
     procs = {}
+
+    def died(key, what):
+        code = procs[key].wait()
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        who = "the reference crashed: llama.cpp" if key[1] == "llama.cpp" else "ckc"
+        sys.exit(f"{who} ({key[0]}) died with {how} while {what}" +
+                 (" (rebuild it for this CPU: scripts/llama_cpp.sh --rebuild)" if key[1] == "llama.cpp" else ""))
+
+    # one worker at a time, each loaded before the next starts: ckc's loader reads a file that the page cache holds
+    # on small pages again onto huge ones (runtime/io/huge_pages.c), which it cannot do while another process maps
+    # those pages; llama.cpp then maps the same page cache
     for f, path in files.items():
         vocab = decode_bytes(path)[1]
         for k in ("ckc", "llama.cpp"):
@@ -333,16 +367,8 @@ def compare_with_llama_cpp(a, name, out, files, sos, threads):
                    "--logits", os.path.join(out, f"logits-{f}-{k}.npy")]
             procs[f, k] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                            env=worker_env("ckc", os.environ))
-    def died(key, what):
-        code = procs[key].wait()
-        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-        who = "the reference crashed: llama.cpp" if key[1] == "llama.cpp" else "ckc"
-        sys.exit(f"{who} ({key[0]}) died with {how} while {what}" +
-                 (" (rebuild it for this CPU: scripts/llama_cpp.sh --rebuild)" if key[1] == "llama.cpp" else ""))
-
-    for key, p in procs.items():
-        if p.stdout.readline().strip() != "ready":
-            died(key, "loading the model")
+            if procs[f, k].stdout.readline().strip() != "ready":
+                died((f, k), "loading the model")
 
     def ask(key, cmd):
         try:
@@ -365,6 +391,7 @@ def compare_with_llama_cpp(a, name, out, files, sos, threads):
                 times[key][what].append(ask(key, what))
         print(f"== rep {rep + 1}/{a.reps}", file=sys.stderr)
     rss = {key: ask(key, "rss") for key in procs}
+    huge = {key: ask(key, "huge") for key in procs}
     every_bw = [b for v in bws.values() for b in v]
     bw = statistics.median(every_bw)
 
@@ -396,8 +423,9 @@ def compare_with_llama_cpp(a, name, out, files, sos, threads):
               f"{pct_bw((f, 'ckc'), nb):7.0f}%{pct_bw((f, 'llama.cpp'), nb):9.0f}% | "
               f"{rss[f, 'ckc']:8.0f}{rss[f, 'llama.cpp']:7.0f} | max|diff| {np.max(np.abs(la - lb)):.2e}, {agree}")
     for f, path in files.items():  # what %bw divides by: a mixture reads the chosen experts only
+        pages = ", ".join(f"{k} {huge[f, k]:.0f}%" for k in ("ckc", "llama.cpp") if huge[f, k] >= 0)
         print(f"  {f}: a decode step reads {decode_bytes(path)[0] / 1e6:.0f} MB of the file's "
-              f"{os.path.getsize(path) / 1e6:.0f} MB")
+              f"{os.path.getsize(path) / 1e6:.0f} MB" + (f"; mapped on 2 MiB pages: {pages}" if pages else ""))
 
 
 if __name__ == "__main__":
