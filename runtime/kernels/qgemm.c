@@ -313,10 +313,19 @@ CK_AVX512 static void quantize_row_avx512(const ck_qgemm_acts *a, const float *x
         const int s0 = _mm512_reduce_add_epi32(i0), s16 = _mm512_reduce_add_epi32(i1);
         _mm_storeu_si128((__m128i *)(q + 32 * b), _mm512_cvtepi32_epi8(i0));
         _mm_storeu_si128((__m128i *)(q + 32 * b + 16), _mm512_cvtepi32_epi8(i1));
-        d[b] = ck_fp16_to_fp32(ck_fp32_to_fp16(amax / 127.f));
+        d[b] = amax / 127.f; /* rounded to f16 below */
         sum[2 * b] = s0;
         sum[2 * b + 1] = s16;
-        s1[b] = ck_fp16_to_fp32(ck_fp32_to_fp16(amax / 127.f * (float)(s0 + s16)));
+        s1[b] = amax / 127.f * (float)(s0 + s16);
+    }
+    /* the scales through f16 and back, 16 at a time: the F16C conversion rounds to nearest even as
+     * ck_fp32_to_fp16 does (the same bits, subnormals included); the software one per block was 43% of
+     * preparing a decode step's activations (qlinear.c act_prepare) */
+    for (b = 0; b < K / 32; b += 16) {
+        const __mmask16 m = (__mmask16)(K / 32 - b >= 16 ? 0xFFFF : (1u << (K / 32 - b)) - 1);
+        const __m512 dv = _mm512_maskz_loadu_ps(m, d + b), sv = _mm512_maskz_loadu_ps(m, s1 + b);
+        _mm512_mask_storeu_ps(d + b, m, _mm512_cvtph_ps(_mm512_cvtps_ph(dv, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+        _mm512_mask_storeu_ps(s1 + b, m, _mm512_cvtph_ps(_mm512_cvtps_ph(sv, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
     }
 }
 #endif
@@ -336,7 +345,7 @@ static void quantize_tokens(ck_qgemm_acts *a, const float *x, int ldx, int t0, i
         else
 #endif
             quantize_row_ref(a, xr, q, d, sum, s1);
-        { /* the tile-interleaved copies */
+        if (a->qt) { /* the tile-interleaved copies (none for ck_qgemm_acts_init_rows) */
             int8_t *qt = a->qt + (size_t)(t / 8) * 8 * K + 4 * (t % 8);
             float *dt = a->dt + (size_t)(t / 8) * 8 * (K / 32) + t % 8;
             int c;
@@ -367,6 +376,19 @@ int ck_qgemm_acts_init(ck_qgemm_acts *a, int dot_type, int T, int K)
     memset(a->qt, 0, T8 * K + 64); /* the padding tokens stay zero */
     memset(a->dt, 0, sizeof(float) * (T8 * (K / 32) + 16));
     return 0;
+}
+
+int ck_qgemm_acts_init_rows(ck_qgemm_acts *a, int dot_type, int T, int K)
+{
+    memset(a, 0, sizeof *a);
+    a->dot_type = dot_type;
+    a->T = T;
+    a->K = K;
+    a->q = (int8_t *)ck_ws_alloc((size_t)T * K + 64);
+    a->d = (float *)ck_ws_alloc(sizeof(float) * (size_t)T * (K / 32) + 64);
+    a->sum16 = (int32_t *)ck_ws_alloc(sizeof(int32_t) * (size_t)T * (K / 16) + 64);
+    a->s = (float *)ck_ws_alloc(sizeof(float) * (size_t)T * (K / 32) + 64);
+    return a->q && a->d && a->sum16 && a->s ? 0 : -1;
 }
 
 void ck_qgemm_acts_quantize(ck_qgemm_acts *a, const float *x, int ldx, int t0, int t1, int fast)

@@ -39,6 +39,10 @@ enum {
 int ck_qgemm_body(void);     /* the body the CPU runs: CK_QGEMM_AMX, CK_QGEMM_VNNI, or CK_QGEMM_REF */
 int ck_qgemm_fast(void);     /* 1 when a vector body runs (else qlinear.c keeps its float tiles) */
 int ck_qgemm_acts_init(ck_qgemm_acts *a, int dot_type, int T, int K); /* 0, or -1 out of memory */
+/* the same with the row-major arrays only (q with no padding tokens; qt, dt NULL): what the dot-product paths of
+ * decode read (qlinear.c), not ck_qgemm_rows. For a decode step, the padding's memset and the tile copies were a
+ * quarter of preparing its activations. */
+int ck_qgemm_acts_init_rows(ck_qgemm_acts *a, int dot_type, int T, int K);
 /* tokens [t0, t1) of x; `fast`: the AVX-512 body, else the scalar twin (identical results) */
 void ck_qgemm_acts_quantize(ck_qgemm_acts *a, const float *x, int ldx, int t0, int t1, int fast);
 void ck_qgemm_acts_free(ck_qgemm_acts *a);

@@ -1064,6 +1064,13 @@ typedef struct {
 } act_set;
 
 #ifdef CK_X86
+/* f[0, n) to f16 (n <= 16), rounded to nearest even as ck_fp32_to_fp16 */
+CK_AVX512_VNNI static void halves16(const float *f, uint16_t *h, int n)
+{
+    const __mmask16 m = (__mmask16)(n >= 16 ? 0xFFFF : (1u << n) - 1);
+    _mm256_mask_storeu_epi16(h, m, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, f), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
 /* q8_0 / q8_1 blocks from the vector-quantized rows (the same bytes quantize_act writes: qgemm.c's
  * quantizer is tested equal to the scalar one, and its scales are already rounded to f16) */
 static void blocks_from(const ck_qgemm_acts *a, int dt, void *rows, size_t row_bytes)
@@ -1081,18 +1088,24 @@ static void blocks_from(const ck_qgemm_acts *a, int dt, void *rows, size_t row_b
         return;
     }
     for (t = 0; t < a->T; t++)
-        for (b = 0; b < a->K / CK_QK; b++) {
-            const int8_t *q = a->q + (size_t)t * a->K + CK_QK * b;
+        for (b = 0; b < a->K / CK_QK; b += 16) { /* 16 blocks' scales to f16 at a time (exact: they are f16 values) */
+            const int n = a->K / CK_QK - b < 16 ? (int)(a->K / CK_QK - b) : 16;
             const size_t at = (size_t)t * (a->K / CK_QK) + (size_t)b;
-            if (dt == CK_Q_Q8_0) {
-                ck_block_q8_0 *y = (ck_block_q8_0 *)((char *)rows + row_bytes * t) + b;
-                y->d = ck_fp32_to_fp16(a->d[at]);
-                memcpy(y->qs, q, CK_QK);
-            } else {
-                ck_block_q8_1 *y = (ck_block_q8_1 *)((char *)rows + row_bytes * t) + b;
-                y->d = ck_fp32_to_fp16(a->d[at]);
-                y->s = ck_fp32_to_fp16(a->s[at]);
-                memcpy(y->qs, q, CK_QK);
+            uint16_t hd[16], hs[16];
+            halves16(a->d + at, hd, n);
+            if (dt == CK_Q_Q8_1) halves16(a->s + at, hs, n);
+            for (j = 0; j < n; j++) {
+                const int8_t *q = a->q + (size_t)t * a->K + CK_QK * (b + j);
+                if (dt == CK_Q_Q8_0) {
+                    ck_block_q8_0 *y = (ck_block_q8_0 *)((char *)rows + row_bytes * t) + b + j;
+                    y->d = hd[j];
+                    memcpy(y->qs, q, CK_QK);
+                } else {
+                    ck_block_q8_1 *y = (ck_block_q8_1 *)((char *)rows + row_bytes * t) + b + j;
+                    y->d = hd[j];
+                    y->s = hs[j];
+                    memcpy(y->qs, q, CK_QK);
+                }
             }
         }
 }
@@ -1146,7 +1159,7 @@ static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, in
 #ifdef CK_X86
         if ((dt == CK_Q_Q8_0 || dt == CK_Q_Q8_1) && fast && ck_cpu_avx512vnni()) {
             if (!s->q8.q) {
-                if (ck_qgemm_acts_init(&s->q8, CK_Q_Q8_0, T, K)) return -1;
+                if (ck_qgemm_acts_init_rows(&s->q8, CK_Q_Q8_0, T, K)) return -1;
                 ck_qgemm_acts_quantize(&s->q8, x, ldx, 0, T, 1);
                 /* act512's offsets: for q8_0 parts, and q4_0 ones the VBMI bodies do not take */
                 if (has_part(w, is_q8_0) || (has_part(w, is_q4_0) && !(K >= 128 && ck_qdot4_takes(CK_Q_Q4_0)))) {
@@ -1161,7 +1174,7 @@ static int act_prepare(act_set *s, const ck_qmat *w, const float *x, int ldx, in
             continue;
         }
         if (dt == CK_Q_Q8_K && fast && ck_cpu_avx512vnni()) {
-            if (ck_qgemm_acts_init(&s->q8k, CK_Q_Q8_K, T, K)) return -1;
+            if (ck_qgemm_acts_init_rows(&s->q8k, CK_Q_Q8_K, T, K)) return -1;
             ck_qgemm_acts_quantize(&s->q8k, x, ldx, 0, T, 1);
             blocks_from(&s->q8k, dt, s->rows[i], s->row_bytes[i]);
             continue;

@@ -318,6 +318,8 @@ TEST_CASE("quant: the int8 prefill GEMM equals its scalar twin bit for bit", "[q
             x[3] = 0.0f;
             for (int k = 32; k < 64; k++) x[k] = 0.0f;  // an all-zero activation block (scale 0)
             const int dt = ck_qtype_dot_type(type) == CK_Q_Q8_K ? CK_Q_Q8_K : CK_Q_Q8_0;
+            for (int t = 0; t < T && dt == CK_Q_Q8_0; t++)  // a tiny block of 32: its scale an f16 subnormal
+                for (int k = 96; k < 128; k++) x[static_cast<size_t>(t) * ldx + k] = 1e-6f * static_cast<float>(k - 100 - t);
             ck_qgemm_acts a{}, b{};
             REQUIRE(ck_qgemm_acts_init(&a, dt, T, K) == 0);
             REQUIRE(ck_qgemm_acts_init(&b, dt, T, K) == 0);
