@@ -164,6 +164,9 @@ int ck_linear_q(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, 
                 int ld_add, int T, int K, int N);
 int ck_linear_q_ref(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, const float *bias,
                     const float *add, int ld_add, int T, int K, int N);
+/* how many times, in this process, a thread of ck_linear_q's one-token decode took rows from another thread's
+ * share (qlinear.c: rows_shared); for tests and benchmarks */
+unsigned long ck_linear_q_steals(void);
 /* out[t] = row ids[t] of the table, dequantized (ids checked by the caller); CK_OK, or CK_ENOTSUP for a
  * type without a dequantizer */
 int ck_embedding_q(float *out, const ck_qmat *table, const int32_t *ids, int T, int C);

@@ -427,7 +427,7 @@ CK_VBMI static void rows_q4_0_vbmi2(float *out0, float *out1, const ck_qdot4_act
 /* rows [n0, n1) of one token (see ck_qdot4_rows): the shuffle indices built once */
 CK_VBMI static void rows_vbmi(float *out, const ck_qdot4_acts *a, int t, int type, const char *rows, size_t row_bytes,
                               const void *act_row, ck_vec_dot_fn tail_dot, const float *bias, const float *add,
-                              int64_t n0, int64_t n1)
+                              int64_t n0, int64_t n1, ck_pf_stream *pf)
 {
     const int64_t ng = a->K / 128, tail = a->K / CK_QK - 4 * ng;
     const size_t at = (size_t)t * (size_t)ng;
@@ -442,17 +442,17 @@ CK_VBMI static void rows_vbmi(float *out, const ck_qdot4_acts *a, int t, int typ
     const int8_t *q = a->q + at * 128;
     const float *d = a->d + at * 16, *s4 = a->s4 + at * 16;
     const int32_t *off = a->off + at * 16;
-    ck_pf_stream pf; /* the rows' lines requested a few per group, CK_PREFETCH_BYTES ahead (ck_simd.h) */
+    ck_pf_stream own; /* the rows' lines requested a few per group, CK_PREFETCH_BYTES ahead (ck_simd.h) */
     int64_t n;
-    ck_pf_start(&pf, rows + (size_t)n0 * row_bytes, rows + (size_t)n1 * row_bytes);
+    if (!pf) ck_pf_start(pf = &own, rows + (size_t)n0 * row_bytes, rows + (size_t)n1 * row_bytes);
     for (n = n0; n < n1; n++) {
         const char *w = rows + (size_t)n * row_bytes;
         float v;
         switch (type) {
-        case CK_Q_Q4_0: v = dot_q4_0_vbmi(ng, w, q, d, off, gidx, widx, &pf); break;
-        case CK_Q_Q4_1: v = dot_q4_1_vbmi(ng, w, q, d, s4, gidx, widx, &pf); break;
-        case CK_Q_Q5_0: v = dot_q5_vbmi(0, 22, ng, w, q, d, off, s4, gidx, widx5, hidx, bidx, &pf); break;
-        default: v = dot_q5_vbmi(1, 24, ng, w, q, d, off, s4, gidx, widx5, hidx, bidx, &pf); break;
+        case CK_Q_Q4_0: v = dot_q4_0_vbmi(ng, w, q, d, off, gidx, widx, pf); break;
+        case CK_Q_Q4_1: v = dot_q4_1_vbmi(ng, w, q, d, s4, gidx, widx, pf); break;
+        case CK_Q_Q5_0: v = dot_q5_vbmi(0, 22, ng, w, q, d, off, s4, gidx, widx5, hidx, bidx, pf); break;
+        default: v = dot_q5_vbmi(1, 24, ng, w, q, d, off, s4, gidx, widx5, hidx, bidx, pf); break;
         }
         if (tail) v += tail_dot(tail * CK_QK, w + 4 * ng * (size_t)bsize, act_tail); /* the last 1-3 blocks, by the one-block body */
         out[n] = v + (bias ? bias[n] : 0.0f) + (add ? add[n] : 0.0f); /* add may be out itself */
@@ -616,7 +616,7 @@ CK_A2_BODY2(dot2_avxvnni_g4, CK_A2V, CK_A2_DOT_VNNI)
 #define CK_A2_ROWS(NAME, ATTR, BODY)                                                                                  \
     ATTR static void NAME(float *out, const ck_qdot4_acts *a, int t, int type, const char *rows, size_t row_bytes,  \
                           const void *act_row, ck_vec_dot_fn tail_dot, const float *bias, const float *add, int64_t n0, \
-                          int64_t n1)                                                                                  \
+                          int64_t n1, ck_pf_stream *pf)                                                                \
     {                                                                                                                  \
         const int64_t ng = a->K / 128, tail = a->K / CK_QK - 4 * ng;                                                   \
         const size_t at = (size_t)t * (size_t)ng;                                                                      \
@@ -626,17 +626,17 @@ CK_A2_BODY2(dot2_avxvnni_g4, CK_A2V, CK_A2_DOT_VNNI)
         const int8_t *q = a->q + at * 128;                                                                             \
         const float *d = a->d + at * 16, *s4 = a->s4 + at * 16;                                                        \
         const int32_t *off = a->off + at * 16;                                                                         \
-        ck_pf_stream pf;                                                                                               \
+        ck_pf_stream own;                                                                                              \
         int64_t n;                                                                                                     \
-        ck_pf_start(&pf, rows + (size_t)n0 * row_bytes, rows + (size_t)n1 * row_bytes);                              \
+        if (!pf) ck_pf_start(pf = &own, rows + (size_t)n0 * row_bytes, rows + (size_t)n1 * row_bytes);              \
         for (n = n0; n < n1; n++) {                                                                                    \
             const char *w = rows + (size_t)n * row_bytes;                                                              \
             float v;                                                                                                   \
             switch (type) {                                                                                            \
-            case CK_Q_Q4_0: v = BODY(CK_Q_Q4_0, ng, w, q, d, off, s4, &pf); break;                                    \
-            case CK_Q_Q4_1: v = BODY(CK_Q_Q4_1, ng, w, q, d, off, s4, &pf); break;                                    \
-            case CK_Q_Q5_0: v = BODY(CK_Q_Q5_0, ng, w, q, d, off, s4, &pf); break;                                    \
-            default: v = BODY(CK_Q_Q5_1, ng, w, q, d, off, s4, &pf); break;                                           \
+            case CK_Q_Q4_0: v = BODY(CK_Q_Q4_0, ng, w, q, d, off, s4, pf); break;                                     \
+            case CK_Q_Q4_1: v = BODY(CK_Q_Q4_1, ng, w, q, d, off, s4, pf); break;                                     \
+            case CK_Q_Q5_0: v = BODY(CK_Q_Q5_0, ng, w, q, d, off, s4, pf); break;                                     \
+            default: v = BODY(CK_Q_Q5_1, ng, w, q, d, off, s4, pf); break;                                            \
             }                                                                                                          \
             if (tail) v += tail_dot(tail * CK_QK, w + 4 * ng * (size_t)bsize, act_tail);                              \
             out[n] = v + (bias ? bias[n] : 0.0f) + (add ? add[n] : 0.0f);                                             \
@@ -699,23 +699,23 @@ void ck_qdot4_rows2(float *out0, float *out1, const ck_qdot4_acts *a, int t0, in
         return;
     }
 #endif
-    ck_qdot4_rows(out0, a, t0, type, rows, row_bytes, act0, tail_dot, bias, add0, n0, n1);
-    ck_qdot4_rows(out1, a, t1, type, rows, row_bytes, act1, tail_dot, bias, add1, n0, n1);
+    ck_qdot4_rows(out0, a, t0, type, rows, row_bytes, act0, tail_dot, bias, add0, n0, n1, NULL);
+    ck_qdot4_rows(out1, a, t1, type, rows, row_bytes, act1, tail_dot, bias, add1, n0, n1, NULL);
 }
 
 void ck_qdot4_rows(float *out, const ck_qdot4_acts *a, int t, int type, const char *rows, size_t row_bytes,
                    const void *act_row, ck_vec_dot_fn tail_dot, const float *bias, const float *add, int64_t n0,
-                   int64_t n1)
+                   int64_t n1, struct ck_pf_stream *pf)
 {
 #ifdef CK_X86
     if (ck_cpu_avx512vbmi())
-        rows_vbmi(out, a, t, type, rows, row_bytes, act_row, tail_dot, bias, add, n0, n1);
+        rows_vbmi(out, a, t, type, rows, row_bytes, act_row, tail_dot, bias, add, n0, n1, pf);
     else if (ck_cpu_vnni())
-        rows_avxvnni(out, a, t, type, rows, row_bytes, act_row, tail_dot, bias, add, n0, n1);
+        rows_avxvnni(out, a, t, type, rows, row_bytes, act_row, tail_dot, bias, add, n0, n1, pf);
     else
-        rows_avx2(out, a, t, type, rows, row_bytes, act_row, tail_dot, bias, add, n0, n1);
+        rows_avx2(out, a, t, type, rows, row_bytes, act_row, tail_dot, bias, add, n0, n1, pf);
 #else
     (void)out, (void)a, (void)t, (void)type, (void)rows, (void)row_bytes, (void)act_row, (void)tail_dot, (void)bias, (void)add;
-    (void)n0, (void)n1; /* not reached: ck_qdot4_takes() is 0 off x86 */
+    (void)n0, (void)n1, (void)pf; /* not reached: ck_qdot4_takes() is 0 off x86 */
 #endif
 }

@@ -749,13 +749,13 @@ CK_AVX512_VNNI static inline __m512i k5_bits(__m512i h, int s0, int s1)
 
 CK_AVX512_VNNI static inline void rows_k45_512(int q5, float *out, const char *rows, size_t rb, const int8_t *aq,
                                                const int16_t *sums8, const ck_block_q8_K *a, int64_t nb,
-                                               const float *bias, const float *add, int64_t n0, int64_t n1)
+                                               const float *bias, const float *add, int64_t n0, int64_t n1,
+                                               ck_pf_stream *pf)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const size_t bsize = q5 ? sizeof(ck_block_q5_K) : sizeof(ck_block_q4_K);
     const size_t qs_at = q5 ? offsetof(ck_block_q5_K, qs) : offsetof(ck_block_q4_K, qs);
     __m512i idx[4];
-    ck_pf_stream pf;
     ck_rows4 r4;
     int64_t n, i;
     int k;
@@ -763,14 +763,13 @@ CK_AVX512_VNNI static inline void rows_k45_512(int q5, float *out, const char *r
     for (k = 0; k < 4; k++) /* int16 lanes 0-15: scale p, 16-31: scale p + 2, for p = 0, 1, 4, 5 */
         idx[k] = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16((short)((k & 1) + 4 * (k >> 1))),
                                          _mm512_set1_epi16((short)((k & 1) + 4 * (k >> 1) + 2)));
-    ck_pf_start(&pf, rows + (size_t)n0 * rb, rows + (size_t)n1 * rb);
     for (n = n0; n < n1; n++) {
         const char *row = rows + (size_t)n * rb;
         __m512 acc = _mm512_setzero_ps();
         __m128 accm = _mm_setzero_ps(); /* the mins' part, in 4 lanes */
         for (i = 0; i < nb; i++) {
             const char *blk = row + bsize * (size_t)i;
-            ck_pf_ahead(&pf, blk);
+            ck_pf_ahead(pf, blk);
             const ck_block_q4_K *w4 = (const ck_block_q4_K *)blk; /* d, dmin, scales: the same place in both */
             const int8_t *y = aq + 256 * i;
             int32_t ddm;
@@ -811,16 +810,16 @@ CK_AVX512_VNNI static inline void rows_k45_512(int q5, float *out, const char *r
 
 CK_AVX512_VNNI static void rows_q4_K_512(float *out, const char *rows, size_t rb, const int8_t *aq,
                                           const int16_t *sums8, const ck_block_q8_K *a, int64_t nb, const float *bias,
-                                          const float *add, int64_t n0, int64_t n1)
+                                          const float *add, int64_t n0, int64_t n1, ck_pf_stream *pf)
 {
-    rows_k45_512(0, out, rows, rb, aq, sums8, a, nb, bias, add, n0, n1);
+    rows_k45_512(0, out, rows, rb, aq, sums8, a, nb, bias, add, n0, n1, pf);
 }
 
 CK_AVX512_VNNI static void rows_q5_K_512(float *out, const char *rows, size_t rb, const int8_t *aq,
                                           const int16_t *sums8, const ck_block_q8_K *a, int64_t nb, const float *bias,
-                                          const float *add, int64_t n0, int64_t n1)
+                                          const float *add, int64_t n0, int64_t n1, ck_pf_stream *pf)
 {
-    rows_k45_512(1, out, rows, rb, aq, sums8, a, nb, bias, add, n0, n1);
+    rows_k45_512(1, out, rows, rb, aq, sums8, a, nb, bias, add, n0, n1, pf);
 }
 
 /* q6_K: 64 weights per step, in element order (ql's low nibbles cover 0-63 of each half, the high ones
@@ -1235,11 +1234,39 @@ static const void *act_row(const act_set *s, int type, int t)
  * type, the row size and the activations are resolved once per part, not per
  * row. (Four rows at a time, sharing the activation loads, measured 3.4x
  * slower on this Zen 4: the four interleaved streams stall on their loads.) */
+/* A thread's prefetch streams over the rows it multiplies, one per part of the matrix (ck_pf_ahead), kept from one
+ * dot_rows call to the next: a share of the rows taken in pieces (ck_linear_q) keeps asking for its lines
+ * CK_PREFETCH_BYTES ahead across the pieces instead of starting cold at each. `end`: the share's last row + 1. */
+typedef struct {
+    int64_t end;
+    unsigned started; /* bit p: pf[p] is going */
+    ck_pf_stream pf[CK_QMAT_MAX_PARTS];
+} row_streams;
+
+#ifdef CK_X86
+/* the stream for rows [n, b) of part p (rows: its base, indexed by global row; part_end its last row + 1): the
+ * share's (started where it first reads), else `own` over [n, b) (the x86 bodies take one) */
+static ck_pf_stream *rows_stream(row_streams *rs, int p, ck_pf_stream *own, const char *rows, size_t rb, int64_t n,
+                                 int64_t b, int64_t part_end)
+{
+    if (!rs) {
+        ck_pf_start(own, rows + (size_t)n * rb, rows + (size_t)b * rb);
+        return own;
+    }
+    if (!(rs->started >> p & 1u)) {
+        ck_pf_start(&rs->pf[p], rows + (size_t)n * rb, rows + (size_t)(rs->end < part_end ? rs->end : part_end) * rb);
+        rs->started |= 1u << p;
+    }
+    return &rs->pf[p];
+}
+#endif
+
 static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w, const float *bias, const float *add,
-                     int ld_add, int T, int K, int64_t n0, int64_t n1, int fast)
+                     int ld_add, int T, int K, int64_t n0, int64_t n1, int fast, row_streams *rs)
 {
     int64_t base = 0, n;
     int p, t;
+    (void)rs; /* (the x86 bodies') */
     for (p = 0; p < w->n_parts; base += w->rows[p], p++) {
         const int type = w->type[p];
         const size_t rb = ck_qtype_row_bytes(type, K);
@@ -1258,7 +1285,8 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
             const void *act = act_row(acts, type, t);
             if (t == paired) continue;
 #ifdef CK_X86
-            ck_pf_stream pf; /* the bodies that take one: the rows' lines a few per block (ck_simd.h) */
+            ck_pf_stream own; /* the bodies that take one: the rows' lines a few per block (ck_simd.h) */
+            const int64_t part_end = base + w->rows[p];
 #endif
             float *o = out + (size_t)t * ldo;
             const float *ad = add ? add + (size_t)t * ld_add : NULL;
@@ -1267,14 +1295,15 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
             if (fast && acts->k4 && is_k45(type)) { /* activations in the nibbles' order */
                 (type == CK_Q_Q4_K ? rows_q4_K_512 : rows_q5_K_512)(o, rows, rb, acts->k4 + (size_t)t * K,
                                                                     acts->k4sums + (size_t)t * (K / 32),
-                                                                    (const ck_block_q8_K *)act, K / CK_QK_K, bias, ad, n, b);
+                                                                    (const ck_block_q8_K *)act, K / CK_QK_K, bias, ad, n, b,
+                                                                    rows_stream(rs, p, &own, rows, rb, n, b, part_end));
                 n = b;
             }
-            if (dot == dot_avx512_q6_K) { /* q6_K on AVX-512, its lines requested a few per block (ck_pf_ahead) */
-                ck_pf_start(&pf, rows + (size_t)n * rb, rows + (size_t)b * rb);
+            if (dot == dot_avx512_q6_K && n < b) { /* q6_K on AVX-512, its lines requested a few per block (ck_pf_ahead) */
+                ck_pf_stream *pf = rows_stream(rs, p, &own, rows, rb, n, b, part_end);
                 for (; n < b; n++)
                     o[n] = dot_q6_K_512(K / CK_QK_K, (const ck_block_q6_K *)(rows + (size_t)n * rb),
-                                        (const ck_block_q8_K *)act, &pf) + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
+                                        (const ck_block_q8_K *)act, pf) + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
             }
             if (fast && acts->g4.q && ck_qdot4_takes(type)) { /* q4_0 / q4_1 / q5_0 / q5_1: AVX-512 VBMI, AVX2 */
                 /* the last K % 128 elements of each row by the type's AVX2 one-block body (these bodies run only
@@ -1287,7 +1316,8 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                                    add ? add + (size_t)(t + 1) * ld_add : NULL, n, b);
                     paired = t + 1;
                 } else {
-                    ck_qdot4_rows(o, &acts->g4, t, type, rows, rb, act, tail, bias, ad, n, b);
+                    ck_qdot4_rows(o, &acts->g4, t, type, rows, rb, act, tail, bias, ad, n, b,
+                                  n < b ? rows_stream(rs, p, &own, rows, rb, n, b, part_end) : NULL);
                 }
                 n = b;
             }
@@ -1298,9 +1328,9 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                 ax.d = acts->q8.d + (size_t)t * nb;
                 ax.off8 = acts->off + (size_t)t * (K / 2);
                 ax.off128 = ax.off8 + K / 4;
-                ck_pf_start(&pf, rows + (size_t)n * rb, rows + (size_t)b * rb);
+                ck_pf_stream *pf = n < b ? rows_stream(rs, p, &own, rows, rb, n, b, part_end) : NULL;
                 for (; n < b; n++) {
-                    float v = dot_q40_q80_512(type == CK_Q_Q8_0, nb, rows + (size_t)n * rb, &ax, &pf);
+                    float v = dot_q40_q80_512(type == CK_Q_Q8_0, nb, rows + (size_t)n * rb, &ax, pf);
                     o[n] = v + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
                 }
             }
@@ -1311,7 +1341,7 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                  * 0.98x, q5_K 0.90x / 0.96x, q6_K 0.99x / 0.99x */
                 const int64_t nb = K / CK_QK_K;
                 const ck_block_q8_K *ak = (const ck_block_q8_K *)act;
-                ck_pf_start(&pf, rows + (size_t)n * rb, rows + (size_t)b * rb);
+                ck_pf_stream *pf = n < b ? rows_stream(rs, p, &own, rows, rb, n, b, part_end) : NULL;
                 if (t + 1 < T && n < b) { /* two tokens: each block unpacked once for both */
                     const ck_block_q8_K *ak1 = (const ck_block_q8_K *)act_row(acts, type, t + 1);
                     float *o1 = out + (size_t)(t + 1) * ldo;
@@ -1321,9 +1351,9 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                         const char *wr = rows + (size_t)n * rb;
                         float v[2];
                         if (type == CK_Q_Q6_K)
-                            dot2_q6_K(nb, (const ck_block_q6_K *)wr, pair, &pf, v);
+                            dot2_q6_K(nb, (const ck_block_q6_K *)wr, pair, pf, v);
                         else
-                            dot2_qk45(type == CK_Q_Q5_K, nb, wr, pair, &pf, v);
+                            dot2_qk45(type == CK_Q_Q5_K, nb, wr, pair, pf, v);
                         o[n] = v[0] + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
                         o1[n] = v[1] + (bias ? bias[n] : 0.0f) + (ad1 ? ad1[n] : 0.0f);
                     }
@@ -1331,8 +1361,8 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                 }
                 for (; n < b; n++) {
                     const char *wr = rows + (size_t)n * rb;
-                    const float v = type == CK_Q_Q6_K ? dot_q6_K(nb, (const ck_block_q6_K *)wr, ak, &pf)
-                                                      : dot_qk45(type == CK_Q_Q5_K, nb, wr, ak, &pf);
+                    const float v = type == CK_Q_Q6_K ? dot_q6_K(nb, (const ck_block_q6_K *)wr, ak, pf)
+                                                      : dot_qk45(type == CK_Q_Q5_K, nb, wr, ak, pf);
                     o[n] = v + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
                 }
             }
@@ -1341,12 +1371,12 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                  * path keeps its one sum per row: the same order as on every other machine, wasm included) */
                 const size_t cw = ck_qtype_row_bytes(type, 512), ca = ck_qtype_row_bytes(ck_qtype_dot_type(type), 512);
                 int64_t c;
-                ck_pf_start(&pf, rows + (size_t)n * rb, rows + (size_t)b * rb);
+                ck_pf_stream *pf = n < b ? rows_stream(rs, p, &own, rows, rb, n, b, part_end) : NULL;
                 for (; n < b; n++) {
                     const char *wr = rows + (size_t)n * rb;
                     float v = 0.0f;
                     for (c = 0; c < K / 512; c++) {
-                        ck_pf_ahead(&pf, wr + cw * (size_t)c);
+                        ck_pf_ahead(pf, wr + cw * (size_t)c);
                         v += dot(512, wr + cw * (size_t)c, (const char *)act + ca * (size_t)c);
                     }
                     o[n] = v + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
@@ -1531,6 +1561,85 @@ static int prefill_min_t(const ck_qmat *w)
     return CK_QGEMM_MIN_T;
 }
 
+#ifdef _OPENMP
+/* Decode's rows between the team's threads. An even split left them finishing apart: per GEMV of the 1.1B shape
+ * on 2 threads (AMD EPYC Zen 5 VM), 9-21 us of 48-190 (11-17%) on average, neither thread first more often than
+ * the other (their shares of the memory bandwidth swing from call to call), the early one waiting at the end.
+ * So each thread owns an even share of the rows and takes it from the front, each time half of what is left (at
+ * least CK_OWN_ROWS), its prefetch stream running on across the pieces (row_streams); a thread done with its own
+ * takes half of what is left of the fullest share, from the back. 1.1B decode on 2 threads, same VM, interleaved
+ * against the even split (two runs each, the VM's bandwidth differing): q4_0 1.010x / 1.034x the tokens per
+ * second, q4_K_M 1.018x / 1.085x, q8_0 1.021x; the GEMVs alone (bench_decode.py) 0.99-1.015x. (Pieces of a fixed 64
+ * rows were 0.96x: each piece's call sets its body up again; pieces handed out from one counter, each starting
+ * its stream cold, 0.94x for 1/8 of the rows in pieces of 32.) A row's result does not depend on the thread
+ * that computes it: the outputs stay the same bits. A share is one 64-bit word, [front, back), changed by
+ * compare-and-swap. */
+#define CK_SHARES_MAX 64
+#ifndef CK_OWN_ROWS
+#define CK_OWN_ROWS 64
+#endif
+
+static unsigned long steals; /* ck_linear_q_steals */
+
+static inline uint64_t share_pack(int64_t f, int64_t b) { return (uint64_t)f << 32 | (uint64_t)b; }
+
+/* the next piece [*r0, *r1) of a share: from its front (its owner), or with `steal` half of what is left from its
+ * back (from a multiple of 16 rows); 0 when there is none */
+static int share_take(uint64_t *share, int steal, int64_t *r0, int64_t *r1)
+{
+    uint64_t old = __atomic_load_n(share, __ATOMIC_RELAXED), now;
+    do {
+        const int64_t f = (int64_t)(old >> 32), b = (int64_t)(old & 0xFFFFFFFFu);
+        if (f >= b) return 0;
+        if (steal) {
+            const int64_t m = (f + (b - f) / 2 + 15) / 16 * 16;
+            if (m >= b) return 0; /* under 32 rows left: the owner's */
+            *r0 = m, *r1 = b;
+            now = share_pack(f, m);
+        } else { /* half of what is left, at least CK_OWN_ROWS */
+            const int64_t half = ((b - f) / 2 + 15) / 16 * 16, take = half > CK_OWN_ROWS ? half : CK_OWN_ROWS;
+            *r0 = f, *r1 = f + take < b ? f + take : b;
+            now = share_pack(*r1, b);
+        }
+    } while (!__atomic_compare_exchange_n(share, &old, now, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
+    return 1;
+}
+
+/* thread id's part of dot_rows over all N rows, shares[] made for nt threads */
+static void rows_shared(uint64_t *shares, int nt, int id, float *out, int ldo, const act_set *acts, const ck_qmat *w,
+                        const float *bias, const float *add, int ld_add, int T, int K)
+{
+    row_streams rs;
+    int64_t r0, r1;
+    int i;
+    rs.end = (int64_t)(shares[id] & 0xFFFFFFFFu), rs.started = 0;
+    while (share_take(&shares[id], 0, &r0, &r1)) dot_rows(out, ldo, acts, w, bias, add, ld_add, T, K, r0, r1, 1, &rs);
+    for (;;) { /* then from the back of the share with the most rows left */
+        int victim = -1;
+        int64_t most = 0;
+        for (i = 0; i < nt; i++) {
+            const uint64_t v = __atomic_load_n(&shares[i], __ATOMIC_RELAXED);
+            const int64_t left = (int64_t)(v & 0xFFFFFFFFu) - (int64_t)(v >> 32);
+            if (i != id && left > most) most = left, victim = i;
+        }
+        if (most < 32) return; /* (what is left is its owner's next piece or two) */
+        if (share_take(&shares[victim], 1, &r0, &r1)) {
+            __atomic_fetch_add(&steals, 1ul, __ATOMIC_RELAXED);
+            dot_rows(out, ldo, acts, w, bias, add, ld_add, T, K, r0, r1, 1, NULL);
+        }
+    }
+}
+#endif
+
+unsigned long ck_linear_q_steals(void)
+{
+#ifdef _OPENMP
+    return __atomic_load_n(&steals, __ATOMIC_RELAXED);
+#else
+    return 0;
+#endif
+}
+
 int ck_linear_q(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, const float *bias, const float *add,
                 int ld_add, int T, int K, int N)
 {
@@ -1546,14 +1655,29 @@ int ck_linear_q(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, 
         return CK_ENOMEM;
     }
     if (team == 1) {
-        dot_rows(out, ldo, &acts, w, bias, add, ld_add, T, K, 0, N, 1);
+        dot_rows(out, ldo, &acts, w, bias, add, ld_add, T, K, 0, N, 1, NULL);
     } else {
 #ifdef _OPENMP
+        /* one token: shares taken in pieces (rows_shared); several: an even split (their rows go in chunks that
+         * every token's dots share, dot_rows) */
+        uint64_t shares[CK_SHARES_MAX];
+        const int shared = T == 1 && team <= CK_SHARES_MAX; /* (N: an int, under 2^31) */
+        if (shared) {
+            const int64_t per = ((N + team - 1) / team + 15) / 16 * 16;
+            int i;
+            for (i = 0; i < team; i++) {
+                const int64_t n0 = i * per < N ? i * per : N;
+                shares[i] = share_pack(n0, n0 + per < N ? n0 + per : N);
+            }
+        }
 #pragma omp parallel num_threads(team)
         {
             int nt = omp_get_num_threads(), id = omp_get_thread_num();
             int64_t per = ((N + nt - 1) / nt + 15) / 16 * 16, n0 = id * per, n1 = n0 + per > N ? N : n0 + per;
-            dot_rows(out, ldo, &acts, w, bias, add, ld_add, T, K, n0, n1, 1);
+            if (shared && nt == team)
+                rows_shared(shares, nt, id, out, ldo, &acts, w, bias, add, ld_add, T, K);
+            else if (n0 < n1) /* (or a team smaller than asked: the shares were made for `team`) */
+                dot_rows(out, ldo, &acts, w, bias, add, ld_add, T, K, n0, n1, 1, NULL);
         }
 #endif
     }
@@ -1574,7 +1698,7 @@ int ck_linear_q_ref(float *out, int ldo, const float *x, int ldx, const ck_qmat 
     int rc;
     if (check_types(w)) return CK_ENOTSUP;
     rc = act_prepare(&acts, w, x, ldx, T, K, 0) ? CK_ENOMEM : CK_OK;
-    if (!rc) dot_rows(out, ldo, &acts, w, bias, add, ld_add, T, K, 0, N, 0);
+    if (!rc) dot_rows(out, ldo, &acts, w, bias, add, ld_add, T, K, 0, N, 0, NULL);
     act_free(&acts);
     return rc;
 }

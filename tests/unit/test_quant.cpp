@@ -567,6 +567,47 @@ TEST_CASE("quant: the few-token f32 GEMM equals its scalar twin bit for bit", "[
     }
 }
 
+TEST_CASE("quant: one token's rows shared between threads (pieces, and rows taken from another's share) give "
+          "the one-thread bits", "[quant]")
+{
+    // three parts of different bodies (the 4-bit VBMI rows, q4_K's, q8_0's or q6_K's, f16's chunks), 1377 rows:
+    // shares of several pieces each, split across parts, and a last share that is shorter
+    const int K = 1024;
+    auto [types, rows] = GENERATE(std::pair{std::vector<int>{CK_Q_Q4_0, CK_Q_Q4_K, CK_Q_Q8_0}, std::vector<int64_t>{1000, 300, 77}},
+                                  std::pair{std::vector<int>{CK_Q_F16, CK_Q_Q6_K, CK_Q_Q5_1}, std::vector<int64_t>{77, 1000, 300}});
+    const int N = static_cast<int>(rows[0] + rows[1] + rows[2]);
+    std::vector<std::vector<uint8_t>> parts;
+    ck_qmat m{};
+    m.n_parts = 3;
+    for (int p = 0; p < 3; p++) {
+        parts.push_back(quantize(types[p], rnd(static_cast<size_t>(rows[p]) * K, 200u + p, 0.3f)));
+        m.type[p] = types[p];
+        m.rows[p] = rows[p];
+        m.data[p] = parts[p].data();
+    }
+    auto bias = rnd(N, 9u);
+    auto x = rnd(K, 41u);
+    auto add = rnd(N, 61u);
+    std::vector<float> one(add);
+    {
+        Threads th(1);
+        REQUIRE(ck_linear_q(one.data(), N, x.data(), K, &m, bias.data(), one.data(), N, 1, K, N) == 0);
+    }
+    const unsigned long before = ck_linear_q_steals();
+    for (int threads : {2, 3, 4}) {  // (more threads than this machine's cores: they finish far apart)
+        Threads th(threads);
+        for (int rep = 0; rep < 40; rep++) {
+            INFO("threads " << threads << " rep " << rep);
+            std::vector<float> got(add);
+            REQUIRE(ck_linear_q(got.data(), N, x.data(), K, &m, bias.data(), got.data(), N, 1, K, N) == 0);
+            REQUIRE(std::memcmp(got.data(), one.data(), sizeof(float) * static_cast<size_t>(N)) == 0);
+        }
+    }
+    // (a thread done first takes rows from another's share: in 120 calls, some)
+    INFO("steals " << ck_linear_q_steals() - before);
+    CHECK(ck_linear_q_steals() > before);
+}
+
 TEST_CASE("quant: every kernel path's decode gives the reference's integers (tails, bias, in place)", "[quant]")
 {
     // K = 352: 11 blocks of 32, i.e. 2 groups of the 4-block bodies (qdot4.c) and a 3-block tail; 800: 6 + 1;
