@@ -235,7 +235,7 @@ CK_VBMI static inline float dot_q4_0_vbmi(int64_t ng, const char *w, const int8_
     __m512 acc = _mm512_setzero_ps();
     int64_t g;
     for (g = 0; g < ng; g++, w += 72, q += 128, d += 16, off += 16) {
-        ck_pf_ahead(pf, w);
+        ck_pf_lines(pf, w, 2); /* 72 bytes a group, up to 54 more between rows (a tail) */
         const __m512i a = group_head(w), b = group_tail(w, 18);
         const __m512i x = _mm512_permutex2var_epi8(a, gidx, b);
         __m512i p = _mm512_loadu_si512((const void *)off);
@@ -258,7 +258,7 @@ CK_VBMI static inline void dot_q4_0_vbmi2(float *v0, float *v1, int64_t ng, cons
     __m512 acc = _mm512_setzero_ps(), bcc = _mm512_setzero_ps();
     int64_t g;
     for (g = 0; g < ng; g++, w += 72, q += 128, d += 16, off += 16, q1 += 128, d1 += 16, off1 += 16) {
-        ck_pf_ahead(pf, w);
+        ck_pf_lines(pf, w, 2);
         const __m512i a = group_head(w), b = group_tail(w, 18);
         const __m512i x = _mm512_permutex2var_epi8(a, gidx, b);
         const __m512i l = _mm512_and_si512(x, m4), h = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
@@ -282,7 +282,7 @@ CK_VBMI static inline float dot_q4_1_vbmi(int64_t ng, const char *w, const int8_
     __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
     int64_t g;
     for (g = 0; g < ng; g++, w += 80, q += 128, d += 16, s4 += 16) {
-        ck_pf_ahead(pf, w);
+        ck_pf_lines(pf, w, 3); /* 80 bytes a group, up to 60 more between rows */
         const __m512i a = group_head(w), b = group_tail(w, 20);
         const __m512i x = _mm512_permutex2var_epi8(a, gidx, b), dm = _mm512_permutexvar_epi16(widx, a);
         __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(x, m4), _mm512_loadu_si512((const void *)q));
@@ -372,7 +372,7 @@ CK_VBMI static inline float dot_q5_vbmi(int has_min, int bsize, int64_t ng, cons
     __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
     int64_t g;
     for (g = 0; g < ng; g++, w += 4 * bsize, q += 128, d += 16, off += 16, s4 += 16) {
-        ck_pf_ahead(pf, w);
+        ck_pf_lines(pf, w, 3); /* 88 / 96 bytes a group, up to 66 / 72 more between rows */
         const __m512i a = group_head(w), b = group_tail(w, bsize);
         const __m512i x = _mm512_permutex2var_epi8(a, gidx, b), dm = _mm512_permutex2var_epi16(a, widx, b);
         /* one two-source word permute gives the scales, q5_1's mins and the qh words (q5_0_word_index,
@@ -578,7 +578,7 @@ CK_A2 static inline __attribute__((always_inline)) void a2_unpack(a2_group *u, i
         int64_t g;                                                                                                     \
         for (g = 0; g < ng; g++, w += 4 * bsize, q += 128, d += 16, off += 16, s4 += 16) {                            \
             a2_group u;                                                                                                \
-            ck_pf_ahead(pf, w);                                                                                        \
+            ck_pf_lines(pf, w, (7 * bsize + 63) / 64); /* a group, and a row's 1-3 block tail after it */             \
             a2_unpack(&u, type, w);                                                                                    \
             CK_A2_ACC(DOT, type, u, q, d, off, s4, acc0, acc1, accm);                                                  \
         }                                                                                                              \
@@ -601,7 +601,7 @@ CK_A2_BODY(dot_avxvnni_g4, CK_A2V, CK_A2_DOT_VNNI)
         for (g = 0; g < ng; g++, w += 4 * bsize, q += 128, d += 16, off += 16, s4 += 16, qb += 128, db += 16,        \
                           offb += 16, s4b += 16) {                                                                     \
             a2_group u;                                                                                                \
-            ck_pf_ahead(pf, w);                                                                                        \
+            ck_pf_lines(pf, w, (7 * bsize + 63) / 64);                                                                \
             a2_unpack(&u, type, w);                                                                                    \
             CK_A2_ACC(DOT, type, u, q, d, off, s4, acc0, acc1, accm);                                                  \
             CK_A2_ACC(DOT, type, u, qb, db, offb, s4b, bcc0, bcc1, bccm);                                              \

@@ -382,7 +382,7 @@ CK_AVX2_F16 static inline __attribute__((always_inline)) void qk45_rows(int nt, 
         const ck_block_q4_K *w4 = (const ck_block_q4_K *)vw + i;
         const ck_block_q5_K *w5 = (const ck_block_q5_K *)vw + i;
         const uint8_t *q = q5 ? w5->qs : w4->qs;
-        if (pf) ck_pf_ahead(pf, q5 ? (const void *)w5 : (const void *)w4);
+        if (pf) ck_pf_lines(pf, q5 ? (const void *)w5 : (const void *)w4, 3); /* 144 / 176 bytes a block */
         const float dw = h2f(q5 ? w5->d : w4->d), dmin = h2f(q5 ? w5->dmin : w4->dmin);
         __m128i sc, mn;
         __m256i sumi[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, hbits = _mm256_setzero_si256(), sc2;
@@ -449,7 +449,7 @@ CK_AVX2_F16 static inline __attribute__((always_inline)) void q6_K_rows(int nt, 
     int j, g, t;
     for (i = 0; i < nb; i++) {
         const uint8_t *ql = w[i].ql, *qh = w[i].qh;
-        if (pf) ck_pf_ahead(pf, w + i);
+        if (pf) ck_pf_lines(pf, w + i, 4); /* 210 bytes a block */
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)w[i].scales);
         const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
         const float dw = h2f(w[i].d);
@@ -604,7 +604,7 @@ CK_AVX512_VNNI static float dot_q40_q80_512(int q8, int64_t nb, const void *vw, 
     for (; i + 2 <= nb; i += 2) {
         const char *b0 = w + stride * i, *b1 = b0 + stride;
         __m512i u, p;
-        if (pf) ck_pf_ahead(pf, b0);
+        if (pf) ck_pf_lines(pf, b0, 2); /* 36 / 68 bytes a pair, up to 34 more between rows */
         if (q8) {
             u = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b0 + 2))),
                                                     _mm256_loadu_si256((const __m256i *)(b1 + 2)), 1),
@@ -769,7 +769,7 @@ CK_AVX512_VNNI static inline void rows_k45_512(int q5, float *out, const char *r
         __m128 accm = _mm_setzero_ps(); /* the mins' part, in 4 lanes */
         for (i = 0; i < nb; i++) {
             const char *blk = row + bsize * (size_t)i;
-            ck_pf_ahead(pf, blk);
+            ck_pf_lines(pf, blk, 3); /* 144 / 176 bytes a block */
             const ck_block_q4_K *w4 = (const ck_block_q4_K *)blk; /* d, dmin, scales: the same place in both */
             const int8_t *y = aq + 256 * i;
             int32_t ddm;
@@ -833,7 +833,7 @@ CK_AVX512_VNNI static float dot_q6_K_512(int64_t nb, const ck_block_q6_K *w, con
     int j, g;
     for (i = 0; i < nb; i++) {
         const int8_t *y = a[i].qs;
-        if (pf) ck_pf_ahead(pf, &w[i]);
+        if (pf) ck_pf_lines(pf, &w[i], 4); /* 210 bytes a block */
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
         const __m512i sc = _mm512_castsi256_si512(sc16);
         /* the offset: 32 sum_j sc_j bsum_j */
