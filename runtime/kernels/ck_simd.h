@@ -94,17 +94,15 @@ static inline void ck_pf_ahead(ck_pf_stream *s, const void *at)
  * weights came from the L3 cache: q4_0 decode with one layer of 2048-wide matrices in it, one thread, 43.4 -> 56.3
  * GB/s, q4_K 41.2 -> 44.8 (AMD EPYC Zen 5 VM, interleaved); from DRAM 0.99-1.03x. The lines past the stream's end
  * are asked for too (a prefetch does not fault); a stream's first CK_PREFETCH_BYTES are not (the hardware
- * prefetchers and the demand loads take them). `s` is not read: a caller whose stream may be NULL tests it (a test
- * of it in here made GCC 12 at -O2 drop every prefetch of qdot4.c's bodies, whose stream is never NULL). */
-static inline void ck_pf_lines(const ck_pf_stream *s, const void *at, int n)
+ * prefetchers and the demand loads take them). No stream state: a body that may run without prefetching tests its
+ * own flag (a NULL test inside here made GCC 12 at -O2 drop every prefetch of qdot4.c's bodies). */
+static inline void ck_pf_lines(const void *at, int n)
 {
 #if defined(__GNUC__)
     const char *p = (const char *)at + CK_PREFETCH_BYTES;
     int i;
-    (void)s;
     for (i = 0; i < n; i++) __builtin_prefetch(p + 64 * i, 0, CK_PREFETCH_LOCALITY);
 #else
-    (void)s;
     (void)at;
     (void)n;
 #endif

@@ -227,7 +227,7 @@ CK_VBMI static inline __m512i word_index(int bsize)
 }
 
 CK_VBMI static inline float dot_q4_0_vbmi(int64_t ng, const char *w, const int8_t *q, const float *d, const int32_t *off,
-                                          __m512i gidx, __m512i widx, ck_pf_stream *pf)
+                                          __m512i gidx, __m512i widx)
 {
     /* One group per iteration: unrolled by two groups (two accumulators), the body read q4_0 at 28.0 GB/s where
      * this reads 30.8 (1.1B shape, one thread, AMD EPYC Zen 5 VM, interleaved) */
@@ -235,7 +235,7 @@ CK_VBMI static inline float dot_q4_0_vbmi(int64_t ng, const char *w, const int8_
     __m512 acc = _mm512_setzero_ps();
     int64_t g;
     for (g = 0; g < ng; g++, w += 72, q += 128, d += 16, off += 16) {
-        ck_pf_lines(pf, w, 2); /* 72 bytes a group, up to 54 more between rows (a tail) */
+        ck_pf_lines(w, 2); /* 72 bytes a group, up to 54 more between rows (a tail) */
         const __m512i a = group_head(w), b = group_tail(w, 18);
         const __m512i x = _mm512_permutex2var_epi8(a, gidx, b);
         __m512i p = _mm512_loadu_si512((const void *)off);
@@ -252,13 +252,13 @@ CK_VBMI static inline float dot_q4_0_vbmi(int64_t ng, const char *w, const int8_
  * both (a batch of sequences' decode step); each token's sums are computed exactly as dot_q4_0_vbmi's */
 CK_VBMI static inline void dot_q4_0_vbmi2(float *v0, float *v1, int64_t ng, const char *w, const int8_t *q,
                                           const float *d, const int32_t *off, const int8_t *q1, const float *d1,
-                                          const int32_t *off1, __m512i gidx, __m512i widx, ck_pf_stream *pf)
+                                          const int32_t *off1, __m512i gidx, __m512i widx)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 acc = _mm512_setzero_ps(), bcc = _mm512_setzero_ps();
     int64_t g;
     for (g = 0; g < ng; g++, w += 72, q += 128, d += 16, off += 16, q1 += 128, d1 += 16, off1 += 16) {
-        ck_pf_lines(pf, w, 2);
+        ck_pf_lines(w, 2);
         const __m512i a = group_head(w), b = group_tail(w, 18);
         const __m512i x = _mm512_permutex2var_epi8(a, gidx, b);
         const __m512i l = _mm512_and_si512(x, m4), h = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
@@ -276,13 +276,13 @@ CK_VBMI static inline void dot_q4_0_vbmi2(float *v0, float *v1, int64_t ng, cons
 }
 
 CK_VBMI static inline float dot_q4_1_vbmi(int64_t ng, const char *w, const int8_t *q, const float *d, const float *s4,
-                                          __m512i gidx, __m512i widx, ck_pf_stream *pf)
+                                          __m512i gidx, __m512i widx)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
     int64_t g;
     for (g = 0; g < ng; g++, w += 80, q += 128, d += 16, s4 += 16) {
-        ck_pf_lines(pf, w, 3); /* 80 bytes a group, up to 60 more between rows */
+        ck_pf_lines(w, 3); /* 80 bytes a group, up to 60 more between rows */
         const __m512i a = group_head(w), b = group_tail(w, 20);
         const __m512i x = _mm512_permutex2var_epi8(a, gidx, b), dm = _mm512_permutexvar_epi16(widx, a);
         __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(x, m4), _mm512_loadu_si512((const void *)q));
@@ -366,13 +366,13 @@ CK_VBMI static inline __m512i qh_bit_index(void)
 
 CK_VBMI static inline float dot_q5_vbmi(int has_min, int bsize, int64_t ng, const char *w, const int8_t *q,
                                         const float *d, const int32_t *off, const float *s4, __m512i gidx,
-                                        __m512i widx, __m512i hidx, __m512i bidx, ck_pf_stream *pf)
+                                        __m512i widx, __m512i hidx, __m512i bidx)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
     __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
     int64_t g;
     for (g = 0; g < ng; g++, w += 4 * bsize, q += 128, d += 16, off += 16, s4 += 16) {
-        ck_pf_lines(pf, w, 3); /* 88 / 96 bytes a group, up to 66 / 72 more between rows */
+        ck_pf_lines(w, 3); /* 88 / 96 bytes a group, up to 66 / 72 more between rows */
         const __m512i a = group_head(w), b = group_tail(w, bsize);
         const __m512i x = _mm512_permutex2var_epi8(a, gidx, b), dm = _mm512_permutex2var_epi16(a, widx, b);
         /* one two-source word permute gives the scales, q5_1's mins and the qh words (q5_0_word_index,
@@ -407,14 +407,12 @@ CK_VBMI static void rows_q4_0_vbmi2(float *out0, float *out1, const ck_qdot4_act
     const size_t at0 = (size_t)t0 * (size_t)ng, at1 = (size_t)t1 * (size_t)ng;
     const size_t tail_at = 4 * (size_t)ng * sizeof(ck_block_q8_0);
     const __m512i gidx = gather_index(18, 2), widx = word_index(18);
-    ck_pf_stream pf;
     int64_t n;
-    ck_pf_start(&pf, rows + (size_t)n0 * row_bytes, rows + (size_t)n1 * row_bytes);
     for (n = n0; n < n1; n++) {
         const char *w = rows + (size_t)n * row_bytes;
         float v0, v1;
         dot_q4_0_vbmi2(&v0, &v1, ng, w, a->q + at0 * 128, a->d + at0 * 16, a->off + at0 * 16, a->q + at1 * 128,
-                       a->d + at1 * 16, a->off + at1 * 16, gidx, widx, &pf);
+                       a->d + at1 * 16, a->off + at1 * 16, gidx, widx);
         if (tail) {
             v0 += tail_dot(tail * CK_QK, w + 4 * ng * 18, (const char *)act0 + tail_at);
             v1 += tail_dot(tail * CK_QK, w + 4 * ng * 18, (const char *)act1 + tail_at);
@@ -427,7 +425,7 @@ CK_VBMI static void rows_q4_0_vbmi2(float *out0, float *out1, const ck_qdot4_act
 /* rows [n0, n1) of one token (see ck_qdot4_rows): the shuffle indices built once */
 CK_VBMI static void rows_vbmi(float *out, const ck_qdot4_acts *a, int t, int type, const char *rows, size_t row_bytes,
                               const void *act_row, ck_vec_dot_fn tail_dot, const float *bias, const float *add,
-                              int64_t n0, int64_t n1, ck_pf_stream *pf)
+                              int64_t n0, int64_t n1)
 {
     const int64_t ng = a->K / 128, tail = a->K / CK_QK - 4 * ng;
     const size_t at = (size_t)t * (size_t)ng;
@@ -442,17 +440,15 @@ CK_VBMI static void rows_vbmi(float *out, const ck_qdot4_acts *a, int t, int typ
     const int8_t *q = a->q + at * 128;
     const float *d = a->d + at * 16, *s4 = a->s4 + at * 16;
     const int32_t *off = a->off + at * 16;
-    ck_pf_stream own; /* the rows' lines requested a few per group, CK_PREFETCH_BYTES ahead (ck_simd.h) */
     int64_t n;
-    if (!pf) ck_pf_start(pf = &own, rows + (size_t)n0 * row_bytes, rows + (size_t)n1 * row_bytes);
     for (n = n0; n < n1; n++) {
         const char *w = rows + (size_t)n * row_bytes;
         float v;
         switch (type) {
-        case CK_Q_Q4_0: v = dot_q4_0_vbmi(ng, w, q, d, off, gidx, widx, pf); break;
-        case CK_Q_Q4_1: v = dot_q4_1_vbmi(ng, w, q, d, s4, gidx, widx, pf); break;
-        case CK_Q_Q5_0: v = dot_q5_vbmi(0, 22, ng, w, q, d, off, s4, gidx, widx5, hidx, bidx, pf); break;
-        default: v = dot_q5_vbmi(1, 24, ng, w, q, d, off, s4, gidx, widx5, hidx, bidx, pf); break;
+        case CK_Q_Q4_0: v = dot_q4_0_vbmi(ng, w, q, d, off, gidx, widx); break;
+        case CK_Q_Q4_1: v = dot_q4_1_vbmi(ng, w, q, d, s4, gidx, widx); break;
+        case CK_Q_Q5_0: v = dot_q5_vbmi(0, 22, ng, w, q, d, off, s4, gidx, widx5, hidx, bidx); break;
+        default: v = dot_q5_vbmi(1, 24, ng, w, q, d, off, s4, gidx, widx5, hidx, bidx); break;
         }
         if (tail) v += tail_dot(tail * CK_QK, w + 4 * ng * (size_t)bsize, act_tail); /* the last 1-3 blocks, by the one-block body */
         out[n] = v + (bias ? bias[n] : 0.0f) + (add ? add[n] : 0.0f); /* add may be out itself */
@@ -571,14 +567,14 @@ CK_A2 static inline __attribute__((always_inline)) void a2_unpack(a2_group *u, i
 /* The body for one token: the dot product of a row's 4 ng blocks with the prepared activations */
 #define CK_A2_BODY(NAME, ATTR, DOT)                                                                                   \
     ATTR static inline float NAME(int type, int64_t ng, const char *w, const int8_t *q, const float *d,              \
-                                  const int32_t *off, const float *s4, ck_pf_stream *pf)                             \
+                                  const int32_t *off, const float *s4)                             \
     {                                                                                                                  \
         const int bsize = type == CK_Q_Q4_0 ? 18 : type == CK_Q_Q4_1 ? 20 : type == CK_Q_Q5_0 ? 22 : 24;              \
         __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), accm = _mm256_setzero_ps();                  \
         int64_t g;                                                                                                     \
         for (g = 0; g < ng; g++, w += 4 * bsize, q += 128, d += 16, off += 16, s4 += 16) {                            \
             a2_group u;                                                                                                \
-            ck_pf_lines(pf, w, (7 * bsize + 63) / 64); /* a group, and a row's 1-3 block tail after it */             \
+            ck_pf_lines(w, (7 * bsize + 63) / 64); /* a group, and a row's 1-3 block tail after it */             \
             a2_unpack(&u, type, w);                                                                                    \
             CK_A2_ACC(DOT, type, u, q, d, off, s4, acc0, acc1, accm);                                                  \
         }                                                                                                              \
@@ -592,7 +588,7 @@ CK_A2_BODY(dot_avxvnni_g4, CK_A2V, CK_A2_DOT_VNNI)
 #define CK_A2_BODY2(NAME, ATTR, DOT)                                                                                  \
     ATTR static inline void NAME(int type, int64_t ng, const char *w, const int8_t *q, const float *d,               \
                                  const int32_t *off, const float *s4, const int8_t *qb, const float *db,             \
-                                 const int32_t *offb, const float *s4b, ck_pf_stream *pf, float *v0, float *v1)       \
+                                 const int32_t *offb, const float *s4b, float *v0, float *v1)       \
     {                                                                                                                  \
         const int bsize = type == CK_Q_Q4_0 ? 18 : type == CK_Q_Q4_1 ? 20 : type == CK_Q_Q5_0 ? 22 : 24;              \
         __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), accm = _mm256_setzero_ps();                  \
@@ -601,7 +597,7 @@ CK_A2_BODY(dot_avxvnni_g4, CK_A2V, CK_A2_DOT_VNNI)
         for (g = 0; g < ng; g++, w += 4 * bsize, q += 128, d += 16, off += 16, s4 += 16, qb += 128, db += 16,        \
                           offb += 16, s4b += 16) {                                                                     \
             a2_group u;                                                                                                \
-            ck_pf_lines(pf, w, (7 * bsize + 63) / 64);                                                                \
+            ck_pf_lines(w, (7 * bsize + 63) / 64);                                                                \
             a2_unpack(&u, type, w);                                                                                    \
             CK_A2_ACC(DOT, type, u, q, d, off, s4, acc0, acc1, accm);                                                  \
             CK_A2_ACC(DOT, type, u, qb, db, offb, s4b, bcc0, bcc1, bccm);                                              \
@@ -616,7 +612,7 @@ CK_A2_BODY2(dot2_avxvnni_g4, CK_A2V, CK_A2_DOT_VNNI)
 #define CK_A2_ROWS(NAME, ATTR, BODY)                                                                                  \
     ATTR static void NAME(float *out, const ck_qdot4_acts *a, int t, int type, const char *rows, size_t row_bytes,  \
                           const void *act_row, ck_vec_dot_fn tail_dot, const float *bias, const float *add, int64_t n0, \
-                          int64_t n1, ck_pf_stream *pf)                                                                \
+                          int64_t n1)                                                                                  \
     {                                                                                                                  \
         const int64_t ng = a->K / 128, tail = a->K / CK_QK - 4 * ng;                                                   \
         const size_t at = (size_t)t * (size_t)ng;                                                                      \
@@ -626,17 +622,15 @@ CK_A2_BODY2(dot2_avxvnni_g4, CK_A2V, CK_A2_DOT_VNNI)
         const int8_t *q = a->q + at * 128;                                                                             \
         const float *d = a->d + at * 16, *s4 = a->s4 + at * 16;                                                        \
         const int32_t *off = a->off + at * 16;                                                                         \
-        ck_pf_stream own;                                                                                              \
         int64_t n;                                                                                                     \
-        if (!pf) ck_pf_start(pf = &own, rows + (size_t)n0 * row_bytes, rows + (size_t)n1 * row_bytes);              \
         for (n = n0; n < n1; n++) {                                                                                    \
             const char *w = rows + (size_t)n * row_bytes;                                                              \
             float v;                                                                                                   \
             switch (type) {                                                                                            \
-            case CK_Q_Q4_0: v = BODY(CK_Q_Q4_0, ng, w, q, d, off, s4, pf); break;                                     \
-            case CK_Q_Q4_1: v = BODY(CK_Q_Q4_1, ng, w, q, d, off, s4, pf); break;                                     \
-            case CK_Q_Q5_0: v = BODY(CK_Q_Q5_0, ng, w, q, d, off, s4, pf); break;                                     \
-            default: v = BODY(CK_Q_Q5_1, ng, w, q, d, off, s4, pf); break;                                            \
+            case CK_Q_Q4_0: v = BODY(CK_Q_Q4_0, ng, w, q, d, off, s4); break;                                    \
+            case CK_Q_Q4_1: v = BODY(CK_Q_Q4_1, ng, w, q, d, off, s4); break;                                    \
+            case CK_Q_Q5_0: v = BODY(CK_Q_Q5_0, ng, w, q, d, off, s4); break;                                    \
+            default: v = BODY(CK_Q_Q5_1, ng, w, q, d, off, s4); break;                                           \
             }                                                                                                          \
             if (tail) v += tail_dot(tail * CK_QK, w + 4 * ng * (size_t)bsize, act_tail);                              \
             out[n] = v + (bias ? bias[n] : 0.0f) + (add ? add[n] : 0.0f);                                             \
@@ -660,17 +654,15 @@ CK_A2_ROWS(rows_avxvnni, CK_A2V, dot_avxvnni_g4)
         const int8_t *q = a->q + at0 * 128, *qb = a->q + at1 * 128;                                                    \
         const float *d = a->d + at0 * 16, *s4 = a->s4 + at0 * 16, *db = a->d + at1 * 16, *s4b = a->s4 + at1 * 16;    \
         const int32_t *off = a->off + at0 * 16, *offb = a->off + at1 * 16;                                             \
-        ck_pf_stream pf;                                                                                               \
         int64_t n;                                                                                                     \
-        ck_pf_start(&pf, rows + (size_t)n0 * row_bytes, rows + (size_t)n1 * row_bytes);                              \
         for (n = n0; n < n1; n++) {                                                                                    \
             const char *w = rows + (size_t)n * row_bytes;                                                              \
             float v0, v1;                                                                                              \
             switch (type) {                                                                                            \
-            case CK_Q_Q4_0: BODY2(CK_Q_Q4_0, ng, w, q, d, off, s4, qb, db, offb, s4b, &pf, &v0, &v1); break;          \
-            case CK_Q_Q4_1: BODY2(CK_Q_Q4_1, ng, w, q, d, off, s4, qb, db, offb, s4b, &pf, &v0, &v1); break;          \
-            case CK_Q_Q5_0: BODY2(CK_Q_Q5_0, ng, w, q, d, off, s4, qb, db, offb, s4b, &pf, &v0, &v1); break;          \
-            default: BODY2(CK_Q_Q5_1, ng, w, q, d, off, s4, qb, db, offb, s4b, &pf, &v0, &v1); break;                 \
+            case CK_Q_Q4_0: BODY2(CK_Q_Q4_0, ng, w, q, d, off, s4, qb, db, offb, s4b, &v0, &v1); break;          \
+            case CK_Q_Q4_1: BODY2(CK_Q_Q4_1, ng, w, q, d, off, s4, qb, db, offb, s4b, &v0, &v1); break;          \
+            case CK_Q_Q5_0: BODY2(CK_Q_Q5_0, ng, w, q, d, off, s4, qb, db, offb, s4b, &v0, &v1); break;          \
+            default: BODY2(CK_Q_Q5_1, ng, w, q, d, off, s4, qb, db, offb, s4b, &v0, &v1); break;                 \
             }                                                                                                          \
             if (tail) {                                                                                                \
                 v0 += tail_dot(tail * CK_QK, w + 4 * ng * (size_t)bsize, (const char *)act0 + tail_at);               \
@@ -699,23 +691,23 @@ void ck_qdot4_rows2(float *out0, float *out1, const ck_qdot4_acts *a, int t0, in
         return;
     }
 #endif
-    ck_qdot4_rows(out0, a, t0, type, rows, row_bytes, act0, tail_dot, bias, add0, n0, n1, NULL);
-    ck_qdot4_rows(out1, a, t1, type, rows, row_bytes, act1, tail_dot, bias, add1, n0, n1, NULL);
+    ck_qdot4_rows(out0, a, t0, type, rows, row_bytes, act0, tail_dot, bias, add0, n0, n1);
+    ck_qdot4_rows(out1, a, t1, type, rows, row_bytes, act1, tail_dot, bias, add1, n0, n1);
 }
 
 void ck_qdot4_rows(float *out, const ck_qdot4_acts *a, int t, int type, const char *rows, size_t row_bytes,
                    const void *act_row, ck_vec_dot_fn tail_dot, const float *bias, const float *add, int64_t n0,
-                   int64_t n1, struct ck_pf_stream *pf)
+                   int64_t n1)
 {
 #ifdef CK_X86
     if (ck_cpu_avx512vbmi())
-        rows_vbmi(out, a, t, type, rows, row_bytes, act_row, tail_dot, bias, add, n0, n1, pf);
+        rows_vbmi(out, a, t, type, rows, row_bytes, act_row, tail_dot, bias, add, n0, n1);
     else if (ck_cpu_vnni())
-        rows_avxvnni(out, a, t, type, rows, row_bytes, act_row, tail_dot, bias, add, n0, n1, pf);
+        rows_avxvnni(out, a, t, type, rows, row_bytes, act_row, tail_dot, bias, add, n0, n1);
     else
-        rows_avx2(out, a, t, type, rows, row_bytes, act_row, tail_dot, bias, add, n0, n1, pf);
+        rows_avx2(out, a, t, type, rows, row_bytes, act_row, tail_dot, bias, add, n0, n1);
 #else
     (void)out, (void)a, (void)t, (void)type, (void)rows, (void)row_bytes, (void)act_row, (void)tail_dot, (void)bias, (void)add;
-    (void)n0, (void)n1, (void)pf; /* not reached: ck_qdot4_takes() is 0 off x86 */
+    (void)n0, (void)n1; /* not reached: ck_qdot4_takes() is 0 off x86 */
 #endif
 }

@@ -11,8 +11,6 @@
 #include "ck_quant.h"
 #include "qgemm.h"
 
-struct ck_pf_stream; /* ck_simd.h */
-
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -42,8 +40,7 @@ void ck_qdot4_acts_free(ck_qdot4_acts *a);
  * tail_dot (the type's one-block dot product, ck_vec_dot_for) multiplies */
 void ck_qdot4_rows(float *out, const ck_qdot4_acts *a, int t, int type, const char *rows, size_t row_bytes,
                    const void *act_row, ck_vec_dot_fn tail_dot, const float *bias, const float *add, int64_t n0,
-                   int64_t n1, struct ck_pf_stream *pf);
-/* (pf: the caller's prefetch stream over the rows, kept from one call to the next; NULL: one over [n0, n1)) */
+                   int64_t n1);
 /* the same for tokens t0 and t1 at once (a batch of sequences): each weight group unpacked once for both (AVX2 and
  * AVX-VNNI: every type; AVX-512 VBMI: q4_0, the others run ck_qdot4_rows for each), each token's result exactly
  * that of ck_qdot4_rows */

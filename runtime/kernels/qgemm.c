@@ -356,23 +356,30 @@ static void quantize_tokens(ck_qgemm_acts *a, const float *x, int ldx, int t0, i
     (void)fast;
 }
 
-int ck_qgemm_acts_init(ck_qgemm_acts *a, int dot_type, int T, int K)
+/* a's row-major arrays, q with room for q_tokens tokens */
+static int acts_rows(ck_qgemm_acts *a, int dot_type, int T, int K, size_t q_tokens)
 {
-    const size_t T8 = (size_t)(T + 7) / 8 * 8, T16 = (size_t)(T + 15) / 16 * 16;
     memset(a, 0, sizeof *a);
     a->dot_type = dot_type;
     a->T = T;
     a->K = K;
-    /* from the workspace (ck_kernels.h), else malloc; the quants padded with zero tokens to a multiple of 16
-     * (an AMX tile of tokens reads 16 rows) */
-    a->q = (int8_t *)ck_ws_alloc(T16 * K + 64);
-    if (a->q) memset(a->q + (size_t)T * K, 0, (T16 - (size_t)T) * K);
+    /* from the workspace (ck_kernels.h), else malloc */
+    a->q = (int8_t *)ck_ws_alloc(q_tokens * K + 64);
     a->d = (float *)ck_ws_alloc(sizeof(float) * (size_t)T * (K / 32) + 64);
     a->sum16 = (int32_t *)ck_ws_alloc(sizeof(int32_t) * (size_t)T * (K / 16) + 64);
     a->s = (float *)ck_ws_alloc(sizeof(float) * (size_t)T * (K / 32) + 64);
+    return a->q && a->d && a->sum16 && a->s ? 0 : -1;
+}
+
+int ck_qgemm_acts_init(ck_qgemm_acts *a, int dot_type, int T, int K)
+{
+    const size_t T8 = (size_t)(T + 7) / 8 * 8, T16 = (size_t)(T + 15) / 16 * 16;
+    /* the quants padded with zero tokens to a multiple of 16 (an AMX tile of tokens reads 16 rows) */
+    if (acts_rows(a, dot_type, T, K, T16)) return -1;
+    memset(a->q + (size_t)T * K, 0, (T16 - (size_t)T) * K);
     a->qt = (int8_t *)ck_ws_alloc(T8 * K + 64);
     a->dt = (float *)ck_ws_alloc(sizeof(float) * (T8 * (K / 32) + 16));
-    if (!(a->q && a->d && a->sum16 && a->s && a->qt && a->dt)) return -1;
+    if (!(a->qt && a->dt)) return -1;
     memset(a->qt, 0, T8 * K + 64); /* the padding tokens stay zero */
     memset(a->dt, 0, sizeof(float) * (T8 * (K / 32) + 16));
     return 0;
@@ -380,15 +387,7 @@ int ck_qgemm_acts_init(ck_qgemm_acts *a, int dot_type, int T, int K)
 
 int ck_qgemm_acts_init_rows(ck_qgemm_acts *a, int dot_type, int T, int K)
 {
-    memset(a, 0, sizeof *a);
-    a->dot_type = dot_type;
-    a->T = T;
-    a->K = K;
-    a->q = (int8_t *)ck_ws_alloc((size_t)T * K + 64);
-    a->d = (float *)ck_ws_alloc(sizeof(float) * (size_t)T * (K / 32) + 64);
-    a->sum16 = (int32_t *)ck_ws_alloc(sizeof(int32_t) * (size_t)T * (K / 16) + 64);
-    a->s = (float *)ck_ws_alloc(sizeof(float) * (size_t)T * (K / 32) + 64);
-    return a->q && a->d && a->sum16 && a->s ? 0 : -1;
+    return acts_rows(a, dot_type, T, K, (size_t)T);
 }
 
 void ck_qgemm_acts_quantize(ck_qgemm_acts *a, const float *x, int ldx, int t0, int t1, int fast)

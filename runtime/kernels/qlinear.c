@@ -382,7 +382,7 @@ CK_AVX2_F16 static inline __attribute__((always_inline)) void qk45_rows(int nt, 
         const ck_block_q4_K *w4 = (const ck_block_q4_K *)vw + i;
         const ck_block_q5_K *w5 = (const ck_block_q5_K *)vw + i;
         const uint8_t *q = q5 ? w5->qs : w4->qs;
-        if (pf) ck_pf_lines(pf, q5 ? (const void *)w5 : (const void *)w4, 3); /* 144 / 176 bytes a block */
+        if (pf) ck_pf_lines(q5 ? (const void *)w5 : (const void *)w4, 3); /* 144 / 176 bytes a block */
         const float dw = h2f(q5 ? w5->d : w4->d), dmin = h2f(q5 ? w5->dmin : w4->dmin);
         __m128i sc, mn;
         __m256i sumi[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, hbits = _mm256_setzero_si256(), sc2;
@@ -449,7 +449,7 @@ CK_AVX2_F16 static inline __attribute__((always_inline)) void q6_K_rows(int nt, 
     int j, g, t;
     for (i = 0; i < nb; i++) {
         const uint8_t *ql = w[i].ql, *qh = w[i].qh;
-        if (pf) ck_pf_lines(pf, w + i, 4); /* 210 bytes a block */
+        if (pf) ck_pf_lines(w + i, 4); /* 210 bytes a block */
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)w[i].scales);
         const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
         const float dw = h2f(w[i].d);
@@ -604,7 +604,7 @@ CK_AVX512_VNNI static float dot_q40_q80_512(int q8, int64_t nb, const void *vw, 
     for (; i + 2 <= nb; i += 2) {
         const char *b0 = w + stride * i, *b1 = b0 + stride;
         __m512i u, p;
-        if (pf) ck_pf_lines(pf, b0, 2); /* 36 / 68 bytes a pair, up to 34 more between rows */
+        if (pf) ck_pf_lines(b0, 2); /* 36 / 68 bytes a pair, up to 34 more between rows */
         if (q8) {
             u = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b0 + 2))),
                                                     _mm256_loadu_si256((const __m256i *)(b1 + 2)), 1),
@@ -749,8 +749,7 @@ CK_AVX512_VNNI static inline __m512i k5_bits(__m512i h, int s0, int s1)
 
 CK_AVX512_VNNI static inline void rows_k45_512(int q5, float *out, const char *rows, size_t rb, const int8_t *aq,
                                                const int16_t *sums8, const ck_block_q8_K *a, int64_t nb,
-                                               const float *bias, const float *add, int64_t n0, int64_t n1,
-                                               ck_pf_stream *pf)
+                                               const float *bias, const float *add, int64_t n0, int64_t n1)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const size_t bsize = q5 ? sizeof(ck_block_q5_K) : sizeof(ck_block_q4_K);
@@ -769,7 +768,7 @@ CK_AVX512_VNNI static inline void rows_k45_512(int q5, float *out, const char *r
         __m128 accm = _mm_setzero_ps(); /* the mins' part, in 4 lanes */
         for (i = 0; i < nb; i++) {
             const char *blk = row + bsize * (size_t)i;
-            ck_pf_lines(pf, blk, 3); /* 144 / 176 bytes a block */
+            ck_pf_lines(blk, 3); /* 144 / 176 bytes a block */
             const ck_block_q4_K *w4 = (const ck_block_q4_K *)blk; /* d, dmin, scales: the same place in both */
             const int8_t *y = aq + 256 * i;
             int32_t ddm;
@@ -810,16 +809,16 @@ CK_AVX512_VNNI static inline void rows_k45_512(int q5, float *out, const char *r
 
 CK_AVX512_VNNI static void rows_q4_K_512(float *out, const char *rows, size_t rb, const int8_t *aq,
                                           const int16_t *sums8, const ck_block_q8_K *a, int64_t nb, const float *bias,
-                                          const float *add, int64_t n0, int64_t n1, ck_pf_stream *pf)
+                                          const float *add, int64_t n0, int64_t n1)
 {
-    rows_k45_512(0, out, rows, rb, aq, sums8, a, nb, bias, add, n0, n1, pf);
+    rows_k45_512(0, out, rows, rb, aq, sums8, a, nb, bias, add, n0, n1);
 }
 
 CK_AVX512_VNNI static void rows_q5_K_512(float *out, const char *rows, size_t rb, const int8_t *aq,
                                           const int16_t *sums8, const ck_block_q8_K *a, int64_t nb, const float *bias,
-                                          const float *add, int64_t n0, int64_t n1, ck_pf_stream *pf)
+                                          const float *add, int64_t n0, int64_t n1)
 {
-    rows_k45_512(1, out, rows, rb, aq, sums8, a, nb, bias, add, n0, n1, pf);
+    rows_k45_512(1, out, rows, rb, aq, sums8, a, nb, bias, add, n0, n1);
 }
 
 /* q6_K: 64 weights per step, in element order (ql's low nibbles cover 0-63 of each half, the high ones
@@ -833,7 +832,7 @@ CK_AVX512_VNNI static float dot_q6_K_512(int64_t nb, const ck_block_q6_K *w, con
     int j, g;
     for (i = 0; i < nb; i++) {
         const int8_t *y = a[i].qs;
-        if (pf) ck_pf_lines(pf, &w[i], 4); /* 210 bytes a block */
+        if (pf) ck_pf_lines(&w[i], 4); /* 210 bytes a block */
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
         const __m512i sc = _mm512_castsi256_si512(sc16);
         /* the offset: 32 sum_j sc_j bsum_j */
@@ -1234,39 +1233,11 @@ static const void *act_row(const act_set *s, int type, int t)
  * type, the row size and the activations are resolved once per part, not per
  * row. (Four rows at a time, sharing the activation loads, measured 3.4x
  * slower on this Zen 4: the four interleaved streams stall on their loads.) */
-/* A thread's prefetch streams over the rows it multiplies, one per part of the matrix (ck_pf_ahead), kept from one
- * dot_rows call to the next: a share of the rows taken in pieces (ck_linear_q) keeps asking for its lines
- * CK_PREFETCH_BYTES ahead across the pieces instead of starting cold at each. `end`: the share's last row + 1. */
-typedef struct {
-    int64_t end;
-    unsigned started; /* bit p: pf[p] is going */
-    ck_pf_stream pf[CK_QMAT_MAX_PARTS];
-} row_streams;
-
-#ifdef CK_X86
-/* the stream for rows [n, b) of part p (rows: its base, indexed by global row; part_end its last row + 1): the
- * share's (started where it first reads), else `own` over [n, b) (the x86 bodies take one) */
-static ck_pf_stream *rows_stream(row_streams *rs, int p, ck_pf_stream *own, const char *rows, size_t rb, int64_t n,
-                                 int64_t b, int64_t part_end)
-{
-    if (!rs) {
-        ck_pf_start(own, rows + (size_t)n * rb, rows + (size_t)b * rb);
-        return own;
-    }
-    if (!(rs->started >> p & 1u)) {
-        ck_pf_start(&rs->pf[p], rows + (size_t)n * rb, rows + (size_t)(rs->end < part_end ? rs->end : part_end) * rb);
-        rs->started |= 1u << p;
-    }
-    return &rs->pf[p];
-}
-#endif
-
 static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w, const float *bias, const float *add,
-                     int ld_add, int T, int K, int64_t n0, int64_t n1, int fast, row_streams *rs)
+                     int ld_add, int T, int K, int64_t n0, int64_t n1, int fast)
 {
     int64_t base = 0, n;
     int p, t;
-    (void)rs; /* (the x86 bodies') */
     for (p = 0; p < w->n_parts; base += w->rows[p], p++) {
         const int type = w->type[p];
         const size_t rb = ck_qtype_row_bytes(type, K);
@@ -1285,8 +1256,7 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
             const void *act = act_row(acts, type, t);
             if (t == paired) continue;
 #ifdef CK_X86
-            ck_pf_stream own; /* the bodies that take one: the rows' lines a few per block (ck_simd.h) */
-            const int64_t part_end = base + w->rows[p];
+            ck_pf_stream pf; /* given to the bodies that take one: they then ask for their lines ahead (ck_pf_lines) */
 #endif
             float *o = out + (size_t)t * ldo;
             const float *ad = add ? add + (size_t)t * ld_add : NULL;
@@ -1295,15 +1265,13 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
             if (fast && acts->k4 && is_k45(type)) { /* activations in the nibbles' order */
                 (type == CK_Q_Q4_K ? rows_q4_K_512 : rows_q5_K_512)(o, rows, rb, acts->k4 + (size_t)t * K,
                                                                     acts->k4sums + (size_t)t * (K / 32),
-                                                                    (const ck_block_q8_K *)act, K / CK_QK_K, bias, ad, n, b,
-                                                                    rows_stream(rs, p, &own, rows, rb, n, b, part_end));
+                                                                    (const ck_block_q8_K *)act, K / CK_QK_K, bias, ad, n, b);
                 n = b;
             }
-            if (dot == dot_avx512_q6_K && n < b) { /* q6_K on AVX-512, its lines requested a few per block (ck_pf_ahead) */
-                ck_pf_stream *pf = rows_stream(rs, p, &own, rows, rb, n, b, part_end);
+            if (dot == dot_avx512_q6_K) { /* q6_K on AVX-512, its lines requested a few per block (ck_pf_lines) */
                 for (; n < b; n++)
                     o[n] = dot_q6_K_512(K / CK_QK_K, (const ck_block_q6_K *)(rows + (size_t)n * rb),
-                                        (const ck_block_q8_K *)act, pf) + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
+                                        (const ck_block_q8_K *)act, &pf) + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
             }
             if (fast && acts->g4.q && ck_qdot4_takes(type)) { /* q4_0 / q4_1 / q5_0 / q5_1: AVX-512 VBMI, AVX2 */
                 /* the last K % 128 elements of each row by the type's AVX2 one-block body (these bodies run only
@@ -1316,8 +1284,7 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                                    add ? add + (size_t)(t + 1) * ld_add : NULL, n, b);
                     paired = t + 1;
                 } else {
-                    ck_qdot4_rows(o, &acts->g4, t, type, rows, rb, act, tail, bias, ad, n, b,
-                                  n < b ? rows_stream(rs, p, &own, rows, rb, n, b, part_end) : NULL);
+                    ck_qdot4_rows(o, &acts->g4, t, type, rows, rb, act, tail, bias, ad, n, b);
                 }
                 n = b;
             }
@@ -1328,9 +1295,8 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                 ax.d = acts->q8.d + (size_t)t * nb;
                 ax.off8 = acts->off + (size_t)t * (K / 2);
                 ax.off128 = ax.off8 + K / 4;
-                ck_pf_stream *pf = n < b ? rows_stream(rs, p, &own, rows, rb, n, b, part_end) : NULL;
                 for (; n < b; n++) {
-                    float v = dot_q40_q80_512(type == CK_Q_Q8_0, nb, rows + (size_t)n * rb, &ax, pf);
+                    float v = dot_q40_q80_512(type == CK_Q_Q8_0, nb, rows + (size_t)n * rb, &ax, &pf);
                     o[n] = v + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
                 }
             }
@@ -1341,7 +1307,6 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                  * 0.98x, q5_K 0.90x / 0.96x, q6_K 0.99x / 0.99x */
                 const int64_t nb = K / CK_QK_K;
                 const ck_block_q8_K *ak = (const ck_block_q8_K *)act;
-                ck_pf_stream *pf = n < b ? rows_stream(rs, p, &own, rows, rb, n, b, part_end) : NULL;
                 if (t + 1 < T && n < b) { /* two tokens: each block unpacked once for both */
                     const ck_block_q8_K *ak1 = (const ck_block_q8_K *)act_row(acts, type, t + 1);
                     float *o1 = out + (size_t)(t + 1) * ldo;
@@ -1351,9 +1316,9 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                         const char *wr = rows + (size_t)n * rb;
                         float v[2];
                         if (type == CK_Q_Q6_K)
-                            dot2_q6_K(nb, (const ck_block_q6_K *)wr, pair, pf, v);
+                            dot2_q6_K(nb, (const ck_block_q6_K *)wr, pair, &pf, v);
                         else
-                            dot2_qk45(type == CK_Q_Q5_K, nb, wr, pair, pf, v);
+                            dot2_qk45(type == CK_Q_Q5_K, nb, wr, pair, &pf, v);
                         o[n] = v[0] + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
                         o1[n] = v[1] + (bias ? bias[n] : 0.0f) + (ad1 ? ad1[n] : 0.0f);
                     }
@@ -1361,8 +1326,8 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                 }
                 for (; n < b; n++) {
                     const char *wr = rows + (size_t)n * rb;
-                    const float v = type == CK_Q_Q6_K ? dot_q6_K(nb, (const ck_block_q6_K *)wr, ak, pf)
-                                                      : dot_qk45(type == CK_Q_Q5_K, nb, wr, ak, pf);
+                    const float v = type == CK_Q_Q6_K ? dot_q6_K(nb, (const ck_block_q6_K *)wr, ak, &pf)
+                                                      : dot_qk45(type == CK_Q_Q5_K, nb, wr, ak, &pf);
                     o[n] = v + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
                 }
             }
@@ -1370,13 +1335,13 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                 /* the other SIMD bodies: in 512-element chunks, the lines requested between them (the portable
                  * path keeps its one sum per row: the same order as on every other machine, wasm included) */
                 const size_t cw = ck_qtype_row_bytes(type, 512), ca = ck_qtype_row_bytes(ck_qtype_dot_type(type), 512);
+                const int lines = (int)((cw + 63) / 64);
                 int64_t c;
-                ck_pf_stream *pf = n < b ? rows_stream(rs, p, &own, rows, rb, n, b, part_end) : NULL;
                 for (; n < b; n++) {
                     const char *wr = rows + (size_t)n * rb;
                     float v = 0.0f;
                     for (c = 0; c < K / 512; c++) {
-                        ck_pf_ahead(pf, wr + cw * (size_t)c);
+                        ck_pf_lines(wr + cw * (size_t)c, lines);
                         v += dot(512, wr + cw * (size_t)c, (const char *)act + ca * (size_t)c);
                     }
                     o[n] = v + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
@@ -1566,7 +1531,7 @@ static int prefill_min_t(const ck_qmat *w)
  * on 2 threads (AMD EPYC Zen 5 VM), 9-21 us of 48-190 (11-17%) on average, neither thread first more often than
  * the other (their shares of the memory bandwidth swing from call to call), the early one waiting at the end.
  * So each thread owns an even share of the rows and takes it from the front, each time half of what is left (at
- * least CK_OWN_ROWS), its prefetch stream running on across the pieces (row_streams); a thread done with its own
+ * least CK_OWN_ROWS), and a thread done with its own
  * takes half of what is left of the fullest share, from the back. 1.1B decode on 2 threads, same VM, interleaved
  * against the even split (two runs each, the VM's bandwidth differing): q4_0 1.010x / 1.034x the tokens per
  * second, q4_K_M 1.018x / 1.085x, q8_0 1.021x; the GEMVs alone (bench_decode.py) 0.99-1.015x. (Pieces of a fixed 64
@@ -1609,11 +1574,9 @@ static int share_take(uint64_t *share, int steal, int64_t *r0, int64_t *r1)
 static void rows_shared(uint64_t *shares, int nt, int id, float *out, int ldo, const act_set *acts, const ck_qmat *w,
                         const float *bias, const float *add, int ld_add, int T, int K)
 {
-    row_streams rs;
     int64_t r0, r1;
     int i;
-    rs.end = (int64_t)(shares[id] & 0xFFFFFFFFu), rs.started = 0;
-    while (share_take(&shares[id], 0, &r0, &r1)) dot_rows(out, ldo, acts, w, bias, add, ld_add, T, K, r0, r1, 1, &rs);
+    while (share_take(&shares[id], 0, &r0, &r1)) dot_rows(out, ldo, acts, w, bias, add, ld_add, T, K, r0, r1, 1);
     for (;;) { /* then from the back of the share with the most rows left */
         int victim = -1;
         int64_t most = 0;
@@ -1625,7 +1588,7 @@ static void rows_shared(uint64_t *shares, int nt, int id, float *out, int ldo, c
         if (most < 32) return; /* (what is left is its owner's next piece or two) */
         if (share_take(&shares[victim], 1, &r0, &r1)) {
             __atomic_fetch_add(&steals, 1ul, __ATOMIC_RELAXED);
-            dot_rows(out, ldo, acts, w, bias, add, ld_add, T, K, r0, r1, 1, NULL);
+            dot_rows(out, ldo, acts, w, bias, add, ld_add, T, K, r0, r1, 1);
         }
     }
 }
@@ -1655,7 +1618,7 @@ int ck_linear_q(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, 
         return CK_ENOMEM;
     }
     if (team == 1) {
-        dot_rows(out, ldo, &acts, w, bias, add, ld_add, T, K, 0, N, 1, NULL);
+        dot_rows(out, ldo, &acts, w, bias, add, ld_add, T, K, 0, N, 1);
     } else {
 #ifdef _OPENMP
         /* one token: shares taken in pieces (rows_shared); several: an even split (their rows go in chunks that
@@ -1677,7 +1640,7 @@ int ck_linear_q(float *out, int ldo, const float *x, int ldx, const ck_qmat *w, 
             if (shared && nt == team)
                 rows_shared(shares, nt, id, out, ldo, &acts, w, bias, add, ld_add, T, K);
             else if (n0 < n1) /* (or a team smaller than asked: the shares were made for `team`) */
-                dot_rows(out, ldo, &acts, w, bias, add, ld_add, T, K, n0, n1, 1, NULL);
+                dot_rows(out, ldo, &acts, w, bias, add, ld_add, T, K, n0, n1, 1);
         }
 #endif
     }
@@ -1698,7 +1661,7 @@ int ck_linear_q_ref(float *out, int ldo, const float *x, int ldx, const ck_qmat 
     int rc;
     if (check_types(w)) return CK_ENOTSUP;
     rc = act_prepare(&acts, w, x, ldx, T, K, 0) ? CK_ENOMEM : CK_OK;
-    if (!rc) dot_rows(out, ldo, &acts, w, bias, add, ld_add, T, K, 0, N, 0, NULL);
+    if (!rc) dot_rows(out, ldo, &acts, w, bias, add, ld_add, T, K, 0, N, 0);
     act_free(&acts);
     return rc;
 }
