@@ -95,14 +95,17 @@ static int acts_init(ck_qdot4_acts *a, int T, int K, const acts_src *src)
     memset(a, 0, sizeof *a);
     a->T = T;
     a->K = K;
-    { /* one allocation: q, then d, off and s4 (4-byte lanes after q's multiple of 128 bytes) */
-        const size_t lanes = (size_t)T * (size_t)ng * 16;
-        char *mem = (char *)ck_ws_alloc(lanes * 8 + lanes * 3 * 4 + 64); /* the workspace, else malloc */
+    { /* one allocation: q, then d, off and s4 (4-byte lanes after q's multiple of 128 bytes), d8, off8, s8 */
+        const size_t lanes = (size_t)T * (size_t)ng * 16, l8 = (size_t)T * (size_t)(ng / 2) * 8;
+        char *mem = (char *)ck_ws_alloc(lanes * 8 + lanes * 3 * 4 + l8 * 3 * 4 + 64); /* the workspace, else malloc */
         if (!mem) return -1;
         a->q = (int8_t *)mem;
         a->d = (float *)(mem + lanes * 8);
         a->off = (int32_t *)(a->d + lanes);
         a->s4 = (float *)(a->off + lanes);
+        a->d8 = a->s4 + lanes;
+        a->off8 = (int32_t *)(a->d8 + l8);
+        a->s8 = (float *)(a->off8 + l8);
     }
     for (t = 0; t < T; t++) {
         const int8_t *q = src->q + (size_t)t * src->q_stride;
@@ -131,6 +134,16 @@ static int acts_init(ck_qdot4_acts *a, int T, int K, const acts_src *src)
             for (l = 0; l < 16; l++) {
                 a->d[at + l] = d[l / 4];
                 a->s4[at + l] = 0.25f * s[l / 4]; /* 4 lanes per block: exact quarters */
+            }
+            if (g / 2 < ng / 2) { /* block b of group g: lane 4 (b % 2) + 2 (g % 2) + b / 2 of its pair (CK_A2_PAIR) */
+                const size_t at8 = ((size_t)t * (size_t)(ng / 2) + (size_t)(g / 2)) * 8;
+                for (b = 0; b < 4; b++) {
+                    const int lane = (b % 2) * 4 + (g % 2) * 2 + b / 2;
+                    const int32_t *lo = a->off + at + 4 * b;
+                    a->d8[at8 + lane] = d[b];
+                    a->s8[at8 + lane] = s[b];
+                    a->off8[at8 + lane] = lo[0] + lo[1] + lo[2] + lo[3];
+                }
             }
         }
     }
@@ -458,9 +471,14 @@ CK_VBMI static void rows_vbmi(float *out, const ck_qdot4_acts *a, int t, int typ
 /* ---- the same on AVX2 (and AVX-VNNI): two blocks per 256-bit register ------------------------------------------
  * Two 16-byte loads put blocks 2i and 2i + 1's nibbles in the two halves of one register, so the activations in
  * ck_qdot4_acts' order (per 128 elements: the 4 blocks' quants 0-15, then 16-31) meet them lane for lane: each
- * block's exact integer dot product lands in 4 int32 lanes, the weights' scales (and mins) are placed on their
- * lanes by one byte shuffle of the group's 4 first words, and the float work is one multiply-add per 8 lanes.
- * Per 128 weights about 40 instructions where the one-block body (qlinear.c) takes about 70. */
+ * block's exact integer dot product lands in 4 int32 lanes. Two groups (8 blocks) at a time, three horizontal
+ * adds reduce each block's 4 lanes to one, so the float work (conversion, the weights' f16 scales times the
+ * token's, one multiply-add) is done once for 8 blocks, the 8 scales packed from 8 word loads (CK_A2_PAIR). Per
+ * 128 weights about 33 instructions where scales placed on each block's 4 lanes (CK_A2_ACC, still the step of an
+ * odd last group) took about 39, and the one-block body (qlinear.c) about 70: 1.1B shape, one thread, GB/s of
+ * weights read from DRAM (AMD EPYC Zen 5 VM, interleaved) CK_KERNELS=avx2-vnni q4_0 28.8 -> 35.3, q4_1 27.0 ->
+ * 36.2, q5_0 22.8 -> 23.4, q5_1 21.6 -> 24.7; avx2 q4_0 26.6 -> 31.9, q4_1 25.0 -> 32.6 (q5 bodies spend their
+ * time on the fifth bits). Gathering the 8 scales with vpgatherdd instead read 0.82x. */
 #define CK_A2 __attribute__((target("avx2,fma,f16c")))
 #define CK_A2V __attribute__((target("avx2,fma,f16c,avxvnni")))
 
@@ -564,19 +582,64 @@ CK_A2 static inline __attribute__((always_inline)) void a2_unpack(a2_group *u, i
         }                                                                                                              \
     } while (0)
 
-/* The body for one token: the dot product of a row's 4 ng blocks with the prepared activations */
+/* Two groups (8 blocks) of one token: each block's integer sum reduced to one lane by three horizontal adds,
+ * lanes in the order [0, 2, 4, 6, 1, 3, 5, 7] of the pair (ck_qdot4_acts' d8), then one conversion, one
+ * scale product and one multiply-add for the 8 blocks; the 8 blocks' f16 scales (and mins) by 8 word loads */
+#define CK_A2_PAIR(DOT, type, w, u, v, q, d8, off8, s8, acc, accm)                                                     \
+    do {                                                                                                               \
+        const int bs_ = (type) == CK_Q_Q4_0 ? 18 : (type) == CK_Q_Q4_1 ? 20 : (type) == CK_Q_Q5_0 ? 22 : 24;           \
+        const int has_min_ = (type) == CK_Q_Q4_1 || (type) == CK_Q_Q5_1, q5_ = (type) == CK_Q_Q5_0 || (type) == CK_Q_Q5_1; \
+        const __m256i z_ = _mm256_setzero_si256();                                                                     \
+        const __m256i p0_ = DOT((u).l0, (u).h0, _mm256_loadu_si256((const __m256i *)(q)),                              \
+                                _mm256_loadu_si256((const __m256i *)((q) + 64)), z_);                                  \
+        const __m256i p1_ = DOT((u).l1, (u).h1, _mm256_loadu_si256((const __m256i *)((q) + 32)),                       \
+                                _mm256_loadu_si256((const __m256i *)((q) + 96)), z_);                                  \
+        const __m256i r0_ = DOT((v).l0, (v).h0, _mm256_loadu_si256((const __m256i *)((q) + 128)),                      \
+                                _mm256_loadu_si256((const __m256i *)((q) + 192)), z_);                                 \
+        const __m256i r1_ = DOT((v).l1, (v).h1, _mm256_loadu_si256((const __m256i *)((q) + 160)),                      \
+                                _mm256_loadu_si256((const __m256i *)((q) + 224)), z_);                                 \
+        __m256i h_ = _mm256_hadd_epi32(_mm256_hadd_epi32(p0_, p1_), _mm256_hadd_epi32(r0_, r1_));                      \
+        const __m128i e_ = _mm_setr_epi32((int)a2_u32(w), (int)a2_u32((w) + 2 * bs_), (int)a2_u32((w) + 4 * bs_),      \
+                                          (int)a2_u32((w) + 6 * bs_));                                                 \
+        const __m128i o_ = _mm_setr_epi32((int)a2_u32((w) + bs_), (int)a2_u32((w) + 3 * bs_), (int)a2_u32((w) + 5 * bs_), \
+                                          (int)a2_u32((w) + 7 * bs_));                                                 \
+        const __m128i lo_ = _mm_set1_epi32(0xFFFF);                                                                    \
+        if (!has_min_) {                                                                                               \
+            __m256i o8_ = _mm256_loadu_si256((const __m256i *)(off8));                                                 \
+            h_ = _mm256_add_epi32(h_, q5_ ? _mm256_slli_epi32(o8_, 1) : o8_);                                          \
+        }                                                                                                              \
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm_packus_epi32(_mm_and_si128(e_, lo_), _mm_and_si128(o_, lo_))), \
+                                            _mm256_loadu_ps(d8)),                                                      \
+                              _mm256_cvtepi32_ps(h_), acc);                                                            \
+        if (has_min_)                                                                                                  \
+            accm = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_packus_epi32(_mm_srli_epi32(e_, 16), _mm_srli_epi32(o_, 16))),  \
+                                   _mm256_loadu_ps(s8), accm);                                                         \
+    } while (0)
+
+/* The body for one token: the dot product of a row's 4 ng blocks with the prepared activations, two groups per
+ * step (an odd last group by the one-group step) */
 #define CK_A2_BODY(NAME, ATTR, DOT)                                                                                   \
-    ATTR static inline float NAME(int type, int64_t ng, const char *w, const int8_t *q, const float *d,              \
-                                  const int32_t *off, const float *s4)                             \
+    ATTR static inline float NAME(int type, int64_t ng, const char *w, const ck_qdot4_acts *a, int t)                  \
     {                                                                                                                  \
         const int bsize = type == CK_Q_Q4_0 ? 18 : type == CK_Q_Q4_1 ? 20 : type == CK_Q_Q5_0 ? 22 : 24;              \
+        const size_t at = (size_t)t * (size_t)ng, at8 = (size_t)t * (size_t)(ng / 2) * 8;                              \
+        const int8_t *q = a->q + at * 128;                                                                             \
+        const float *d8 = a->d8 + at8, *s8 = a->s8 + at8;                                                              \
+        const int32_t *off8 = a->off8 + at8;                                                                           \
         __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), accm = _mm256_setzero_ps();                  \
         int64_t g;                                                                                                     \
-        for (g = 0; g < ng; g++, w += 4 * bsize, q += 128, d += 16, off += 16, s4 += 16) {                            \
-            a2_group u;                                                                                                \
-            ck_pf_lines(w, (7 * bsize + 63) / 64); /* a group, and a row's 1-3 block tail after it */             \
+        for (g = 0; g + 1 < ng; g += 2, w += 8 * bsize, q += 256, d8 += 8, off8 += 8, s8 += 8) {                       \
+            a2_group u, v;                                                                                             \
+            ck_pf_lines(w, (11 * bsize + 63) / 64); /* two groups, and a row's 1-3 block tail after them */            \
             a2_unpack(&u, type, w);                                                                                    \
-            CK_A2_ACC(DOT, type, u, q, d, off, s4, acc0, acc1, accm);                                                  \
+            a2_unpack(&v, type, w + 4 * bsize);                                                                        \
+            CK_A2_PAIR(DOT, type, w, u, v, q, d8, off8, s8, acc0, accm);                                               \
+        }                                                                                                              \
+        if (g < ng) {                                                                                                  \
+            a2_group u;                                                                                                \
+            const size_t l = (at + (size_t)g) * 16;                                                                    \
+            a2_unpack(&u, type, w);                                                                                    \
+            CK_A2_ACC(DOT, type, u, q, a->d + l, a->off + l, a->s4 + l, acc0, acc1, accm);                             \
         }                                                                                                              \
         return ck_hsum8(_mm256_add_ps(_mm256_add_ps(acc0, acc1), accm));                                              \
     }
@@ -586,21 +649,33 @@ CK_A2_BODY(dot_avxvnni_g4, CK_A2V, CK_A2_DOT_VNNI)
 /* The same for two tokens (a batch of sequences), each group unpacked once for both; each token's operations
  * and their order are the one-token body's, so its result is too, bit for bit */
 #define CK_A2_BODY2(NAME, ATTR, DOT)                                                                                  \
-    ATTR static inline void NAME(int type, int64_t ng, const char *w, const int8_t *q, const float *d,               \
-                                 const int32_t *off, const float *s4, const int8_t *qb, const float *db,             \
-                                 const int32_t *offb, const float *s4b, float *v0, float *v1)       \
+    ATTR static inline void NAME(int type, int64_t ng, const char *w, const ck_qdot4_acts *a, int t0, int t1,          \
+                                 float *v0, float *v1)                                                                 \
     {                                                                                                                  \
         const int bsize = type == CK_Q_Q4_0 ? 18 : type == CK_Q_Q4_1 ? 20 : type == CK_Q_Q5_0 ? 22 : 24;              \
+        const size_t at0 = (size_t)t0 * (size_t)ng, at1 = (size_t)t1 * (size_t)ng;                                     \
+        const size_t a80 = (size_t)t0 * (size_t)(ng / 2) * 8, a81 = (size_t)t1 * (size_t)(ng / 2) * 8;                 \
+        const int8_t *q = a->q + at0 * 128, *qb = a->q + at1 * 128;                                                    \
+        const float *d8 = a->d8 + a80, *s8 = a->s8 + a80, *db8 = a->d8 + a81, *sb8 = a->s8 + a81;                      \
+        const int32_t *off8 = a->off8 + a80, *offb8 = a->off8 + a81;                                                   \
         __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), accm = _mm256_setzero_ps();                  \
         __m256 bcc0 = _mm256_setzero_ps(), bcc1 = _mm256_setzero_ps(), bccm = _mm256_setzero_ps();                  \
         int64_t g;                                                                                                     \
-        for (g = 0; g < ng; g++, w += 4 * bsize, q += 128, d += 16, off += 16, s4 += 16, qb += 128, db += 16,        \
-                          offb += 16, s4b += 16) {                                                                     \
-            a2_group u;                                                                                                \
-            ck_pf_lines(w, (7 * bsize + 63) / 64);                                                                \
+        for (g = 0; g + 1 < ng; g += 2, w += 8 * bsize, q += 256, qb += 256, d8 += 8, off8 += 8, s8 += 8, db8 += 8,    \
+                                offb8 += 8, sb8 += 8) {                                                                \
+            a2_group u, v;                                                                                             \
+            ck_pf_lines(w, (11 * bsize + 63) / 64);                                                                    \
             a2_unpack(&u, type, w);                                                                                    \
-            CK_A2_ACC(DOT, type, u, q, d, off, s4, acc0, acc1, accm);                                                  \
-            CK_A2_ACC(DOT, type, u, qb, db, offb, s4b, bcc0, bcc1, bccm);                                              \
+            a2_unpack(&v, type, w + 4 * bsize);                                                                        \
+            CK_A2_PAIR(DOT, type, w, u, v, q, d8, off8, s8, acc0, accm);                                               \
+            CK_A2_PAIR(DOT, type, w, u, v, qb, db8, offb8, sb8, bcc0, bccm);                                           \
+        }                                                                                                              \
+        if (g < ng) {                                                                                                  \
+            a2_group u;                                                                                                \
+            const size_t l0 = (at0 + (size_t)g) * 16, l1 = (at1 + (size_t)g) * 16;                                     \
+            a2_unpack(&u, type, w);                                                                                    \
+            CK_A2_ACC(DOT, type, u, q, a->d + l0, a->off + l0, a->s4 + l0, acc0, acc1, accm);                          \
+            CK_A2_ACC(DOT, type, u, qb, a->d + l1, a->off + l1, a->s4 + l1, bcc0, bcc1, bccm);                         \
         }                                                                                                              \
         *v0 = ck_hsum8(_mm256_add_ps(_mm256_add_ps(acc0, acc1), accm));                                               \
         *v1 = ck_hsum8(_mm256_add_ps(_mm256_add_ps(bcc0, bcc1), bccm));                                               \
@@ -615,22 +690,18 @@ CK_A2_BODY2(dot2_avxvnni_g4, CK_A2V, CK_A2_DOT_VNNI)
                           int64_t n1)                                                                                  \
     {                                                                                                                  \
         const int64_t ng = a->K / 128, tail = a->K / CK_QK - 4 * ng;                                                   \
-        const size_t at = (size_t)t * (size_t)ng;                                                                      \
         const int bsize = type == CK_Q_Q4_0 ? 18 : type == CK_Q_Q4_1 ? 20 : type == CK_Q_Q5_0 ? 22 : 24;              \
         const int has_min = type == CK_Q_Q4_1 || type == CK_Q_Q5_1;                                                   \
         const char *act_tail = (const char *)act_row + 4 * ng * (has_min ? sizeof(ck_block_q8_1) : sizeof(ck_block_q8_0)); \
-        const int8_t *q = a->q + at * 128;                                                                             \
-        const float *d = a->d + at * 16, *s4 = a->s4 + at * 16;                                                        \
-        const int32_t *off = a->off + at * 16;                                                                         \
         int64_t n;                                                                                                     \
         for (n = n0; n < n1; n++) {                                                                                    \
             const char *w = rows + (size_t)n * row_bytes;                                                              \
             float v;                                                                                                   \
             switch (type) {                                                                                            \
-            case CK_Q_Q4_0: v = BODY(CK_Q_Q4_0, ng, w, q, d, off, s4); break;                                    \
-            case CK_Q_Q4_1: v = BODY(CK_Q_Q4_1, ng, w, q, d, off, s4); break;                                    \
-            case CK_Q_Q5_0: v = BODY(CK_Q_Q5_0, ng, w, q, d, off, s4); break;                                    \
-            default: v = BODY(CK_Q_Q5_1, ng, w, q, d, off, s4); break;                                           \
+            case CK_Q_Q4_0: v = BODY(CK_Q_Q4_0, ng, w, a, t); break;                                                   \
+            case CK_Q_Q4_1: v = BODY(CK_Q_Q4_1, ng, w, a, t); break;                                                   \
+            case CK_Q_Q5_0: v = BODY(CK_Q_Q5_0, ng, w, a, t); break;                                                   \
+            default: v = BODY(CK_Q_Q5_1, ng, w, a, t); break;                                                          \
             }                                                                                                          \
             if (tail) v += tail_dot(tail * CK_QK, w + 4 * ng * (size_t)bsize, act_tail);                              \
             out[n] = v + (bias ? bias[n] : 0.0f) + (add ? add[n] : 0.0f);                                             \
@@ -647,22 +718,18 @@ CK_A2_ROWS(rows_avxvnni, CK_A2V, dot_avxvnni_g4)
                           int64_t n1)                                                                                  \
     {                                                                                                                  \
         const int64_t ng = a->K / 128, tail = a->K / CK_QK - 4 * ng;                                                   \
-        const size_t at0 = (size_t)t0 * (size_t)ng, at1 = (size_t)t1 * (size_t)ng;                                     \
         const int bsize = type == CK_Q_Q4_0 ? 18 : type == CK_Q_Q4_1 ? 20 : type == CK_Q_Q5_0 ? 22 : 24;              \
         const int has_min = type == CK_Q_Q4_1 || type == CK_Q_Q5_1;                                                   \
         const size_t tail_at = 4 * (size_t)ng * (has_min ? sizeof(ck_block_q8_1) : sizeof(ck_block_q8_0));            \
-        const int8_t *q = a->q + at0 * 128, *qb = a->q + at1 * 128;                                                    \
-        const float *d = a->d + at0 * 16, *s4 = a->s4 + at0 * 16, *db = a->d + at1 * 16, *s4b = a->s4 + at1 * 16;    \
-        const int32_t *off = a->off + at0 * 16, *offb = a->off + at1 * 16;                                             \
         int64_t n;                                                                                                     \
         for (n = n0; n < n1; n++) {                                                                                    \
             const char *w = rows + (size_t)n * row_bytes;                                                              \
             float v0, v1;                                                                                              \
             switch (type) {                                                                                            \
-            case CK_Q_Q4_0: BODY2(CK_Q_Q4_0, ng, w, q, d, off, s4, qb, db, offb, s4b, &v0, &v1); break;          \
-            case CK_Q_Q4_1: BODY2(CK_Q_Q4_1, ng, w, q, d, off, s4, qb, db, offb, s4b, &v0, &v1); break;          \
-            case CK_Q_Q5_0: BODY2(CK_Q_Q5_0, ng, w, q, d, off, s4, qb, db, offb, s4b, &v0, &v1); break;          \
-            default: BODY2(CK_Q_Q5_1, ng, w, q, d, off, s4, qb, db, offb, s4b, &v0, &v1); break;                 \
+            case CK_Q_Q4_0: BODY2(CK_Q_Q4_0, ng, w, a, t0, t1, &v0, &v1); break;                                       \
+            case CK_Q_Q4_1: BODY2(CK_Q_Q4_1, ng, w, a, t0, t1, &v0, &v1); break;                                       \
+            case CK_Q_Q5_0: BODY2(CK_Q_Q5_0, ng, w, a, t0, t1, &v0, &v1); break;                                       \
+            default: BODY2(CK_Q_Q5_1, ng, w, a, t0, t1, &v0, &v1); break;                                              \
             }                                                                                                          \
             if (tail) {                                                                                                \
                 v0 += tail_dot(tail * CK_QK, w + 4 * ng * (size_t)bsize, (const char *)act0 + tail_at);               \

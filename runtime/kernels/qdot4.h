@@ -24,6 +24,11 @@ typedef struct {
     float *d;
     int32_t *off;
     float *s4;
+    /* per pair of groups (8 blocks), one lane per block in the order [0, 2, 4, 6, 1, 3, 5, 7]: d, the block's
+     * offset -8 sum qa, and s (the AVX2 bodies' two-group step) [T][K / 256][8] */
+    float *d8;
+    int32_t *off8;
+    float *s8;
 } ck_qdot4_acts;
 
 int ck_qdot4_type(int type); /* 1 for q4_0, q4_1, q5_0 and q5_1 */

@@ -611,6 +611,7 @@ TEST_CASE("quant: one token's rows shared between threads (pieces, and rows take
 TEST_CASE("quant: every kernel path's decode gives the reference's integers (tails, bias, in place)", "[quant]")
 {
     // K = 352: 11 blocks of 32, i.e. 2 groups of the 4-block bodies (qdot4.c) and a 3-block tail; 800: 6 + 1;
+    // 480: 3 + 3 and 160: 1 + 1 (the AVX2 bodies take groups in pairs: an odd last group by the one-group step);
     // 768 for the K-quants (3 blocks of 256); 1024: the rows in 512-element chunks with the prefetch stream between
     // them (the bodies without one of their own). Each path the CPU has runs; the others are reported as skipped.
     for (const char *path : kernel_paths()) {
@@ -621,7 +622,7 @@ TEST_CASE("quant: every kernel path's decode gives the reference's integers (tai
         }
         CHECK(std::string(ck_cpu_path()) == path);
         for (int type : kStored)
-            for (int K : {352, 800, 768, 1024}) {
+            for (int K : {352, 800, 480, 160, 768, 1024}) {
                 if ((K % ck_qtype_block(type)) != 0) continue;
                 const int N = 37, ldo = N + 3;
                 INFO("path " << path << " type " << ck_qtype_name(type) << " K " << K);
