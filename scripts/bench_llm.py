@@ -29,6 +29,11 @@ llama.cpp loading it. Prefill is 128 tokens with the last position's logits
 f32 for both. Besides tokens/s and ratios it prints decode as a fraction of
 this machine's read bandwidth, measured in the same run (bytes of weights
 read per token / time per token). Every table starts with the CPU's model and flags.
+
+--kernels LEVEL (avx512, avx2-vnni or avx2) runs both at an instruction-set level below this CPU's, as
+another x86 CPU would: ckc with CK_KERNELS=LEVEL, llama.cpp built at that level (scripts/llama_cpp.sh --lib,
+cached) and loaded through LLAMA_CPP_LIB_PATH; the header says what each ran. On an AVX-512 machine this
+measures the AVX2 kernels an AMD Zen 2/3 or an Intel client CPU runs, against llama.cpp's AVX2 build.
 """
 import argparse
 import json
@@ -169,6 +174,9 @@ def main():
                     help="--against llama.cpp: the formats to write the weights in (ckc quantize --type; "
                          f"{', '.join(LLAMA_MIXES)}: llama.cpp's own quantizer and its default mix)")
     ap.add_argument("--gguf", help="--against llama.cpp: a GGUF file to run instead of the random weights")
+    ap.add_argument("--kernels", choices=sorted(LEVEL_FLAGS),
+                    help="--against llama.cpp: both at this instruction-set level (ckc's CK_KERNELS, llama.cpp "
+                         "built at it), below this CPU's")
     a = ap.parse_args()
     for name in ("prefill", "decode", "context"):
         if getattr(a, name) < 1:
@@ -300,11 +308,45 @@ def decode_bytes(path):
     return total, int(next(t for t in r.tensors if t.name == "token_embd.weight").shape[1])
 
 
+# --kernels: the /proc/cpuinfo flags each level needs (as runtime/kernels/cpu.c's paths)
+LEVEL_FLAGS = {"avx2": ("avx2", "fma", "f16c"), "avx2-vnni": ("avx2", "fma", "f16c", "avx_vnni"),
+               "avx512": ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni")}
+
+
+def level_envs(a, script):
+    """Each contender's worker environment: at --kernels' level, ckc capped by CK_KERNELS and llama.cpp's
+    libraries built at that level (LLAMA_CPP_LIB_PATH); and the header line saying so."""
+    envs = {k: worker_env("ckc", os.environ) for k in ("ckc", "llama.cpp")}
+    if not a.kernels:
+        return envs, "kernels: this CPU's best (ckc's dispatch; llama.cpp: scripts/llama_cpp.sh --print)"
+    flags = set()
+    with open(os.environ.get("CKC_CPUINFO", "/proc/cpuinfo")) as f:  # (CKC_CPUINFO: tests)
+        for line in f:
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    missing = [x for x in LEVEL_FLAGS[a.kernels] if x not in flags]
+    if missing:
+        sys.exit(f"bench_llm: --kernels {a.kernels}: this CPU has no {' '.join(missing)}")
+    print(f"== llama.cpp at {a.kernels} (scripts/llama_cpp.sh --lib; a build takes several minutes once)",
+          file=sys.stderr)
+    out = subprocess.run([script, "--lib"], env=dict(os.environ, CKC_LLAMA_CPP_CONFIG=a.kernels), check=True,
+                         stdout=subprocess.PIPE, text=True).stdout.split()
+    lib = out[-1]
+    envs["ckc"]["CK_KERNELS"] = a.kernels
+    envs["llama.cpp"]["LLAMA_CPP_LIB_PATH"] = lib
+    info = subprocess.run([sys.executable, "-c", "import llama_cpp; print(llama_cpp.llama_print_system_info().decode())"],
+                          env=envs["llama.cpp"], stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+    have = " ".join(x.split("=")[0].strip() for x in info.split("|") if x.strip().endswith("= 1"))
+    return envs, (f"kernels: {a.kernels} (ckc: CK_KERNELS={a.kernels}; llama.cpp built at it, {lib}: {have})")
+
+
 def against_llama_cpp(a):
     import numpy as np
 
     here = os.path.dirname(os.path.abspath(__file__))
     subprocess.run([os.path.join(here, "llama_cpp.sh")], check=True, stdout=sys.stderr)
+    envs, level = level_envs(a, os.path.join(here, "llama_cpp.sh"))
     name = "gguf-" + (os.path.basename(a.gguf) if a.gguf else
                       os.path.basename(os.path.dirname(os.path.abspath(a.config))))
     out = os.path.join(a.out, name)
@@ -336,11 +378,12 @@ def against_llama_cpp(a):
             files[f] = path
     sos = {f: ckc.build_library(ckc.compile_model(p, os.path.join(out, "c-" + f))) for f, p in files.items()}
     print(machine())
+    print(level)
     for threads in thread_counts(a):
-        compare_with_llama_cpp(a, name, out, files, sos, threads)
+        compare_with_llama_cpp(a, name, out, files, sos, threads, envs)
 
 
-def compare_with_llama_cpp(a, name, out, files, sos, threads):
+def compare_with_llama_cpp(a, name, out, files, sos, threads, envs):
     """One table: every file in ckc and in llama.cpp at `threads` threads, interleaved."""
     import numpy as np
 
@@ -366,7 +409,7 @@ def compare_with_llama_cpp(a, name, out, files, sos, threads):
                    "--decode", str(a.decode), "--context", str(a.context), "--vocab", str(vocab),
                    "--logits", os.path.join(out, f"logits-{f}-{k}.npy")]
             procs[f, k] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                           env=worker_env("ckc", os.environ))
+                                           env=envs[k])
             if procs[f, k].stdout.readline().strip() != "ready":
                 died((f, k), "loading the model")
 

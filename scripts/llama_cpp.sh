@@ -11,16 +11,26 @@
 #            -DGGML_AMX_TILE/INT8/BF16=OFF: llama.cpp 0.3.36's native build
 #            dies with SIGSEGV in ggml_backend_amx_mul_mat on some Xeons.
 #
-# CKC_LLAMA_CPP_CONFIG=native|noamx forces one; CKC_LLAMA_CPP_CMAKE_ARGS adds
-# CMake arguments (and makes its own configuration). The built wheel is cached
-# per configuration and CPU in ${CKC_CACHE_DIR:-~/.cache/ckc}/wheels/<key>/, so
-# later installs take seconds and a cache shared between machines never hands
-# one CPU the other's build. Idempotent: does nothing when the installed build
-# is the pinned version in this machine's configuration.
+# and, for benchmarks of an instruction-set level below the CPU's (what another
+# x86 CPU runs; scripts/bench_llm.py --kernels):
+#   avx512     as noamx without AVX-512 VBMI and BF16 (ckc's "avx512" kernel path)
+#   avx2-vnni  AVX2, FMA, F16C and AVX-VNNI, no AVX-512 (Intel's client CPUs)
+#   avx2       AVX2, FMA and F16C only (AMD Zen 2/3, Intel before Alder Lake)
+#
+# CKC_LLAMA_CPP_CONFIG=native|noamx|avx512|avx2-vnni|avx2 forces one;
+# CKC_LLAMA_CPP_CMAKE_ARGS adds CMake arguments (and makes its own
+# configuration). The built wheel is cached per configuration and CPU in
+# ${CKC_CACHE_DIR:-~/.cache/ckc}/wheels/<key>/, so later installs take seconds
+# and a cache shared between machines never hands one CPU the other's build.
+# Idempotent: does nothing when the installed build is the pinned version in
+# this machine's configuration.
 #
 #   scripts/llama_cpp.sh            (scripts/test.sh runs it unless CKC_SKIP_SLOW=1)
 #   scripts/llama_cpp.sh --print    the configuration key and CMake arguments, nothing installed
 #   scripts/llama_cpp.sh --rebuild  build again even when a cached wheel exists
+#   scripts/llama_cpp.sh --lib      build (or take the cached wheel), unpack its libraries next to it and print
+#                                   their folder, nothing installed: LLAMA_CPP_LIB_PATH=<it> makes the installed
+#                                   llama-cpp-python load them
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY="$ROOT/.venv/bin/python"
@@ -29,7 +39,8 @@ case "${1:-}" in
     "") ;;
     --print) mode=print ;;
     --rebuild) mode=rebuild ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --lib) mode=lib ;;
+    -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "llama_cpp.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac
 
@@ -43,19 +54,23 @@ if [ -z "$config" ]; then
 fi
 case "$config" in
     native) ARGS=(-DGGML_NATIVE=ON) ;;
-    noamx)
+    noamx|avx512|avx2-vnni|avx2)
         ARGS=(-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
-        on() { if has "$1"; then ARGS+=("-D$2=ON"); else ARGS+=("-D$2=OFF"); fi; }
+        # a flag on where the CPU has it and the configuration's level admits it
+        on() { if has "$1" && [ "${3:-yes}" = yes ]; then ARGS+=("-D$2=ON"); else ARGS+=("-D$2=OFF"); fi; }
+        upto() { case "$config:$1" in avx2:vnni|avx2:avx512|avx2-vnni:avx512|avx512:vbmi|avx512:bf16) echo no ;;
+                                      *) echo yes ;; esac; }
         on sse4_2 GGML_SSE42; on avx GGML_AVX; on avx2 GGML_AVX2; on fma GGML_FMA; on f16c GGML_F16C
-        on bmi2 GGML_BMI2; on avx_vnni GGML_AVX_VNNI
+        on bmi2 GGML_BMI2; on avx_vnni GGML_AVX_VNNI "$(upto vnni)"
         # GGML_AVX512 asks for F, CD, VL, DQ and BW together
-        if has avx512f && has avx512cd && has avx512vl && has avx512dq && has avx512bw; then
-            ARGS+=(-DGGML_AVX512=ON); on avx512vbmi GGML_AVX512_VBMI; on avx512_vnni GGML_AVX512_VNNI
-            on avx512_bf16 GGML_AVX512_BF16
+        if has avx512f && has avx512cd && has avx512vl && has avx512dq && has avx512bw && [ "$(upto avx512)" = yes ]; then
+            ARGS+=(-DGGML_AVX512=ON); on avx512vbmi GGML_AVX512_VBMI "$(upto vbmi)"; on avx512_vnni GGML_AVX512_VNNI
+            on avx512_bf16 GGML_AVX512_BF16 "$(upto bf16)"
         else
             ARGS+=(-DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF)
         fi ;;
-    *) echo "llama_cpp.sh: CKC_LLAMA_CPP_CONFIG must be native or noamx, not '$config'" >&2; exit 2 ;;
+    *) echo "llama_cpp.sh: CKC_LLAMA_CPP_CONFIG must be native, noamx, avx512, avx2-vnni or avx2, not '$config'" >&2
+       exit 2 ;;
 esac
 if [ -n "${CKC_LLAMA_CPP_CMAKE_ARGS:-}" ]; then
     read -r -a extra <<< "$CKC_LLAMA_CPP_CMAKE_ARGS"
@@ -76,6 +91,10 @@ mapfile -t PINS < <(sed -n 's/^#opt-in \(.*==.*\)$/\1/p' "$ROOT/requirements.txt
 LLAMA=$(printf '%s\n' "${PINS[@]}" | grep '^llama-cpp-python==')
 VERSION=${LLAMA#*==}
 MARK="$ROOT/.venv/ckc-llama-cpp-config"   # the configuration of the build installed in .venv
+if [ "$mode" = lib ] && [ -f "${CKC_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ckc}/wheels/$KEY/lib/libllama.so" ]; then
+    echo "${CKC_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ckc}/wheels/$KEY/lib"
+    exit 0
+fi
 if [ "$mode" = install ] && have=$("$PY" -c 'import llama_cpp; print(llama_cpp.__version__)' 2>/dev/null) &&
    [ "$have" = "$VERSION" ] && [ "$(cat "$MARK" 2>/dev/null)" = "$KEY" ]; then
     echo "llama_cpp.sh: llama-cpp-python $have present ($KEY)"
@@ -94,6 +113,19 @@ if [ -z "$WHEEL" ] || [ "$mode" = rebuild ]; then
     mv "$tmp"/llama_cpp_python-*.whl "$CACHE"/   # complete wheels only: a killed build leaves nothing
     WHEEL=$(ls "$CACHE"/llama_cpp_python-"$VERSION"-*.whl | head -1)
     printf '%s\n' "${ARGS[*]}" > "$CACHE/cmake-args"
+    rm -rf "$tmp"
+    trap - EXIT
+fi
+if [ "$mode" = lib ]; then  # the wheel's llama_cpp/lib, unpacked whole before it is put in place
+    tmp=$(mktemp -d "$CACHE/lib.XXXXXX")
+    trap 'rm -rf "$tmp"' EXIT
+    "$PY" -c 'import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+z.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith("llama_cpp/lib/")])' "$WHEEL" "$tmp"
+    rm -rf "$CACHE/lib"
+    mv "$tmp/llama_cpp/lib" "$CACHE/lib"
+    echo "$CACHE/lib"
+    exit 0
 fi
 others=()
 for p in "${PINS[@]}"; do [ "$p" != "$LLAMA" ] && others+=("$p"); done

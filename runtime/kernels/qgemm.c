@@ -30,12 +30,14 @@
  * the BLAS idea of copying a panel of B, not a repacked model.
  *
  * Bodies: AMX-INT8 tiles where the CPU and the OS allow them (cpu.c), else
- * AVX-512 VNNI (picked at run time), and a portable scalar twin with the same
- * integer sums and the same float operations in the same order (fmaf), so all
- * give identical results; tests compare them bit for bit. The AMX body also
- * runs on emulated tiles (plain C with the instructions' semantics and config
- * checks), so machines without AMX test its tiling the same way. CPUs without
- * AVX-512 VNNI keep the float tile path of qlinear.c.
+ * AVX-512 VNNI, else AVX-VNNI or AVX2 (one panel, two ymm of rows; picked at
+ * run time), and a portable scalar twin with the same integer sums and the
+ * same float operations in the same order (fmaf), so all give identical
+ * results; tests compare them bit for bit. The AMX body also runs on emulated
+ * tiles (plain C with the instructions' semantics and config checks), so
+ * machines without AMX test its tiling the same way. Where no body takes a
+ * type (q8_0 on AVX2 without VNNI, CPUs without AVX2) it keeps the float tile
+ * path of qlinear.c.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -53,6 +55,8 @@
 #include "qgemm.h"
 
 #ifdef CK_X86
+#define CK_QA2 __attribute__((target("avx2,fma,f16c")))
+#define CK_QA2V __attribute__((target("avx2,fma,f16c,avxvnni")))
 #define CK_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")))
 #define CK_AMX __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c,amx-tile,amx-int8")))
 #endif
@@ -330,6 +334,95 @@ CK_AVX512 static void quantize_row_avx512(const ck_qgemm_acts *a, const float *x
 }
 #endif
 
+#ifdef CK_X86
+/* the same on AVX2, 8 lanes at a time (identical results, tested) */
+CK_QA2 static inline float hmax8_abs(__m256 m)
+{
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_max_ss(h, _mm_shuffle_ps(h, h, 1)));
+}
+
+CK_QA2 static inline int hsum8_i32(__m256i v)
+{
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+    return _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1)));
+}
+
+/* 8 int32 (each in [-127, 127]) as 8 bytes at q */
+CK_QA2 static inline void store_i8x8(int8_t *q, __m256i i)
+{
+    const __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+    _mm_storel_epi64((__m128i *)q, _mm_packs_epi16(p16, p16));
+}
+
+CK_QA2 static void quantize_row_avx2(const ck_qgemm_acts *a, const float *xr, int8_t *q, float *d, int32_t *sum,
+                                     float *s1)
+{
+    const int K = a->K;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    int b, j;
+    if (a->dot_type == CK_Q_Q8_K) {
+        for (b = 0; b < K / CK_QK_K; b++) {
+            const float *v = xr + CK_QK_K * b;
+            __m256 m = _mm256_setzero_ps();
+            float amax, max = 0.0f, iscale;
+            for (j = 0; j < 32; j++) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(v + 8 * j)));
+            amax = hmax8_abs(m);
+            for (j = 0; j < CK_QK_K; j++) /* the first value of the largest magnitude, with its sign */
+                if (fabsf(v[j]) == amax) {
+                    max = v[j];
+                    break;
+                }
+            if (amax == 0.0f || max == 0.0f) {
+                memset(q + CK_QK_K * b, 0, CK_QK_K);
+                for (j = 0; j < 8; j++) d[8 * b + j] = 0.0f;
+                for (j = 0; j < 16; j++) sum[16 * b + j] = 0;
+                continue;
+            }
+            iscale = -127.f / max;
+            for (j = 0; j < 16; j++) {
+                const __m256 is = _mm256_set1_ps(iscale), top = _mm256_castsi256_ps(_mm256_set1_epi32(127));
+                const __m256i i0 = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(v + 16 * j), is)),
+                                                    _mm256_castps_si256(top));
+                const __m256i i1 = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(v + 16 * j + 8), is)),
+                                                    _mm256_castps_si256(top));
+                store_i8x8(q + CK_QK_K * b + 16 * j, i0);
+                store_i8x8(q + CK_QK_K * b + 16 * j + 8, i1);
+                sum[16 * b + j] = hsum8_i32(_mm256_add_epi32(i0, i1));
+            }
+            for (j = 0; j < 8; j++) d[8 * b + j] = 1 / iscale;
+        }
+        return;
+    }
+    for (b = 0; b < K / 32; b++) {
+        __m256 x[4], m = _mm256_setzero_ps();
+        __m256i i[4];
+        float amax;
+        for (j = 0; j < 4; j++) {
+            x[j] = _mm256_loadu_ps(xr + 32 * b + 8 * j);
+            m = _mm256_max_ps(m, _mm256_andnot_ps(sign, x[j]));
+        }
+        amax = hmax8_abs(m);
+        {
+            const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.f / amax : 0.0f);
+            for (j = 0; j < 4; j++) {
+                i[j] = _mm256_cvtps_epi32(_mm256_mul_ps(x[j], id));
+                store_i8x8(q + 32 * b + 8 * j, i[j]);
+            }
+        }
+        {
+            const int s0 = hsum8_i32(_mm256_add_epi32(i[0], i[1])), s16 = hsum8_i32(_mm256_add_epi32(i[2], i[3]));
+            d[b] = _cvtsh_ss(_cvtss_sh(amax / 127.f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            sum[2 * b] = s0;
+            sum[2 * b + 1] = s16;
+            s1[b] = _cvtsh_ss(_cvtss_sh(amax / 127.f * (float)(s0 + s16), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        }
+    }
+}
+#endif
+
 static void quantize_tokens(ck_qgemm_acts *a, const float *x, int ldx, int t0, int t1, int fast)
 {
     const int K = a->K;
@@ -340,8 +433,10 @@ static void quantize_tokens(ck_qgemm_acts *a, const float *x, int ldx, int t0, i
         float *d = a->d + (size_t)t * (K / 32), *s1 = a->s + (size_t)t * (K / 32);
         int32_t *sum = a->sum16 + (size_t)t * (K / 16);
 #ifdef CK_X86
-        if (fast)
+        if (fast && ck_cpu_avx512vnni())
             quantize_row_avx512(a, xr, q, d, sum, s1);
+        else if (fast && ck_cpu_avx2())
+            quantize_row_avx2(a, xr, q, d, sum, s1);
         else
 #endif
             quantize_row_ref(a, xr, q, d, sum, s1);
@@ -586,6 +681,152 @@ static unpack_fn unpack_avx512_of(int type)
     return type >= 0 && type < (int)(sizeof kUnpackAvx512 / sizeof kUnpackAvx512[0]) ? kUnpackAvx512[type] : NULL;
 }
 
+/* The AVX2 unpacking: the same u, s, m as the scalar functions (q5's and q6_K's bits placed with AVX2 operations
+ * where the AVX-512 ones use masks) */
+CK_QA2 static void unpack_q8_0_avx2(const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    const ck_block_q8_0 *x = (const ck_block_q8_0 *)row;
+    int b;
+    (void)m;
+    for (b = 0; b < K / CK_QK; b++) {
+        s[b] = _cvtsh_ss(x[b].d);
+        _mm256_storeu_si256((__m256i *)(u + CK_QK * b),
+                            _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x[b].qs), _mm256_set1_epi8((char)0x80)));
+    }
+}
+
+/* byte j of the result: 0x10 where bit j of qh is set, else 0 */
+CK_QA2 static inline __m256i fifth_bits(uint32_t qh)
+{
+    const __m256i sel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3,
+                                         3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), sel), bit);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(b, bit), _mm256_set1_epi8(0x10));
+}
+
+/* q4_0 / q4_1 (q5 0), q5_0 / q5_1 (q5 1); with_min: q4_1 / q5_1 */
+CK_QA2 static inline void unpack_q45_avx2(int q5, int with_min, const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const size_t bs = q5 ? (with_min ? sizeof(ck_block_q5_1) : sizeof(ck_block_q5_0))
+                         : (with_min ? sizeof(ck_block_q4_1) : sizeof(ck_block_q4_0));
+    const int qs = (with_min ? 4 : 2) + (q5 ? 4 : 0);
+    int b;
+    for (b = 0; b < K / CK_QK; b++) {
+        const uint8_t *blk = (const uint8_t *)row + bs * b;
+        const __m128i t = _mm_loadu_si128((const __m128i *)(blk + qs));
+        __m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(t, 4), m4), _mm_and_si128(t, m4));
+        s[b] = _cvtsh_ss(*(const uint16_t *)blk);
+        if (with_min) m[b] = _cvtsh_ss(*(const uint16_t *)(blk + 2));
+        if (q5) {
+            uint32_t qh;
+            memcpy(&qh, blk + qs - 4, 4);
+            v = _mm256_or_si256(v, fifth_bits(qh));
+        }
+        _mm256_storeu_si256((__m256i *)(u + CK_QK * b), v);
+    }
+}
+
+CK_QA2 static void unpack_q4_0_avx2(const void *row, int K, uint8_t *u, float *s, float *m) { unpack_q45_avx2(0, 0, row, K, u, s, m); }
+CK_QA2 static void unpack_q4_1_avx2(const void *row, int K, uint8_t *u, float *s, float *m) { unpack_q45_avx2(0, 1, row, K, u, s, m); }
+CK_QA2 static void unpack_q5_0_avx2(const void *row, int K, uint8_t *u, float *s, float *m) { unpack_q45_avx2(1, 0, row, K, u, s, m); }
+CK_QA2 static void unpack_q5_1_avx2(const void *row, int K, uint8_t *u, float *s, float *m) { unpack_q45_avx2(1, 1, row, K, u, s, m); }
+
+/* q4_K (qh NULL) / q5_K, as unpack_k_avx512: the fifth bit of sub-block j is bit j of each of its 32 qh bytes */
+CK_QA2 static inline void unpack_k_avx2(const uint8_t *scales12, uint16_t d16, uint16_t dmin16, const uint8_t *q,
+                                        const uint8_t *qh, uint8_t *u, float *s, float *m)
+{
+    const float d = _cvtsh_ss(d16), dmin = _cvtsh_ss(dmin16);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    uint8_t sc[8], mn[8];
+    int j;
+    ck_k4_scales_mins(scales12, sc, mn);
+    for (j = 0; j < 8; j++) {
+        s[j] = d * (float)sc[j];
+        m[j] = -dmin * (float)mn[j];
+    }
+    for (j = 0; j < 4; j++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * j));
+        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if (qh) { /* (bits 2j and 2j + 1 shifted down within each byte's 16-bit lane, then up to 0x10) */
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * j), one), 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * j + 1), one), 4));
+        }
+        _mm256_storeu_si256((__m256i *)(u + 64 * j), lo);
+        _mm256_storeu_si256((__m256i *)(u + 64 * j + 32), hi);
+    }
+}
+
+CK_QA2 static void unpack_q4_K_avx2(const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    int b;
+    for (b = 0; b < K / CK_QK_K; b++) {
+        const ck_block_q4_K *x = (const ck_block_q4_K *)row + b;
+        unpack_k_avx2(x->scales, x->d, x->dmin, x->qs, NULL, u + CK_QK_K * b, s + 8 * b, m + 8 * b);
+    }
+}
+
+CK_QA2 static void unpack_q5_K_avx2(const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    int b;
+    for (b = 0; b < K / CK_QK_K; b++) {
+        const ck_block_q5_K *x = (const ck_block_q5_K *)row + b;
+        unpack_k_avx2(x->scales, x->d, x->dmin, x->qs, x->qh, u + CK_QK_K * b, s + 8 * b, m + 8 * b);
+    }
+}
+
+CK_QA2 static void unpack_q6_K_avx2(const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    const __m256i m2 = _mm256_set1_epi8(3), f = _mm256_set1_epi8(0x0F);
+    int b, j, i;
+    (void)m;
+    for (b = 0; b < K / CK_QK_K; b++) {
+        const ck_block_q6_K *x = (const ck_block_q6_K *)row + b;
+        const float d = _cvtsh_ss(x->d);
+        for (j = 0; j < CK_QK_K / 16; j++) s[16 * b + j] = d * (float)x->scales[j];
+        for (j = 0; j < 2; j++) { /* 128 weights: ql's low nibbles 0-63, high nibbles 64-127, qh's bit pairs */
+            const __m256i h = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * j));
+            uint8_t *o = u + CK_QK_K * b + 128 * j;
+            for (i = 0; i < 2; i++) { /* weights 32 i .. 32 i + 31 and 64 + 32 i .. */
+                const __m256i l = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * j + 32 * i));
+                const __m256i hl = _mm256_srli_epi16(h, 2 * i), hh = _mm256_srli_epi16(h, 2 * i + 4);
+                _mm256_storeu_si256((__m256i *)(o + 32 * i),
+                                    _mm256_or_si256(_mm256_and_si256(l, f), _mm256_slli_epi16(_mm256_and_si256(hl, m2), 4)));
+                _mm256_storeu_si256((__m256i *)(o + 64 + 32 * i),
+                                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l, 4), f),
+                                                    _mm256_slli_epi16(_mm256_and_si256(hh, m2), 4)));
+            }
+        }
+    }
+}
+
+static const unpack_fn kUnpackAvx2[] = {
+    [CK_Q_Q8_0] = unpack_q8_0_avx2, [CK_Q_Q4_0] = unpack_q4_0_avx2, [CK_Q_Q4_1] = unpack_q4_1_avx2,
+    [CK_Q_Q5_0] = unpack_q5_0_avx2, [CK_Q_Q5_1] = unpack_q5_1_avx2, [CK_Q_Q4_K] = unpack_q4_K_avx2,
+    [CK_Q_Q5_K] = unpack_q5_K_avx2, [CK_Q_Q6_K] = unpack_q6_K_avx2,
+};
+
+static unpack_fn unpack_avx2_of(int type)
+{
+    return type >= 0 && type < (int)(sizeof kUnpackAvx2 / sizeof kUnpackAvx2[0]) ? kUnpackAvx2[type] : NULL;
+}
+
+/* transpose_u below on AVX2: 8 x 8 transposes of 4-byte groups, rows 0-7 and 8-15 of each 8 chunks (K is a
+ * multiple of 32: whole groups of 8 chunks) */
+CK_QA2 static void transpose_u_avx2(const uint8_t *tmp, int K, uint8_t *u)
+{
+    int c, r, h;
+    for (c = 0; c < K / 4; c += 8)
+        for (h = 0; h < 2; h++) {
+            __m256 m[8];
+            for (r = 0; r < 8; r++) m[r] = _mm256_loadu_ps((const float *)(const void *)(tmp + (size_t)(8 * h + r) * K + 4 * c));
+            ck_transpose8(m);
+            for (r = 0; r < 8; r++) _mm256_store_ps((float *)(void *)(u + ((size_t)(c + r) * NR + 8 * h) * 4), m[r]);
+        }
+}
+
 /* u[c][r][0..3] = tmp[r][4c .. 4c + 3] for the 16 rows: 16 x 16 transposes of 4-byte groups */
 CK_AVX512 static void transpose_u(const uint8_t *tmp, int K, uint8_t *u)
 {
@@ -601,18 +842,19 @@ CK_AVX512 static void transpose_u(const uint8_t *tmp, int K, uint8_t *u)
 }
 #endif
 
-/* rows [0, rows) of `w` (row-major in its type, row_bytes apart); `fast`: the AVX-512 unpacking and
- * transposes (the same panel) */
-static void panel_pack(panel *p, int type, const char *w, size_t row_bytes, int rows, int K, int fast)
+/* rows [0, rows) of `w` (row-major in its type, row_bytes apart); `vec`: the AVX-512 (1) or AVX2 (2) unpacking
+ * and transposes, else the scalar ones (0; the same panel) */
+static void panel_pack(panel *p, int type, const char *w, size_t row_bytes, int rows, int K, int vec)
 {
     const qgemm_desc *d = desc_of(type);
     const int L = d->L, nsub = K / L;
     int r, c, j;
 #ifdef CK_X86
-    const unpack_fn unpack = fast && unpack_avx512_of(type) ? unpack_avx512_of(type) : d->unpack;
+    const unpack_fn unpack = vec == 1 && unpack_avx512_of(type) ? unpack_avx512_of(type)
+                             : vec == 2 && unpack_avx2_of(type) ? unpack_avx2_of(type) : d->unpack;
 #else
     const unpack_fn unpack = d->unpack;
-    (void)fast;
+    (void)vec;
 #endif
     p->type = type;
     p->L = L;
@@ -630,8 +872,10 @@ static void panel_pack(panel *p, int type, const char *w, size_t row_bytes, int 
         }
     }
 #ifdef CK_X86
-    if (fast)
+    if (vec == 1)
         transpose_u(p->tmp, K, p->u);
+    else if (vec == 2)
+        transpose_u_avx2(p->tmp, K, p->u);
     else
 #endif
         for (c = 0; c < K / 4; c++)
@@ -818,6 +1062,77 @@ CK_AVX512 static void qtile_avx512(const panel *p, const ck_qgemm_acts *a, const
 }
 #endif
 
+#ifdef CK_X86
+/* The AVX2 tile: QP_TOKENS tokens x one panel, its 16 rows in two ymm of int32 lanes (rows 0-7, 8-15 of each
+ * 64-byte chunk), each broadcast activation feeding both; per chunk DOT adds 4 products per lane: one vpdpbusd
+ * with AVX-VNNI, else vpmaddubsw and vpmaddwd (pairs of u8 x s8 products in int16: at most 2 * 63 * 127, exact
+ * for every type but q8_0, whose u reaches 255: ck_qgemm_takes keeps q8_0 off this body). The float accumulators
+ * live in memory (16 ymm registers hold the 8 integer ones, the weights and a broadcast), touched once per
+ * sub-block, with the float operations of qtile_ref in its order, so the results are its bits. */
+#define QA2_DOT_VNNI(acc, w, x) _mm256_dpbusd_avx_epi32(acc, w, x)
+#define QA2_DOT_PLAIN(acc, w, x) _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)))
+#define QA2_BODY(NAME, ATTR, DOT)                                                                                      \
+    ATTR static inline __attribute__((always_inline)) void NAME(const panel *p, const ck_qgemm_acts *a,                \
+                                                                const void *terms, int t, int mr, const out_rows *o,   \
+                                                                const int L, const int min)                            \
+    {                                                                                                                  \
+        const int K = a->K, nsub = K / L, cps = L / 4, tile = t / 8, h = t % 8;                                        \
+        const int8_t *xt = a->qt + (size_t)tile * 8 * K + 4 * h;                                                       \
+        const float *dt = a->dt + (size_t)tile * 8 * (K / 32) + h;                                                     \
+        const int32_t *ti = (const int32_t *)terms + (size_t)tile * 8 * nsub + h;                                      \
+        const float *tf = (const float *)terms + (size_t)tile * 8 * nsub + h;                                          \
+        float f[QP_TOKENS][NR] __attribute__((aligned(32)));                                                           \
+        int i, j, c;                                                                                                   \
+        memset(f, 0, sizeof f);                                                                                        \
+        for (j = 0; j < nsub; j++) {                                                                                   \
+            const int8_t *xb = xt + (size_t)j * cps * 32;                                                              \
+            const float *dj = dt + (size_t)(j * L / 32) * 8;                                                           \
+            const uint8_t *u = p->u + (size_t)j * cps * NR * 4;                                                        \
+            __m256i acc[QP_TOKENS][2];                                                                                 \
+            for (i = 0; i < QP_TOKENS; i++)                                                                            \
+                acc[i][0] = acc[i][1] = min ? _mm256_setzero_si256() : _mm256_set1_epi32(ti[8 * j + i]);               \
+            _Pragma("GCC unroll 8") for (c = 0; c < cps; c++) {                                                        \
+                const __m256i w0 = _mm256_load_si256((const __m256i *)(u + (size_t)c * NR * 4));                       \
+                const __m256i w1 = _mm256_load_si256((const __m256i *)(u + (size_t)c * NR * 4 + 32));                  \
+                _Pragma("GCC unroll 4") for (i = 0; i < QP_TOKENS; i++) {                                              \
+                    int32_t x4;                                                                                        \
+                    __m256i x;                                                                                         \
+                    memcpy(&x4, xb + 32 * c + 4 * i, 4);                                                               \
+                    x = _mm256_set1_epi32(x4);                                                                         \
+                    acc[i][0] = DOT(acc[i][0], w0, x);                                                                 \
+                    acc[i][1] = DOT(acc[i][1], w1, x);                                                                 \
+                }                                                                                                      \
+            }                                                                                                          \
+            for (i = 0; i < QP_TOKENS; i++) {                                                                          \
+                const __m256 da = _mm256_set1_ps(dj[i]);                                                               \
+                int k;                                                                                                 \
+                for (k = 0; k < 2; k++) {                                                                              \
+                    __m256 y = _mm256_load_ps(f[i] + 8 * k);                                                           \
+                    y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[i][k]), _mm256_mul_ps(_mm256_load_ps(p->s + j * NR + 8 * k), da), y); \
+                    if (min) y = _mm256_fmadd_ps(_mm256_load_ps(p->m + j * NR + 8 * k), _mm256_set1_ps(tf[8 * j + i]), y); \
+                    _mm256_store_ps(f[i] + 8 * k, y);                                                                  \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (i = 0; i < mr; i++) store_ref(o, t + i, p->rows, f[i]);                                                   \
+    }
+QA2_BODY(qtile_avx2_body, CK_QA2, QA2_DOT_PLAIN)
+QA2_BODY(qtile_avxvnni_body, CK_QA2V, QA2_DOT_VNNI)
+
+#define QA2_TILE(NAME, ATTR, BODY)                                                                                     \
+    ATTR static void NAME(const panel *p, const ck_qgemm_acts *a, const void *terms, int t, int mr, const out_rows *o) \
+    {                                                                                                                  \
+        if (p->L == 16)                                                                                                \
+            BODY(p, a, terms, t, mr, o, 16, 0); /* q6_K: no min */                                                     \
+        else if (p->min)                                                                                               \
+            BODY(p, a, terms, t, mr, o, 32, 1);                                                                        \
+        else                                                                                                           \
+            BODY(p, a, terms, t, mr, o, 32, 0);                                                                        \
+    }
+QA2_TILE(qtile_avx2, CK_QA2, qtile_avx2_body)
+QA2_TILE(qtile_avxvnni, CK_QA2V, qtile_avxvnni_body)
+#endif
+
 /* ---- the AMX tile: 16 tokens x NR rows ---------------------------------------------- */
 
 /* AMX (Sapphire Rapids and later) has 8 tile registers of up to 16 rows of 64 bytes. TDPBSUD C += A B takes A as
@@ -948,7 +1263,8 @@ int ck_qgemm_rows(float *out, int ldo, const ck_qgemm_acts *a, int type, const v
                   const float *add, int ld_add, int64_t r0, int64_t r1, int64_t col0, int body)
 {
     const int K = a->K, T = a->T;
-    const int fast = body == CK_QGEMM_VNNI || body == CK_QGEMM_AMX; /* the AVX-512 unpacking and transposes */
+    /* the AVX-512 or AVX2 unpacking and transposes (panel_pack) */
+    const int fast = body == CK_QGEMM_VNNI || body == CK_QGEMM_AMX, v256 = body == CK_QGEMM_AVX2 || body == CK_QGEMM_AVXVNNI;
     const int tiles = body == CK_QGEMM_AMX || body == CK_QGEMM_AMX_EMU;
 #ifdef CK_X86
     const int np = body == CK_QGEMM_VNNI ? QP : 1; /* panels per pass */
@@ -981,7 +1297,7 @@ int ck_qgemm_rows(float *out, int ldo, const ck_qgemm_acts *a, int type, const v
         for (k = 0; k < np; k++) { /* a panel past r1 is all zero rows (stored nowhere) */
             const int64_t gk = g + (int64_t)k * NR;
             const int rows = gk >= r1 ? 0 : (int)(r1 - gk < NR ? r1 - gk : NR);
-            panel_pack(&p[k], type, (const char *)w + rb * (size_t)(rows ? gk : g), rb, rows, K, fast);
+            panel_pack(&p[k], type, (const char *)w + rb * (size_t)(rows ? gk : g), rb, rows, K, fast ? 1 : v256 ? 2 : 0);
             o[k].out = out;
             o[k].ldo = ldo;
             o[k].bias = bias;
@@ -1008,6 +1324,12 @@ int ck_qgemm_rows(float *out, int ldo, const ck_qgemm_acts *a, int type, const v
             for (t = 0; t < T; t += QP_TOKENS) qtile_avx512(p, a, terms, t, T - t < QP_TOKENS ? T - t : QP_TOKENS, o);
             continue;
         }
+        if (v256) {
+            for (t = 0; t < T; t += QP_TOKENS)
+                (body == CK_QGEMM_AVXVNNI ? qtile_avxvnni : qtile_avx2)(&p[0], a, terms, t,
+                                                                        T - t < QP_TOKENS ? T - t : QP_TOKENS, &o[0]);
+            continue;
+        }
 #endif
         for (t = 0; t < T; t += MR) qtile_ref(&p[0], a, terms, t, T - t < MR ? T - t : MR, &o[0]);
     }
@@ -1024,8 +1346,17 @@ int ck_qgemm_body(void)
 {
 #ifdef CK_X86
     if (ck_cpu_amx()) return CK_QGEMM_AMX;
+    if (ck_cpu_avx512vnni()) return CK_QGEMM_VNNI;
+    if (ck_cpu_vnni()) return CK_QGEMM_AVXVNNI;
+    if (ck_cpu_avx2()) return CK_QGEMM_AVX2;
 #endif
-    return ck_cpu_avx512vnni() ? CK_QGEMM_VNNI : CK_QGEMM_REF;
+    return CK_QGEMM_REF;
 }
 
 int ck_qgemm_fast(void) { return ck_qgemm_body() != CK_QGEMM_REF; }
+
+int ck_qgemm_takes(int type)
+{
+    const int body = ck_qgemm_body();
+    return desc_of(type) && body != CK_QGEMM_REF && !(body == CK_QGEMM_AVX2 && type == CK_Q_Q8_0);
+}

@@ -34,16 +34,21 @@ enum {
     CK_QGEMM_REF = 0,    /* the portable scalar twin */
     CK_QGEMM_VNNI = 1,   /* AVX-512 VNNI */
     CK_QGEMM_AMX = 2,    /* AMX-INT8 tiles (with AVX-512 for the float part) */
-    CK_QGEMM_AMX_EMU = 3 /* the AMX body's tile program on emulated tiles (tests, any machine) */
+    CK_QGEMM_AMX_EMU = 3, /* the AMX body's tile program on emulated tiles (tests, any machine) */
+    CK_QGEMM_AVX2 = 4,    /* AVX2: vpmaddubsw + vpmaddwd (not q8_0: its products overflow int16) */
+    CK_QGEMM_AVXVNNI = 5  /* AVX-VNNI: vpdpbusd on ymm */
 };
-int ck_qgemm_body(void);     /* the body the CPU runs: CK_QGEMM_AMX, CK_QGEMM_VNNI, or CK_QGEMM_REF */
-int ck_qgemm_fast(void);     /* 1 when a vector body runs (else qlinear.c keeps its float tiles) */
+/* the body the CPU runs: CK_QGEMM_AMX, CK_QGEMM_VNNI, CK_QGEMM_AVXVNNI, CK_QGEMM_AVX2, or CK_QGEMM_REF */
+int ck_qgemm_body(void);
+int ck_qgemm_fast(void);         /* 1 when a vector body runs (and the vector quantizer of the activations) */
+int ck_qgemm_takes(int type);    /* 1 when that body multiplies `type` (else qlinear.c keeps its float tiles) */
 int ck_qgemm_acts_init(ck_qgemm_acts *a, int dot_type, int T, int K); /* 0, or -1 out of memory */
 /* the same with the row-major arrays only (q with no padding tokens; qt, dt NULL): what the dot-product paths of
  * decode read (qlinear.c), not ck_qgemm_rows. For a decode step, the padding's memset and the tile copies were a
  * quarter of preparing its activations. */
 int ck_qgemm_acts_init_rows(ck_qgemm_acts *a, int dot_type, int T, int K);
-/* tokens [t0, t1) of x; `fast`: the AVX-512 body, else the scalar twin (identical results) */
+/* tokens [t0, t1) of x; `fast`: the CPU's vector quantizer (AVX-512, AVX2), else the scalar twin (identical
+ * results) */
 void ck_qgemm_acts_quantize(ck_qgemm_acts *a, const float *x, int ldx, int t0, int t1, int fast);
 void ck_qgemm_acts_free(ck_qgemm_acts *a);
 /* out[t][col0 + r] = sum_k x[t][k] W[r][k] (+ bias) (+ add) for rows [r0, r1)

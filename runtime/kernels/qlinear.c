@@ -1427,7 +1427,7 @@ static int prefill_rows(prefill_job *j, int64_t n0, int64_t n1, float **tile)
         const int64_t a = n0 > base ? n0 : base, b = n1 < base + j->w->rows[p] ? n1 : base + j->w->rows[p];
         if (b <= a) continue;
         const int gemm = ck_qtype_cpu_of(type)->gemm;
-        if (gemm == CK_GEMM_INT8 && ck_qgemm_fast()) {
+        if (gemm == CK_GEMM_INT8 && ck_qgemm_takes(type)) {
             if (ck_qgemm_rows(j->out, j->ldo, &j->acts[part_acts(type)], type, j->w->data[p], j->bias, j->add,
                               j->ld_add, a - base, b - base, base, ck_qgemm_body()))
                 return -1;
@@ -1457,7 +1457,7 @@ static int prefill(float *out, int ldo, const float *x, int ldx, const ck_qmat *
     j.T = T, j.K = K;
     for (p = 0; p < w->n_parts; p++) {
         const int gemm = ck_qtype_cpu_of(w->type[p])->gemm;
-        if (gemm == CK_GEMM_INT8 && ck_qgemm_fast()) need[part_acts(w->type[p])] = 1;
+        if (gemm == CK_GEMM_INT8 && ck_qgemm_takes(w->type[p])) need[part_acts(w->type[p])] = 1;
         else unit = CK_QTILE;
     }
     for (k = 0; k < 2; k++)
@@ -1522,7 +1522,7 @@ static int prefill_min_t(const ck_qmat *w)
 {
     int p;
     for (p = 0; p < w->n_parts; p++)
-        if (ck_qtype_cpu_of(w->type[p])->gemm == CK_GEMM_INT8 && !ck_qgemm_fast()) return CK_LINEAR_Q_TILE_MIN_T;
+        if (ck_qtype_cpu_of(w->type[p])->gemm == CK_GEMM_INT8 && !ck_qgemm_takes(w->type[p])) return CK_LINEAR_Q_TILE_MIN_T;
     return CK_QGEMM_MIN_T;
 }
 

@@ -90,3 +90,29 @@ def test_the_llm_worker_decodes_after_a_prompt_of_context_tokens(build, tmp_path
     assert long.returncode != 0 and "capacity 135 outside 1..128" in long.stderr
     bad = subprocess.run(cmd[:2] + ["--context", "0"], capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "--context 0: at least 1 token" in bad.stderr
+
+
+def test_bench_llm_kernels_level_caps_both_contenders(tmp_path, monkeypatch):
+    """bench_llm --kernels LEVEL: ckc runs with CK_KERNELS=LEVEL and llama.cpp loads the libraries that
+    llama_cpp.sh --lib printed (here a stand-in script printing the installed build's folder), and the header line
+    lists what that llama.cpp build reports; a level the CPU lacks is refused by name."""
+    import argparse
+    import bench_llm
+    llama_cpp = pytest.importorskip("llama_cpp")
+    lib = os.path.join(os.path.dirname(llama_cpp.__file__), "lib")
+    script = tmp_path / "llama_cpp.sh"
+    script.write_text(f"#!/bin/sh\necho building >&2\necho \"level $CKC_LLAMA_CPP_CONFIG\"\necho {lib}\n")
+    script.chmod(0o755)
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse avx f16c fma avx2\n")
+    monkeypatch.setenv("CKC_CPUINFO", str(info))
+    monkeypatch.delenv("CK_KERNELS", raising=False)
+    monkeypatch.delenv("LLAMA_CPP_LIB_PATH", raising=False)
+    envs, header = bench_llm.level_envs(argparse.Namespace(kernels="avx2"), str(script))
+    assert envs["ckc"]["CK_KERNELS"] == "avx2" and "LLAMA_CPP_LIB_PATH" not in envs["ckc"]
+    assert envs["llama.cpp"]["LLAMA_CPP_LIB_PATH"] == lib and "CK_KERNELS" not in envs["llama.cpp"]
+    assert header.startswith("kernels: avx2 (ckc: CK_KERNELS=avx2; llama.cpp built at it, " + lib) and "AVX2" in header
+    with pytest.raises(SystemExit, match="--kernels avx2-vnni: this CPU has no avx_vnni"):
+        bench_llm.level_envs(argparse.Namespace(kernels="avx2-vnni"), str(script))
+    envs, header = bench_llm.level_envs(argparse.Namespace(kernels=None), str(script))
+    assert "CK_KERNELS" not in envs["ckc"] and "LLAMA_CPP_LIB_PATH" not in envs["llama.cpp"]

@@ -45,10 +45,30 @@ def test_forced_configurations_and_their_cache_keys(tmp_path):
     native_b = configure(tmp_path, ZEN3 + " avx512f").stdout.split()[1]
     assert native_a != native_b, "a native build's cache key must change with the CPU"
     bad = configure(tmp_path, ZEN3, CKC_LLAMA_CPP_CONFIG="fast")
-    assert bad.returncode == 2 and "native or noamx" in bad.stderr
+    assert bad.returncode == 2 and "native, noamx, avx512, avx2-vnni or avx2" in bad.stderr
+
+
+@pytest.mark.parametrize("level, on, off", [
+    ("avx512", ["-DGGML_AVX512=ON", "-DGGML_AVX512_VNNI=ON", "-DGGML_AVX_VNNI=ON"],
+     ["-DGGML_AVX512_VBMI=OFF", "-DGGML_AVX512_BF16=OFF", "-DGGML_AMX_INT8=OFF"]),
+    ("avx2-vnni", ["-DGGML_AVX2=ON", "-DGGML_AVX_VNNI=ON", "-DGGML_FMA=ON"],
+     ["-DGGML_AVX512=OFF", "-DGGML_AVX512_VNNI=OFF", "-DGGML_AVX512_VBMI=OFF"]),
+    ("avx2", ["-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON"],
+     ["-DGGML_AVX_VNNI=OFF", "-DGGML_AVX512=OFF", "-DGGML_AVX512_VNNI=OFF"]),
+])
+def test_a_level_below_the_cpu_caps_its_flags(tmp_path, level, on, off):
+    # (bench_llm --kernels: llama.cpp at the instruction set another CPU has, measured on this one)
+    out = configure(tmp_path, SAPPHIRE, CKC_LLAMA_CPP_CONFIG=level)
+    assert out.returncode == 0 and f"config: {level}-" in out.stdout, out.stderr
+    args = out.stdout.split("cmake:", 1)[1].split()
+    for want in on + off + ["-DGGML_NATIVE=OFF"]:
+        assert want in args, (want, args)
+    # a flag the CPU lacks stays off at any level
+    args = configure(tmp_path, ZEN3, CKC_LLAMA_CPP_CONFIG=level).stdout.split("cmake:", 1)[1].split()
+    assert "-DGGML_AVX_VNNI=OFF" in args and "-DGGML_AVX512=OFF" in args
 
 
 @pytest.mark.parametrize("arg", ["--help", "-h"])
 def test_help(arg):
     out = subprocess.run([os.path.join(ROOT, "scripts", "llama_cpp.sh"), arg], capture_output=True, text=True)
-    assert out.returncode == 0 and "noamx" in out.stdout and "--rebuild" in out.stdout
+    assert out.returncode == 0 and "noamx" in out.stdout and "--rebuild" in out.stdout and "--lib" in out.stdout
