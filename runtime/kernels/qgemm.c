@@ -35,9 +35,8 @@
  * same float operations in the same order (fmaf), so all give identical
  * results; tests compare them bit for bit. The AMX body also runs on emulated
  * tiles (plain C with the instructions' semantics and config checks), so
- * machines without AMX test its tiling the same way. Where no body takes a
- * type (q8_0 on AVX2 without VNNI, CPUs without AVX2) it keeps the float tile
- * path of qlinear.c.
+ * machines without AMX test its tiling the same way. CPUs without AVX2 keep
+ * the float tile path of qlinear.c.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -1065,8 +1064,10 @@ CK_AVX512 static void qtile_avx512(const panel *p, const ck_qgemm_acts *a, const
 #ifdef CK_X86
 /* The AVX2 tile: QP_TOKENS tokens x one panel, its 16 rows in two ymm of int32 lanes (rows 0-7, 8-15 of each
  * 64-byte chunk), each broadcast activation feeding both; per chunk DOT adds 4 products per lane: one vpdpbusd
- * with AVX-VNNI, else vpmaddubsw and vpmaddwd (pairs of u8 x s8 products in int16: at most 2 * 63 * 127, exact
- * for every type but q8_0, whose u reaches 255: ck_qgemm_takes keeps q8_0 off this body). The float accumulators
+ * with AVX-VNNI, else vpmaddubsw and vpmaddwd (pairs of u8 x s8 products in int16: at most 2 * 63 * 127, exact).
+ * q8_0's u = q + 128 reaches 255, whose pairs would saturate there: with s8 the plain body multiplies |q| by the
+ * activation with q's sign (vpsignb, as llama.cpp's AVX2 dot products), pairs within 2 * 128 * 127, and
+ * starts the accumulator at 0 instead of -128 sum qa: the same integer sum q . qa. The float accumulators
  * live in memory (16 ymm registers hold the 8 integer ones, the weights and a broadcast), touched once per
  * sub-block, with the float operations of qtile_ref in its order, so the results are its bits. */
 #define QA2_DOT_VNNI(acc, w, x) _mm256_dpbusd_avx_epi32(acc, w, x)
@@ -1074,7 +1075,7 @@ CK_AVX512 static void qtile_avx512(const panel *p, const ck_qgemm_acts *a, const
 #define QA2_BODY(NAME, ATTR, DOT)                                                                                      \
     ATTR static inline __attribute__((always_inline)) void NAME(const panel *p, const ck_qgemm_acts *a,                \
                                                                 const void *terms, int t, int mr, const out_rows *o,   \
-                                                                const int L, const int min)                            \
+                                                                const int L, const int min, const int s8)              \
     {                                                                                                                  \
         const int K = a->K, nsub = K / L, cps = L / 4, tile = t / 8, h = t % 8;                                        \
         const int8_t *xt = a->qt + (size_t)tile * 8 * K + 4 * h;                                                       \
@@ -1090,17 +1091,21 @@ CK_AVX512 static void qtile_avx512(const panel *p, const ck_qgemm_acts *a, const
             const uint8_t *u = p->u + (size_t)j * cps * NR * 4;                                                        \
             __m256i acc[QP_TOKENS][2];                                                                                 \
             for (i = 0; i < QP_TOKENS; i++)                                                                            \
-                acc[i][0] = acc[i][1] = min ? _mm256_setzero_si256() : _mm256_set1_epi32(ti[8 * j + i]);               \
+                acc[i][0] = acc[i][1] = min || s8 ? _mm256_setzero_si256() : _mm256_set1_epi32(ti[8 * j + i]);         \
             _Pragma("GCC unroll 8") for (c = 0; c < cps; c++) {                                                        \
-                const __m256i w0 = _mm256_load_si256((const __m256i *)(u + (size_t)c * NR * 4));                       \
-                const __m256i w1 = _mm256_load_si256((const __m256i *)(u + (size_t)c * NR * 4 + 32));                  \
+                __m256i w0 = _mm256_load_si256((const __m256i *)(u + (size_t)c * NR * 4)), q0 = w0;                    \
+                __m256i w1 = _mm256_load_si256((const __m256i *)(u + (size_t)c * NR * 4 + 32)), q1 = w1;               \
+                if (s8) {                                                                                              \
+                    q0 = _mm256_xor_si256(w0, _mm256_set1_epi8((char)0x80)), w0 = _mm256_abs_epi8(q0);                 \
+                    q1 = _mm256_xor_si256(w1, _mm256_set1_epi8((char)0x80)), w1 = _mm256_abs_epi8(q1);                 \
+                }                                                                                                      \
                 _Pragma("GCC unroll 4") for (i = 0; i < QP_TOKENS; i++) {                                              \
                     int32_t x4;                                                                                        \
                     __m256i x;                                                                                         \
                     memcpy(&x4, xb + 32 * c + 4 * i, 4);                                                               \
                     x = _mm256_set1_epi32(x4);                                                                         \
-                    acc[i][0] = DOT(acc[i][0], w0, x);                                                                 \
-                    acc[i][1] = DOT(acc[i][1], w1, x);                                                                 \
+                    acc[i][0] = DOT(acc[i][0], w0, s8 ? _mm256_sign_epi8(x, q0) : x);                                  \
+                    acc[i][1] = DOT(acc[i][1], w1, s8 ? _mm256_sign_epi8(x, q1) : x);                                  \
                 }                                                                                                      \
             }                                                                                                          \
             for (i = 0; i < QP_TOKENS; i++) {                                                                          \
@@ -1119,18 +1124,20 @@ CK_AVX512 static void qtile_avx512(const panel *p, const ck_qgemm_acts *a, const
 QA2_BODY(qtile_avx2_body, CK_QA2, QA2_DOT_PLAIN)
 QA2_BODY(qtile_avxvnni_body, CK_QA2V, QA2_DOT_VNNI)
 
-#define QA2_TILE(NAME, ATTR, BODY)                                                                                     \
+#define QA2_TILE(NAME, ATTR, BODY, S8)                                                                                 \
     ATTR static void NAME(const panel *p, const ck_qgemm_acts *a, const void *terms, int t, int mr, const out_rows *o) \
     {                                                                                                                  \
         if (p->L == 16)                                                                                                \
-            BODY(p, a, terms, t, mr, o, 16, 0); /* q6_K: no min */                                                     \
+            BODY(p, a, terms, t, mr, o, 16, 0, 0); /* q6_K: no min */                                                  \
         else if (p->min)                                                                                               \
-            BODY(p, a, terms, t, mr, o, 32, 1);                                                                        \
+            BODY(p, a, terms, t, mr, o, 32, 1, 0);                                                                     \
+        else if (S8 && p->z == 128)                                                                                    \
+            BODY(p, a, terms, t, mr, o, 32, 0, 1); /* q8_0 on the plain body */                                        \
         else                                                                                                           \
-            BODY(p, a, terms, t, mr, o, 32, 0);                                                                        \
+            BODY(p, a, terms, t, mr, o, 32, 0, 0);                                                                     \
     }
-QA2_TILE(qtile_avx2, CK_QA2, qtile_avx2_body)
-QA2_TILE(qtile_avxvnni, CK_QA2V, qtile_avxvnni_body)
+QA2_TILE(qtile_avx2, CK_QA2, qtile_avx2_body, 1)
+QA2_TILE(qtile_avxvnni, CK_QA2V, qtile_avxvnni_body, 0)
 #endif
 
 /* ---- the AMX tile: 16 tokens x NR rows ---------------------------------------------- */
@@ -1358,5 +1365,5 @@ int ck_qgemm_fast(void) { return ck_qgemm_body() != CK_QGEMM_REF; }
 int ck_qgemm_takes(int type)
 {
     const int body = ck_qgemm_body();
-    return desc_of(type) && body != CK_QGEMM_REF && !(body == CK_QGEMM_AVX2 && type == CK_Q_Q8_0);
+    return desc_of(type) && body != CK_QGEMM_REF;
 }

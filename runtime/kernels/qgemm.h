@@ -35,7 +35,7 @@ enum {
     CK_QGEMM_VNNI = 1,   /* AVX-512 VNNI */
     CK_QGEMM_AMX = 2,    /* AMX-INT8 tiles (with AVX-512 for the float part) */
     CK_QGEMM_AMX_EMU = 3, /* the AMX body's tile program on emulated tiles (tests, any machine) */
-    CK_QGEMM_AVX2 = 4,    /* AVX2: vpmaddubsw + vpmaddwd (not q8_0: its products overflow int16) */
+    CK_QGEMM_AVX2 = 4,    /* AVX2: vpmaddubsw + vpmaddwd (q8_0: with vpsignb) */
     CK_QGEMM_AVXVNNI = 5  /* AVX-VNNI: vpdpbusd on ymm */
 };
 /* the body the CPU runs: CK_QGEMM_AMX, CK_QGEMM_VNNI, CK_QGEMM_AVXVNNI, CK_QGEMM_AVX2, or CK_QGEMM_REF */
