@@ -337,7 +337,8 @@ def level_envs(a, script):
     envs["llama.cpp"]["LLAMA_CPP_LIB_PATH"] = lib
     info = subprocess.run([sys.executable, "-c", "import llama_cpp; print(llama_cpp.llama_print_system_info().decode())"],
                           env=envs["llama.cpp"], stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
-    have = " ".join(x.split("=")[0].strip() for x in info.split("|") if x.strip().endswith("= 1"))
+    # ("CPU : SSE3 = 1 | AVX2 = 1 | AVX512 = 0 | ...": the features it was built with)
+    have = " ".join(x.split("=")[0].split(":")[-1].strip() for x in info.split("|") if x.strip().endswith("= 1"))
     return envs, (f"kernels: {a.kernels} (ckc: CK_KERNELS={a.kernels}; llama.cpp built at it, {lib}: {have})")
 
 

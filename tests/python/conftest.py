@@ -66,15 +66,16 @@ def tiny(**overrides):
 
 @contextlib.contextmanager
 def float_prefill(model):
-    """Prefill over quantized weights as a CPU without AVX-512 VNNI runs it: float activations times
-    dequantized tiles, i.e. exactly the float32 model of the dequantized weights (the default on this CPU is
+    """Prefill over quantized weights as a CPU without AVX2 runs it (or an ARM one): float activations times
+    dequantized tiles, i.e. exactly the float32 model of the dequantized weights (on x86 with AVX2 the default is
     the int8 GEMM: 8-bit activations, as decode and llama.cpp). The switch is the library's own
-    (ck_cpu_force_no_avx512), so it holds for every model of that library until the block ends."""
-    model.lib.ck_cpu_force_no_avx512(1)
+    (ck_cpu_force_portable: the portable kernels), so it holds for every model of that library until the block
+    ends."""
+    model.lib.ck_cpu_force_portable(1)
     try:
         yield model
     finally:
-        model.lib.ck_cpu_force_no_avx512(0)
+        model.lib.ck_cpu_force_portable(0)
 
 
 @pytest.fixture(scope="session")

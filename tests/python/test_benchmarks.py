@@ -111,7 +111,8 @@ def test_bench_llm_kernels_level_caps_both_contenders(tmp_path, monkeypatch):
     envs, header = bench_llm.level_envs(argparse.Namespace(kernels="avx2"), str(script))
     assert envs["ckc"]["CK_KERNELS"] == "avx2" and "LLAMA_CPP_LIB_PATH" not in envs["ckc"]
     assert envs["llama.cpp"]["LLAMA_CPP_LIB_PATH"] == lib and "CK_KERNELS" not in envs["llama.cpp"]
-    assert header.startswith("kernels: avx2 (ckc: CK_KERNELS=avx2; llama.cpp built at it, " + lib) and "AVX2" in header
+    assert header.startswith("kernels: avx2 (ckc: CK_KERNELS=avx2; llama.cpp built at it, " + lib) and " AVX2" in header
+    assert "CPU" not in header.split(lib)[1]
     with pytest.raises(SystemExit, match="--kernels avx2-vnni: this CPU has no avx_vnni"):
         bench_llm.level_envs(argparse.Namespace(kernels="avx2-vnni"), str(script))
     envs, header = bench_llm.level_envs(argparse.Namespace(kernels=None), str(script))
