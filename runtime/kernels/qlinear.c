@@ -47,6 +47,9 @@
 
 #define CK_QTILE 64      /* rows dequantized per sgemm in the prefill path */
 #define CK_QGEMM_MIN_T (CK_LINEAR_Q_DECODE_T + 1) /* from this many tokens on, the prefill paths */
+/* the same for the AVX-VNNI and AVX2 int8 GEMMs (prefill_min_t) */
+#define CK_QGEMM_AVXVNNI_MIN_T 12
+#define CK_QGEMM_AVX2_MIN_T 20
 #define CK_DOT_CHUNK_BYTES (64 * 1024) /* dot_rows with several tokens: the rows' bytes each token passes over at once */
 
 /* ---- scalar dot products: the reference twins of the AVX2 bodies ------------------ */
@@ -1513,16 +1516,25 @@ static int check_types(const ck_qmat *w)
 
 /* From how many tokens on a call takes the prefill path. CK_QGEMM_MIN_T where every part has its prefill GEMM on
  * this CPU (qgemm.c's int8 GEMM, fgemm.c), or is a float format (its tiles only convert f16 / bf16 rows, which is
- * cheap). CK_LINEAR_Q_TILE_MIN_T when an integer format would be dequantized into float tiles (no int8 GEMM here: AVX2
- * without VNNI), which costs the whole matrix's dequantization per call: up to about 16-24 tokens the dot
+ * cheap). CK_LINEAR_Q_TILE_MIN_T when an integer format would be dequantized into float tiles (no int8 GEMM here: a CPU
+ * without AVX2), which costs the whole matrix's dequantization per call: up to about 16-24 tokens the dot
  * products are faster. Measured on an AMD EPYC (Zen 3, AVX2, 2 threads), q4_0 2048 x 5632, dot products vs tiles:
  * 8 tokens 4.1 vs 10.4 ms, 16 tokens 7.8 vs 11.0, 32 tokens 15.5 vs 13.8 (q8_0, q4_K, q6_K alike); f16 at 8
  * tokens 5.2 vs 4.0 (tiles). Batched decode (ck_model_batch: one token per sequence) is such a call. */
 static int prefill_min_t(const ck_qmat *w)
 {
-    int p;
+    int p, any_int = 0;
     for (p = 0; p < w->n_parts; p++)
-        if (ck_qtype_cpu_of(w->type[p])->gemm == CK_GEMM_INT8 && !ck_qgemm_takes(w->type[p])) return CK_LINEAR_Q_TILE_MIN_T;
+        if (ck_qtype_cpu_of(w->type[p])->gemm == CK_GEMM_INT8) {
+            if (!ck_qgemm_takes(w->type[p])) return CK_LINEAR_Q_TILE_MIN_T;
+            any_int = 1;
+        }
+    /* The AVX2 int8 GEMM takes 4 tokens per pass over a panel, the AVX-512 one 4 tokens x 2 panels: with a
+     * few tokens the dot products (two tokens per pass over the rows) stay faster for longer. Batched decode of
+     * 1.1B q4_0 (2 threads, AMD EPYC Zen 5 VM, CK_KERNELS forced), tok/s dot products vs GEMM: avx2-vnni 8
+     * sequences 145 vs 115, 10 142 vs 128, 12 144 vs 150, 14 146 vs 153; avx2 16 127 vs 113, 24 125 vs 131. */
+    if (any_int && ck_qgemm_body() == CK_QGEMM_AVXVNNI) return CK_QGEMM_AVXVNNI_MIN_T;
+    if (any_int && ck_qgemm_body() == CK_QGEMM_AVX2) return CK_QGEMM_AVX2_MIN_T;
     return CK_QGEMM_MIN_T;
 }
 
