@@ -533,153 +533,6 @@ static int panel_init(panel *p, int K)
 static void panel_free(panel *p) { ck_ws_free(p->mem); }
 
 #ifdef CK_X86
-/* The AVX-512 unpacking of every type: 32 or 64 weights per step and the scales through F16C; the same u, s, m as
- * the scalar functions */
-CK_AVX512 static void unpack_q8_0_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
-{
-    const ck_block_q8_0 *x = (const ck_block_q8_0 *)row;
-    int b;
-    (void)m;
-    for (b = 0; b < K / CK_QK; b++) {
-        s[b] = _cvtsh_ss(x[b].d);
-        _mm256_storeu_si256((__m256i *)(u + CK_QK * b),
-                            _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x[b].qs), _mm256_set1_epi8((char)0x80)));
-    }
-}
-
-/* q4_0 (with_min 0) / q4_1 (1) */
-CK_AVX512 static inline void unpack_q4_avx512(int with_min, const void *row, int K, uint8_t *u, float *s, float *m)
-{
-    const __m128i m4 = _mm_set1_epi8(0x0F);
-    const size_t bs = with_min ? sizeof(ck_block_q4_1) : sizeof(ck_block_q4_0);
-    int b;
-    for (b = 0; b < K / CK_QK; b++) {
-        const uint8_t *blk = (const uint8_t *)row + bs * b;
-        const __m128i t = _mm_loadu_si128((const __m128i *)(blk + (with_min ? 4 : 2)));
-        s[b] = _cvtsh_ss(*(const uint16_t *)blk);
-        if (with_min) m[b] = _cvtsh_ss(((const ck_block_q4_1 *)blk)->m);
-        _mm_storeu_si128((__m128i *)(u + CK_QK * b), _mm_and_si128(t, m4));
-        _mm_storeu_si128((__m128i *)(u + CK_QK * b + 16), _mm_and_si128(_mm_srli_epi16(t, 4), m4));
-    }
-}
-
-CK_AVX512 static void unpack_q4_0_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
-{
-    unpack_q4_avx512(0, row, K, u, s, m);
-}
-
-CK_AVX512 static void unpack_q4_1_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
-{
-    unpack_q4_avx512(1, row, K, u, s, m);
-}
-
-/* q5_0 (with_min 0) / q5_1 (1): the nibbles in element order, plus 16 where qh (a mask of the 32) has a bit */
-CK_AVX512 static inline void unpack_q5_avx512(int with_min, const void *row, int K, uint8_t *u, float *s, float *m)
-{
-    const __m128i m4 = _mm_set1_epi8(0x0F);
-    const size_t bs = with_min ? sizeof(ck_block_q5_1) : sizeof(ck_block_q5_0);
-    int b;
-    for (b = 0; b < K / CK_QK; b++) {
-        const uint8_t *blk = (const uint8_t *)row + bs * b, *qh4 = blk + (with_min ? 4 : 2);
-        const __m128i t = _mm_loadu_si128((const __m128i *)(qh4 + 4));
-        const __m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(t, 4), m4), _mm_and_si128(t, m4));
-        uint32_t qh;
-        memcpy(&qh, qh4, 4);
-        s[b] = _cvtsh_ss(*(const uint16_t *)blk);
-        if (with_min) m[b] = _cvtsh_ss(((const ck_block_q5_1 *)blk)->m);
-        _mm256_storeu_si256((__m256i *)(u + CK_QK * b),
-                            _mm256_mask_add_epi8(nib, (__mmask32)qh, nib, _mm256_set1_epi8(0x10)));
-    }
-}
-
-CK_AVX512 static void unpack_q5_0_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
-{
-    unpack_q5_avx512(0, row, K, u, s, m);
-}
-
-CK_AVX512 static void unpack_q5_1_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
-{
-    unpack_q5_avx512(1, row, K, u, s, m);
-}
-
-/* q4_K (qh NULL) / q5_K: sub-block 2i in the low nibbles of 32 bytes, 2i + 1 in the high ones; q5_K's fifth bit
- * of sub-block j is bit j of each of its 32 qh bytes */
-CK_AVX512 static inline void unpack_k_avx512(const uint8_t *scales12, uint16_t d16, uint16_t dmin16, const uint8_t *q,
-                                             const uint8_t *qh, uint8_t *u, float *s, float *m)
-{
-    const float d = _cvtsh_ss(d16), dmin = _cvtsh_ss(dmin16);
-    const __m256i m4 = _mm256_set1_epi8(0x0F), five = _mm256_set1_epi8(0x10);
-    const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
-    uint8_t sc[8], mn[8];
-    int j;
-    ck_k4_scales_mins(scales12, sc, mn);
-    for (j = 0; j < 8; j++) {
-        s[j] = d * (float)sc[j];
-        m[j] = -dmin * (float)mn[j];
-    }
-    for (j = 0; j < 4; j++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * j));
-        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if (qh) {
-            lo = _mm256_mask_add_epi8(lo, _mm256_test_epi8_mask(h, _mm256_set1_epi8((char)(1 << (2 * j)))), lo, five);
-            hi = _mm256_mask_add_epi8(hi, _mm256_test_epi8_mask(h, _mm256_set1_epi8((char)(1 << (2 * j + 1)))), hi, five);
-        }
-        _mm256_storeu_si256((__m256i *)(u + 64 * j), lo);
-        _mm256_storeu_si256((__m256i *)(u + 64 * j + 32), hi);
-    }
-}
-
-CK_AVX512 static void unpack_q4_K_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
-{
-    int b;
-    for (b = 0; b < K / CK_QK_K; b++) {
-        const ck_block_q4_K *x = (const ck_block_q4_K *)row + b;
-        unpack_k_avx512(x->scales, x->d, x->dmin, x->qs, NULL, u + CK_QK_K * b, s + 8 * b, m + 8 * b);
-    }
-}
-
-CK_AVX512 static void unpack_q5_K_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
-{
-    int b;
-    for (b = 0; b < K / CK_QK_K; b++) {
-        const ck_block_q5_K *x = (const ck_block_q5_K *)row + b;
-        unpack_k_avx512(x->scales, x->d, x->dmin, x->qs, x->qh, u + CK_QK_K * b, s + 8 * b, m + 8 * b);
-    }
-}
-
-CK_AVX512 static void unpack_q6_K_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
-{
-    int b, j;
-    (void)m;
-    for (b = 0; b < K / CK_QK_K; b++) {
-        const ck_block_q6_K *x = (const ck_block_q6_K *)row + b;
-        const float d = _cvtsh_ss(x->d);
-        for (j = 0; j < CK_QK_K / 16; j++) s[16 * b + j] = d * (float)x->scales[j];
-        for (j = 0; j < 2; j++) { /* 128 weights: ql's low nibbles 0-63, high nibbles 64-127, qh's bit pairs */
-            const __m512i l = _mm512_loadu_si512((const void *)(x->ql + 64 * j));
-            const __m256i h = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * j));
-            const __m512i h01 = _mm512_inserti64x4(_mm512_castsi256_si512(h), _mm256_srli_epi16(h, 2), 1);
-            const __m512i h23 = _mm512_srli_epi16(h01, 4), m2 = _mm512_set1_epi8(3), f = _mm512_set1_epi8(0x0F);
-            _mm512_storeu_si512((void *)(u + CK_QK_K * b + 128 * j),
-                                _mm512_or_si512(_mm512_and_si512(l, f), _mm512_slli_epi16(_mm512_and_si512(h01, m2), 4)));
-            _mm512_storeu_si512((void *)(u + CK_QK_K * b + 128 * j + 64),
-                                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), f),
-                                                _mm512_slli_epi16(_mm512_and_si512(h23, m2), 4)));
-        }
-    }
-}
-
-static const unpack_fn kUnpackAvx512[] = {
-    [CK_Q_Q8_0] = unpack_q8_0_avx512, [CK_Q_Q4_0] = unpack_q4_0_avx512, [CK_Q_Q4_1] = unpack_q4_1_avx512,
-    [CK_Q_Q5_0] = unpack_q5_0_avx512, [CK_Q_Q5_1] = unpack_q5_1_avx512, [CK_Q_Q4_K] = unpack_q4_K_avx512,
-    [CK_Q_Q5_K] = unpack_q5_K_avx512, [CK_Q_Q6_K] = unpack_q6_K_avx512,
-};
-
-static unpack_fn unpack_avx512_of(int type)
-{
-    return type >= 0 && type < (int)(sizeof kUnpackAvx512 / sizeof kUnpackAvx512[0]) ? kUnpackAvx512[type] : NULL;
-}
-
 /* The AVX2 unpacking: the same u, s, m as the scalar functions (q5's and q6_K's bits placed with AVX2 operations
  * where the AVX-512 ones use masks) */
 CK_QA2 static void unpack_q8_0_avx2(const void *row, int K, uint8_t *u, float *s, float *m)
@@ -810,6 +663,115 @@ static const unpack_fn kUnpackAvx2[] = {
 static unpack_fn unpack_avx2_of(int type)
 {
     return type >= 0 && type < (int)(sizeof kUnpackAvx2 / sizeof kUnpackAvx2[0]) ? kUnpackAvx2[type] : NULL;
+}
+
+/* The AVX-512 unpacking of the types whose AVX2 one above leaves work a mask does in one step (q8_0, q4_0 and
+ * q4_1 take the AVX2 functions on both paths): the same u, s, m as the scalar functions */
+/* q5_0 (with_min 0) / q5_1 (1): the nibbles in element order, plus 16 where qh (a mask of the 32) has a bit */
+CK_AVX512 static inline void unpack_q5_avx512(int with_min, const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const size_t bs = with_min ? sizeof(ck_block_q5_1) : sizeof(ck_block_q5_0);
+    int b;
+    for (b = 0; b < K / CK_QK; b++) {
+        const uint8_t *blk = (const uint8_t *)row + bs * b, *qh4 = blk + (with_min ? 4 : 2);
+        const __m128i t = _mm_loadu_si128((const __m128i *)(qh4 + 4));
+        const __m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(t, 4), m4), _mm_and_si128(t, m4));
+        uint32_t qh;
+        memcpy(&qh, qh4, 4);
+        s[b] = _cvtsh_ss(*(const uint16_t *)blk);
+        if (with_min) m[b] = _cvtsh_ss(((const ck_block_q5_1 *)blk)->m);
+        _mm256_storeu_si256((__m256i *)(u + CK_QK * b),
+                            _mm256_mask_add_epi8(nib, (__mmask32)qh, nib, _mm256_set1_epi8(0x10)));
+    }
+}
+
+CK_AVX512 static void unpack_q5_0_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    unpack_q5_avx512(0, row, K, u, s, m);
+}
+
+CK_AVX512 static void unpack_q5_1_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    unpack_q5_avx512(1, row, K, u, s, m);
+}
+
+/* q4_K (qh NULL) / q5_K: sub-block 2i in the low nibbles of 32 bytes, 2i + 1 in the high ones; q5_K's fifth bit
+ * of sub-block j is bit j of each of its 32 qh bytes */
+CK_AVX512 static inline void unpack_k_avx512(const uint8_t *scales12, uint16_t d16, uint16_t dmin16, const uint8_t *q,
+                                             const uint8_t *qh, uint8_t *u, float *s, float *m)
+{
+    const float d = _cvtsh_ss(d16), dmin = _cvtsh_ss(dmin16);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), five = _mm256_set1_epi8(0x10);
+    const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    uint8_t sc[8], mn[8];
+    int j;
+    ck_k4_scales_mins(scales12, sc, mn);
+    for (j = 0; j < 8; j++) {
+        s[j] = d * (float)sc[j];
+        m[j] = -dmin * (float)mn[j];
+    }
+    for (j = 0; j < 4; j++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * j));
+        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if (qh) {
+            lo = _mm256_mask_add_epi8(lo, _mm256_test_epi8_mask(h, _mm256_set1_epi8((char)(1 << (2 * j)))), lo, five);
+            hi = _mm256_mask_add_epi8(hi, _mm256_test_epi8_mask(h, _mm256_set1_epi8((char)(1 << (2 * j + 1)))), hi, five);
+        }
+        _mm256_storeu_si256((__m256i *)(u + 64 * j), lo);
+        _mm256_storeu_si256((__m256i *)(u + 64 * j + 32), hi);
+    }
+}
+
+CK_AVX512 static void unpack_q4_K_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    int b;
+    for (b = 0; b < K / CK_QK_K; b++) {
+        const ck_block_q4_K *x = (const ck_block_q4_K *)row + b;
+        unpack_k_avx512(x->scales, x->d, x->dmin, x->qs, NULL, u + CK_QK_K * b, s + 8 * b, m + 8 * b);
+    }
+}
+
+CK_AVX512 static void unpack_q5_K_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    int b;
+    for (b = 0; b < K / CK_QK_K; b++) {
+        const ck_block_q5_K *x = (const ck_block_q5_K *)row + b;
+        unpack_k_avx512(x->scales, x->d, x->dmin, x->qs, x->qh, u + CK_QK_K * b, s + 8 * b, m + 8 * b);
+    }
+}
+
+CK_AVX512 static void unpack_q6_K_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
+{
+    int b, j;
+    (void)m;
+    for (b = 0; b < K / CK_QK_K; b++) {
+        const ck_block_q6_K *x = (const ck_block_q6_K *)row + b;
+        const float d = _cvtsh_ss(x->d);
+        for (j = 0; j < CK_QK_K / 16; j++) s[16 * b + j] = d * (float)x->scales[j];
+        for (j = 0; j < 2; j++) { /* 128 weights: ql's low nibbles 0-63, high nibbles 64-127, qh's bit pairs */
+            const __m512i l = _mm512_loadu_si512((const void *)(x->ql + 64 * j));
+            const __m256i h = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * j));
+            const __m512i h01 = _mm512_inserti64x4(_mm512_castsi256_si512(h), _mm256_srli_epi16(h, 2), 1);
+            const __m512i h23 = _mm512_srli_epi16(h01, 4), m2 = _mm512_set1_epi8(3), f = _mm512_set1_epi8(0x0F);
+            _mm512_storeu_si512((void *)(u + CK_QK_K * b + 128 * j),
+                                _mm512_or_si512(_mm512_and_si512(l, f), _mm512_slli_epi16(_mm512_and_si512(h01, m2), 4)));
+            _mm512_storeu_si512((void *)(u + CK_QK_K * b + 128 * j + 64),
+                                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), f),
+                                                _mm512_slli_epi16(_mm512_and_si512(h23, m2), 4)));
+        }
+    }
+}
+
+static const unpack_fn kUnpackAvx512[] = {
+    [CK_Q_Q8_0] = unpack_q8_0_avx2, [CK_Q_Q4_0] = unpack_q4_0_avx2, [CK_Q_Q4_1] = unpack_q4_1_avx2,
+    [CK_Q_Q5_0] = unpack_q5_0_avx512, [CK_Q_Q5_1] = unpack_q5_1_avx512, [CK_Q_Q4_K] = unpack_q4_K_avx512,
+    [CK_Q_Q5_K] = unpack_q5_K_avx512, [CK_Q_Q6_K] = unpack_q6_K_avx512,
+};
+
+static unpack_fn unpack_avx512_of(int type)
+{
+    return type >= 0 && type < (int)(sizeof kUnpackAvx512 / sizeof kUnpackAvx512[0]) ? kUnpackAvx512[type] : NULL;
 }
 
 /* transpose_u below on AVX2: 8 x 8 transposes of 4-byte groups, rows 0-7 and 8-15 of each 8 chunks (K is a
