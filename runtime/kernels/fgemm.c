@@ -54,7 +54,7 @@ int ck_fgemm_fast(void) { return ck_cpu_avx512vnni(); }
 int ck_fgemm_body(int type)
 {
     if ((type == CK_Q_F16 || type == CK_Q_BF16) && ck_cpu_amx_bf16()) return CK_FGEMM_AMX;
-    return ck_fgemm_fast() ? CK_FGEMM_AVX512 : CK_FGEMM_REF;
+    return ck_fgemm_fast() ? CK_FGEMM_AVX512 : ck_cpu_avx2() ? CK_FGEMM_AVX2 : CK_FGEMM_REF;
 }
 
 /* element i of a row of `type` */
@@ -233,6 +233,140 @@ CK_AVX512F static void tile_avx512(const float *P, int nv, const acts *x, int k0
     case 3: tile_avx512_n(P, x, k0, kc, t0, mr, n0, rows, o, first, 3, 1); break;
     case 2: tile_avx512_n(P, x, k0, kc, t0, mr, n0, rows, o, first, 2, 1); break;
     default: tile_avx512_n(P, x, k0, kc, t0, mr, n0, rows, o, first, 1, 1); break;
+    }
+}
+#endif
+
+#ifdef CK_X86
+/* ---- the same on AVX2 (CK_FGEMM_AVX2) --------------------------------------------------------------------
+ * The panel as the AVX-512 body's (P[k][16 nv], packed by 8 x 8 transposes), and a microkernel of 4 tokens x
+ * 24 rows: 12 ymm accumulators, 3 of the panel and a broadcast fill the 16 registers. Each output's sum is the
+ * same FMAs in the same order, so the results are the scalar twin's bit for bit. Only qlinear.c's prefill of
+ * f16 / bf16 / f32 parts takes it (ck_fgemm_body): on an AVX2 CPU it converted 64-row tiles into OpenBLAS's
+ * sgemm, 0.95x llama.cpp's f16 prefill at CK_KERNELS=avx2-vnni. */
+#define CK_AVX2F __attribute__((target("avx2,fma,f16c")))
+
+/* 8 rows x 8 columns of W converted, transposed into P[k][c0 .. c0 + 7] */
+CK_AVX2F static inline void pack8x8(float *P, size_t nr, int type, const void *w, size_t ldw, int rows, int k0, int c0)
+{
+    __m256 m[8];
+    int r;
+    for (r = 0; r < 8; r++) {
+        if (r >= rows) {
+            m[r] = _mm256_setzero_ps();
+            continue;
+        }
+        if (type == CK_Q_F32) {
+            m[r] = _mm256_loadu_ps((const float *)w + (size_t)r * ldw + k0);
+        } else {
+            const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + (size_t)r * ldw + k0));
+            m[r] = type == CK_Q_F16 ? _mm256_cvtph_ps(h)
+                                    : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+        }
+    }
+    ck_transpose8(m);
+    for (r = 0; r < 8; r++) _mm256_store_ps(P + (size_t)r * nr + c0, m[r]);
+}
+
+CK_AVX2F static void pack_avx2(float *P, int nv, int type, const void *w, size_t ldw, int kn, int rows, int k0, int kc)
+{
+    const size_t nr = (size_t)16 * nv;
+    int k, c, r, j;
+    if (kn) { /* W stored [K][N] (f32) */
+        for (k = 0; k < kc; k++)
+            for (r = 0; r < (int)nr; r++) P[(size_t)k * nr + r] = r < rows ? ((const float *)w)[(size_t)(k0 + k) * ldw + r] : 0.0f;
+        return;
+    }
+    for (k = 0; k + 8 <= kc; k += 8)
+        for (c = 0; c < (int)nr; c += 8)
+            pack8x8(P + (size_t)k * nr, nr, type, (const char *)w + elem_bytes(type) * ldw * c, ldw, rows - c, k0 + k, c);
+    for (j = k; j < kc; j++) /* a last part of the row under 8 columns */
+        for (r = 0; r < (int)nr; r++)
+            P[j * nr + r] = r < rows ? elem(type, (const char *)w + elem_bytes(type) * ldw * r, (size_t)(k0 + j)) : 0.0f;
+}
+
+/* tokens [t0, t0 + mr) (mr <= 4; rows past the last token repeat the first) x the panel's rows [c0, c0 + 8 nw) */
+CK_AVX2F static inline __attribute__((always_inline)) void tile_avx2_n(const float *P, size_t nr, const acts *x, int k0,
+                                                                       int kc, int t0, int mr, int n0, int rows,
+                                                                       const dest *o, int first, int c0, const int nw,
+                                                                       const int sk1)
+{
+    __m256 acc[4][3], res[4][3]; /* (res: the epilogue's copy, so that acc is only indexed by constants and GCC
+                                   * keeps it in registers, not stored to the stack every k) */
+    const float *xr[4];
+    const int64_t sk = sk1 ? 1 : x->sk;
+    int i, k, v;
+    for (i = 0; i < 4; i++) {
+        for (v = 0; v < nw; v++) acc[i][v] = _mm256_setzero_ps();
+        xr[i] = x->x + (t0 + (i < mr ? i : 0)) * x->st + (int64_t)k0 * sk;
+    }
+    for (k = 0; k < kc; k++) {
+        __m256 p[3];
+        for (v = 0; v < nw; v++) p[v] = _mm256_load_ps(P + (size_t)k * nr + c0 + 8 * v);
+        for (i = 0; i < 4; i++) {
+            const __m256 a = _mm256_broadcast_ss(xr[i] + (int64_t)k * sk);
+            for (v = 0; v < nw; v++) acc[i][v] = _mm256_fmadd_ps(a, p[v], acc[i][v]);
+        }
+    }
+    for (i = 0; i < 4; i++)
+        for (v = 0; v < nw; v++) res[i][v] = acc[i][v];
+    for (i = 0; i < mr; i++) {
+        const int t = t0 + i;
+        float *y = o->out + (size_t)t * o->ldo + n0;
+        for (v = 0; v < nw; v++) {
+            const int c = c0 + 8 * v, left = rows - c;
+            if (left >= 8) { /* as tile_ref: the sum, + bias, + residual (or + what is stored) */
+                __m256 r = res[i][v];
+                if (first) {
+                    if (o->bias) r = _mm256_add_ps(r, _mm256_loadu_ps(o->bias + n0 + c));
+                    if (o->add) r = _mm256_add_ps(r, _mm256_loadu_ps(o->add + (size_t)t * o->ld_add + n0 + c));
+                } else {
+                    r = _mm256_add_ps(r, _mm256_loadu_ps(y + c));
+                }
+                _mm256_storeu_ps(y + c, r);
+            } else if (left > 0) {
+                float a8[8];
+                int e;
+                _mm256_storeu_ps(a8, res[i][v]);
+                for (e = 0; e < left; e++) {
+                    float u = a8[e];
+                    if (first) {
+                        if (o->bias) u += o->bias[n0 + c + e];
+                        if (o->add) u += o->add[(size_t)t * o->ld_add + n0 + c + e];
+                    } else {
+                        u += y[c + e];
+                    }
+                    y[c + e] = u;
+                }
+            }
+        }
+    }
+}
+
+/* a tile of up to MR tokens (4 at a time) x the panel's 16 nv rows (24 at a time) */
+CK_AVX2F static void tile_avx2(const float *P, int nv, const acts *x, int k0, int kc, int t0, int mr, int n0, int rows,
+                               const dest *o, int first)
+{
+    const size_t nr = (size_t)16 * nv;
+    int t, c0;
+    for (t = t0; t < t0 + mr; t += 4) {
+        const int m4 = t0 + mr - t < 4 ? t0 + mr - t : 4;
+        for (c0 = 0; c0 < (int)nr && c0 < rows; c0 += 24) {
+            const int nw = (int)nr - c0 >= 24 ? 3 : ((int)nr - c0) / 8;
+            if (x->sk != 1) {
+                switch (nw) {
+                case 3: tile_avx2_n(P, nr, x, k0, kc, t, m4, n0, rows, o, first, c0, 3, 0); break;
+                case 2: tile_avx2_n(P, nr, x, k0, kc, t, m4, n0, rows, o, first, c0, 2, 0); break;
+                default: tile_avx2_n(P, nr, x, k0, kc, t, m4, n0, rows, o, first, c0, 1, 0); break;
+                }
+                continue;
+            }
+            switch (nw) {
+            case 3: tile_avx2_n(P, nr, x, k0, kc, t, m4, n0, rows, o, first, c0, 3, 1); break;
+            case 2: tile_avx2_n(P, nr, x, k0, kc, t, m4, n0, rows, o, first, c0, 2, 1); break;
+            default: tile_avx2_n(P, nr, x, k0, kc, t, m4, n0, rows, o, first, c0, 1, 1); break;
+            }
+        }
     }
 }
 #endif
@@ -623,7 +757,10 @@ static void panel_block(float *P, int type, const void *w, int64_t ldw, int w_kn
         const int next_bytes = (int)elem_bytes(type) * (K - next_k < KC ? K - next_k : KC);
         const int per_tile = (next_rows + (T - t0 + MR - 1) / MR - 1) / ((T - t0 + MR - 1) / MR);
         int pr = 0;
-        pack_avx512(P, nv, type, wg, (size_t)ldw, w_kn, rows, k0, kc);
+        if (fast == CK_FGEMM_AVX2)
+            pack_avx2(P, nv, type, wg, (size_t)ldw, w_kn, rows, k0, kc);
+        else
+            pack_avx512(P, nv, type, wg, (size_t)ldw, w_kn, rows, k0, kc);
         for (t = t0; t < T; t += MR) {
             int e;
             for (e = 0; e < per_tile && pr < next_rows; e++, pr++) {
@@ -631,7 +768,8 @@ static void panel_block(float *P, int type, const void *w, int64_t ldw, int w_kn
                 int c;
                 for (c = 0; c < next_bytes; c += 64) _mm_prefetch(row + c, _MM_HINT_T0);
             }
-            tile_avx512(P, nv, xa, k0, kc, t, T - t < MR ? T - t : MR, n0, rows, o, k0 == 0);
+            (fast == CK_FGEMM_AVX2 ? tile_avx2 : tile_avx512)(P, nv, xa, k0, kc, t, T - t < MR ? T - t : MR, n0, rows, o,
+                                                              k0 == 0);
         }
         return;
     }
@@ -652,7 +790,7 @@ int ck_fgemm_general(float *out, int ldo, const float *x, int64_t xs_t, int64_t 
     acts xa;
     if (r1 <= r0) return 0;
     if (w_kn && type != CK_Q_F32) return -1;
-    if (fast >= CK_FGEMM_AMX) { /* the tiles take f16 / bf16 weights as rows and activations as rows */
+    if (fast == CK_FGEMM_AMX || fast == CK_FGEMM_AMX_EMU) { /* the tiles take f16 / bf16 weights and activations as rows */
         if ((type == CK_Q_F16 || type == CK_Q_BF16) && !w_kn && xs_k == 1)
             return fgemm_amx(out, ldo, x, xs_t, type, w, ldw, bias, add, ld_add, T, K, r0, r1, col0, fast);
         fast = fast == CK_FGEMM_AMX ? CK_FGEMM_AVX512 : CK_FGEMM_REF;

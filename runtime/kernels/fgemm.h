@@ -35,12 +35,13 @@ enum {
     CK_FGEMM_AVX512 = 1, /* AVX-512 FMAs over float panels: the scalar twin's results bit for bit */
     CK_FGEMM_AMX = 2,    /* f16 / bf16 weights: AMX-BF16 tiles over split operands (fgemm.c), float32's
                           * accuracy to ~1e-5 of sum |x w|; other types and layouts run the AVX-512 body */
-    CK_FGEMM_AMX_EMU = 3 /* the AMX body's tile program on emulated tiles (tests, any machine); others: REF */
+    CK_FGEMM_AMX_EMU = 3, /* the AMX body's tile program on emulated tiles (tests, any machine); others: REF */
+    CK_FGEMM_AVX2 = 4     /* AVX2 FMAs over the same panels: the scalar twin's results bit for bit */
 };
-int ck_fgemm_body(int type); /* the body the CPU runs for a weight type: AMX, AVX512, or REF */
+int ck_fgemm_body(int type); /* the body the CPU runs for a weight type: AMX, AVX512, AVX2, or REF */
 /* out[t][col0 + r] = sum_k x[t][k] W[r][k] (+ bias) (+ add) for rows [r0, r1) of one matrix part `w` of
- * `type` ([rows][K] values) and tokens [0, T); `fast`: the body (CK_FGEMM_*; 0 and 1 give identical
- * results). 0, -1 when the panel cannot be allocated, -2 when the emulated tiles fault. */
+ * `type` ([rows][K] values) and tokens [0, T); `fast`: the body (CK_FGEMM_*; REF, AVX512 and AVX2 give
+ * identical results). 0, -1 when the panel cannot be allocated, -2 when the emulated tiles fault. */
 int ck_fgemm_rows(float *out, int ldo, const float *x, int ldx, int type, const void *w, const float *bias,
                   const float *add, int ld_add, int T, int K, int64_t r0, int64_t r1, int64_t col0, int fast);
 /* The same with any operand layout: x[t][k] at x + t * xs_t + k * xs_k; W's (n, k) at w + n * ldw + k, or

@@ -1436,7 +1436,7 @@ static int prefill_rows(prefill_job *j, int64_t n0, int64_t n1, float **tile)
                 return -1;
             continue;
         }
-        if (gemm == CK_GEMM_FLOAT && ck_fgemm_fast()) {
+        if (gemm == CK_GEMM_FLOAT && ck_fgemm_body(type) != CK_FGEMM_REF) {
             if (ck_fgemm_rows(j->out, j->ldo, j->x, j->ldx, type, j->w->data[p], j->bias, j->add, j->ld_add, j->T,
                               j->K, a - base, b - base, base, ck_fgemm_body(type)))
                 return -1;

@@ -409,8 +409,8 @@ TEST_CASE("fgemm: W stored [K][N] and a transposed A equal the scalar twin bit f
     REQUIRE(ck_fgemm_rows(want.data(), N, x.data(), K, CK_Q_F32, wnk.data(), bias.data(), add.data(), N, T, K, 0, N,
                           0, 0) == 0);
     for (int trans_a : {0, 1})
-        for (int fast : {0, 1}) {
-            if (fast && !ck_fgemm_fast()) continue;
+        for (int fast : {CK_FGEMM_REF, CK_FGEMM_AVX512, CK_FGEMM_AVX2}) {
+            if ((fast == CK_FGEMM_AVX512 && !ck_fgemm_fast()) || (fast == CK_FGEMM_AVX2 && !ck_cpu_avx2())) continue;
             INFO("trans_a " << trans_a << " fast " << fast);
             std::vector<float> got(add.size(), -1.0f);
             REQUIRE(ck_fgemm_general(got.data(), N, trans_a ? xt.data() : x.data(), trans_a ? 1 : K, trans_a ? T : 1,
@@ -425,8 +425,8 @@ TEST_CASE("fgemm: W stored [K][N] and a transposed A equal the scalar twin bit f
 TEST_CASE("quant: the f32 / f16 / bf16 prefill GEMM equals its scalar twin bit for bit", "[quant]")
 {
     for (int type : {CK_Q_F32, CK_Q_F16, CK_Q_BF16})
-        for (int K : {520, 96}) {  // 520: two panels of columns and a last part under 16; 96: one short panel
-            const int N = 75;       // two full panels of 32 rows and a partial one
+        for (int K : {524, 96}) {  // 524: two panels of columns and a last part under 16 (AVX2: 8 and 4); 96: one short
+            const int N = 80;       // rows [3, 80): a 48-row panel and one of 29 (the AVX2 body's last 8 rows: 5)
             auto w = rnd(static_cast<size_t>(N) * K, 500u + type + K, 0.3f);
             auto wq = quantize(type, w);
             auto wd = dequantize(type, wq, w.size());
@@ -437,16 +437,31 @@ TEST_CASE("quant: the f32 / f16 / bf16 prefill GEMM equals its scalar twin bit f
                 auto x = rnd(static_cast<size_t>(T) * ldx, 70u + T, 2.0f);
                 auto add = rnd(static_cast<size_t>(T) * ldo, 80u + T);
                 std::vector<float> twin(static_cast<size_t>(T) * ldo, -1.0f), fast(twin), exact(twin), inplace(add);
-                // rows [3, 75): panels starting off the matrix's first row, the last one partial
+                // rows [3, 80): panels starting off the matrix's first row, the last one partial
                 REQUIRE(ck_fgemm_rows(twin.data(), ldo, x.data(), ldx, type, wq.data(), bias.data(), add.data(), ldo, T,
                                       K, 3, N, 0, 0) == 0);
-                if (ck_fgemm_fast()) {
+                // each vector body the CPU has: AVX-512, AVX2
+                const int body = ck_fgemm_fast() ? CK_FGEMM_AVX512 : CK_FGEMM_AVX2;
+                const bool vec = ck_fgemm_fast() || ck_cpu_avx2();
+                if (ck_cpu_avx2() && ck_fgemm_fast()) {
+                    std::vector<float> avx2(twin.size(), -1.0f), inplace2(add);
+                    REQUIRE(ck_fgemm_rows(avx2.data(), ldo, x.data(), ldx, type, wq.data(), bias.data(), add.data(), ldo,
+                                          T, K, 3, N, 0, CK_FGEMM_AVX2) == 0);
+                    for (size_t i = 0; i < twin.size(); i++) REQUIRE(avx2[i] == twin[i]);
+                    REQUIRE(ck_fgemm_rows(inplace2.data(), ldo, x.data(), ldx, type, wq.data(), bias.data(), inplace2.data(),
+                                          ldo, T, K, 3, N, 0, CK_FGEMM_AVX2) == 0);
+                    for (size_t i = 0; i < twin.size(); i++) {  // (columns outside [3, N) keep the residual)
+                        const size_t n = i % static_cast<size_t>(ldo);
+                        REQUIRE(inplace2[i] == (n < 3 || n >= static_cast<size_t>(N) ? add[i] : twin[i]));
+                    }
+                }
+                if (vec) {
                     REQUIRE(ck_fgemm_rows(fast.data(), ldo, x.data(), ldx, type, wq.data(), bias.data(), add.data(), ldo,
-                                          T, K, 3, N, 0, 1) == 0);
+                                          T, K, 3, N, 0, body) == 0);
                     for (size_t i = 0; i < twin.size(); i++) REQUIRE(fast[i] == twin[i]);
                     // the residual is the output (the planner's MATMUL_ADD trick)
                     REQUIRE(ck_fgemm_rows(inplace.data(), ldo, x.data(), ldx, type, wq.data(), bias.data(), inplace.data(),
-                                          ldo, T, K, 3, N, 0, 1) == 0);
+                                          ldo, T, K, 3, N, 0, body) == 0);
                 }
                 ck_linear_ref(exact.data(), ldo, x.data(), ldx, wd.data(), bias.data(), add.data(), ldo, T, K, N);
                 std::vector<float> xabs(x), wabs(wd), mag(exact);  // sum |w x|: the scale of float32's rounding
@@ -461,7 +476,7 @@ TEST_CASE("quant: the f32 / f16 / bf16 prefill GEMM equals its scalar twin bit f
                             continue;
                         }
                         REQUIRE(std::fabs(twin[i] - exact[i]) <= 2e-6 * (1.0 + mag[i]));
-                        if (ck_fgemm_fast()) REQUIRE(inplace[i] == fast[i]);
+                        if (vec) REQUIRE(inplace[i] == fast[i]);
                     }
             }
         }
