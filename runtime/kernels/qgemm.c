@@ -202,7 +202,7 @@ static void unpack_q6_K(const void *row, int K, uint8_t *u, float *s, float *m)
 }
 
 #ifdef CK_X86
-static unpack_fn unpack_avx512_of(int type);
+static unpack_fn unpack_avx2_of(int type);
 #endif
 
 /* The GEMM's view of a type: w = s (u - z) + m per sub-block of L weights (the file's comment). A type with
@@ -267,6 +267,15 @@ static void quantize_row_ref(const ck_qgemm_acts *a, const float *xr, int8_t *q,
 }
 
 #ifdef CK_X86
+/* a q8_K block of zeros (all its values 0, or its largest magnitude's sign lost): quants, scales and sums */
+static void q8k_zero(int8_t *q, float *d8, int32_t *sum16)
+{
+    int j;
+    memset(q, 0, CK_QK_K);
+    for (j = 0; j < 8; j++) d8[j] = 0.0f;
+    for (j = 0; j < 16; j++) sum16[j] = 0;
+}
+
 /* the same, 16 lanes at a time (cvtps rounds half to even like rintf and
  * llama.cpp's nearest_int; identical results, tested) */
 CK_AVX512 static void quantize_row_avx512(const ck_qgemm_acts *a, const float *xr, int8_t *q, float *d, int32_t *sum,
@@ -292,9 +301,7 @@ CK_AVX512 static void quantize_row_avx512(const ck_qgemm_acts *a, const float *x
                 }
             }
             if (amax == 0.0f || max == 0.0f) {
-                memset(q + CK_QK_K * b, 0, CK_QK_K);
-                for (j = 0; j < 8; j++) d[8 * b + j] = 0.0f;
-                for (j = 0; j < 16; j++) sum[16 * b + j] = 0;
+                q8k_zero(q + CK_QK_K * b, d + 8 * b, sum + 16 * b);
                 continue;
             }
             iscale = -127.f / max;
@@ -375,9 +382,7 @@ CK_QA2 static void quantize_row_avx2(const ck_qgemm_acts *a, const float *xr, in
                     break;
                 }
             if (amax == 0.0f || max == 0.0f) {
-                memset(q + CK_QK_K * b, 0, CK_QK_K);
-                for (j = 0; j < 8; j++) d[8 * b + j] = 0.0f;
-                for (j = 0; j < 16; j++) sum[16 * b + j] = 0;
+                q8k_zero(q + CK_QK_K * b, d + 8 * b, sum + 16 * b);
                 continue;
             }
             iscale = -127.f / max;
@@ -533,8 +538,8 @@ static int panel_init(panel *p, int K)
 static void panel_free(panel *p) { ck_ws_free(p->mem); }
 
 #ifdef CK_X86
-/* The AVX2 unpacking: the same u, s, m as the scalar functions (q5's and q6_K's bits placed with AVX2 operations
- * where the AVX-512 ones use masks) */
+/* The vector unpacking, for the AVX2 and the AVX-512 bodies alike (the packing is a small part of a GEMM's time):
+ * the same u, s, m as the scalar functions */
 CK_QA2 static void unpack_q8_0_avx2(const void *row, int K, uint8_t *u, float *s, float *m)
 {
     const ck_block_q8_0 *x = (const ck_block_q8_0 *)row;
@@ -585,7 +590,8 @@ CK_QA2 static void unpack_q4_1_avx2(const void *row, int K, uint8_t *u, float *s
 CK_QA2 static void unpack_q5_0_avx2(const void *row, int K, uint8_t *u, float *s, float *m) { unpack_q45_avx2(1, 0, row, K, u, s, m); }
 CK_QA2 static void unpack_q5_1_avx2(const void *row, int K, uint8_t *u, float *s, float *m) { unpack_q45_avx2(1, 1, row, K, u, s, m); }
 
-/* q4_K (qh NULL) / q5_K, as unpack_k_avx512: the fifth bit of sub-block j is bit j of each of its 32 qh bytes */
+/* q4_K (qh NULL) / q5_K: sub-block 2i in the low nibbles of 32 bytes, 2i + 1 in the high ones; q5_K's fifth bit
+ * of sub-block j is bit j of each of its 32 qh bytes */
 CK_QA2 static inline void unpack_k_avx2(const uint8_t *scales12, uint16_t d16, uint16_t dmin16, const uint8_t *q,
                                         const uint8_t *qh, uint8_t *u, float *s, float *m)
 {
@@ -665,115 +671,6 @@ static unpack_fn unpack_avx2_of(int type)
     return type >= 0 && type < (int)(sizeof kUnpackAvx2 / sizeof kUnpackAvx2[0]) ? kUnpackAvx2[type] : NULL;
 }
 
-/* The AVX-512 unpacking of the types whose AVX2 one above leaves work a mask does in one step (q8_0, q4_0 and
- * q4_1 take the AVX2 functions on both paths): the same u, s, m as the scalar functions */
-/* q5_0 (with_min 0) / q5_1 (1): the nibbles in element order, plus 16 where qh (a mask of the 32) has a bit */
-CK_AVX512 static inline void unpack_q5_avx512(int with_min, const void *row, int K, uint8_t *u, float *s, float *m)
-{
-    const __m128i m4 = _mm_set1_epi8(0x0F);
-    const size_t bs = with_min ? sizeof(ck_block_q5_1) : sizeof(ck_block_q5_0);
-    int b;
-    for (b = 0; b < K / CK_QK; b++) {
-        const uint8_t *blk = (const uint8_t *)row + bs * b, *qh4 = blk + (with_min ? 4 : 2);
-        const __m128i t = _mm_loadu_si128((const __m128i *)(qh4 + 4));
-        const __m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(t, 4), m4), _mm_and_si128(t, m4));
-        uint32_t qh;
-        memcpy(&qh, qh4, 4);
-        s[b] = _cvtsh_ss(*(const uint16_t *)blk);
-        if (with_min) m[b] = _cvtsh_ss(((const ck_block_q5_1 *)blk)->m);
-        _mm256_storeu_si256((__m256i *)(u + CK_QK * b),
-                            _mm256_mask_add_epi8(nib, (__mmask32)qh, nib, _mm256_set1_epi8(0x10)));
-    }
-}
-
-CK_AVX512 static void unpack_q5_0_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
-{
-    unpack_q5_avx512(0, row, K, u, s, m);
-}
-
-CK_AVX512 static void unpack_q5_1_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
-{
-    unpack_q5_avx512(1, row, K, u, s, m);
-}
-
-/* q4_K (qh NULL) / q5_K: sub-block 2i in the low nibbles of 32 bytes, 2i + 1 in the high ones; q5_K's fifth bit
- * of sub-block j is bit j of each of its 32 qh bytes */
-CK_AVX512 static inline void unpack_k_avx512(const uint8_t *scales12, uint16_t d16, uint16_t dmin16, const uint8_t *q,
-                                             const uint8_t *qh, uint8_t *u, float *s, float *m)
-{
-    const float d = _cvtsh_ss(d16), dmin = _cvtsh_ss(dmin16);
-    const __m256i m4 = _mm256_set1_epi8(0x0F), five = _mm256_set1_epi8(0x10);
-    const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
-    uint8_t sc[8], mn[8];
-    int j;
-    ck_k4_scales_mins(scales12, sc, mn);
-    for (j = 0; j < 8; j++) {
-        s[j] = d * (float)sc[j];
-        m[j] = -dmin * (float)mn[j];
-    }
-    for (j = 0; j < 4; j++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * j));
-        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if (qh) {
-            lo = _mm256_mask_add_epi8(lo, _mm256_test_epi8_mask(h, _mm256_set1_epi8((char)(1 << (2 * j)))), lo, five);
-            hi = _mm256_mask_add_epi8(hi, _mm256_test_epi8_mask(h, _mm256_set1_epi8((char)(1 << (2 * j + 1)))), hi, five);
-        }
-        _mm256_storeu_si256((__m256i *)(u + 64 * j), lo);
-        _mm256_storeu_si256((__m256i *)(u + 64 * j + 32), hi);
-    }
-}
-
-CK_AVX512 static void unpack_q4_K_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
-{
-    int b;
-    for (b = 0; b < K / CK_QK_K; b++) {
-        const ck_block_q4_K *x = (const ck_block_q4_K *)row + b;
-        unpack_k_avx512(x->scales, x->d, x->dmin, x->qs, NULL, u + CK_QK_K * b, s + 8 * b, m + 8 * b);
-    }
-}
-
-CK_AVX512 static void unpack_q5_K_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
-{
-    int b;
-    for (b = 0; b < K / CK_QK_K; b++) {
-        const ck_block_q5_K *x = (const ck_block_q5_K *)row + b;
-        unpack_k_avx512(x->scales, x->d, x->dmin, x->qs, x->qh, u + CK_QK_K * b, s + 8 * b, m + 8 * b);
-    }
-}
-
-CK_AVX512 static void unpack_q6_K_avx512(const void *row, int K, uint8_t *u, float *s, float *m)
-{
-    int b, j;
-    (void)m;
-    for (b = 0; b < K / CK_QK_K; b++) {
-        const ck_block_q6_K *x = (const ck_block_q6_K *)row + b;
-        const float d = _cvtsh_ss(x->d);
-        for (j = 0; j < CK_QK_K / 16; j++) s[16 * b + j] = d * (float)x->scales[j];
-        for (j = 0; j < 2; j++) { /* 128 weights: ql's low nibbles 0-63, high nibbles 64-127, qh's bit pairs */
-            const __m512i l = _mm512_loadu_si512((const void *)(x->ql + 64 * j));
-            const __m256i h = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * j));
-            const __m512i h01 = _mm512_inserti64x4(_mm512_castsi256_si512(h), _mm256_srli_epi16(h, 2), 1);
-            const __m512i h23 = _mm512_srli_epi16(h01, 4), m2 = _mm512_set1_epi8(3), f = _mm512_set1_epi8(0x0F);
-            _mm512_storeu_si512((void *)(u + CK_QK_K * b + 128 * j),
-                                _mm512_or_si512(_mm512_and_si512(l, f), _mm512_slli_epi16(_mm512_and_si512(h01, m2), 4)));
-            _mm512_storeu_si512((void *)(u + CK_QK_K * b + 128 * j + 64),
-                                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), f),
-                                                _mm512_slli_epi16(_mm512_and_si512(h23, m2), 4)));
-        }
-    }
-}
-
-static const unpack_fn kUnpackAvx512[] = {
-    [CK_Q_Q8_0] = unpack_q8_0_avx2, [CK_Q_Q4_0] = unpack_q4_0_avx2, [CK_Q_Q4_1] = unpack_q4_1_avx2,
-    [CK_Q_Q5_0] = unpack_q5_0_avx512, [CK_Q_Q5_1] = unpack_q5_1_avx512, [CK_Q_Q4_K] = unpack_q4_K_avx512,
-    [CK_Q_Q5_K] = unpack_q5_K_avx512, [CK_Q_Q6_K] = unpack_q6_K_avx512,
-};
-
-static unpack_fn unpack_avx512_of(int type)
-{
-    return type >= 0 && type < (int)(sizeof kUnpackAvx512 / sizeof kUnpackAvx512[0]) ? kUnpackAvx512[type] : NULL;
-}
-
 /* transpose_u below on AVX2: 8 x 8 transposes of 4-byte groups, rows 0-7 and 8-15 of each 8 chunks (K is a
  * multiple of 32: whole groups of 8 chunks) */
 CK_QA2 static void transpose_u_avx2(const uint8_t *tmp, int K, uint8_t *u)
@@ -803,16 +700,15 @@ CK_AVX512 static void transpose_u(const uint8_t *tmp, int K, uint8_t *u)
 }
 #endif
 
-/* rows [0, rows) of `w` (row-major in its type, row_bytes apart); `vec`: the AVX-512 (1) or AVX2 (2) unpacking
- * and transposes, else the scalar ones (0; the same panel) */
+/* rows [0, rows) of `w` (row-major in its type, row_bytes apart); `vec`: the vector unpacking and the AVX-512 (1)
+ * or AVX2 (2) transposes, else the scalar ones (0; the same panel) */
 static void panel_pack(panel *p, int type, const char *w, size_t row_bytes, int rows, int K, int vec)
 {
     const qgemm_desc *d = desc_of(type);
     const int L = d->L, nsub = K / L;
     int r, c, j;
 #ifdef CK_X86
-    const unpack_fn unpack = vec == 1 && unpack_avx512_of(type) ? unpack_avx512_of(type)
-                             : vec == 2 && unpack_avx2_of(type) ? unpack_avx2_of(type) : d->unpack;
+    const unpack_fn unpack = vec && unpack_avx2_of(type) ? unpack_avx2_of(type) : d->unpack;
 #else
     const unpack_fn unpack = d->unpack;
     (void)vec;
