@@ -330,9 +330,12 @@ def level_envs(a, script):
         sys.exit(f"bench_llm: --kernels {a.kernels}: this CPU has no {' '.join(missing)}")
     print(f"== llama.cpp at {a.kernels} (scripts/llama_cpp.sh --lib; a build takes several minutes once)",
           file=sys.stderr)
-    out = subprocess.run([script, "--lib"], env=dict(os.environ, CKC_LLAMA_CPP_CONFIG=a.kernels), check=True,
-                         stdout=subprocess.PIPE, text=True).stdout.split()
-    lib = out[-1]
+    run = subprocess.run([script, "--lib"], env=dict(os.environ, CKC_LLAMA_CPP_CONFIG=a.kernels),
+                         stdout=subprocess.PIPE, text=True)
+    lib = run.stdout.split()[-1] if run.stdout.split() else ""
+    if run.returncode or not os.path.isfile(os.path.join(lib, "libllama.so")):
+        sys.exit(f"bench_llm: --kernels {a.kernels}: llama_cpp.sh --lib gave no llama.cpp build at that level "
+                 f"(exit code {run.returncode}; its messages are above)")
     envs["ckc"]["CK_KERNELS"] = a.kernels
     envs["llama.cpp"]["LLAMA_CPP_LIB_PATH"] = lib
     info = subprocess.run([sys.executable, "-c", "import llama_cpp; print(llama_cpp.llama_print_system_info().decode())"],

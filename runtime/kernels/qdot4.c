@@ -72,14 +72,16 @@ __attribute__((target("avx2"))) static void lane_offsets_avx2(const int8_t *o, i
 
 /* off[l] = -8 * (the sum of bytes 4l .. 4l + 3 of lo = o[0, 64) and of hi = o[64, 128)): int32 lane l of a group
  * (block l / 4) */
-static void lane_offsets(const int8_t *o, int32_t *off)
+static void lane_offsets(const int8_t *o, int32_t *off, int avx2)
 {
     int l, j;
 #ifdef CK_X86
-    if (ck_cpu_avx2()) { /* (the scalar loop was a third of preparing a decode step's activations) */
+    if (avx2) { /* (the scalar loop was a third of preparing a decode step's activations) */
         lane_offsets_avx2(o, off);
         return;
     }
+#else
+    (void)avx2;
 #endif
     for (l = 0; l < 16; l++) {
         int sum = 0;
@@ -91,6 +93,7 @@ static void lane_offsets(const int8_t *o, int32_t *off)
 static int acts_init(ck_qdot4_acts *a, int T, int K, const acts_src *src)
 {
     const int64_t ng = K / 128;
+    const int avx2 = ck_cpu_avx2(); /* (asked once, not per group) */
     int t, g, l, b;
     memset(a, 0, sizeof *a);
     a->T = T;
@@ -130,7 +133,7 @@ static int acts_init(ck_qdot4_acts *a, int T, int K, const acts_src *src)
                     s[b] = src->has_s ? ck_fp16_to_fp32(h) : 0.0f;
                 }
             }
-            lane_offsets(o, a->off + at);
+            lane_offsets(o, a->off + at, avx2);
             for (l = 0; l < 16; l++) {
                 a->d[at + l] = d[l / 4];
                 a->s4[at + l] = 0.25f * s[l / 4]; /* 4 lanes per block: exact quarters */

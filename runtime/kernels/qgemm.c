@@ -342,13 +342,6 @@ CK_AVX512 static void quantize_row_avx512(const ck_qgemm_acts *a, const float *x
 
 #ifdef CK_X86
 /* the same on AVX2, 8 lanes at a time (identical results, tested) */
-CK_QA2 static inline float hmax8_abs(__m256 m)
-{
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-    return _mm_cvtss_f32(_mm_max_ss(h, _mm_shuffle_ps(h, h, 1)));
-}
-
 CK_QA2 static inline int hsum8_i32(__m256i v)
 {
     __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -375,7 +368,7 @@ CK_QA2 static void quantize_row_avx2(const ck_qgemm_acts *a, const float *xr, in
             __m256 m = _mm256_setzero_ps();
             float amax, max = 0.0f, iscale;
             for (j = 0; j < 32; j++) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(v + 8 * j)));
-            amax = hmax8_abs(m);
+            amax = ck_hmax8(m);
             for (j = 0; j < CK_QK_K; j++) /* the first value of the largest magnitude, with its sign */
                 if (fabsf(v[j]) == amax) {
                     max = v[j];
@@ -387,11 +380,10 @@ CK_QA2 static void quantize_row_avx2(const ck_qgemm_acts *a, const float *xr, in
             }
             iscale = -127.f / max;
             for (j = 0; j < 16; j++) {
-                const __m256 is = _mm256_set1_ps(iscale), top = _mm256_castsi256_ps(_mm256_set1_epi32(127));
-                const __m256i i0 = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(v + 16 * j), is)),
-                                                    _mm256_castps_si256(top));
-                const __m256i i1 = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(v + 16 * j + 8), is)),
-                                                    _mm256_castps_si256(top));
+                const __m256 is = _mm256_set1_ps(iscale);
+                const __m256i top = _mm256_set1_epi32(127);
+                const __m256i i0 = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(v + 16 * j), is)), top);
+                const __m256i i1 = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(v + 16 * j + 8), is)), top);
                 store_i8x8(q + CK_QK_K * b + 16 * j, i0);
                 store_i8x8(q + CK_QK_K * b + 16 * j + 8, i1);
                 sum[16 * b + j] = hsum8_i32(_mm256_add_epi32(i0, i1));
@@ -408,7 +400,7 @@ CK_QA2 static void quantize_row_avx2(const ck_qgemm_acts *a, const float *xr, in
             x[j] = _mm256_loadu_ps(xr + 32 * b + 8 * j);
             m = _mm256_max_ps(m, _mm256_andnot_ps(sign, x[j]));
         }
-        amax = hmax8_abs(m);
+        amax = ck_hmax8(m);
         {
             const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.f / amax : 0.0f);
             for (j = 0; j < 4; j++) {
@@ -1220,8 +1212,4 @@ int ck_qgemm_body(void)
 
 int ck_qgemm_fast(void) { return ck_qgemm_body() != CK_QGEMM_REF; }
 
-int ck_qgemm_takes(int type)
-{
-    const int body = ck_qgemm_body();
-    return desc_of(type) && body != CK_QGEMM_REF;
-}
+int ck_qgemm_takes(int type) { return desc_of(type) && ck_qgemm_fast(); }

@@ -374,7 +374,7 @@ CK_AVX2_F16 static inline void k4_scales16(const uint8_t *s12, __m128i *sc, __m1
  * a token's result is the same alone or paired, bit for bit. v[t] = W . a[t] */
 CK_AVX2_F16 static inline __attribute__((always_inline)) void qk45_rows(int nt, int q5, int64_t nb, const void *vw,
                                                                        const ck_block_q8_K *const *a,
-                                                                       ck_pf_stream *pf, float *v)
+                                                                       int pf, float *v)
 {
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     __m128 accm[2] = {_mm_setzero_ps(), _mm_setzero_ps()};
@@ -427,14 +427,14 @@ CK_AVX2_F16 static inline __attribute__((always_inline)) void qk45_rows(int nt, 
     }
 }
 
-CK_AVX2_F16 static inline float dot_qk45(int q5, int64_t nb, const void *vw, const ck_block_q8_K *a, ck_pf_stream *pf)
+CK_AVX2_F16 static inline float dot_qk45(int q5, int64_t nb, const void *vw, const ck_block_q8_K *a, int pf)
 {
     float v;
     qk45_rows(1, q5, nb, vw, &a, pf, &v);
     return v;
 }
 
-CK_AVX2_F16 static void dot2_qk45(int q5, int64_t nb, const void *vw, const ck_block_q8_K *const *a, ck_pf_stream *pf,
+CK_AVX2_F16 static void dot2_qk45(int q5, int64_t nb, const void *vw, const ck_block_q8_K *const *a, int pf,
                                   float *v)
 {
     qk45_rows(2, q5, nb, vw, a, pf, v);
@@ -444,7 +444,7 @@ CK_AVX2_F16 static void dot2_qk45(int q5, int64_t nb, const void *vw, const ck_b
  * group of 32 takes its two scales by one byte shuffle of the 8 scales of its half. nt tokens as qk45_rows. */
 CK_AVX2_F16 static inline __attribute__((always_inline)) void q6_K_rows(int nt, int64_t nb, const ck_block_q6_K *w,
                                                                        const ck_block_q8_K *const *a,
-                                                                       ck_pf_stream *pf, float *v)
+                                                                       int pf, float *v)
 {
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
@@ -487,14 +487,14 @@ CK_AVX2_F16 static inline __attribute__((always_inline)) void q6_K_rows(int nt, 
     for (t = 0; t < nt; t++) v[t] = ck_hsum8(acc[t]);
 }
 
-CK_AVX2_F16 static inline float dot_q6_K(int64_t nb, const ck_block_q6_K *w, const ck_block_q8_K *a, ck_pf_stream *pf)
+CK_AVX2_F16 static inline float dot_q6_K(int64_t nb, const ck_block_q6_K *w, const ck_block_q8_K *a, int pf)
 {
     float v;
     q6_K_rows(1, nb, w, &a, pf, &v);
     return v;
 }
 
-CK_AVX2_F16 static void dot2_q6_K(int64_t nb, const ck_block_q6_K *w, const ck_block_q8_K *const *a, ck_pf_stream *pf,
+CK_AVX2_F16 static void dot2_q6_K(int64_t nb, const ck_block_q6_K *w, const ck_block_q8_K *const *a, int pf,
                                   float *v)
 {
     q6_K_rows(2, nb, w, a, pf, v);
@@ -595,7 +595,7 @@ CK_AVX512_VNNI static inline __m512 scales2(const uint16_t *d0, size_t stride, c
 }
 
 /* q4_0 / q8_0 rows: pairs of blocks, 64 weights per vpdpbusd (the offset already in the accumulator) */
-CK_AVX512_VNNI static float dot_q40_q80_512(int q8, int64_t nb, const void *vw, const act512 *a, ck_pf_stream *pf)
+CK_AVX512_VNNI static float dot_q40_q80_512(int q8, int64_t nb, const void *vw, const act512 *a, int pf)
 {
     const __m512i order = _mm512_set_epi64(7, 6, 3, 2, 5, 4, 1, 0), flip = _mm512_set1_epi8((char)0x80);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -673,7 +673,7 @@ static float dot_512_unprepared(int type, int64_t nb, const void *w, const ck_bl
         }
         act512_offsets(q, n, off, off + 8 * n);
         a.q = q, a.d = d, a.off8 = off, a.off128 = off + 8 * n;
-        r += dot_q40_q80_512(type == CK_Q_Q8_0, n, (const char *)w + (size_t)c0 * wblock, &a, NULL);
+        r += dot_q40_q80_512(type == CK_Q_Q8_0, n, (const char *)w + (size_t)c0 * wblock, &a, 0);
     }
     return r;
 }
@@ -827,7 +827,7 @@ CK_AVX512_VNNI static void rows_q5_K_512(float *out, const char *rows, size_t rb
 /* q6_K: 64 weights per step, in element order (ql's low nibbles cover 0-63 of each half, the high ones
  * 64-127; qh's bit pairs 0-1 / 2-3 / 4-5 / 6-7 the four quarters); scales per 16 through vpdpwssd, the
  * offset 32 through the activations' sums of 16 */
-CK_AVX512_VNNI static float dot_q6_K_512(int64_t nb, const ck_block_q6_K *w, const ck_block_q8_K *a, ck_pf_stream *pf)
+CK_AVX512_VNNI static float dot_q6_K_512(int64_t nb, const ck_block_q6_K *w, const ck_block_q8_K *a, int pf)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
     __m512 acc = _mm512_setzero_ps();
@@ -909,15 +909,15 @@ CK_DOT_FN(dot_avx2_q4_0, dot_q4_0(n / CK_QK, (const ck_block_q4_0 *)w, (const ck
 CK_DOT_FN(dot_avx2_q4_1, dot_q4_1(n / CK_QK, (const ck_block_q4_1 *)w, (const ck_block_q8_1 *)a))
 CK_DOT_FN(dot_avx2_q5_0, dot_q5_0(n / CK_QK, (const ck_block_q5_0 *)w, (const ck_block_q8_0 *)a))
 CK_DOT_FN(dot_avx2_q5_1, dot_q5_1(n / CK_QK, (const ck_block_q5_1 *)w, (const ck_block_q8_1 *)a))
-CK_DOT_FN(dot_avx2_q4_K, dot_qk45(0, n / CK_QK_K, w, (const ck_block_q8_K *)a, NULL))
-CK_DOT_FN(dot_avx2_q5_K, dot_qk45(1, n / CK_QK_K, w, (const ck_block_q8_K *)a, NULL))
-CK_DOT_FN(dot_avx2_q6_K, dot_q6_K(n / CK_QK_K, (const ck_block_q6_K *)w, (const ck_block_q8_K *)a, NULL))
+CK_DOT_FN(dot_avx2_q4_K, dot_qk45(0, n / CK_QK_K, w, (const ck_block_q8_K *)a, 0))
+CK_DOT_FN(dot_avx2_q5_K, dot_qk45(1, n / CK_QK_K, w, (const ck_block_q8_K *)a, 0))
+CK_DOT_FN(dot_avx2_q6_K, dot_q6_K(n / CK_QK_K, (const ck_block_q6_K *)w, (const ck_block_q8_K *)a, 0))
 CK_DOT_FN(dot_avx512_f16, dot_half_512(0, n, (const uint16_t *)w, (const float *)a))
 CK_DOT_FN(dot_avx512_bf16, dot_half_512(1, n, (const uint16_t *)w, (const float *)a))
 CK_DOT_FN(dot_avx512_q8_0, dot_512_unprepared(CK_Q_Q8_0, n / CK_QK, w, (const ck_block_q8_0 *)a))
 CK_DOT_FN(dot_avx512_q4_0, dot_512_unprepared(CK_Q_Q4_0, n / CK_QK, w, (const ck_block_q8_0 *)a))
 CK_DOT_FN(dot_avx512_q4_K, dot_q4_K_512(n / CK_QK_K, (const ck_block_q4_K *)w, (const ck_block_q8_K *)a))
-CK_DOT_FN(dot_avx512_q6_K, dot_q6_K_512(n / CK_QK_K, (const ck_block_q6_K *)w, (const ck_block_q8_K *)a, NULL))
+CK_DOT_FN(dot_avx512_q6_K, dot_q6_K_512(n / CK_QK_K, (const ck_block_q6_K *)w, (const ck_block_q8_K *)a, 0))
 #undef CK_DOT_FN
 #define CK_ON_X86(fn) fn
 #else
@@ -1258,9 +1258,6 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
             const int64_t a = c0, b = c0 + chunk < pb ? c0 + chunk : pb;
             const void *act = act_row(acts, type, t);
             if (t == paired) continue;
-#ifdef CK_X86
-            ck_pf_stream pf; /* given to the bodies that take one: they then ask for their lines ahead (ck_pf_lines) */
-#endif
             float *o = out + (size_t)t * ldo;
             const float *ad = add ? add + (size_t)t * ld_add : NULL;
             n = a;
@@ -1274,7 +1271,7 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
             if (dot == dot_avx512_q6_K) { /* q6_K on AVX-512, its lines requested a few per block (ck_pf_lines) */
                 for (; n < b; n++)
                     o[n] = dot_q6_K_512(K / CK_QK_K, (const ck_block_q6_K *)(rows + (size_t)n * rb),
-                                        (const ck_block_q8_K *)act, &pf) + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
+                                        (const ck_block_q8_K *)act, 1) + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
             }
             if (fast && acts->g4.q && ck_qdot4_takes(type)) { /* q4_0 / q4_1 / q5_0 / q5_1: AVX-512 VBMI, AVX2 */
                 /* the last K % 128 elements of each row by the type's AVX2 one-block body (these bodies run only
@@ -1299,7 +1296,7 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                 ax.off8 = acts->off + (size_t)t * (K / 2);
                 ax.off128 = ax.off8 + K / 4;
                 for (; n < b; n++) {
-                    float v = dot_q40_q80_512(type == CK_Q_Q8_0, nb, rows + (size_t)n * rb, &ax, &pf);
+                    float v = dot_q40_q80_512(type == CK_Q_Q8_0, nb, rows + (size_t)n * rb, &ax, 1);
                     o[n] = v + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
                 }
             }
@@ -1319,9 +1316,9 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                         const char *wr = rows + (size_t)n * rb;
                         float v[2];
                         if (type == CK_Q_Q6_K)
-                            dot2_q6_K(nb, (const ck_block_q6_K *)wr, pair, &pf, v);
+                            dot2_q6_K(nb, (const ck_block_q6_K *)wr, pair, 1, v);
                         else
-                            dot2_qk45(type == CK_Q_Q5_K, nb, wr, pair, &pf, v);
+                            dot2_qk45(type == CK_Q_Q5_K, nb, wr, pair, 1, v);
                         o[n] = v[0] + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
                         o1[n] = v[1] + (bias ? bias[n] : 0.0f) + (ad1 ? ad1[n] : 0.0f);
                     }
@@ -1329,8 +1326,8 @@ static void dot_rows(float *out, int ldo, const act_set *acts, const ck_qmat *w,
                 }
                 for (; n < b; n++) {
                     const char *wr = rows + (size_t)n * rb;
-                    const float v = type == CK_Q_Q6_K ? dot_q6_K(nb, (const ck_block_q6_K *)wr, ak, &pf)
-                                                      : dot_qk45(type == CK_Q_Q5_K, nb, wr, ak, &pf);
+                    const float v = type == CK_Q_Q6_K ? dot_q6_K(nb, (const ck_block_q6_K *)wr, ak, 1)
+                                                      : dot_qk45(type == CK_Q_Q5_K, nb, wr, ak, 1);
                     o[n] = v + (bias ? bias[n] : 0.0f) + (ad ? ad[n] : 0.0f);
                 }
             }

@@ -115,5 +115,10 @@ def test_bench_llm_kernels_level_caps_both_contenders(tmp_path, monkeypatch):
     assert "CPU" not in header.split(lib)[1]
     with pytest.raises(SystemExit, match="--kernels avx2-vnni: this CPU has no avx_vnni"):
         bench_llm.level_envs(argparse.Namespace(kernels="avx2-vnni"), str(script))
+    broken = tmp_path / "broken.sh"  # a build that fails: a message naming the level, not a traceback
+    broken.write_text("#!/bin/sh\necho 'cmake failed' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    with pytest.raises(SystemExit, match="--kernels avx2: llama_cpp.sh --lib gave no llama.cpp build"):
+        bench_llm.level_envs(argparse.Namespace(kernels="avx2"), str(broken))
     envs, header = bench_llm.level_envs(argparse.Namespace(kernels=None), str(script))
     assert "CK_KERNELS" not in envs["ckc"] and "LLAMA_CPP_LIB_PATH" not in envs["llama.cpp"]
